@@ -1,0 +1,14 @@
+// Command veil is the command-line entry point of Veil, a privacy-preserving
+// face recognition and face-tagging system. It only builds the command tree;
+// every command lives in internal/cli.
+package main
+
+import (
+	"os"
+
+	"github.com/veil-privacy/veil/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,18 @@
+module github.com/veil-privacy/veil
+
+go 1.26.5
+
+require (
+	github.com/gomlx/compute v0.1.3
+	github.com/gomlx/gomlx v0.28.3
+	github.com/spf13/cobra v1.10.1
+)
+
+require (
+	github.com/go-logr/logr v1.4.3 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
+	k8s.io/klog/v2 v2.140.0 // indirect
+)

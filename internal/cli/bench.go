@@ -1,0 +1,18 @@
+package cli
+
+import "github.com/spf13/cobra"
+
+// benchCommands lists the constructors of `veil bench` subcommands.
+// Each lives in its own file; add a line here when adding one.
+var benchCommands = []func(*env) *cobra.Command{}
+
+func newBenchCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure speed of Veil's components (use --json for machine-readable reports)",
+	}
+	for _, b := range benchCommands {
+		cmd.AddCommand(b(e))
+	}
+	return cmd
+}

@@ -1,0 +1,75 @@
+// Package cli implements the commands of the veil binary: one file per
+// command group. It parses flags, calls the library packages and prints
+// human-readable text or, with --json, machine-readable JSON.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a specific exit status out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// commandGroups lists the constructors of the top-level command groups.
+// Each group lives in its own file; add a line here when adding a group.
+var commandGroups = []func(*env) *cobra.Command{
+	newBenchCmd,
+}
+
+// env is what every command needs from the process: its streams and logger.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	log    *slog.Logger
+}
+
+// NewRoot builds the veil command tree writing to the given streams.
+func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr,
+		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	root := &cobra.Command{
+		Use:   "veil",
+		Short: "Privacy-preserving face recognition and face tagging",
+		Long: `Veil finds faces in photos, turns them into descriptors with pretrained
+networks, and trains and aggregates face models under differential privacy
+and secure aggregation, so photos, faceprints and tags stay on their owners' devices.
+
+Every command that reports results takes --json for machine-readable output.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	for _, g := range commandGroups {
+		root.AddCommand(g(e))
+	}
+	return root
+}
+
+// Main runs the veil command line and returns the process exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := NewRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintf(stderr, "veil: %v\n", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
+		return 1
+	}
+	return 0
+}
