@@ -3,9 +3,9 @@ package engine
 import (
 	"testing"
 
+	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
-	"github.com/gomlx/compute/shapes"
 )
 
 func TestBackendRunsAGraph(t *testing.T) {
