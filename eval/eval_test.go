@@ -1,0 +1,164 @@
+package eval
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParsePairs(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        string
+		folds     int
+		pairs     int
+		wantErr   string
+		firstSame bool
+	}{
+		{"single set", "2\nA 1 2\nB 3 4\nA 1 C 2\nB 2 D 5\n", 1, 4, "", true},
+		{"folds", "2 1\nA 1 2\nA 1 C 2\nB 1 2\nB 1 D 1\n", 2, 4, "", true},
+		{"blank lines ok", "\n1\n\nA 1 2\nA 1 B 1\n\n", 1, 2, "", true},
+		{"empty", "", 0, 0, "empty file", false},
+		{"bad header", "x\n", 0, 0, "bad header", false},
+		{"zero header", "0\n", 0, 0, "bad header", false},
+		{"short", "2\nA 1 2\n", 0, 0, "file ends after 1 pairs", false},
+		{"bad matched", "1\nA 1\nA 1 B 1\n", 0, 0, "matched pair wants", false},
+		{"bad mismatched", "1\nA 1 2\nA 1 B\n", 0, 0, "mismatched pair wants", false},
+		{"bad number", "1\nA x 2\nA 1 B 1\n", 0, 0, "image number", false},
+		{"path escape", "1\n../etc 1 2\nA 1 B 1\n", 0, 0, "plain folder name", false},
+		{"extra line", "1\nA 1 2\nA 1 B 1\nC 1 2\n", 0, 0, "extra line", false},
+		{"huge header", "100000 100000\n", 0, 0, "bad header", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pf, err := ParsePairs(strings.NewReader(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrPairs) {
+					t.Fatalf("err = %v, want ErrPairs mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pf.Folds != tc.folds || len(pf.Pairs) != tc.pairs || pf.Pairs[0].Same != tc.firstSame {
+				t.Fatalf("got folds %d pairs %d first %+v", pf.Folds, len(pf.Pairs), pf.Pairs[0])
+			}
+		})
+	}
+}
+
+func TestReadLFWDevPairs(t *testing.T) {
+	pf, err := ReadPairsFile(filepath.Join("testdata", "pairs_10fold.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pf.Folds != 10 || len(pf.Pairs) != 40 || pf.Fold[39] != 9 || pf.Pairs[2].Same || !pf.Pairs[0].Same {
+		t.Fatalf("unexpected parse: folds %d pairs %d", pf.Folds, len(pf.Pairs))
+	}
+	p := Pair{Name1: "Aaron_Peirsol", Num1: 1, Name2: "Aaron_Peirsol", Num2: 12}
+	if got := p.ImagePath("/d", true); got != "/d/Aaron_Peirsol/Aaron_Peirsol_0012.jpg" {
+		t.Fatalf("ImagePath = %s", got)
+	}
+}
+
+func TestBestThresholdAndAccuracy(t *testing.T) {
+	s := Scores{Score: []float64{0.9, 0.8, 0.7, 0.3, 0.2, 0.75}, Same: []bool{true, true, true, false, false, false}}
+	thr, acc := s.BestThreshold()
+	// Perfect separation is impossible (0.75 impostor sits between 0.7 and 0.8);
+	// best is 5/6 with thresholds in (0.3,0.7) or (0.75,0.8).
+	if math.Abs(acc-5.0/6) > 1e-12 {
+		t.Fatalf("acc = %v, want 5/6", acc)
+	}
+	if got := s.Accuracy(thr); got != acc {
+		t.Fatalf("Accuracy(%v) = %v, want %v", thr, got, acc)
+	}
+}
+
+func TestKFold(t *testing.T) {
+	// Two folds; in each, matched scores are 1 and mismatched 0, except one
+	// outlier. Threshold from the other fold is 0.5: accuracy 3/4 and 4/4.
+	s := Scores{
+		Score: []float64{1, 1, 0, 1, 1, 1, 0, 0},
+		Same:  []bool{true, true, false, false, true, true, false, false},
+	}
+	fold := []int{0, 0, 0, 0, 1, 1, 1, 1}
+	r, err := KFold(s, fold, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Accuracies[0] != 0.75 || r.Accuracies[1] != 1 || r.Mean != 0.875 || math.Abs(r.Std-0.125) > 1e-12 {
+		t.Fatalf("got %+v", r)
+	}
+	if _, err := KFold(s, fold, 1); err == nil {
+		t.Fatal("1 fold accepted")
+	}
+}
+
+func TestROC(t *testing.T) {
+	tests := []struct {
+		name string
+		s    Scores
+		auc  float64
+		eer  float64
+		tar  map[float64]float64
+	}{
+		{"separable", Scores{[]float64{3, 4, 1, 2}, []bool{true, true, false, false}}, 1, 0,
+			map[float64]float64{0.1: 1, 0.5: 1}},
+		{"reversed", Scores{[]float64{1, 2, 3, 4}, []bool{true, true, false, false}}, 0, 1,
+			map[float64]float64{0.1: 0, 0.5: 0, 1: 1}},
+		{"ties count half", Scores{[]float64{1, 1}, []bool{true, false}}, 0.5, 0.5,
+			map[float64]float64{0.1: 0}},
+		// pos {0.9,0.6,0.4}, neg {0.5,0.3,0.1}: wins 3+3+2 = 8 of 9.
+		{"mixed", Scores{[]float64{0.9, 0.6, 0.4, 0.5, 0.3, 0.1}, []bool{true, true, true, false, false, false}}, 8.0 / 9, 1.0 / 3,
+			map[float64]float64{0.001: 2.0 / 3, 0.34: 1, 0.67: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var fars []float64
+			for f := range tc.tar {
+				fars = append(fars, f)
+			}
+			r, err := ComputeROC(tc.s, fars...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(r.AUC-tc.auc) > 1e-12 || math.Abs(r.EER-tc.eer) > 1e-12 {
+				t.Fatalf("AUC %v EER %v, want %v %v", r.AUC, r.EER, tc.auc, tc.eer)
+			}
+			for f, want := range tc.tar {
+				if math.Abs(r.TARAtFAR[f]-want) > 1e-12 {
+					t.Errorf("TAR@FAR %v = %v, want %v", f, r.TARAtFAR[f], want)
+				}
+			}
+		})
+	}
+	if _, err := ComputeROC(Scores{[]float64{1}, []bool{true}}); err == nil {
+		t.Fatal("one class accepted")
+	}
+	if _, err := ComputeROC(Scores{[]float64{math.NaN(), 1}, []bool{true, false}}); err == nil {
+		t.Fatal("NaN accepted")
+	}
+}
+
+func FuzzParsePairs(f *testing.F) {
+	seed, err := os.ReadFile(filepath.Join("testdata", "pairs_10fold.txt"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add([]byte("1\nA 1 2\nA 1 B 1\n"))
+	f.Add([]byte("3 1000000\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pf, err := ParsePairs(strings.NewReader(string(b)))
+		if err != nil {
+			return
+		}
+		if len(pf.Pairs) != len(pf.Fold) || len(pf.Pairs) == 0 {
+			t.Fatalf("inconsistent parse: %d pairs %d folds", len(pf.Pairs), len(pf.Fold))
+		}
+	})
+}
