@@ -162,3 +162,47 @@ func FuzzParsePairs(f *testing.F) {
 		}
 	})
 }
+
+func TestVerifyWithSyntheticDescriptors(t *testing.T) {
+	// Two folds; each person's images get descriptors near a per-person
+	// point, so matched pairs are close and mismatched far: accuracy 1.
+	pf, err := ReadPairsFile(filepath.Join("testdata", "pairs_10fold.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := func(path string) (Described, error) {
+		name := filepath.Base(filepath.Dir(path))
+		var h float32
+		for _, c := range name {
+			h = h*31 + float32(c%7)
+		}
+		fb := strings.HasPrefix(name, "Other_1")
+		return Described{Descriptor: []float32{h, h * 0.5, float32(len(filepath.Base(path))) * 1e-6}, Fallback: fb}, nil
+	}
+	res, err := Verify(VerifyOptions{ImagesDir: "/lfw", Test: pf, Workers: 2}, describe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Folds != 10 || res.Pairs != 40 || res.Accuracy != 1 || res.AUC != 1 || res.NoFace != 2 {
+		t.Fatalf("got %+v", res)
+	}
+	if _, ok := res.TARAtFAR["0.001"]; !ok {
+		t.Fatalf("missing TAR@FAR 0.001: %v", res.TARAtFAR)
+	}
+	// A single set needs training pairs.
+	single := &PairsFile{Folds: 1, Pairs: pf.Pairs, Fold: make([]int, len(pf.Pairs))}
+	if _, err := Verify(VerifyOptions{Test: single}, describe); err == nil {
+		t.Fatal("single set without training pairs accepted")
+	}
+	res, err = Verify(VerifyOptions{Test: single, Train: single}, describe)
+	if err != nil || res.Accuracy != 1 || res.TrainPairs != 40 {
+		t.Fatalf("single set: %+v %v", res, err)
+	}
+	// A describer error names the image.
+	_, err = Verify(VerifyOptions{ImagesDir: "/lfw", Test: pf}, func(p string) (Described, error) {
+		return Described{}, errors.New("boom")
+	})
+	if err == nil || !strings.Contains(err.Error(), "/lfw/") {
+		t.Fatalf("err = %v", err)
+	}
+}
