@@ -1,0 +1,179 @@
+package nets
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/gomlx/gomlx/core/tensors"
+
+	"github.com/veil-privacy/veil/imaging"
+)
+
+// Detection is a face found by a detector, in pixels of the original image.
+type Detection struct {
+	X, Y, W, H float64
+	Score      float64
+}
+
+// Right returns the x coordinate of the right edge.
+func (d Detection) Right() float64 { return d.X + d.W }
+
+// Bottom returns the y coordinate of the bottom edge.
+func (d Detection) Bottom() float64 { return d.Y + d.H }
+
+// box is an axis-aligned box given by its corners.
+type detBox struct{ x0, y0, x1, y1 float64 }
+
+// iou is the intersection over union of two boxes as face-api computes it
+// for SSD (ops inside ssdMobilenetv1/nonMaxSuppression.ts): corners are
+// sorted first and a box of non-positive area has IoU 0 with everything.
+func detIoU(a, b detBox) float64 {
+	ax0, ax1 := math.Min(a.x0, a.x1), math.Max(a.x0, a.x1)
+	ay0, ay1 := math.Min(a.y0, a.y1), math.Max(a.y0, a.y1)
+	bx0, bx1 := math.Min(b.x0, b.x1), math.Max(b.x0, b.x1)
+	by0, by1 := math.Min(b.y0, b.y1), math.Max(b.y0, b.y1)
+	areaA := (ax1 - ax0) * (ay1 - ay0)
+	areaB := (bx1 - bx0) * (by1 - by0)
+	if areaA <= 0 || areaB <= 0 {
+		return 0
+	}
+	iw := math.Max(math.Min(ax1, bx1)-math.Max(ax0, bx0), 0)
+	ih := math.Max(math.Min(ay1, by1)-math.Max(ay0, by0), 0)
+	inter := iw * ih
+	return inter / (areaA + areaB - inter)
+}
+
+// nms is greedy non-maximum suppression: candidates with score above
+// minScore are visited by decreasing score and kept unless they overlap an
+// already kept box by IoU > iouThr; at most maxOut are kept (maxOut <= 0:
+// no limit). Equal scores are visited in index order, or in reverse index
+// order when laterFirst is set (face-api's tiny detector sorts ascending and
+// pops from the end). It returns the kept indices in the order they were
+// chosen.
+func detNMS(boxes []detBox, scores []float64, minScore, iouThr float64, maxOut int, laterFirst bool) []int {
+	cand := make([]int, 0, 64)
+	for i, s := range scores {
+		if s > minScore {
+			cand = append(cand, i)
+		}
+	}
+	sort.SliceStable(cand, func(a, b int) bool {
+		sa, sb := scores[cand[a]], scores[cand[b]]
+		if sa != sb {
+			return sa > sb
+		}
+		if laterFirst {
+			return cand[a] > cand[b]
+		}
+		return false
+	})
+	var kept []int
+	for _, c := range cand {
+		if maxOut > 0 && len(kept) >= maxOut {
+			break
+		}
+		ok := true
+		for j := len(kept) - 1; j >= 0; j-- {
+			if detIoU(boxes[c], boxes[kept[j]]) > iouThr {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
+// NMS applies greedy non-maximum suppression to detections: by decreasing
+// score (ties in input order), a detection is dropped when its IoU with an
+// already kept one exceeds iouThreshold. At most maxResults are returned
+// (maxResults <= 0: no limit). Detections with non-positive area never
+// suppress or get suppressed.
+func NMS(dets []Detection, iouThreshold float64, maxResults int) ([]Detection, error) {
+	if math.IsNaN(iouThreshold) || iouThreshold < 0 || iouThreshold > 1 {
+		return nil, fmt.Errorf("nets: NMS IoU threshold %v outside [0,1]", iouThreshold)
+	}
+	boxes := make([]detBox, len(dets))
+	scores := make([]float64, len(dets))
+	for i, d := range dets {
+		boxes[i] = detBox{d.X, d.Y, d.X + d.W, d.Y + d.H}
+		scores[i] = d.Score
+	}
+	idx := detNMS(boxes, scores, math.Inf(-1), iouThreshold, maxResults, false)
+	out := make([]Detection, len(idx))
+	for i, k := range idx {
+		out[i] = dets[k]
+	}
+	return out, nil
+}
+
+// detReshaped is face-api's computeReshapedDimensions: the size the image
+// occupies inside the inputSize square after scaling its longer side to
+// inputSize.
+func detReshaped(w, h, inputSize int) (rw, rh int) {
+	scale := float64(inputSize) / float64(max(w, h))
+	return int(math.Round(float64(w) * scale)), int(math.Round(float64(h) * scale))
+}
+
+// detCheckImage validates an input photo.
+func detCheckImage(img *imaging.RGB) error {
+	if img == nil {
+		return fmt.Errorf("nets: nil image")
+	}
+	if img.W <= 0 || img.H <= 0 || len(img.Pix) != 3*img.W*img.H {
+		return fmt.Errorf("nets: malformed image %dx%d with %d bytes", img.W, img.H, len(img.Pix))
+	}
+	return nil
+}
+
+// detCheckFloat validates a network input of the given square size.
+func detCheckFloat(in *imaging.Float, size int) error {
+	if in == nil {
+		return fmt.Errorf("nets: nil input")
+	}
+	if in.W != size || in.H != size || in.C != 3 || len(in.Pix) != size*size*3 {
+		return fmt.Errorf("nets: input is %dx%dx%d with %d values, want %dx%dx3", in.W, in.H, in.C, len(in.Pix), size, size)
+	}
+	return nil
+}
+
+// detInput pads img at the bottom/right to a square and resizes it to
+// size×size with TensorFlow's bilinear resize, as face-api's toBatchTensor
+// does (no resize when the square already has that size).
+func detInput(img *imaging.RGB, size int) (*imaging.Float, error) {
+	f := img.ToFloat()
+	if f == nil {
+		return nil, fmt.Errorf("nets: converting the image to float failed")
+	}
+	sq, _, _ := imaging.PadToSquare(f, false)
+	if sq == nil {
+		return nil, fmt.Errorf("nets: padding the image to a square failed")
+	}
+	if sq.W == size && sq.H == size {
+		return sq, nil
+	}
+	out := imaging.ResizeBilinear(sq, size, size)
+	if out == nil {
+		return nil, fmt.Errorf("nets: resizing the image to %d failed", size)
+	}
+	return out, nil
+}
+
+// detTensor wraps a square HWC float image as a [1,H,W,3] tensor (no copy of
+// the semantics: the tensor owns a copy of the data).
+func detTensor(in *imaging.Float) *tensors.Tensor {
+	return tensors.FromFlatDataAndDimensions(in.Pix, 1, in.H, in.W, in.C)
+}
+
+// detFetch copies a float32 output tensor and releases it.
+func detFetch(t *tensors.Tensor) ([]float32, error) {
+	v, err := tensors.CopyFlatData[float32](t)
+	_ = t.FinalizeAll()
+	if err != nil {
+		return nil, fmt.Errorf("nets: reading network output: %w", err)
+	}
+	return v, nil
+}
