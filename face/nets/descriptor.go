@@ -39,7 +39,7 @@ type descResidualW struct {
 type descriptorW struct {
 	conv32Down resConv
 	blocks     []descResidualW // conv32_1..3, conv64_down, conv64_1..3, ... conv256_down_out
-	down       []bool      // whether blocks[i] is a down-sampling block
+	down       []bool          // whether blocks[i] is a down-sampling block
 	fc         *tfjs.Tensor
 }
 

@@ -21,8 +21,8 @@ type faRef struct {
 		Age    []float64 `json:"age"`
 		Gender []float64 `json:"gender_softmax"`
 	} `json:"age_gender_on_landmark_input"`
-	Descriptor       []float64 `json:"recognition_descriptor"`
-	DescriptorGrey   []float64 `json:"recognition_descriptor_grey128"`
+	Descriptor       []float64             `json:"recognition_descriptor"`
+	DescriptorGrey   []float64             `json:"recognition_descriptor_grey128"`
 	LandmarkInput    struct{ Shape []int } `json:"landmark_input"`
 	RecognitionInput struct{ Shape []int } `json:"recognition_input"`
 }
