@@ -109,6 +109,8 @@ func detCompare(t *testing.T, got []Detection, want []detRef, tol float64) {
 	if len(got) != len(want) {
 		t.Fatalf("got %d detections %+v, want %d", len(got), got, len(want))
 	}
+	worst := 0.0
+	defer func() { t.Logf("%d detections, max box diff %.3g px", len(got), worst) }()
 	for i, w := range want {
 		g := got[i]
 		if math.Abs(g.Score-w.Score) > 1e-4 {
@@ -116,6 +118,7 @@ func detCompare(t *testing.T, got []Detection, want []detRef, tol float64) {
 		}
 		d := []float64{g.X - w.Box.X, g.Y - w.Box.Y, g.W - w.Box.Width, g.H - w.Box.Height}
 		for _, v := range d {
+			worst = math.Max(worst, math.Abs(v))
 			if math.Abs(v) > tol {
 				t.Errorf("detection %d: box %+v, want %+v", i, g, w.Box)
 				break

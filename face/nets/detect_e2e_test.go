@@ -1,0 +1,136 @@
+package nets
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/datadir"
+)
+
+// detFaces is the part of faceapi-reference/faces.json the detector tests use.
+type detFaces struct {
+	Images []struct {
+		File   string `json:"file"`
+		Width  int    `json:"width"`
+		Height int    `json:"height"`
+		SSD    []struct {
+			Score float64 `json:"score"`
+			Box   struct {
+				X      float64 `json:"x"`
+				Y      float64 `json:"y"`
+				Width  float64 `json:"width"`
+				Height float64 `json:"height"`
+			} `json:"detection_box"`
+		} `json:"ssd"`
+		Tiny []struct {
+			Score float64 `json:"score"`
+			Box   struct {
+				X      float64 `json:"x"`
+				Y      float64 `json:"y"`
+				Width  float64 `json:"width"`
+				Height float64 `json:"height"`
+			} `json:"detection_box"`
+		} `json:"tiny"`
+	} `json:"images"`
+}
+
+func TestDetectorsEndToEndMatchFaceAPI(t *testing.T) {
+	data, err := os.ReadFile(datadir.ForTest(t, "faceapi-reference", "faces.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref detFaces
+	if err := json.Unmarshal(data, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if len(ref.Images) != 6 {
+		t.Fatalf("faces.json has %d images, want 6", len(ref.Images))
+	}
+	ssd, tiny := loadSSD(t), loadTiny(t)
+	for _, im := range ref.Images {
+		t.Run(im.File, func(t *testing.T) {
+			img, _, err := imaging.DecodeFile(datadir.ForTest(t, "faceapi-reference", "images", im.File), imaging.DefaultLimits())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if img.W != im.Width || img.H != im.Height {
+				t.Fatalf("decoded %dx%d, want %dx%d", img.W, img.H, im.Width, im.Height)
+			}
+			got, err := ssd.Detect(img, SSDOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]detRef, len(im.SSD))
+			for i, f := range im.SSD {
+				want[i].Score, want[i].Box = f.Score, f.Box
+			}
+			t.Run("ssd", func(t *testing.T) { detCompare(t, got, want, 0.5) })
+			got, err = tiny.Detect(img, TinyOptions{InputSize: 416, ScoreThreshold: 0.5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = make([]detRef, len(im.Tiny))
+			for i, f := range im.Tiny {
+				want[i].Score, want[i].Box = f.Score, f.Box
+			}
+			t.Run("tiny", func(t *testing.T) { detCompare(t, got, want, 0.5) })
+		})
+	}
+}
+
+// TestDetInputMatchesImaging checks the fused pad+resize against
+// imaging.PadToSquare followed by imaging.ResizeBilinear, bit for bit.
+func TestDetInputMatchesImaging(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	tests := []struct {
+		name       string
+		w, h, size int
+	}{
+		{"landscape down", 97, 61, 32},
+		{"portrait down", 50, 83, 64},
+		{"landscape up", 20, 13, 64},
+		{"square same", 32, 32, 32},
+		{"square down", 45, 45, 32},
+		{"thin", 1, 40, 32},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			img := imaging.NewRGB(tc.w, tc.h)
+			for i := range img.Pix {
+				img.Pix[i] = uint8(r.IntN(256))
+			}
+			sq, _, _ := imaging.PadToSquare(img.ToFloat(), false)
+			want := sq
+			if sq.W != tc.size {
+				want = imaging.ResizeBilinear(sq, tc.size, tc.size)
+			}
+			got, err := detInput(img, tc.size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.W != tc.size || got.H != tc.size || len(got.Pix) != len(want.Pix) {
+				t.Fatalf("got %dx%d (%d values), want %d² (%d)", got.W, got.H, len(got.Pix), tc.size, len(want.Pix))
+			}
+			for i := range want.Pix {
+				if got.Pix[i] != want.Pix[i] {
+					t.Fatalf("value %d: %v, want %v", i, got.Pix[i], want.Pix[i])
+				}
+			}
+		})
+	}
+}
+
+// detDemoImage decodes demo image n (1..6) of the reference data.
+func detDemoImage(t testing.TB, n int) *imaging.RGB {
+	t.Helper()
+	p := datadir.ForTest(t, "faceapi-reference", "images", filepath.Base("sample"+string(rune('0'+n))+".jpg"))
+	img, _, err := imaging.DecodeFile(p, imaging.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
