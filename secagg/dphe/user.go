@@ -1,0 +1,189 @@
+package dphe
+
+import (
+	"crypto/rand"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"slices"
+	"sync"
+
+	"github.com/veil-privacy/veil/secagg/paillier"
+)
+
+// UserOptions configures a User.
+type UserOptions struct {
+	// Encrypter configures Paillier encryption (randomness variant, pool).
+	Encrypter paillier.EncrypterOptions
+	// Random drives shard assignment and padding positions; nil means crypto/rand.
+	Random io.Reader
+}
+
+// User is one data owner U⁽ⁿ⁾ in one round (Algorithm 1, steps 3–4).
+type User struct {
+	keys   *UserKeys
+	enc    *paillier.Encrypter
+	fp     *paillier.FixedPoint
+	random io.Reader
+
+	mu   sync.Mutex
+	sent bool
+}
+
+// NewUser checks the keys and prepares encryption.
+func NewUser(keys *UserKeys, opts UserOptions) (*User, error) {
+	if keys == nil || keys.PublicKey == nil {
+		return nil, fmt.Errorf("dphe: user: missing keys")
+	}
+	if keys.Dim < 1 || keys.Dim > MaxDim || keys.Capacity < 1 || keys.Capacity > keys.Dim {
+		return nil, fmt.Errorf("dphe: user %d: dimension %d / capacity %d invalid", keys.UserID, keys.Dim, keys.Capacity)
+	}
+	if len(keys.Phi) != keys.Dim || len(keys.PhiUser) != keys.Dim {
+		return nil, fmt.Errorf("dphe: user %d: permutations of lengths %d and %d, want %d", keys.UserID, len(keys.Phi), len(keys.PhiUser), keys.Dim)
+	}
+	if _, err := invertPerm(keys.Phi); err != nil {
+		return nil, fmt.Errorf("dphe: user %d: φ: %w", keys.UserID, err)
+	}
+	if _, err := invertPerm(keys.PhiUser); err != nil {
+		return nil, fmt.Errorf("dphe: user %d: φ⁽ⁿ⁾: %w", keys.UserID, err)
+	}
+	enc, err := paillier.NewEncrypter(keys.PublicKey, opts.Encrypter)
+	if err != nil {
+		return nil, fmt.Errorf("dphe: user %d: %w", keys.UserID, err)
+	}
+	fp, err := paillier.NewFixedPoint(keys.PublicKey, keys.FracBits)
+	if err != nil {
+		return nil, fmt.Errorf("dphe: user %d: %w", keys.UserID, err)
+	}
+	random := opts.Random
+	if random == nil {
+		random = rand.Reader
+	}
+	return &User{keys: keys, enc: enc, fp: fp, random: random}, nil
+}
+
+// Encrypter returns the user's Paillier encrypter, e.g. to precompute randomness.
+func (u *User) Encrypter() *paillier.Encrypter { return u.enc }
+
+// Encrypt turns a D-dimensional update into ⌈nz/M⌉ messages (at least one),
+// each with exactly M entries, and encodes them. A user encrypts once per round.
+func (u *User) Encrypt(update []float64) ([][]byte, error) {
+	msgs, err := u.EncryptMessages(update)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		if out[i], err = m.Encode(u.keys.PublicKey); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Encrypt32 is Encrypt for a float32 update.
+func (u *User) Encrypt32(update []float32) ([][]byte, error) {
+	w := make([]float64, len(update))
+	for i, x := range update {
+		w[i] = float64(x)
+	}
+	return u.Encrypt(w)
+}
+
+// EncryptMessages is Encrypt without the final encoding.
+func (u *User) EncryptMessages(update []float64) ([]*Message, error) {
+	k := u.keys
+	if len(update) != k.Dim {
+		return nil, fmt.Errorf("dphe: user %d: update of length %d, round dimension is %d", k.UserID, len(update), k.Dim)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.sent {
+		return nil, fmt.Errorf("dphe: user %d already encrypted its update for round %d", k.UserID, k.Round)
+	}
+	// Step 3: decompose w into support K and values v.
+	var support []uint32
+	for i, x := range update {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("dphe: user %d: non-finite value at coordinate %d", k.UserID, i)
+		}
+		if x != 0 {
+			support = append(support, uint32(i))
+		}
+	}
+	rng, err := newStream(u.random)
+	if err != nil {
+		return nil, err
+	}
+	// Shard: random assignment of non-zeros to ⌈nz/M⌉ shards of at most M.
+	rng.Shuffle(len(support), func(i, j int) { support[i], support[j] = support[j], support[i] })
+	shards := max(1, (len(support)+k.Capacity-1)/k.Capacity)
+	msgs := make([]*Message, shards)
+	fpr := k.PublicKey.Fingerprint()
+	for f := 0; f < shards; f++ {
+		lo, hi := f*k.Capacity, min((f+1)*k.Capacity, len(support))
+		if lo > hi {
+			lo = hi
+		}
+		own := support[lo:hi]
+		entries, err := u.shardEntries(own, update, rng)
+		if err != nil {
+			return nil, err
+		}
+		plain := make([]*big.Int, len(entries))
+		idx := make([]uint32, len(entries))
+		for i, e := range entries {
+			idx[i], plain[i] = e.pos, e.m
+		}
+		cts, err := u.enc.EncryptVector(plain)
+		if err != nil {
+			return nil, fmt.Errorf("dphe: user %d: encrypting shard %d: %w", k.UserID, f, err)
+		}
+		m := &Message{KeyFingerprint: fpr, Round: k.Round, UserID: k.UserID, Shard: uint32(f), Shards: uint32(shards),
+			Dim: uint32(k.Dim), Indices: idx, Ciphertexts: cts}
+		m.MAC = computeMAC(k.MACKey, m.body(k.PublicKey))
+		msgs[f] = m
+	}
+	u.sent = true
+	return msgs, nil
+}
+
+type entry struct {
+	pos uint32
+	m   *big.Int
+}
+
+// shardEntries pads one shard's support to M positions with zeros at
+// uniformly random unused coordinates, applies Φ = φ⁽ⁿ⁾∘φ and sorts by the
+// permuted position so that neither order nor count reveals the support.
+func (u *User) shardEntries(own []uint32, update []float64, rng interface{ IntN(int) int }) ([]entry, error) {
+	k := u.keys
+	inShard := make([]bool, k.Dim)
+	for _, i := range own {
+		inShard[i] = true
+	}
+	entries := make([]entry, 0, k.Capacity)
+	for _, i := range own {
+		m, err := u.fp.Encode(update[i])
+		if err != nil {
+			return nil, fmt.Errorf("dphe: user %d: coordinate %d: %w", k.UserID, i, err)
+		}
+		entries = append(entries, entry{pos: k.PhiUser[k.Phi[i]], m: m})
+	}
+	if pad := k.Capacity - len(own); pad > 0 {
+		free := make([]uint32, 0, k.Dim-len(own))
+		for i := 0; i < k.Dim; i++ {
+			if !inShard[i] {
+				free = append(free, uint32(i))
+			}
+		}
+		for j := 0; j < pad; j++ { // partial Fisher–Yates
+			r := j + rng.IntN(len(free)-j)
+			free[j], free[r] = free[r], free[j]
+			entries = append(entries, entry{pos: k.PhiUser[k.Phi[free[j]]], m: big.NewInt(0)})
+		}
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return int(a.pos) - int(b.pos) })
+	return entries, nil
+}
