@@ -193,8 +193,8 @@ func TestPadToSquare(t *testing.T) {
 		{"wide-topleft", 3, 1, false, 0, 0, []float32{1, 2, 3, 0, 0, 0, 0, 0, 0}},
 		{"tall-topleft", 1, 2, false, 0, 0, []float32{1, 0, 2, 0}},
 		{"wide-centred-odd", 4, 1, true, 0, 1, []float32{0, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0}}, // diff 3: 2 after, 1 before
-		{"tall-centred-even", 1, 3, true, 1, 0, []float32{0, 1, 0, 0, 2, 0, 0, 3, 0}},                    // diff 2: 1 after, 1 before
-		{"tall-centred-diff1", 1, 2, true, 0, 0, []float32{1, 0, 2, 0}},                                  // round(0.5)=1 after, 0 before
+		{"tall-centred-even", 1, 3, true, 1, 0, []float32{0, 1, 0, 0, 2, 0, 0, 3, 0}},                     // diff 2: 1 after, 1 before
+		{"tall-centred-diff1", 1, 2, true, 0, 0, []float32{1, 0, 2, 0}},                                   // round(0.5)=1 after, 0 before
 		{"wide-centred-diff61", 238, 177, true, 0, 30, nil},
 		{"square", 2, 2, true, 0, 0, []float32{1, 2, 3, 4}},
 	}
