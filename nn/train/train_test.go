@@ -1,0 +1,201 @@
+package train_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/veil-privacy/veil/nn/arch"
+	"github.com/veil-privacy/veil/nn/loss"
+	"github.com/veil-privacy/veil/nn/train"
+)
+
+// fixedAccountant charges a fixed ε per step (tests only check plumbing).
+type fixedAccountant struct{ perStep float64 }
+
+func (a fixedAccountant) Epsilon(q, sigma float64, steps int, delta float64) (float64, error) {
+	return a.perStep * float64(steps), nil
+}
+
+type zeroNoise struct{ calls int }
+
+func (z *zeroNoise) AddGaussian32(v []float32, sigma float64) { z.calls++ }
+
+func build(t testing.TB, mc arch.Config, lc loss.Config, o train.Options) *train.Trainer {
+	t.Helper()
+	m, err := arch.New(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := loss.New(m.Params(), lc.Defaults(), 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Params().Init(1)
+	tr, err := train.New(m, h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func batch(n, per, classes int, seed uint64) ([]float32, []int32) {
+	r := rand.New(rand.NewPCG(seed, 1))
+	x := make([]float32, n*per)
+	l := make([]int32, n)
+	for i := range l {
+		l[i] = int32(r.IntN(classes))
+		for j := 0; j < per; j++ {
+			x[i*per+j] = float32(r.NormFloat64()*0.3) + float32(l[i])*float32((j%7)-3)*0.2
+		}
+	}
+	return x, l
+}
+
+func TestHeadLearnsWithAndWithoutDP(t *testing.T) {
+	mc := arch.Config{Kind: "head", In: 16, Hidden: 32}
+	for _, dp := range []bool{false, true} {
+		o := train.Options{Optimizer: "adam", LearningRate: 0.01, MicroBatch: 16}
+		var noise zeroNoise
+		if dp {
+			o.DP = &train.DPOptions{NoiseMultiplier: 1, Clip: 1, SamplingRate: 0.5, Delta: 1e-5, DatasetSize: 64,
+				Accountant: fixedAccountant{0.1}, Noise: &noise}
+		}
+		tr := build(t, mc, loss.Config{Kind: "cosface", Classes: 4, Scale: 16}, o)
+		x, l := batch(32, 16, 4, 9)
+		first, err := tr.Step(x, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last train.StepResult
+		for i := 0; i < 30; i++ {
+			if last, err = tr.Step(x, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !(last.Loss < first.Loss*0.7) {
+			t.Errorf("dp=%v: loss %g → %g, want a clear decrease", dp, first.Loss, last.Loss)
+		}
+		if dp {
+			if noise.calls == 0 {
+				t.Error("DP step added no noise")
+			}
+			if p := tr.Privacy(); p.Steps != 31 || p.Epsilon < 3.09 || p.Epsilon > 3.11 {
+				t.Errorf("privacy = %+v, want 31 steps charged (ε=3.1)", p)
+			}
+		}
+	}
+}
+
+func TestBudgetRefusesStep(t *testing.T) {
+	o := train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 8, DP: &train.DPOptions{NoiseMultiplier: 1, Clip: 1,
+		SamplingRate: 0.1, Delta: 1e-5, DatasetSize: 80, MaxEpsilon: 0.25, Accountant: fixedAccountant{0.1}, Noise: &zeroNoise{}}}
+	tr := build(t, arch.Config{Kind: "head", In: 8, Hidden: 8}, loss.Config{Kind: "softmax", Classes: 3}, o)
+	x, l := batch(4, 8, 3, 1)
+	for i := 0; i < 2; i++ {
+		if _, err := tr.Step(x, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tr.Step(x, l); !errors.Is(err, train.ErrBudget) {
+		t.Fatalf("third step: err = %v, want ErrBudget", err)
+	}
+	if tr.Privacy().Steps != 2 {
+		t.Errorf("steps charged = %d, want 2", tr.Privacy().Steps)
+	}
+}
+
+func TestBadConfigurations(t *testing.T) {
+	dp := func(q float64) *train.DPOptions {
+		return &train.DPOptions{NoiseMultiplier: 1, Clip: 1, SamplingRate: q, Delta: 1e-5, DatasetSize: 10, Accountant: fixedAccountant{1}, Noise: &zeroNoise{}}
+	}
+	cases := []struct {
+		name string
+		mc   arch.Config
+		lc   loss.Config
+		o    train.Options
+	}{
+		{"batch norm with DP", arch.Config{Kind: "lightface", Input: 32, Width: 0.25, Norm: "batch"}, loss.Config{Kind: "softmax", Classes: 3},
+			train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dp(0.1)}},
+		{"q zero", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dp(0)}},
+		{"q above one", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dp(1.5)}},
+		{"triplet with DP", arch.Config{Kind: "head"}, loss.Config{Kind: "triplet"}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dp(0.1)}},
+		{"unknown optimizer", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "rmsprop", LearningRate: 0.1, MicroBatch: 4}},
+		{"all frozen", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, GroupLR: map[string]float64{"": 0}}},
+	}
+	for _, tc := range cases {
+		m, err := arch.New(tc.mc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := loss.New(m.Params(), tc.lc.Defaults(), 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := train.New(m, h, tc.o); err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+}
+
+func TestFrozenGroupDoesNotMove(t *testing.T) {
+	m, err := arch.New(arch.Config{Kind: "head", In: 8, Hidden: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := loss.New(m.Params(), loss.Config{Kind: "softmax", Classes: 3}, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.Params()
+	p.Init(2)
+	p.SetGroup("fc1/", "backbone")
+	i, _ := p.Index("fc1/w")
+	j, _ := p.Index("fc2/w")
+	before := append([]float32(nil), p.Values(i)...)
+	before2 := append([]float32(nil), p.Values(j)...)
+	tr, err := train.New(m, h, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 8, GroupLR: map[string]float64{"backbone": 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, l := batch(8, 8, 3, 3)
+	if _, err := tr.Step(x, l); err != nil {
+		t.Fatal(err)
+	}
+	for k := range before {
+		if p.Values(i)[k] != before[k] {
+			t.Fatal("frozen fc1/w changed")
+		}
+	}
+	moved := false
+	for k := range before2 {
+		moved = moved || p.Values(j)[k] != before2[k]
+	}
+	if !moved {
+		t.Error("trainable fc2/w did not change")
+	}
+}
+
+func benchStep(b *testing.B, input int, dp bool) {
+	o := train.Options{Optimizer: "sgd", LearningRate: 0.01, Momentum: 0.9, MicroBatch: 32}
+	if dp {
+		o.DP = &train.DPOptions{NoiseMultiplier: 1, Clip: 1, SamplingRate: 0.01, Delta: 1e-5, DatasetSize: 3200, Accountant: fixedAccountant{0.01}, Noise: &zeroNoise{}}
+	}
+	tr := build(b, arch.Config{Kind: "lightface", Input: input, Width: 0.25, Norm: "group"}, loss.Config{Kind: "arcface", Classes: 100}, o)
+	x, l := batch(32, input*input*3, 100, 1)
+	if _, err := tr.Step(x, l); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := tr.Step(x, l); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(32*b.N)/b.Elapsed().Seconds(), "images/s")
+}
+
+func BenchmarkStep64(b *testing.B)    { benchStep(b, 64, false) }
+func BenchmarkStep64DP(b *testing.B)  { benchStep(b, 64, true) }
+func BenchmarkStep112(b *testing.B)   { benchStep(b, 112, false) }
+func BenchmarkStep112DP(b *testing.B) { benchStep(b, 112, true) }
