@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestBenchPaillierJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main([]string{"bench", "paillier", "--bits", "512", "--samples", "4", "--json"}, nil, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r map[string]any
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	for _, k := range []string{"bits", "keygen_s", "encrypt_per_s", "encrypt_precomputed_per_s", "decrypt_per_s", "add_per_s", "scalar_mul_per_s"} {
+		v, ok := r[k].(float64)
+		if !ok || v <= 0 {
+			t.Errorf("%s = %v, want a positive number", k, r[k])
+		}
+	}
+	if r["bits"].(float64) != 512 {
+		t.Errorf("bits = %v", r["bits"])
+	}
+}
+
+func TestBenchDPHEJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main([]string{"bench", "dphe", "--dim", "16", "--classes", "4", "--users", "3", "--sparsity", "0.75",
+		"--bits", "512", "--json"}, nil, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r map[string]any
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	for _, k := range []string{"dim", "classes", "users", "sparsity", "user_encrypt_s", "user_bytes", "aggregate_s", "decrypt_s",
+		"dense_user_encrypt_s", "dense_user_bytes", "speedup"} {
+		if _, ok := r[k].(float64); !ok {
+			t.Errorf("%s missing or not a number: %v", k, r[k])
+		}
+	}
+	if r["capacity"].(float64) != 16 || r["nonzeros_per_user"].(float64) != 16 || r["dense_user_bytes"].(float64) != 64*128 {
+		t.Errorf("capacity %v, non-zeros %v, dense bytes %v", r["capacity"], r["nonzeros_per_user"], r["dense_user_bytes"])
+	}
+	if r["dense_extrapolated"] != true || r["dense_sample"].(float64) < 2000 {
+		t.Errorf("dense figures must say they are extrapolated from ≥2000 encryptions: %v %v", r["dense_extrapolated"], r["dense_sample"])
+	}
+}
+
+func TestBenchSecaggRejectsBadFlags(t *testing.T) {
+	cases := [][]string{
+		{"bench", "dphe", "--users", "2"},
+		{"bench", "dphe", "--sparsity", "1"},
+		{"bench", "dphe", "--dense-sample", "100"},
+		{"bench", "paillier", "--randomness", "fast"},
+		{"bench", "paillier", "--samples", "0"},
+	}
+	for _, args := range cases {
+		var out, errb bytes.Buffer
+		if code := Main(args, nil, &out, &errb); code == 0 {
+			t.Errorf("%v accepted", args)
+		} else if !strings.Contains(errb.String(), "veil:") {
+			t.Errorf("%v: no error message", args)
+		}
+	}
+}
