@@ -260,47 +260,73 @@ func toRGB(img image.Image) (m *RGB, alpha, grey bool) {
 			}
 		}
 	default:
-		for y := 0; y < h; y++ {
-			for x := 0; x < w; x++ {
-				c := color.NRGBA64Model.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA64)
-				if c.A != 0xFFFF {
-					alpha = true
-				}
-				i := 3 * (y*w + x)
-				p[i], p[i+1], p[i+2] = uint8(c.R>>8), uint8(c.G>>8), uint8(c.B>>8)
-			}
-		}
+		m, alpha = toRGBGeneric(img), !isOpaque(img)
 	}
 	return m, alpha, grey
 }
 
+func isOpaque(img image.Image) bool {
+	if o, ok := img.(interface{ Opaque() bool }); ok {
+		return o.Opaque()
+	}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if _, _, _, a := img.At(x, y).RGBA(); a != 0xFFFF {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// toRGBGeneric converts any image through the image.Image interface,
+// keeping straight (non-premultiplied) colour.
+func toRGBGeneric(img image.Image) *RGB {
+	b := img.Bounds()
+	m := NewRGB(b.Dx(), b.Dy())
+	for y := 0; y < m.H; y++ {
+		for x := 0; x < m.W; x++ {
+			c := color.NRGBA64Model.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA64)
+			i := 3 * (y*m.W + x)
+			m.Pix[i], m.Pix[i+1], m.Pix[i+2] = uint8(c.R>>8), uint8(c.G>>8), uint8(c.B>>8)
+		}
+	}
+	return m
+}
+
 // ycbcrToRGB converts with exactly the arithmetic of color.YCbCrToRGB
-// (inlined here; TestYCbCrMatchesStdlib checks all 2^24 inputs).
+// (inlined here; TestYCbCrMatchesStdlib checks all 2^24 inputs and
+// TestYCbCrSubsampling every subsampling ratio against image.YCbCr.At).
 func ycbcrToRGB(src *image.YCbCr, m *RGB) {
 	b := src.Rect
 	w, h := b.Dx(), b.Dy()
+	var shift uint // log2 of the horizontal chroma subsampling
+	switch src.SubsampleRatio {
+	case image.YCbCrSubsampleRatio422, image.YCbCrSubsampleRatio420:
+		shift = 1
+	case image.YCbCrSubsampleRatio411, image.YCbCrSubsampleRatio410:
+		shift = 2
+	}
+	if b.Min.X < 0 { // COffset divides absolute coordinates; keep shifts non-negative
+		m2 := toRGBGeneric(src)
+		copy(m.Pix, m2.Pix)
+		return
+	}
+	base := b.Min.X >> shift
 	for y := 0; y < h; y++ {
 		yrow := src.Y[src.YOffset(b.Min.X, b.Min.Y+y):]
 		yrow = yrow[:w]
-		o := m.Pix[3*y*w : 3*(y+1)*w]
 		c0 := src.COffset(b.Min.X, b.Min.Y+y)
-		// Horizontal chroma index of x relative to the row start, computed
-		// as COffset does (integer division of absolute coordinates).
-		var hdiv int
-		switch src.SubsampleRatio {
-		case image.YCbCrSubsampleRatio422, image.YCbCrSubsampleRatio420:
-			hdiv = 2
-		case image.YCbCrSubsampleRatio411, image.YCbCrSubsampleRatio410:
-			hdiv = 4
-		default:
-			hdiv = 1
-		}
-		base := b.Min.X / hdiv
-		for x := 0; x < w; x++ {
-			ci := c0 + (b.Min.X+x)/hdiv - base
-			yy1 := int32(yrow[x]) * 0x10101
-			cb1 := int32(src.Cb[ci]) - 128
-			cr1 := int32(src.Cr[ci]) - 128
+		nc := ((b.Min.X+w-1)>>shift - base) + 1
+		cbRow := src.Cb[c0 : c0+nc]
+		crRow := src.Cr[c0 : c0+nc]
+		o := m.Pix[3*y*w : 3*(y+1)*w]
+		for x, yv := range yrow {
+			ci := (b.Min.X+x)>>shift - base
+			yy1 := int32(yv) * 0x10101
+			cb1 := int32(cbRow[ci]) - 128
+			cr1 := int32(crRow[ci]) - 128
 			r := yy1 + 91881*cr1
 			if uint32(r)&0xff000000 == 0 {
 				r >>= 16
@@ -319,7 +345,8 @@ func ycbcrToRGB(src *image.YCbCr, m *RGB) {
 			} else {
 				bb = ^(bb >> 31)
 			}
-			o[3*x], o[3*x+1], o[3*x+2] = uint8(r), uint8(g), uint8(bb)
+			p := o[3*x : 3*x+3 : 3*x+3]
+			p[0], p[1], p[2] = uint8(r), uint8(g), uint8(bb)
 		}
 	}
 }
