@@ -1,0 +1,159 @@
+package dp
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Kind names a mechanism whose privacy cost an Event records.
+type Kind string
+
+// The mechanisms an Accountant or Ledger can charge.
+const (
+	// KindSubsampledGaussian is the Poisson-subsampled Gaussian (DP-SGD step).
+	KindSubsampledGaussian Kind = "subsampled_gaussian"
+	// KindGaussian is the Gaussian mechanism without subsampling.
+	KindGaussian Kind = "gaussian"
+	// KindLaplace is the Laplace mechanism.
+	KindLaplace Kind = "laplace"
+	// KindPureDP is any ε-DP mechanism (e.g. one AboveThreshold run).
+	KindPureDP Kind = "pure_dp"
+	// KindRDPCurve is a mechanism known only by its RDP curve (e.g. the
+	// data-dependent PATE bound).
+	KindRDPCurve Kind = "rdp_curve"
+)
+
+// Event records Count repetitions of one mechanism. Build Events with the
+// constructors (SubsampledGaussianEvent, …), which validate parameters.
+// Events are JSON-serialisable and are what a Ledger persists.
+type Event struct {
+	Kind Kind `json:"kind"`
+	// SamplingRate is q for KindSubsampledGaussian.
+	SamplingRate float64 `json:"sampling_rate,omitempty"`
+	// NoiseMultiplier is σ/Δ₂ for the Gaussian kinds.
+	NoiseMultiplier float64 `json:"noise_multiplier,omitempty"`
+	// LaplaceScale is b/Δ₁ for KindLaplace.
+	LaplaceScale float64 `json:"laplace_scale,omitempty"`
+	// Epsilon is ε for KindPureDP.
+	Epsilon float64 `json:"epsilon,omitempty"`
+	// Orders and RDP give the curve for KindRDPCurve (orders ascending).
+	Orders []float64 `json:"orders,omitempty"`
+	RDP    []float64 `json:"rdp,omitempty"`
+	// Count is the number of repetitions (≥ 1).
+	Count int `json:"count"`
+	// Label is a free-form note, e.g. "dp-sgd round 3". Never put private data here.
+	Label string `json:"label,omitempty"`
+}
+
+// SubsampledGaussianEvent records steps of the Poisson-subsampled Gaussian
+// mechanism with sampling rate q ∈ (0, 1] and noise multiplier σ > 0.
+func SubsampledGaussianEvent(q, sigma float64, steps int) (Event, error) {
+	e := Event{Kind: KindSubsampledGaussian, SamplingRate: q, NoiseMultiplier: sigma, Count: steps}
+	return e, e.Validate()
+}
+
+// GaussianEvent records count uses of the Gaussian mechanism with noise
+// multiplier σ = std/Δ₂.
+func GaussianEvent(sigma float64, count int) (Event, error) {
+	e := Event{Kind: KindGaussian, NoiseMultiplier: sigma, Count: count}
+	return e, e.Validate()
+}
+
+// LaplaceEvent records count uses of the Laplace mechanism with scale
+// λ = b/Δ₁.
+func LaplaceEvent(lambda float64, count int) (Event, error) {
+	e := Event{Kind: KindLaplace, LaplaceScale: lambda, Count: count}
+	return e, e.Validate()
+}
+
+// PureDPEvent records count uses of an ε-DP mechanism.
+func PureDPEvent(eps float64, count int) (Event, error) {
+	e := Event{Kind: KindPureDP, Epsilon: eps, Count: count}
+	return e, e.Validate()
+}
+
+// RDPCurveEvent records a mechanism by its RDP values at ascending orders.
+// At an order between listed ones the next larger listed order is used
+// (RDP is non-decreasing in α); above the last listed order it is +Inf.
+func RDPCurveEvent(orders, rdp []float64, label string) (Event, error) {
+	e := Event{Kind: KindRDPCurve, Orders: slices.Clone(orders), RDP: slices.Clone(rdp), Count: 1, Label: label}
+	return e, e.Validate()
+}
+
+// Validate reports whether the event's parameters are usable.
+func (e Event) Validate() error {
+	if e.Count < 1 {
+		return fmt.Errorf("dp: %s event: count must be at least 1, got %d", e.Kind, e.Count)
+	}
+	switch e.Kind {
+	case KindSubsampledGaussian:
+		if err := checkSamplingRate(e.SamplingRate); err != nil {
+			return err
+		}
+		return checkPositive("noise multiplier", e.NoiseMultiplier)
+	case KindGaussian:
+		return checkPositive("noise multiplier", e.NoiseMultiplier)
+	case KindLaplace:
+		return checkPositive("Laplace scale over sensitivity", e.LaplaceScale)
+	case KindPureDP:
+		return checkEpsilon(e.Epsilon)
+	case KindRDPCurve:
+		if len(e.Orders) == 0 || len(e.Orders) != len(e.RDP) {
+			return fmt.Errorf("dp: RDP curve event needs equal, non-zero numbers of orders and values, got %d and %d", len(e.Orders), len(e.RDP))
+		}
+		for i, a := range e.Orders {
+			if err := checkOrder(a); err != nil {
+				return err
+			}
+			if i > 0 && a <= e.Orders[i-1] {
+				return fmt.Errorf("dp: RDP curve orders must be strictly ascending, got %g after %g", a, e.Orders[i-1])
+			}
+			if r := e.RDP[i]; math.IsNaN(r) || r < 0 {
+				return fmt.Errorf("dp: RDP curve value at order %g is invalid: %g", a, r)
+			}
+		}
+		return nil
+	default:
+		return fmt.Errorf("dp: unknown mechanism kind %q", e.Kind)
+	}
+}
+
+// RDPAt returns the total Rényi DP of the event (all Count repetitions) at
+// order α.
+func (e Event) RDPAt(alpha float64) (float64, error) {
+	if err := e.Validate(); err != nil {
+		return 0, err
+	}
+	var r float64
+	var err error
+	switch e.Kind {
+	case KindSubsampledGaussian:
+		r, err = SubsampledGaussianRDP(e.SamplingRate, e.NoiseMultiplier, alpha)
+	case KindGaussian:
+		r, err = GaussianRDP(e.NoiseMultiplier, alpha)
+	case KindLaplace:
+		r, err = LaplaceRDP(e.LaplaceScale, alpha)
+	case KindPureDP:
+		r, err = PureDPRDP(e.Epsilon, alpha)
+	case KindRDPCurve:
+		if err := checkOrder(alpha); err != nil {
+			return 0, err
+		}
+		i, _ := slices.BinarySearch(e.Orders, alpha)
+		if i == len(e.Orders) {
+			r = math.Inf(1)
+		} else {
+			r = e.RDP[i]
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	return r * float64(e.Count), nil
+}
+
+// pldCapable reports whether the PLD accountant can compose this event.
+func (e Event) pldCapable() bool {
+	return e.Kind == KindSubsampledGaussian || e.Kind == KindGaussian
+}
