@@ -1,0 +1,237 @@
+// Package checkpoint saves and loads training checkpoints: the model and
+// loss configuration, every parameter, the optimiser state and the privacy
+// spent so far, so that training resumes exactly and a checkpoint is never
+// loaded into a different model.
+//
+// Format: the line "VEILCKPT1\n", a little-endian uint32 header length, a
+// JSON header, then float32 little-endian tensors in header order (each
+// parameter's values, then its first moments, then its second moments if
+// any).
+package checkpoint
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/veil-privacy/veil/nn"
+	"github.com/veil-privacy/veil/nn/arch"
+	"github.com/veil-privacy/veil/nn/loss"
+	"github.com/veil-privacy/veil/nn/train"
+)
+
+const magic = "VEILCKPT1\n"
+
+// maxHeader and maxValues bound what a reader allocates for untrusted files.
+const (
+	maxHeader = 1 << 20
+	maxValues = 1 << 28
+)
+
+// Header describes the checkpoint.
+type Header struct {
+	Model     arch.Config   `json:"model"`
+	Loss      loss.Config   `json:"loss"`
+	Params    []ParamInfo   `json:"params"`
+	Optimizer string        `json:"optimizer"`
+	Step      int           `json:"step"`
+	Epoch     int           `json:"epoch"`
+	Seed      uint64        `json:"seed"`
+	Privacy   train.Privacy `json:"privacy"`
+	// SecondMoments says whether V tensors follow (Adam).
+	SecondMoments bool `json:"second_moments"`
+}
+
+// ParamInfo names one stored parameter.
+type ParamInfo struct {
+	Name  string `json:"name"`
+	Shape []int  `json:"shape"`
+}
+
+// Checkpoint is a header plus tensors.
+type Checkpoint struct {
+	Header Header
+	Values [][]float32
+	State  train.State
+}
+
+// FromTrainer captures a trainer's parameters and optimiser state.
+func FromTrainer(h Header, p *nn.Params, st train.State) *Checkpoint {
+	h.Params = nil
+	for _, s := range p.Specs() {
+		h.Params = append(h.Params, ParamInfo{Name: s.Name, Shape: s.Shape})
+	}
+	h.Step = st.Step
+	h.Privacy = st.Privacy
+	h.SecondMoments = len(st.V) > 0
+	c := &Checkpoint{Header: h, State: st}
+	for i := 0; i < p.Len(); i++ {
+		c.Values = append(c.Values, append([]float32(nil), p.Values(i)...))
+	}
+	return c
+}
+
+// Write encodes c.
+func (c *Checkpoint) Write(w io.Writer) error {
+	hdr, err := json.Marshal(c.Header)
+	if err != nil {
+		return fmt.Errorf("checkpoint: encoding header: %w", err)
+	}
+	bw := bufio.NewWriter(w)
+	bw.WriteString(magic)
+	binary.Write(bw, binary.LittleEndian, uint32(len(hdr)))
+	bw.Write(hdr)
+	groups := [][][]float32{c.Values, c.State.M}
+	if c.Header.SecondMoments {
+		groups = append(groups, c.State.V)
+	}
+	buf := make([]byte, 4)
+	for _, g := range groups {
+		for _, t := range g {
+			for _, v := range t {
+				binary.LittleEndian.PutUint32(buf, math.Float32bits(v))
+				bw.Write(buf)
+			}
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("checkpoint: writing: %w", err)
+	}
+	return nil
+}
+
+// Save writes c to path atomically (temporary file then rename).
+func (c *Checkpoint) Save(path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".ckpt-*")
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := c.Write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+// Read decodes a checkpoint, validating sizes before allocating.
+func Read(r io.Reader) (*Checkpoint, error) {
+	br := bufio.NewReader(r)
+	m := make([]byte, len(magic))
+	if _, err := io.ReadFull(br, m); err != nil || string(m) != magic {
+		return nil, errors.New("checkpoint: not a Veil checkpoint (bad magic)")
+	}
+	var n uint32
+	if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
+		return nil, fmt.Errorf("checkpoint: truncated header length: %w", err)
+	}
+	if n == 0 || n > maxHeader {
+		return nil, fmt.Errorf("checkpoint: header length %d outside (0, %d]", n, maxHeader)
+	}
+	hdr := make([]byte, n)
+	if _, err := io.ReadFull(br, hdr); err != nil {
+		return nil, fmt.Errorf("checkpoint: truncated header: %w", err)
+	}
+	c := &Checkpoint{}
+	if err := json.Unmarshal(hdr, &c.Header); err != nil {
+		return nil, fmt.Errorf("checkpoint: header: %w", err)
+	}
+	total := 0
+	sizes := make([]int, len(c.Header.Params))
+	for i, p := range c.Header.Params {
+		s := 1
+		for _, d := range p.Shape {
+			if d <= 0 || d > maxValues || s > maxValues/d {
+				return nil, fmt.Errorf("checkpoint: parameter %q has bad shape %v", p.Name, p.Shape)
+			}
+			s *= d
+		}
+		sizes[i] = s
+		total += s
+		if total > maxValues {
+			return nil, errors.New("checkpoint: too many values")
+		}
+	}
+	read := func() ([][]float32, error) {
+		var out [][]float32
+		buf := make([]byte, 4)
+		for i, s := range sizes {
+			t := make([]float32, s)
+			for j := range t {
+				if _, err := io.ReadFull(br, buf); err != nil {
+					return nil, fmt.Errorf("checkpoint: truncated data of %q: %w", c.Header.Params[i].Name, err)
+				}
+				t[j] = math.Float32frombits(binary.LittleEndian.Uint32(buf))
+			}
+			out = append(out, t)
+		}
+		return out, nil
+	}
+	var err error
+	if c.Values, err = read(); err != nil {
+		return nil, err
+	}
+	if c.State.M, err = read(); err != nil {
+		return nil, err
+	}
+	if c.Header.SecondMoments {
+		if c.State.V, err = read(); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		return nil, errors.New("checkpoint: trailing data after the tensors")
+	}
+	c.State.Step = c.Header.Step
+	c.State.Privacy = c.Header.Privacy
+	return c, nil
+}
+
+// Load reads the checkpoint at path.
+func Load(path string) (*Checkpoint, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer f.Close()
+	c, err := Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return c, nil
+}
+
+// Apply checks that the checkpoint belongs to the model configuration and
+// parameters p, and copies its values into p.
+func (c *Checkpoint) Apply(model arch.Config, p *nn.Params) error {
+	if !c.Header.Model.Equal(model) {
+		a, _ := json.Marshal(c.Header.Model)
+		b, _ := json.Marshal(model)
+		return fmt.Errorf("checkpoint: it holds model %s, not %s", a, b)
+	}
+	if len(c.Header.Params) != p.Len() {
+		return fmt.Errorf("checkpoint: %d parameters, the model has %d", len(c.Header.Params), p.Len())
+	}
+	for i, info := range c.Header.Params {
+		s := p.Spec(i)
+		if info.Name != s.Name || fmt.Sprint(info.Shape) != fmt.Sprint(s.Shape) {
+			return fmt.Errorf("checkpoint: parameter %d is %q %v, the model has %q %v", i, info.Name, info.Shape, s.Name, s.Shape)
+		}
+	}
+	for i := range c.Header.Params {
+		copy(p.Values(i), c.Values[i])
+	}
+	return nil
+}
