@@ -3,6 +3,8 @@ package nets
 import (
 	"fmt"
 
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/gomlx/core/graph"
 
 	"github.com/veil-privacy/veil/face/tfjs"
@@ -75,10 +77,22 @@ func descFoldedConv(wi *weightsIn, prefix string, k, cin, cout int) resConv {
 	return resConv{w: w, b: bias}
 }
 
+// padInputChannel appends a zero input channel to a k×k×3×cout filter, so
+// the first convolution can take a zero-padded 4-channel input, whose
+// channel pairs packedConv2d can pack.
+func padInputChannel(c resConv) resConv {
+	k, cout := c.w.Shape[0], c.w.Shape[3]
+	w := &tfjs.Tensor{Name: c.w.Name, Shape: []int{k, k, 4, cout}, DType: tfjs.Float32, F32: make([]float32, k*k*4*cout)}
+	for tap := range k * k {
+		copy(w.F32[tap*4*cout:tap*4*cout+3*cout], c.w.F32[tap*3*cout:(tap+1)*3*cout])
+	}
+	return resConv{w: w, b: c.b}
+}
+
 // loadDescriptorWeights reads and folds the descriptor's weights.
 func loadDescriptorWeights(w *tfjs.Weights) (*descriptorW, error) {
 	wi := &weightsIn{w: w}
-	dw := &descriptorW{conv32Down: descFoldedConv(wi, "conv32_down", 7, 3, 32)}
+	dw := &descriptorW{conv32Down: padInputChannel(descFoldedConv(wi, "conv32_down", 7, 3, 32))}
 	for _, bl := range descriptorBlocks {
 		dw.blocks = append(dw.blocks, descResidualW{
 			conv1: descFoldedConv(wi, bl.name+"/conv1", 3, bl.cin, bl.cou),
@@ -146,17 +160,62 @@ func (d *Descriptor) Compute(inputs []*imaging.Float) ([][]float32, error) {
 	return d.r.run(inputs)
 }
 
-// conv applies a folded convolution.
+// apply runs a folded convolution.
 func (c resConv) apply(x *graph.Node, s int, p Padding) *graph.Node {
 	g := x.Graph()
-	return conv2d(x, constant(g, c.w), constant(g, c.b), s, p)
+	return packedConv2d(x, constant(g, c.w), constant(g, c.b), s, p)
+}
+
+// padHWC appends n zero channels to NHWC x.
+func padHWC(x *graph.Node, n int) *graph.Node {
+	return graph.Pad(x, graph.Scalar(x.Graph(), x.DType(), 0), compute.PadAxis{}, compute.PadAxis{},
+		compute.PadAxis{}, compute.PadAxis{End: n})
+}
+
+// packedMaxPool is a k×k VALID max pool with stride s whose window slices
+// move channel pairs as int64 (see packedConv2d); C must be even.
+func packedMaxPool(x *graph.Node, k, s int) *graph.Node {
+	d := x.Shape().Dimensions
+	packed := graph.Bitcast(graph.Reshape(x, d[0], d[1], d[2], d[3]/2, 2), dtypes.Int64)
+	var y *graph.Node
+	for _, part := range windows(packed, k, s, Valid, 0) {
+		f := graph.Bitcast(part, dtypes.Float32)
+		if y == nil {
+			y = f
+		} else {
+			y = graph.Max(y, f)
+		}
+	}
+	yd := y.Shape().Dimensions
+	return graph.Reshape(y, yd[0], yd[1], yd[2], d[3])
+}
+
+// packedConv2d is conv2d with a cheaper im2col when the channel count is
+// even: the pure-Go backend slices element by element, so pairs of float32
+// channels are bit-cast to one int64 before the strided window slices and
+// back afterwards, halving the elements the slices copy. The column order
+// (tap-major, then channel) is the same as conv2d's.
+func packedConv2d(x, w, b *graph.Node, s int, p Padding) *graph.Node {
+	kd := w.Shape().Dimensions
+	k, cin, cout := kd[0], kd[2], kd[3]
+	if cin%2 != 0 || k == 1 {
+		return conv2d(x, w, b, s, p)
+	}
+	d := x.Shape().Dimensions
+	packed := graph.Bitcast(graph.Reshape(x, d[0], d[1], d[2], cin/2, 2), dtypes.Int64)
+	cols := graph.Concatenate(windows(packed, k, s, p, 0), 3)
+	cd := cols.Shape().Dimensions
+	flat := graph.Reshape(graph.Bitcast(cols, dtypes.Float32), cd[0]*cd[1]*cd[2], k*k*cin)
+	y := graph.Dot(flat, graph.Reshape(w, k*k*cin, cout)).Product()
+	return addChannel(graph.Reshape(y, cd[0], cd[1], cd[2], cout), b)
 }
 
 // build is the descriptor graph: [N,150,150,3] (0..255) → [N,128].
 func (dw *descriptorW) build(x *graph.Node) *graph.Node {
 	x = faNormalize(x)
+	x = padHWC(x, 1) // a zero fourth channel (its filter taps are zero)
 	x = netRelu(dw.conv32Down.apply(x, 2, Valid))
-	x = maxPool(x, 3, 2, Valid)
+	x = packedMaxPool(x, 3, 2)
 	for i, bl := range dw.blocks {
 		if dw.down[i] {
 			x = descResidualDown(x, bl)
