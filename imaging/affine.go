@@ -132,11 +132,21 @@ func WarpAffine(src *RGB, dstToSrc Affine, w, h int) *RGB {
 			fx, fy := math.Floor(sx), math.Floor(sy)
 			x0, y0 := int(fx), int(fy)
 			ax, ay := sx-fx, sy-fy
+			w00, w10, w01, w11 := (1-ax)*(1-ay), ax*(1-ay), (1-ax)*ay, ax*ay
+			if x0 >= 0 && y0 >= 0 && x0+1 < W && y0+1 < H { // interior: no border checks
+				i := 3 * (y0*W + x0)
+				p0 := src.Pix[i : i+6 : i+6]
+				p1 := src.Pix[i+3*W : i+3*W+6 : i+3*W+6]
+				for c := 0; c < 3; c++ {
+					out.Pix[o+c] = clamp8(w00*float64(p0[c]) + w10*float64(p0[3+c]) + w01*float64(p1[c]) + w11*float64(p1[3+c]))
+				}
+				o += 3
+				continue
+			}
 			r00, g00, b00 := px(x0, y0)
 			r10, g10, b10 := px(x0+1, y0)
 			r01, g01, b01 := px(x0, y0+1)
 			r11, g11, b11 := px(x0+1, y0+1)
-			w00, w10, w01, w11 := (1-ax)*(1-ay), ax*(1-ay), (1-ax)*ay, ax*ay
 			out.Pix[o] = clamp8(w00*r00 + w10*r10 + w01*r01 + w11*r11)
 			out.Pix[o+1] = clamp8(w00*g00 + w10*g10 + w01*g01 + w11*g11)
 			out.Pix[o+2] = clamp8(w00*b00 + w10*b10 + w01*b01 + w11*b11)
@@ -146,9 +156,11 @@ func WarpAffine(src *RGB, dstToSrc Affine, w, h int) *RGB {
 	return out
 }
 
+// clamp8 rounds half up (v is a convex combination of 0..255 samples, so
+// non-negative up to rounding) and saturates.
 func clamp8(v float64) uint8 {
-	v = math.Round(v)
-	if v <= 0 {
+	v += 0.5
+	if v < 1 {
 		return 0
 	}
 	if v >= 255 {

@@ -264,3 +264,35 @@ func TestEncodePNGRoundTrip(t *testing.T) {
 		t.Error("malformed image encoded")
 	}
 }
+
+// TestWarpAffineMatchesNaive compares WarpAffine with a direct per-pixel
+// bilinear sampler (black outside) on random similarity transforms that
+// cover the interior and the borders.
+func TestWarpAffineMatchesNaive(t *testing.T) {
+	src := testImage(40, 30)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for k := 0; k < 20; k++ {
+		a := similarity(0.3+rng.Float64()*2, rng.Float64()*2*math.Pi, rng.Float64()*60-10, rng.Float64()*50-10)
+		out := WarpAffine(src, a, 25, 20)
+		for y := 0; y < 20; y++ {
+			for x := 0; x < 25; x++ {
+				sx, sy := a.Apply(float64(x), float64(y))
+				x0, y0 := int(math.Floor(sx)), int(math.Floor(sy))
+				ax, ay := sx-math.Floor(sx), sy-math.Floor(sy)
+				var want [3]uint8
+				for c := 0; c < 3; c++ {
+					get := func(px, py int) float64 {
+						r, g, b := src.At(px, py)
+						return float64([3]uint8{r, g, b}[c])
+					}
+					v := (1-ax)*(1-ay)*get(x0, y0) + ax*(1-ay)*get(x0+1, y0) + (1-ax)*ay*get(x0, y0+1) + ax*ay*get(x0+1, y0+1)
+					want[c] = uint8(math.Min(255, math.Floor(v+0.5)))
+				}
+				r, g, b := out.At(x, y)
+				if [3]uint8{r, g, b} != want {
+					t.Fatalf("transform %v pixel (%d,%d) = %d %d %d, want %v", a, x, y, r, g, b, want)
+				}
+			}
+		}
+	}
+}
