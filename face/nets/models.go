@@ -143,3 +143,10 @@ func LoadWeights(dir, model string) (*tfjs.Weights, error) {
 	}
 	return w, nil
 }
+
+// PinnedDigest identifies the pinned model files: the sha256 of the
+// embedded checksum list. Caches key on it so new weights invalidate them.
+func PinnedDigest() string {
+	s := sha256.Sum256([]byte(modelSums))
+	return hex.EncodeToString(s[:])
+}

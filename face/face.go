@@ -1,0 +1,324 @@
+// Package face finds faces in photos and turns them into descriptors:
+// Pipeline = Detector → Landmarker → Aligner → Embedder, on the pretrained
+// networks of package face/nets.
+//
+// Coordinates are pixels of the decoded (EXIF-oriented) image. Descriptors
+// are dlib's 128-d ResNet descriptors, not L2-normalised; two faces of the
+// same person are usually within Euclidean distance 0.6.
+package face
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/veil-privacy/veil/face/nets"
+	"github.com/veil-privacy/veil/imaging"
+)
+
+// Box is an axis-aligned rectangle in image pixels.
+type Box struct {
+	X      float64 `json:"x"`
+	Y      float64 `json:"y"`
+	Width  float64 `json:"width"`
+	Height float64 `json:"height"`
+}
+
+// Center returns the centre of the box.
+func (b Box) Center() (float64, float64) { return b.X + b.Width/2, b.Y + b.Height/2 }
+
+// Area returns the box's area.
+func (b Box) Area() float64 { return b.Width * b.Height }
+
+// Landmarks are the 68 points of the iBUG 300-W markup, in image pixels.
+type Landmarks [68][2]float64
+
+// Face is one face found in a photo.
+type Face struct {
+	Box       Box       `json:"box"`
+	Score     float64   `json:"score"`
+	Landmarks Landmarks `json:"landmarks"`
+	// Age in years and Gender ("male"/"female") with its probability, when
+	// the age/gender network ran.
+	Age        float64 `json:"age,omitempty"`
+	Gender     string  `json:"gender,omitempty"`
+	GenderProb float64 `json:"gender_probability,omitempty"`
+	// Descriptor is the 128-d face descriptor, when requested.
+	Descriptor []float32 `json:"descriptor,omitempty"`
+	// Fallback is set when no face was detected and the face was assumed
+	// to fill a fixed central box (see Pipeline.RunFallback).
+	Fallback bool `json:"fallback,omitempty"`
+}
+
+// Detector selects the face detector.
+type Detector string
+
+// Detectors.
+const (
+	SSD  Detector = "ssd"
+	Tiny Detector = "tiny"
+)
+
+// Align selects how a face is cropped for the descriptor.
+type Align string
+
+// Aligners.
+const (
+	// AlignDlib is dlib's similarity alignment of five landmarks onto its
+	// mean-face template: what the descriptor was trained with.
+	AlignDlib Align = "dlib"
+	// AlignFaceAPI is face-api's axis-aligned crop around eyes and mouth,
+	// which reproduces face-api's reference descriptors.
+	AlignFaceAPI Align = "faceapi"
+)
+
+// Options configure a Pipeline. The zero value of each field selects its
+// default.
+type Options struct {
+	// ModelDir holds face-api's weight files (default nets.DefaultModelDir()).
+	ModelDir string
+	// Detector is SSD (default) or Tiny.
+	Detector Detector
+	// Align is AlignDlib (default) or AlignFaceAPI.
+	Align Align
+	// MinScore is the detection threshold (default 0.5), in (0, 1).
+	MinScore float64
+	// MaxFaces bounds the faces per photo (default 100).
+	MaxFaces int
+	// AgeGender runs the age/gender network.
+	AgeGender bool
+	// Descriptors runs the descriptor network.
+	Descriptors bool
+	// TinyLandmarks uses the small 68-point network (the default pairs it
+	// with the tiny detector, as face-api does).
+	TinyLandmarks bool
+}
+
+// ErrOptions is wrapped by option validation errors.
+var ErrOptions = errors.New("invalid face pipeline options")
+
+func (o *Options) fill() error {
+	if o.ModelDir == "" {
+		o.ModelDir = nets.DefaultModelDir()
+	}
+	switch o.Detector {
+	case "":
+		o.Detector = SSD
+	case SSD, Tiny:
+	default:
+		return fmt.Errorf("%w: detector %q (want ssd or tiny)", ErrOptions, o.Detector)
+	}
+	switch o.Align {
+	case "":
+		o.Align = AlignDlib
+	case AlignDlib, AlignFaceAPI:
+	default:
+		return fmt.Errorf("%w: aligner %q (want dlib or faceapi)", ErrOptions, o.Align)
+	}
+	if o.MinScore == 0 {
+		o.MinScore = 0.5
+	}
+	if !(o.MinScore > 0 && o.MinScore < 1) {
+		return fmt.Errorf("%w: minimum score %v not in (0, 1)", ErrOptions, o.MinScore)
+	}
+	if o.MaxFaces == 0 {
+		o.MaxFaces = 100
+	}
+	if o.MaxFaces < 1 || o.MaxFaces > 10000 {
+		return fmt.Errorf("%w: max faces %d not in 1..10000", ErrOptions, o.MaxFaces)
+	}
+	return nil
+}
+
+// Timings are the seconds a Run spent in each stage.
+type Timings struct {
+	Detect, Landmarks, Align, Descriptor, AgeGender time.Duration
+}
+
+// Add accumulates other into t.
+func (t *Timings) Add(o Timings) {
+	t.Detect += o.Detect
+	t.Landmarks += o.Landmarks
+	t.Align += o.Align
+	t.Descriptor += o.Descriptor
+	t.AgeGender += o.AgeGender
+}
+
+// Pipeline runs detection, landmarks, alignment and the descriptor. It is
+// safe for concurrent use; run several photos at once to use every core.
+type Pipeline struct {
+	opt       Options
+	ssd       *nets.SSD
+	tiny      *nets.Tiny
+	landmarks *nets.Landmarker
+	ageGender *nets.AgeGender
+	desc      *nets.Descriptor
+}
+
+// NewPipeline validates the options and loads the networks they need.
+func NewPipeline(opt Options) (*Pipeline, error) {
+	if err := opt.fill(); err != nil {
+		return nil, err
+	}
+	p := &Pipeline{opt: opt}
+	var err error
+	if opt.Detector == SSD {
+		p.ssd, err = nets.NewSSD(opt.ModelDir)
+	} else {
+		p.tiny, err = nets.NewTiny(opt.ModelDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if p.landmarks, err = nets.NewLandmarker(opt.ModelDir, opt.TinyLandmarks); err != nil {
+		return nil, err
+	}
+	if opt.AgeGender {
+		if p.ageGender, err = nets.NewAgeGender(opt.ModelDir); err != nil {
+			return nil, err
+		}
+	}
+	if opt.Descriptors {
+		if p.desc, err = nets.NewDescriptor(opt.ModelDir); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Options returns the pipeline's options with defaults filled in.
+func (p *Pipeline) Options() Options { return p.opt }
+
+// Detect finds face boxes only.
+func (p *Pipeline) Detect(img *imaging.RGB) ([]Face, error) {
+	var dets []nets.Detection
+	var err error
+	if p.ssd != nil {
+		dets, err = p.ssd.Detect(img, nets.SSDOptions{MinScore: p.opt.MinScore, MaxResults: p.opt.MaxFaces, IoU: 0.5})
+	} else {
+		dets, err = p.tiny.Detect(img, nets.TinyOptions{InputSize: 416, ScoreThreshold: p.opt.MinScore, IoU: 0.4})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("face: detecting: %w", err)
+	}
+	if len(dets) > p.opt.MaxFaces {
+		dets = dets[:p.opt.MaxFaces]
+	}
+	faces := make([]Face, len(dets))
+	for i, d := range dets {
+		faces[i] = Face{Box: Box{X: d.X, Y: d.Y, Width: d.W, Height: d.H}, Score: d.Score}
+	}
+	return faces, nil
+}
+
+// Run detects the faces in img and completes each (landmarks, alignment,
+// descriptor, age/gender as configured).
+func (p *Pipeline) Run(img *imaging.RGB) ([]Face, Timings, error) {
+	var tm Timings
+	t0 := time.Now()
+	faces, err := p.Detect(img)
+	tm.Detect = time.Since(t0)
+	if err != nil {
+		return nil, tm, err
+	}
+	t2, err := p.Complete(img, faces)
+	tm.Add(t2)
+	return faces, tm, err
+}
+
+// FallbackBox is the face box assumed when no face is detected in a
+// centred, face-sized photo (LFW's deep-funneled images): the central
+// square of side 0.4 of the shorter image side, a little above centre,
+// where LFW's funneling places the face.
+func FallbackBox(w, h int) Box {
+	side := 0.4 * math.Min(float64(w), float64(h))
+	return Box{X: float64(w)/2 - side/2, Y: float64(h)/2 - side/2 - 0.02*float64(h), Width: side, Height: side}
+}
+
+// Complete fills landmarks, descriptors and age/gender of faces whose boxes
+// are set.
+func (p *Pipeline) Complete(img *imaging.RGB, faces []Face) (Timings, error) {
+	var tm Timings
+	if len(faces) == 0 {
+		return tm, nil
+	}
+	t0 := time.Now()
+	if err := p.fillLandmarks(img, faces); err != nil {
+		return tm, err
+	}
+	tm.Landmarks = time.Since(t0)
+	if p.desc != nil {
+		t1 := time.Now()
+		inputs := make([]*imaging.Float, len(faces))
+		for i := range faces {
+			in, err := p.alignedInput(img, &faces[i])
+			if err != nil {
+				return tm, err
+			}
+			inputs[i] = in
+		}
+		tm.Align = time.Since(t1)
+		t2 := time.Now()
+		descs, err := p.desc.Compute(inputs)
+		if err != nil {
+			return tm, fmt.Errorf("face: descriptor: %w", err)
+		}
+		for i := range faces {
+			faces[i].Descriptor = descs[i]
+		}
+		tm.Descriptor = time.Since(t2)
+	}
+	if p.ageGender != nil {
+		t3 := time.Now()
+		if err := p.fillAgeGender(img, faces); err != nil {
+			return tm, err
+		}
+		tm.AgeGender = time.Since(t3)
+	}
+	return tm, nil
+}
+
+// alignedInput returns the 150×150 descriptor input for a face.
+func (p *Pipeline) alignedInput(img *imaging.RGB, f *Face) (*imaging.Float, error) {
+	if p.opt.Align == AlignDlib {
+		chip, err := DlibChip(img, &f.Landmarks, 150)
+		if err != nil {
+			return nil, err
+		}
+		return nets.DescriptorInput(chip), nil
+	}
+	crop, err := img.Crop(FaceAPIAlignBox(&f.Landmarks, img.W, img.H))
+	if err != nil {
+		return nil, fmt.Errorf("face: face-api alignment crop: %w", err)
+	}
+	return nets.DescriptorInput(crop), nil
+}
+
+// Central returns the completed face nearest the image centre; when no face
+// is detected it completes FallbackBox instead and marks it Fallback.
+// This is LFW's convention: the subject is the centred face.
+func (p *Pipeline) Central(img *imaging.RGB) (*Face, error) {
+	faces, err := p.Detect(img)
+	if err != nil {
+		return nil, err
+	}
+	var f Face
+	if len(faces) == 0 {
+		f = Face{Box: FallbackBox(img.W, img.H), Fallback: true}
+	} else {
+		cx, cy := float64(img.W)/2, float64(img.H)/2
+		best := math.Inf(1)
+		for _, c := range faces {
+			x, y := c.Box.Center()
+			if d := math.Hypot(x-cx, y-cy); d < best {
+				best, f = d, c
+			}
+		}
+	}
+	one := []Face{f}
+	if _, err := p.Complete(img, one); err != nil {
+		return nil, err
+	}
+	return &one[0], nil
+}

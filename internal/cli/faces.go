@@ -1,0 +1,306 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/face"
+	"github.com/veil-privacy/veil/face/nets"
+	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/engine"
+	"github.com/veil-privacy/veil/internal/progress"
+)
+
+// Exit statuses of the face commands.
+const (
+	exitFailed = 1 // some input could not be read or processed
+	exitNoFace = 3 // `veil embed`: some input had no face to describe
+)
+
+// pipelineFlags are the flags shared by the commands that run the face pipeline.
+type pipelineFlags struct {
+	models   string
+	detector string
+	align    string
+	minScore float64
+	maxFaces int
+	json     bool
+	quiet    bool
+}
+
+func (f *pipelineFlags) register(cmd *cobra.Command, withAlign bool) {
+	cmd.Flags().StringVar(&f.models, "models", "", "folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout, installed by scripts/install-models.sh)")
+	cmd.Flags().StringVar(&f.detector, "detector", "ssd", "face detector: ssd (SSD-MobileNet-v1, more accurate) or tiny (tiny YOLO-style, faster)")
+	if withAlign {
+		cmd.Flags().StringVar(&f.align, "align", "dlib", "face alignment before the descriptor: dlib (similarity transform onto dlib's mean face, what the network was trained with) or faceapi (face-api's crop, reproduces its reference descriptors)")
+	}
+	cmd.Flags().Float64Var(&f.minScore, "min-score", 0.5, "minimum detection score, in (0, 1)")
+	cmd.Flags().IntVar(&f.maxFaces, "max-faces", 100, "at most this many faces per image")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print machine-readable JSON on stdout")
+	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output on stderr")
+}
+
+func (f *pipelineFlags) options() face.Options {
+	return face.Options{
+		ModelDir:      f.models,
+		Detector:      face.Detector(f.detector),
+		Align:         face.Align(f.align),
+		MinScore:      f.minScore,
+		MaxFaces:      f.maxFaces,
+		TinyLandmarks: false,
+	}
+}
+
+// imageResult is one image's entry in the JSON output of detect and embed.
+type imageResult struct {
+	Path   string     `json:"path"`
+	Width  int        `json:"width"`
+	Height int        `json:"height"`
+	Faces  []jsonFace `json:"faces"`
+	Error  string     `json:"error,omitempty"`
+}
+
+type jsonFace struct {
+	Box        face.Box     `json:"box"`
+	Score      float64      `json:"score"`
+	Landmarks  [][2]float64 `json:"landmarks"`
+	Age        *float64     `json:"age,omitempty"`
+	Gender     string       `json:"gender,omitempty"`
+	GenderProb *float64     `json:"gender_probability,omitempty"`
+	Descriptor []float32    `json:"descriptor,omitempty"`
+}
+
+func toJSONFace(f *face.Face, ageGender bool) jsonFace {
+	j := jsonFace{Box: f.Box, Score: f.Score, Landmarks: f.Landmarks[:], Descriptor: f.Descriptor}
+	if ageGender {
+		age, p := f.Age, f.GenderProb
+		j.Age, j.Gender, j.GenderProb = &age, f.Gender, &p
+	}
+	return j
+}
+
+// processed is the outcome of running the pipeline on one file.
+type processed struct {
+	img   *imaging.RGB
+	faces []face.Face
+	err   error
+}
+
+// runImages runs the pipeline over paths with one worker per core and
+// returns the results in input order.
+func runImages(e *env, p *face.Pipeline, paths []string, quiet bool) []processed {
+	out := make([]processed, len(paths))
+	bar := progress.New(e.stderr, "faces", len(paths), quiet || len(paths) < 4)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < engine.Parallelism(); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				img, _, err := imaging.DecodeFile(paths[i], imaging.DefaultLimits())
+				if err != nil {
+					out[i].err = err
+					bar.Add(1)
+					continue
+				}
+				faces, _, err := p.Run(img)
+				out[i] = processed{img: img, faces: faces, err: err}
+				bar.Add(1)
+			}
+		}()
+	}
+	for i := range paths {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	bar.Done()
+	return out
+}
+
+func newDetectCmd(e *env) *cobra.Command {
+	var pf pipelineFlags
+	var draw string
+	var noAgeGender bool
+	cmd := &cobra.Command{
+		Use:   "detect IMAGE...",
+		Short: "Find faces with their boxes, 68 landmarks, age and gender",
+		Long: `Detect finds the faces in JPEG or PNG photos (EXIF orientation applied) and
+reports for each face its box, detection score, 68 landmarks, estimated age and
+gender. Coordinates are pixels of the oriented image.
+
+With --draw OUT.png the image is written with boxes and landmarks drawn; with
+several images, each goes to OUT-<image name>.png.
+
+Exit status: 0 when every image was read (an image without faces is not an
+error: it is reported as such), 1 when some image could not be read or decoded.`,
+		Example: `  veil detect photo.jpg
+  veil detect --detector tiny --json *.jpg
+  veil detect --draw out/faces.png photo.jpg`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opt := pf.options()
+			opt.AgeGender = !noAgeGender
+			opt.TinyLandmarks = opt.Detector == face.Tiny
+			p, err := face.NewPipeline(opt)
+			if err != nil {
+				return err
+			}
+			results := runImages(e, p, args, pf.quiet)
+			return reportImages(e, &pf, args, results, draw, opt.AgeGender, false)
+		},
+	}
+	pf.register(cmd, false)
+	cmd.Flags().StringVar(&draw, "draw", "", "write the image with boxes and landmarks drawn to this PNG file")
+	cmd.Flags().BoolVar(&noAgeGender, "no-age-gender", false, "skip the age/gender network")
+	return cmd
+}
+
+func newEmbedCmd(e *env) *cobra.Command {
+	var pf pipelineFlags
+	cmd := &cobra.Command{
+		Use:   "embed IMAGE...",
+		Short: "Compute a 128-d face descriptor for every face",
+		Long: `Embed finds the faces in JPEG or PNG photos and computes dlib's 128-d ResNet
+descriptor for each (not L2-normalised; the same person is usually within
+Euclidean distance 0.6). --align dlib (default) aligns the face the way the
+network was trained; --align faceapi reproduces face-api's descriptors.
+
+Exit status: 0 when every image gave at least one descriptor, 1 when some image
+could not be read or decoded, 3 when some image had no face.`,
+		Example: `  veil embed --json photo.jpg
+  veil embed --align faceapi --detector tiny a.jpg b.png`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opt := pf.options()
+			opt.Descriptors = true
+			p, err := face.NewPipeline(opt)
+			if err != nil {
+				return err
+			}
+			results := runImages(e, p, args, pf.quiet)
+			return reportImages(e, &pf, args, results, "", false, true)
+		},
+	}
+	pf.register(cmd, true)
+	return cmd
+}
+
+// reportImages prints results as text or JSON, draws when asked, and turns
+// failures into the documented exit status.
+func reportImages(e *env, pf *pipelineFlags, paths []string, results []processed, draw string, ageGender, embed bool) error {
+	var failed, noFace []string
+	doc := struct {
+		Images []imageResult `json:"images"`
+	}{Images: make([]imageResult, len(paths))}
+	for i, r := range results {
+		ir := imageResult{Path: paths[i], Faces: []jsonFace{}}
+		if r.err != nil {
+			ir.Error = r.err.Error()
+			failed = append(failed, fmt.Sprintf("%s: %v", paths[i], r.err))
+			doc.Images[i] = ir
+			continue
+		}
+		ir.Width, ir.Height = r.img.W, r.img.H
+		for k := range r.faces {
+			ir.Faces = append(ir.Faces, toJSONFace(&r.faces[k], ageGender))
+		}
+		if len(r.faces) == 0 {
+			noFace = append(noFace, paths[i])
+		}
+		doc.Images[i] = ir
+		if draw != "" {
+			out := drawPath(draw, paths[i], len(paths))
+			if err := drawFaces(r.img, r.faces, out); err != nil {
+				failed = append(failed, err.Error())
+			} else if !pf.json {
+				fmt.Fprintf(e.stdout, "drew %s -> %s\n", paths[i], out)
+			} else {
+				fmt.Fprintf(e.stderr, "drew %s -> %s\n", paths[i], out)
+			}
+		}
+	}
+	if pf.json {
+		if err := writeJSON(e.stdout, doc); err != nil {
+			return err
+		}
+	} else {
+		for _, ir := range doc.Images {
+			if ir.Error != "" {
+				continue
+			}
+			fmt.Fprintf(e.stdout, "%s (%dx%d): %d face(s)\n", ir.Path, ir.Width, ir.Height, len(ir.Faces))
+			for k, f := range ir.Faces {
+				fmt.Fprintf(e.stdout, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f", k, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score)
+				if f.Age != nil {
+					fmt.Fprintf(e.stdout, " age=%.1f gender=%s (%.2f)", *f.Age, f.Gender, *f.GenderProb)
+				}
+				if len(f.Descriptor) > 0 {
+					fmt.Fprintf(e.stdout, " descriptor=[%.4f %.4f %.4f ...]", f.Descriptor[0], f.Descriptor[1], f.Descriptor[2])
+				}
+				fmt.Fprintln(e.stdout)
+			}
+		}
+	}
+	for _, p := range noFace {
+		fmt.Fprintf(e.stderr, "veil: %s: no face found\n", p)
+	}
+	if len(failed) > 0 {
+		for _, f := range failed {
+			fmt.Fprintf(e.stderr, "veil: %s\n", f)
+		}
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d of %d images failed", len(failed), len(paths))}
+	}
+	if embed && len(noFace) > 0 {
+		return &exitError{code: exitNoFace, err: fmt.Errorf("no face to describe in %d of %d images", len(noFace), len(paths))}
+	}
+	return nil
+}
+
+func drawPath(draw, img string, n int) string {
+	if n == 1 {
+		return draw
+	}
+	ext := filepath.Ext(draw)
+	stem := strings.TrimSuffix(draw, ext)
+	base := strings.TrimSuffix(filepath.Base(img), filepath.Ext(img))
+	if ext == "" {
+		ext = ".png"
+	}
+	return stem + "-" + base + ext
+}
+
+func drawFaces(img *imaging.RGB, faces []face.Face, out string) error {
+	canvas := &imaging.RGB{W: img.W, H: img.H, Pix: append([]uint8(nil), img.Pix...)}
+	thick := max(1, min(img.W, img.H)/300)
+	for _, f := range faces {
+		b := f.Box
+		canvas.DrawRect(b.X, b.Y, b.X+b.Width, b.Y+b.Height, thick, 0, 255, 0)
+		for _, p := range f.Landmarks {
+			canvas.DrawDot(p[0], p[1], thick+1, 255, 64, 0)
+		}
+	}
+	if dir := filepath.Dir(out); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("drawing: %w", err)
+		}
+	}
+	fh, err := os.Create(out)
+	if err != nil {
+		return fmt.Errorf("drawing: %w", err)
+	}
+	if err := canvas.EncodePNG(fh); err != nil {
+		fh.Close()
+		return fmt.Errorf("drawing %s: %w", out, err)
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("drawing %s: %w", out, err)
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/eval"
+	"github.com/veil-privacy/veil/face"
+	"github.com/veil-privacy/veil/face/desccache"
+	"github.com/veil-privacy/veil/face/nets"
+	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/engine"
+	"github.com/veil-privacy/veil/internal/progress"
+)
+
+// pipelineVersion changes whenever the code computing descriptors changes
+// in a way that alters them, so cached descriptors are not reused across it.
+const pipelineVersion = "veil-faces-1"
+
+// fallbackDescription says what verify does with images without a face.
+const fallbackDescription = "central box: when no face is detected the face is assumed in the central square of 0.4×min(width,height) (LFW's images are centred on the subject); landmarks and descriptor are computed in it. When several faces are detected the one nearest the image centre is used."
+
+func newVerifyCmd(e *env) *cobra.Command {
+	var pf pipelineFlags
+	var imagesDir, pairsPath, trainPath, cacheDir string
+	var noCache bool
+	cmd := &cobra.Command{
+		Use:   "verify --images DIR --pairs FILE [--train-pairs FILE]",
+		Short: "Score face verification on LFW-style pairs (accuracy, ROC AUC, EER, TAR@FAR)",
+		Long: `Verify runs the Labeled Faces in the Wild protocol on a folder laid out as
+DIR/Name/Name_0001.jpg and a pairs file in LFW's format.
+
+A pairs file whose header gives folds ("10 300", like LFW's pairs.txt) is scored
+by k-fold cross-validation: each fold with the distance threshold that is best on
+the other folds; the mean accuracy and its standard deviation are reported. A
+single-set file (header "500", like pairsDevTest.txt) is scored with the
+threshold that is best on --train-pairs (e.g. pairsDevTrain.txt).
+
+ROC AUC, equal error rate and the true-accept rate at false-accept rates 0.1,
+0.01 and 0.001 are always reported, with how many images had no detected face.
+Of several faces, the one nearest the image centre is used; with none, a central
+box is assumed (see "fallback" in the output).
+
+Descriptors are cached on disk, keyed by image content and pipeline settings
+(--cache, else $` + desccache.EnvCache + `, else the user's cache folder), so a
+second run is fast; entries are written atomically, so an interrupted run
+leaves a usable cache.`,
+		Example: `  veil verify --images ../shared/data/lfw/images_deepfunneled \
+      --pairs ../shared/data/lfw/pairsDevTest.txt --train-pairs ../shared/data/lfw/pairsDevTrain.txt
+  veil verify --images lfw --pairs pairs.txt --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if imagesDir == "" || pairsPath == "" {
+				return fmt.Errorf("--images and --pairs are required (see veil verify --help)")
+			}
+			if st, err := os.Stat(imagesDir); err != nil || !st.IsDir() {
+				return fmt.Errorf("--images %s is not a folder", imagesDir)
+			}
+			test, err := eval.ReadPairsFile(pairsPath)
+			if err != nil {
+				return err
+			}
+			var train *eval.PairsFile
+			if trainPath != "" {
+				if train, err = eval.ReadPairsFile(trainPath); err != nil {
+					return err
+				}
+			} else if test.Folds == 1 {
+				return fmt.Errorf("%s is a single set (no folds): give --train-pairs to choose the threshold", pairsPath)
+			}
+			opt := pf.options()
+			opt.Descriptors = true
+			p, err := face.NewPipeline(opt)
+			if err != nil {
+				return err
+			}
+			opt = p.Options()
+			var cache *desccache.Cache
+			if !noCache {
+				if cacheDir == "" {
+					if cacheDir, err = desccache.DefaultDir(); err != nil {
+						return err
+					}
+				}
+				settings := fmt.Sprintf("%s|%s|%s|%g|%s", pipelineVersion, opt.Detector, opt.Align, opt.MinScore, nets.PinnedDigest())
+				if cache, err = desccache.Open(cacheDir, settings); err != nil {
+					return err
+				}
+			}
+			total := countImages(test, train)
+			bar := progress.New(e.stderr, "describing", total, pf.quiet)
+			start := time.Now()
+			res, err := eval.Verify(eval.VerifyOptions{
+				ImagesDir: imagesDir, Test: test, Train: train,
+				Workers: engine.Parallelism(), Progress: func() { bar.Add(1) },
+			}, describer(p, cache))
+			bar.Done()
+			if err != nil {
+				return err
+			}
+			res.Fallback = fallbackDescription
+			out := struct {
+				*eval.VerifyResult
+				Detector string  `json:"detector"`
+				Align    string  `json:"align"`
+				WallS    float64 `json:"wall_s"`
+			}{res, string(opt.Detector), string(opt.Align), time.Since(start).Seconds()}
+			if pf.json {
+				return writeJSON(e.stdout, out)
+			}
+			w := e.stdout
+			fmt.Fprintf(w, "pairs %d (%d fold(s)), images %d, detector %s, aligner %s\n", res.Pairs, res.Folds, res.Images, opt.Detector, opt.Align)
+			if res.Folds > 1 {
+				fmt.Fprintf(w, "accuracy %.2f%% ± %.2f%% (k-fold), mean threshold %.4f\n", 100*res.Accuracy, 100*res.AccuracyStd, res.Threshold)
+			} else {
+				fmt.Fprintf(w, "accuracy %.2f%% at threshold %.4f (chosen on %d training pairs, %.2f%% there)\n", 100*res.Accuracy, res.Threshold, res.TrainPairs, 100*res.TrainAcc)
+			}
+			fmt.Fprintf(w, "ROC AUC %.4f, EER %.2f%%, TAR@FAR 0.1 %.2f%%, 0.01 %.2f%%, 0.001 %.2f%%\n", res.AUC, 100*res.EER,
+				100*res.TARAtFAR["0.1"], 100*res.TARAtFAR["0.01"], 100*res.TARAtFAR["0.001"])
+			fmt.Fprintf(w, "images with no face detected: %d (fallback: central box)\n", res.NoFace)
+			fmt.Fprintf(w, "wall time %.1f s\n", out.WallS)
+			return nil
+		},
+	}
+	pf.register(cmd, true)
+	cmd.Flags().StringVar(&imagesDir, "images", "", "folder of images laid out as DIR/Name/Name_0001.jpg (required)")
+	cmd.Flags().StringVar(&pairsPath, "pairs", "", "pairs file to score, in LFW's format (required)")
+	cmd.Flags().StringVar(&trainPath, "train-pairs", "", "pairs file that chooses the threshold for a single-set --pairs file")
+	cmd.Flags().StringVar(&cacheDir, "cache", "", "descriptor cache folder (default $"+desccache.EnvCache+", else the user's cache folder)")
+	cmd.Flags().BoolVar(&noCache, "no-cache", false, "do not read or write the descriptor cache")
+	return cmd
+}
+
+func countImages(pfs ...*eval.PairsFile) int {
+	seen := map[string]bool{}
+	for _, pf := range pfs {
+		if pf == nil {
+			continue
+		}
+		for _, p := range pf.Pairs {
+			seen[p.ImagePath("", false)] = true
+			seen[p.ImagePath("", true)] = true
+		}
+	}
+	return len(seen)
+}
+
+// describer returns the central face's descriptor of an image, through
+// the cache when there is one.
+func describer(p *face.Pipeline, cache *desccache.Cache) eval.Describer {
+	lim := imaging.DefaultLimits()
+	return func(path string) (eval.Described, error) {
+		st, err := os.Stat(path)
+		if err != nil {
+			return eval.Described{}, err
+		}
+		if st.Size() > lim.MaxBytes {
+			return eval.Described{}, fmt.Errorf("file is %d bytes, over the %d limit", st.Size(), lim.MaxBytes)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return eval.Described{}, err
+		}
+		var key string
+		if cache != nil {
+			key = cache.Key(data)
+			if e, ok := cache.Get(key); ok {
+				return eval.Described{Descriptor: e.Descriptor, Fallback: e.Fallback}, nil
+			}
+		}
+		img, _, err := imaging.Decode(data, lim)
+		if err != nil {
+			return eval.Described{}, err
+		}
+		f, err := p.Central(img)
+		if err != nil {
+			return eval.Described{}, err
+		}
+		d := eval.Described{Descriptor: f.Descriptor, Fallback: f.Fallback}
+		if cache != nil {
+			if err := cache.Put(key, desccache.Entry{Descriptor: d.Descriptor, Fallback: d.Fallback}); err != nil {
+				return eval.Described{}, err
+			}
+		}
+		return d, nil
+	}
+}
