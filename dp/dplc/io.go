@@ -1,0 +1,48 @@
+package dplc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// MaxFileBytes bounds the size of a centres file ReadCentres accepts.
+const MaxFileBytes = 1 << 30
+
+// ReadCentres parses a centres file: a JSON array of equal-length arrays of
+// finite numbers, one per class centre, e.g. [[0.1, 0.2], [0.3, -0.4]].
+// It refuses empty input, ragged rows, non-numbers and non-finite values.
+func ReadCentres(r io.Reader) ([][]float32, error) {
+	dec := json.NewDecoder(io.LimitReader(r, MaxFileBytes))
+	var rows [][]float64
+	if err := dec.Decode(&rows); err != nil {
+		return nil, fmt.Errorf("dplc: reading centres (want a JSON array of arrays of numbers): %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("dplc: reading centres: trailing data after the array")
+	}
+	if len(rows) == 0 {
+		return nil, errors.New("dplc: reading centres: no centres")
+	}
+	d := len(rows[0])
+	if d == 0 {
+		return nil, errors.New("dplc: reading centres: centre 0 is empty")
+	}
+	out := make([][]float32, len(rows))
+	for i, row := range rows {
+		if len(row) != d {
+			return nil, fmt.Errorf("dplc: reading centres: centre %d has %d values, want %d", i, len(row), d)
+		}
+		out[i] = make([]float32, d)
+		for j, v := range row {
+			f := float32(v)
+			if math.IsInf(float64(f), 0) || math.IsNaN(v) {
+				return nil, fmt.Errorf("dplc: reading centres: centre %d value %d is out of float32 range", i, j)
+			}
+			out[i][j] = f
+		}
+	}
+	return out, nil
+}
