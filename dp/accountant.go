@@ -14,6 +14,7 @@ type Accountant struct {
 	orders []float64
 	rdp    []float64
 	events []Event
+	pure   float64 // basic composition of pure-DP bounds (+Inf if none)
 }
 
 // NewAccountant returns an empty accountant over the given orders (each > 1,
@@ -68,6 +69,9 @@ func (a *Accountant) Add(events ...Event) error {
 		a.rdp[i] += c[i]
 	}
 	a.events = append(a.events, events...)
+	for _, e := range events {
+		a.pure += e.pureEpsilon()
+	}
 	return nil
 }
 
@@ -83,8 +87,10 @@ func (a *Accountant) Step(q, sigma float64, steps int) error {
 }
 
 // Epsilon returns the smallest ε over the orders for which everything
-// composed so far is (ε, δ)-DP, and the order that attains it. An empty
-// accountant reports ε = 0.
+// composed so far is (ε, δ)-DP, and the order that attains it. When every
+// event is pure DP (Laplace, pure-DP events) and their basic composition
+// Σε is smaller, that ε is returned with order 0. An empty accountant
+// reports ε = 0.
 func (a *Accountant) Epsilon(delta float64) (eps, order float64, err error) {
 	if err := checkDelta(delta); err != nil {
 		return 0, 0, err
@@ -92,12 +98,16 @@ func (a *Accountant) Epsilon(delta float64) (eps, order float64, err error) {
 	if len(a.events) == 0 {
 		return 0, math.NaN(), nil
 	}
-	return RDPToDP(a.orders, a.rdp, delta)
+	eps, order, err = RDPToDP(a.orders, a.rdp, delta)
+	if a.pure < eps {
+		return a.pure, 0, nil
+	}
+	return eps, order, err
 }
 
 // Clone returns an independent copy of the accountant.
 func (a *Accountant) Clone() *Accountant {
-	return &Accountant{orders: slices.Clone(a.orders), rdp: slices.Clone(a.rdp), events: slices.Clone(a.events)}
+	return &Accountant{orders: slices.Clone(a.orders), rdp: slices.Clone(a.rdp), events: slices.Clone(a.events), pure: a.pure}
 }
 
 // ScheduleEpsilon returns (ε, order) by RDP for steps of the subsampled

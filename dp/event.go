@@ -157,3 +157,16 @@ func (e Event) RDPAt(alpha float64) (float64, error) {
 func (e Event) pldCapable() bool {
 	return e.Kind == KindSubsampledGaussian || e.Kind == KindGaussian
 }
+
+// pureEpsilon returns the event's total ε under pure DP (basic
+// composition over Count), +Inf for mechanisms without a pure-DP bound.
+func (e Event) pureEpsilon() float64 {
+	switch e.Kind {
+	case KindPureDP:
+		return e.Epsilon * float64(e.Count)
+	case KindLaplace:
+		return float64(e.Count) / e.LaplaceScale
+	default:
+		return math.Inf(1)
+	}
+}

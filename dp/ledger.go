@@ -36,7 +36,8 @@ type Spent struct {
 	// the ledger uses PLD and every event is Gaussian-family, whichever is
 	// smaller.
 	Epsilon float64 `json:"epsilon"`
-	// RDPEpsilon and RDPOrder are the RDP accountant's bound and its order.
+	// RDPEpsilon and RDPOrder are the accountant's bound and its order
+	// (order 0: basic composition of pure-DP events was tighter).
 	RDPEpsilon float64 `json:"rdp_epsilon"`
 	RDPOrder   float64 `json:"rdp_order,omitempty"`
 	// PLDEpsilon is the PLD bound, or 0 when not computed.

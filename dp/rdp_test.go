@@ -276,3 +276,21 @@ func BenchmarkRDPEpsilonMNIST(b *testing.B) {
 		}
 	}
 }
+
+func TestPureCompositionWhenTighter(t *testing.T) {
+	// Two Laplace releases of scale 10 (ε = 0.1 each): basic composition
+	// gives 0.2, tighter than any RDP conversion at δ = 1e-5.
+	a, _ := NewAccountant(nil)
+	le, _ := LaplaceEvent(10, 2)
+	_ = a.Add(le)
+	eps, order, err := a.Epsilon(1e-5)
+	if err != nil || math.Abs(eps-0.2) > 1e-12 || order != 0 {
+		t.Errorf("ε = %g at order %g (%v), want 0.2 by pure composition", eps, order, err)
+	}
+	// Adding a Gaussian release makes the pure bound infinite: RDP wins.
+	ge, _ := GaussianEvent(1, 1)
+	_ = a.Add(ge)
+	if _, order, _ := a.Epsilon(1e-5); order == 0 {
+		t.Error("pure composition used with a Gaussian event")
+	}
+}
