@@ -140,8 +140,8 @@ func newLightFace(c Config) (*Model, error) {
 	if c.Norm == "" {
 		c.Norm = "batch"
 	}
-	if c.Input < 32 || c.Input%32 != 0 {
-		return nil, fmt.Errorf("arch: LightFace input must be a multiple of 32 of at least 32 (224, 112, 64), got %d", c.Input)
+	if c.Input < 32 || c.Input > 1024 {
+		return nil, fmt.Errorf("arch: LightFace input side must be in [32, 1024] (224, 112, 64), got %d", c.Input)
 	}
 	if !(c.Width > 0 && c.Width <= 4) {
 		return nil, fmt.Errorf("arch: width multiplier must be in (0, 4], got %g", c.Width)

@@ -79,6 +79,14 @@ func FromTrainer(h Header, p *nn.Params, st train.State) *Checkpoint {
 
 // Write encodes c.
 func (c *Checkpoint) Write(w io.Writer) error {
+	if len(c.State.M) != len(c.Values) || (c.Header.SecondMoments && len(c.State.V) != len(c.Values)) {
+		return fmt.Errorf("checkpoint: %d parameters but %d/%d moment tensors", len(c.Values), len(c.State.M), len(c.State.V))
+	}
+	for i, v := range c.Values {
+		if len(c.State.M[i]) != len(v) || (c.Header.SecondMoments && len(c.State.V[i]) != len(v)) {
+			return fmt.Errorf("checkpoint: moments of parameter %d have the wrong size", i)
+		}
+	}
 	hdr, err := json.Marshal(c.Header)
 	if err != nil {
 		return fmt.Errorf("checkpoint: encoding header: %w", err)

@@ -1,0 +1,340 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/dataset"
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/internal/datadir"
+	"github.com/veil-privacy/veil/nn/arch"
+	"github.com/veil-privacy/veil/nn/checkpoint"
+	"github.com/veil-privacy/veil/nn/loss"
+	"github.com/veil-privacy/veil/nn/train"
+)
+
+type trainFlags struct {
+	model, lossKind, data, optimizer, norm, out, resume          string
+	input, epochs, batch, microBatch, minImages, maxPeople, crop int
+	tunePairs                                                    int
+	width, lr, momentum, weightDecay                             float64
+	dp                                                           bool
+	sigma, clip, q, targetEps, delta                             float64
+	seed                                                         uint64
+	json                                                         bool
+}
+
+// trainReport is the --json output of veil train.
+type trainReport struct {
+	Model       arch.Config `json:"model"`
+	Loss        string      `json:"loss"`
+	Identities  int         `json:"identities"`
+	Images      int         `json:"images"`
+	Epochs      int         `json:"epochs"`
+	Steps       int         `json:"steps"`
+	LossCurve   []float64   `json:"loss_curve"`
+	FinalLoss   float64     `json:"final_loss"`
+	DP          bool        `json:"dp"`
+	NoiseMult   float64     `json:"noise_multiplier,omitempty"`
+	Clip        float64     `json:"clip,omitempty"`
+	SamplingQ   float64     `json:"sampling_rate,omitempty"`
+	Epsilon     float64     `json:"epsilon"`
+	Delta       float64     `json:"delta"`
+	DevAccuracy float64     `json:"dev_accuracy"`
+	Threshold   float64     `json:"threshold"`
+	Checkpoint  string      `json:"checkpoint"`
+	WallS       float64     `json:"wall_s"`
+}
+
+func newTrainCmd(e *env) *cobra.Command {
+	f := &trainFlags{}
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Train a face embedding network (LightFace) on LFW's training identities, optionally with DP-SGD",
+		Long: `Train LightFace on the LFW development training identities (peopleDevTrain.txt,
+identities with at least --min-images images) and report the verification
+accuracy of the embedding on the development test pairs (pairsDevTest.txt,
+threshold chosen on pairsDevTrain.txt). No training identity appears in the
+test pairs.
+
+With --dp, training uses DP-SGD: Poisson sampling with rate q, per-example
+gradients clipped to --clip, Gaussian noise σ·C, and the RDP accountant; give
+--noise-multiplier or --target-epsilon (σ is then calibrated for --epochs).
+Under DP the network uses group normalisation and triplet loss is refused.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runTrain(e, cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.model, "model", "lightface", "model: lightface or head")
+	fl.StringVar(&f.lossKind, "loss", "arcface", "loss: softmax, cosface, arcface, triplet or irene")
+	fl.StringVar(&f.data, "data", "", "LFW folder (default: <data>/lfw)")
+	fl.IntVar(&f.input, "input", 64, "input side in pixels (224, 112, 64)")
+	fl.Float64Var(&f.width, "width", 0.25, "LightFace width multiplier")
+	fl.StringVar(&f.norm, "norm", "", "normalisation: batch, group or none (default: group with --dp, else batch)")
+	fl.IntVar(&f.epochs, "epochs", 5, "epochs")
+	fl.IntVar(&f.batch, "batch", 64, "batch size (with --dp: the expected batch when --sampling-rate is not given)")
+	fl.IntVar(&f.microBatch, "micro-batch", 32, "examples per graph execution")
+	fl.IntVar(&f.minImages, "min-images", 4, "use training identities with at least this many images")
+	fl.IntVar(&f.maxPeople, "max-people", 0, "use at most this many training identities (0: all)")
+	fl.IntVar(&f.crop, "crop", 128, "side of the centred crop of the 250×250 deep-funnelled image")
+	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: sgd or adam")
+	fl.Float64Var(&f.lr, "lr", 0.002, "learning rate")
+	fl.Float64Var(&f.momentum, "momentum", 0.9, "SGD momentum")
+	fl.Float64Var(&f.weightDecay, "weight-decay", 5e-4, "weight decay")
+	fl.BoolVar(&f.dp, "dp", false, "train with DP-SGD")
+	fl.Float64Var(&f.sigma, "noise-multiplier", 0, "DP-SGD noise multiplier σ")
+	fl.Float64Var(&f.clip, "clip", 1, "DP-SGD per-example clipping norm C")
+	fl.Float64Var(&f.q, "sampling-rate", 0, "DP-SGD Poisson sampling rate q in (0, 1] (default: batch/N)")
+	fl.Float64Var(&f.targetEps, "target-epsilon", 0, "calibrate σ to reach this ε after --epochs")
+	fl.Float64Var(&f.delta, "delta", 1e-5, "δ of the reported (ε, δ)")
+	fl.StringVar(&f.out, "checkpoint", "veil-train.ckpt", "checkpoint file written after every epoch")
+	fl.StringVar(&f.resume, "resume", "", "resume from this checkpoint")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed for initialisation, data order and augmentation (not privacy noise)")
+	fl.IntVar(&f.tunePairs, "tune-pairs", 0, "choose the threshold on this many pairsDevTrain pairs, half same, half different (0: all 2200)")
+	fl.BoolVar(&f.json, "json", false, "print a JSON report")
+	return cmd
+}
+
+// validate checks the flags before any data is read.
+func (f *trainFlags) validate(cmd *cobra.Command) error {
+	if f.model == "head" {
+		return errors.New("train: --model head trains on precomputed 128-d descriptors, which need the pretrained descriptor network (face/nets); it is available in package nn/arch but not yet from this command")
+	}
+	if f.model != "lightface" {
+		return fmt.Errorf("train: unknown --model %q (want lightface or head)", f.model)
+	}
+	if f.epochs < 1 || f.batch < 1 || f.microBatch < 1 {
+		return fmt.Errorf("train: --epochs, --batch and --micro-batch must be positive")
+	}
+	if f.norm == "" {
+		f.norm = "batch"
+		if f.dp {
+			f.norm = "group"
+		}
+	}
+	if !f.dp {
+		for _, n := range []string{"noise-multiplier", "sampling-rate", "target-epsilon"} {
+			if cmd.Flags().Changed(n) {
+				return fmt.Errorf("train: --%s needs --dp", n)
+			}
+		}
+		return nil
+	}
+	if f.norm == "batch" {
+		return errors.New("train: batch normalisation mixes examples and breaks DP-SGD's per-example bound; use --norm group")
+	}
+	if f.lossKind == "triplet" {
+		return errors.New("train: triplet mining couples the examples of a batch, so DP-SGD's per-example bound does not hold; use softmax, cosface, arcface or irene with --dp")
+	}
+	if cmd.Flags().Changed("sampling-rate") && !(f.q > 0 && f.q <= 1) {
+		return fmt.Errorf("train: --sampling-rate must be in (0, 1], got %g", f.q)
+	}
+	if (f.sigma > 0) == (f.targetEps > 0) {
+		return errors.New("train: with --dp give exactly one of --noise-multiplier or --target-epsilon (positive)")
+	}
+	if !(f.clip > 0) || !(f.delta > 0 && f.delta < 1) {
+		return fmt.Errorf("train: need --clip > 0 and --delta in (0, 1), got %g and %g", f.clip, f.delta)
+	}
+	return nil
+}
+
+func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
+	start := time.Now()
+	if err := f.validate(cmd); err != nil {
+		return err
+	}
+	if f.data == "" {
+		f.data = filepath.Join(datadir.Default(), "lfw")
+	}
+	lfw := dataset.LFW{Dir: f.data}
+	images, err := lfw.TrainImages("peopleDevTrain.txt", f.minImages, f.maxPeople)
+	if err != nil {
+		return err
+	}
+	tunePairs, err := lfw.Pairs("pairsDevTrain.txt")
+	if err != nil {
+		return err
+	}
+	testPairs, err := lfw.Pairs("pairsDevTest.txt")
+	if err != nil {
+		return err
+	}
+	if f.tunePairs > 0 && f.tunePairs < len(tunePairs) {
+		half := len(tunePairs) / 2
+		k := max(f.tunePairs/2, 1)
+		tunePairs = append(tunePairs[:k:k], tunePairs[half:half+k]...)
+	}
+	if err := dataset.CheckDisjoint(images, testPairs); err != nil {
+		return err
+	}
+	mc := arch.Config{Kind: "lightface", Input: f.input, Width: f.width, Norm: f.norm}
+	model, err := arch.New(mc)
+	if err != nil {
+		return err
+	}
+	mc = model.Config()
+	var ck *checkpoint.Checkpoint
+	if f.resume != "" {
+		if ck, err = checkpoint.Load(f.resume); err != nil {
+			return err
+		}
+		if !ck.Header.Model.Equal(mc) {
+			return fmt.Errorf("train: checkpoint %s holds another model (%+v), not %+v", f.resume, ck.Header.Model, mc)
+		}
+	}
+	fmt.Fprintf(e.stderr, "loading %d training images…\n", len(images))
+	set, err := dataset.Load(images, dataset.LoadOptions{Side: f.input, Crop: f.crop, Augment: true})
+	if err != nil {
+		return err
+	}
+	lc := loss.Config{Kind: f.lossKind, Classes: set.Classes()}
+	if f.lossKind == "cosface" || f.lossKind == "arcface" {
+		lc.Scale = 32 // small classes count: s = 32 trains faster than 64
+	}
+	lc = lc.Defaults()
+	head, err := loss.New(model.Params(), lc, mc.Embedding)
+	if err != nil {
+		return err
+	}
+	model.Params().Init(f.seed)
+	opts := train.Options{Optimizer: f.optimizer, LearningRate: f.lr, Momentum: f.momentum, WeightDecay: f.weightDecay,
+		MicroBatch: f.microBatch, Seed: f.seed}
+	var sampler train.Sampler
+	if f.dp {
+		q := f.q
+		if q == 0 {
+			q = math.Min(1, float64(f.batch)/float64(set.Len()))
+		}
+		sigma := f.sigma
+		steps := f.epochs * int(math.Ceil(1/q))
+		if f.targetEps > 0 {
+			if sigma, err = train.NoiseForTarget(q, steps, f.targetEps, f.delta); err != nil {
+				return fmt.Errorf("train: calibrating σ for ε=%g: %w", f.targetEps, err)
+			}
+		}
+		src, err := dp.NewSource()
+		if err != nil {
+			return err
+		}
+		sampler = src
+		opts.DP = &train.DPOptions{NoiseMultiplier: sigma, Clip: f.clip, SamplingRate: q, Delta: f.delta,
+			DatasetSize: set.Len(), Accountant: train.RDP{}, Noise: src}
+	}
+	tr, err := train.New(model, head, opts)
+	if err != nil {
+		return err
+	}
+	firstEpoch := 0
+	if ck != nil {
+		if ck.Header.Loss.Kind != lc.Kind || ck.Header.Loss.Classes != lc.Classes {
+			return fmt.Errorf("train: checkpoint %s was trained with loss %s on %d classes, not %s on %d", f.resume, ck.Header.Loss.Kind, ck.Header.Loss.Classes, lc.Kind, lc.Classes)
+		}
+		if err := ck.Apply(mc, tr.Params()); err != nil {
+			return err
+		}
+		if err := tr.Restore(ck.State); err != nil {
+			return err
+		}
+		firstEpoch = ck.Header.Epoch
+	}
+	rep := trainReport{Model: mc, Loss: lc.Kind, Identities: set.Classes(), Images: set.Len(), DP: f.dp, Delta: f.delta, Checkpoint: f.out}
+	for ep := firstEpoch; ep < f.epochs; ep++ {
+		l, err := tr.Epoch(set, train.EpochOptions{Epoch: ep, Batch: f.batch, Seed: f.seed, Augment: true, Sampler: sampler,
+			Progress: func(s, n int, l float64) {
+				fmt.Fprintf(e.stderr, "\repoch %d/%d %s step %d/%d loss %.4f   ", ep+1, f.epochs, bar(s, n, 20), s, n, l)
+			}})
+		if err != nil {
+			return err
+		}
+		p := tr.Privacy()
+		fmt.Fprintf(e.stderr, "\repoch %d/%d mean loss %.4f ε=%.3f %s\n", ep+1, f.epochs, l, p.Epsilon, time.Since(start).Round(time.Second))
+		rep.LossCurve = append(rep.LossCurve, l)
+		ck := checkpoint.FromTrainer(checkpoint.Header{Model: mc, Loss: lc, Optimizer: f.optimizer, Epoch: ep + 1, Seed: f.seed}, tr.Params(), tr.State())
+		if err := ck.Save(f.out); err != nil {
+			return err
+		}
+	}
+	acc, thr, err := devAccuracy(tr, lfw, tunePairs, testPairs, f)
+	if err != nil {
+		return err
+	}
+	p := tr.Privacy()
+	rep.Epochs, rep.Steps = f.epochs, tr.Steps()
+	if n := len(rep.LossCurve); n > 0 {
+		rep.FinalLoss = rep.LossCurve[n-1]
+	}
+	rep.Epsilon, rep.NoiseMult, rep.Clip, rep.SamplingQ = p.Epsilon, p.NoiseMultiplier, p.Clip, p.SamplingRate
+	rep.DevAccuracy, rep.Threshold = acc, thr
+	rep.WallS = time.Since(start).Seconds()
+	if f.json {
+		return writeJSON(e.stdout, rep)
+	}
+	fmt.Fprintf(e.stdout, "trained %s (%s loss) on %d images of %d identities for %d epochs: final loss %.4f\n", mc.Kind, lc.Kind, rep.Images, rep.Identities, rep.Epochs, rep.FinalLoss)
+	if f.dp {
+		fmt.Fprintf(e.stdout, "DP-SGD σ=%.3f C=%g q=%.4f: ε=%.3f at δ=%g\n", p.NoiseMultiplier, p.Clip, p.SamplingRate, p.Epsilon, f.delta)
+	}
+	fmt.Fprintf(e.stdout, "LFW development pairs accuracy %.4f (threshold %.3f); checkpoint %s; %.0f s\n", acc, thr, f.out, rep.WallS)
+	return nil
+}
+
+func bar(done, total, width int) string {
+	n := done * width / max(total, 1)
+	b := make([]byte, width)
+	for i := range b {
+		b[i] = '.'
+		if i < n {
+			b[i] = '#'
+		}
+	}
+	return "[" + string(b) + "]"
+}
+
+// devAccuracy embeds the development pairs' images and returns the test
+// accuracy at the threshold that is best on the tuning pairs.
+// TODO(eval): merge with package eval's verification once it lands.
+func devAccuracy(tr *train.Trainer, lfw dataset.LFW, tune, test []dataset.Pair, f *trainFlags) (float64, float64, error) {
+	all := append(append([]dataset.Pair{}, tune...), test...)
+	ims := lfw.PairImages(all)
+	set, err := dataset.Load(ims, dataset.LoadOptions{Side: f.input, Crop: f.crop})
+	if err != nil {
+		return 0, 0, err
+	}
+	pos := map[string]int{}
+	for i, p := range set.Paths {
+		pos[p] = i
+	}
+	idx := make([]int, set.Len())
+	for i := range idx {
+		idx[i] = i
+	}
+	x, _, err := set.Batch(idx, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	emb, err := tr.Embed(x, set.Len())
+	if err != nil {
+		return 0, 0, err
+	}
+	sims := func(pairs []dataset.Pair) ([]float64, []bool) {
+		var s []float64
+		var same []bool
+		for _, p := range pairs {
+			a, b := emb[pos[lfw.ImagePath(p.NameA, p.A)]], emb[pos[lfw.ImagePath(p.NameB, p.B)]]
+			var d float64
+			for k := range a {
+				d += float64(a[k]) * float64(b[k])
+			}
+			s = append(s, d)
+			same = append(same, p.Same)
+		}
+		return s, same
+	}
+	ts, tsame := sims(tune)
+	es, esame := sims(test)
+	return train.VerifyAccuracy(ts, tsame, es, esame)
+}

@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/veil-privacy/veil/nn/arch"
+	"github.com/veil-privacy/veil/nn/checkpoint"
+	"github.com/veil-privacy/veil/nn/train"
+)
+
+func TestTrainRefusesBadConfigurations(t *testing.T) {
+	other := filepath.Join(t.TempDir(), "head.ckpt")
+	m, err := arch.New(arch.Config{Kind: "head"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := train.State{}
+	for i := 0; i < m.Params().Len(); i++ {
+		st.M = append(st.M, make([]float32, m.Params().Spec(i).Size()))
+	}
+	if err := checkpoint.FromTrainer(checkpoint.Header{Model: m.Config()}, m.Params(), st).Save(other); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"train", "--dp", "--norm", "batch", "--noise-multiplier", "1"}, "batch normalisation"},
+		{[]string{"train", "--dp", "--sampling-rate", "1.5", "--noise-multiplier", "1"}, "(0, 1]"},
+		{[]string{"train", "--dp", "--sampling-rate", "0", "--noise-multiplier", "1"}, "(0, 1]"},
+		{[]string{"train", "--dp", "--loss", "triplet", "--noise-multiplier", "1"}, "triplet"},
+		{[]string{"train", "--dp"}, "exactly one of"},
+		{[]string{"train", "--noise-multiplier", "1"}, "needs --dp"},
+		{[]string{"train", "--model", "resnet"}, "unknown --model"},
+		{[]string{"train", "--min-images", "100000"}, "empty training split"},
+		{[]string{"train", "--resume", "testdata/does-not-exist.ckpt"}, "no such file"},
+		{[]string{"train", "--resume", other}, "another model"},
+	}
+	for _, tc := range cases {
+		var out, errb bytes.Buffer
+		code := Main(tc.args, strings.NewReader(""), &out, &errb)
+		if code == 0 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want failure mentioning %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}
