@@ -134,3 +134,76 @@ func detDemoImage(t testing.TB, n int) *imaging.RGB {
 	}
 	return img
 }
+
+// detBenchImage is demo photo 1 cropped to 1920×1080.
+func detBenchImage(b *testing.B) *imaging.RGB {
+	b.Helper()
+	img, err := detDemoImage(b, 1).Crop(0, 0, 1920, 1080)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return img
+}
+
+// detBenchParallel runs fn b.N times spread over n goroutines, so ns/op is
+// the time per image at n images in flight.
+func detBenchParallel(b *testing.B, n int, fn func() error) {
+	b.Helper()
+	if err := fn(); err != nil { // compile outside the timer
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	next := make(chan struct{})
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			var first error
+			for range next {
+				if err := fn(); err != nil && first == nil {
+					first = err
+				}
+			}
+			errs <- first
+		}()
+	}
+	for range b.N {
+		next <- struct{}{}
+	}
+	close(next)
+	for range n {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSSD(b *testing.B) {
+	net := loadSSD(b)
+	in := detLoadFloat(b, "sample1_ssd_input_512.rgb", 512)
+	img := detBenchImage(b)
+	raw := func() error { _, _, err := net.Raw(in); return err }
+	detect := func() error { _, err := net.Detect(img, SSDOptions{}); return err }
+	b.Run("raw512", func(b *testing.B) { detBenchParallel(b, 1, raw) })
+	b.Run("detect1920x1080", func(b *testing.B) { detBenchParallel(b, 1, detect) })
+	b.Run("detect1920x1080-parallel2", func(b *testing.B) { detBenchParallel(b, 2, detect) })
+}
+
+func BenchmarkTiny(b *testing.B) {
+	net := loadTiny(b)
+	in := detLoadFloat(b, "sample1_tiny_input_416.rgb", 416)
+	img := detBenchImage(b)
+	raw := func() error { _, err := net.Raw(in); return err }
+	detect := func() error { _, err := net.Detect(img, TinyOptions{}); return err }
+	b.Run("raw416", func(b *testing.B) { detBenchParallel(b, 1, raw) })
+	b.Run("detect1920x1080", func(b *testing.B) { detBenchParallel(b, 1, detect) })
+	b.Run("detect1920x1080-parallel2", func(b *testing.B) { detBenchParallel(b, 2, detect) })
+}
+
+func BenchmarkDetInput(b *testing.B) {
+	img := detBenchImage(b)
+	for b.Loop() {
+		if _, err := detInput(img, SSDInputSize); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/veil-privacy/veil/face/tfjs"
 	"github.com/veil-privacy/veil/imaging"
@@ -56,11 +57,19 @@ func (o SSDOptions) withDefaults() (SSDOptions, error) {
 
 // SSD is face-api's SSD-MobileNet-v1 face detector.
 //
-// An SSD is safe for concurrent use: the compiled graph is shared and each
-// call runs its own execution, so two goroutines detecting on two images use
-// two cores.
+// A pass runs as a chain of GoMLX executions (the first 3×3 convolution,
+// the thirteen pointwise convolutions, and the prediction layers with the
+// box heads) with the depthwise convolutions, biases and relu6 in plain Go
+// between them (ssd_dw.go explains why).
+//
+// An SSD is safe for concurrent use: the compiled graphs and the weights are
+// shared and read-only, and each call runs its own executions, so two
+// goroutines detecting on two images use two cores.
 type SSD struct {
-	exec    *graph.Exec
+	first   *graph.Exec     // x/127.5-1, conv 3×3 stride 2 (no bias)
+	pw      [13]*graph.Exec // pointwise 1×1 convolutions (no bias)
+	tail    *graph.Exec     // (backbone output, conv11) -> [SSDAnchors, 5]
+	p       *ssdParams
 	anchors []float32 // [SSDAnchors][ymin, xmin, ymax, xmax]
 }
 
@@ -94,11 +103,27 @@ func NewSSD(modelDir string) (*SSD, error) {
 	if err != nil {
 		return nil, err
 	}
-	exec, err := graph.NewExec(be, func(x *graph.Node) *graph.Node { return ssdGraph(x, p) })
-	if err != nil {
+	d := &SSD{p: p, anchors: anchors}
+	if d.first, err = graph.NewExec(be, func(x *graph.Node) *graph.Node {
+		x = graph.AddScalar(graph.DivScalar(x, 127.5), -1)
+		return conv2d(x, constant(x.Graph(), p.conv0.w), nil, 2, Same)
+	}); err != nil {
 		return nil, fmt.Errorf("nets: building the SSD graph: %w", err)
 	}
-	return &SSD{exec: exec.WithName("SsdMobilenetv1"), anchors: anchors}, nil
+	for i := range d.pw {
+		w := p.pw[i].w
+		if d.pw[i], err = graph.NewExec(be, func(x *graph.Node) *graph.Node {
+			return conv2d(x, constant(x.Graph(), w), nil, 1, Valid)
+		}); err != nil {
+			return nil, fmt.Errorf("nets: building the SSD graph: %w", err)
+		}
+	}
+	if d.tail, err = graph.NewExec(be, func(x, conv11 *graph.Node) *graph.Node {
+		return ssdTail(x, conv11, p)
+	}); err != nil {
+		return nil, fmt.Errorf("nets: building the SSD graph: %w", err)
+	}
+	return d, nil
 }
 
 // ssdLoad reads and folds the weights.
@@ -187,28 +212,13 @@ func fuseHead(c, a int, bw, bb, cw, cb *tfjs.Tensor) ssdConv {
 	}
 }
 
-// ssdGraph builds the network on a [1,512,512,3] input of 0..255 values and
-// returns [SSDAnchors, 5]: box encodings and face logit per anchor.
-func ssdGraph(x *graph.Node, p *ssdParams) *graph.Node {
+// ssdTail builds the prediction layers and box heads on the backbone output
+// x [1,16,16,1024] and conv11 [1,32,32,512] (both after relu6) and returns
+// [SSDAnchors, 5]: box encodings and face logit per anchor.
+func ssdTail(x, conv11 *graph.Node, p *ssdParams) *graph.Node {
 	g := x.Graph()
-	relu6 := func(x *graph.Node) *graph.Node { return graph.ClipScalar(x, 0, 6) }
 	conv := func(x *graph.Node, c ssdConv, s int) *graph.Node {
-		return relu6(conv2d(x, constant(g, c.w), constant(g, c.b), s, Same))
-	}
-	x = graph.AddScalar(graph.DivScalar(x, 127.5), -1)
-	x = conv(x, p.conv0, 2)
-	var conv11 *graph.Node
-	for i := 0; i < 13; i++ {
-		s := 1
-		switch i + 1 {
-		case 2, 4, 6, 12:
-			s = 2
-		}
-		x = relu6(depthwise(x, constant(g, p.dw[i].w), constant(g, p.dw[i].b), s, Same))
-		x = conv(x, p.pw[i], 1)
-		if i+1 == 11 {
-			conv11 = x
-		}
+		return graph.ClipScalar(conv2d(x, constant(g, c.w), constant(g, c.b), s, Same), 0, 6)
 	}
 	c0 := conv(x, p.pred[0], 1)
 	c1 := conv(c0, p.pred[1], 2)
@@ -222,10 +232,64 @@ func ssdGraph(x *graph.Node, p *ssdParams) *graph.Node {
 	outs := make([]*graph.Node, len(feats))
 	for i, f := range feats {
 		h := p.heads[i]
-		y := conv2d(f, constant(g, h.w), constant(g, h.b), 1, Valid)
-		outs[i] = graph.Reshape(y, -1, 5)
+		outs[i] = graph.Reshape(conv2d(f, constant(g, h.w), constant(g, h.b), 1, Valid), -1, 5)
 	}
 	return graph.Concatenate(outs, 0)
+}
+
+// ssdAct is an activation [h][w][c] (batch 1) held in Go memory.
+type ssdAct struct {
+	v       []float32
+	h, w, c int
+}
+
+// run executes one of the convolution graphs on a.
+func ssdRun(e *graph.Exec, a ssdAct) (ssdAct, error) {
+	out, err := e.Exec(tensors.FromFlatDataAndDimensions(a.v, 1, a.h, a.w, a.c))
+	if err != nil {
+		return ssdAct{}, fmt.Errorf("nets: running SSD: %w", err)
+	}
+	dims := out[0].Shape().Dimensions
+	v, err := detFetch(out[0])
+	if err != nil {
+		return ssdAct{}, err
+	}
+	return ssdAct{v, dims[1], dims[2], dims[3]}, nil
+}
+
+// forward runs the network on a 512×512×3 input of 0..255 values and
+// returns [SSDAnchors][5] (box encodings, face logit).
+func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
+	p := d.p
+	a, err := ssdRun(d.first, ssdAct{in.Pix, in.H, in.W, in.C})
+	if err != nil {
+		return nil, err
+	}
+	biasRelu6(a.v, p.conv0.b.F32)
+	var conv11 ssdAct
+	for i := 0; i < 13; i++ {
+		s := 1
+		switch i + 1 {
+		case 2, 4, 6, 12:
+			s = 2
+		}
+		var dw ssdAct
+		dw.v, dw.h, dw.w = ssdDepthwise3x3(a.v, a.h, a.w, a.c, s, p.dw[i].w.F32, p.dw[i].b.F32)
+		dw.c = a.c
+		if a, err = ssdRun(d.pw[i], dw); err != nil {
+			return nil, err
+		}
+		biasRelu6(a.v, p.pw[i].b.F32)
+		if i+1 == 11 {
+			conv11 = a
+		}
+	}
+	out, err := d.tail.Exec(tensors.FromFlatDataAndDimensions(a.v, 1, a.h, a.w, a.c),
+		tensors.FromFlatDataAndDimensions(conv11.v, 1, conv11.h, conv11.w, conv11.c))
+	if err != nil {
+		return nil, fmt.Errorf("nets: running SSD: %w", err)
+	}
+	return detFetch(out[0])
 }
 
 // Raw runs the network on a 512×512 input of 0..255 values and returns the
@@ -235,11 +299,7 @@ func (d *SSD) Raw(in *imaging.Float) (scores []float32, boxes [][4]float32, err 
 	if err := detCheckFloat(in, SSDInputSize); err != nil {
 		return nil, nil, err
 	}
-	out, err := d.exec.Exec(detTensor(in))
-	if err != nil {
-		return nil, nil, fmt.Errorf("nets: running SSD: %w", err)
-	}
-	raw, err := detFetch(out[0])
+	raw, err := d.forward(in)
 	if err != nil {
 		return nil, nil, err
 	}

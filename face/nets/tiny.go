@@ -107,13 +107,13 @@ func NewTiny(modelDir string) (*Tiny, error) {
 		g := x.Graph()
 		mean := graph.Const(g, []float32{tinyMeanRGB[0], tinyMeanRGB[1], tinyMeanRGB[2]})
 		x = graph.DivScalar(graph.Sub(x, graph.Reshape(mean, 1, 1, 1, 3)), 255)
-		x = detLeaky(conv2d(x, constant(g, conv0w), constant(g, conv0b), 1, Valid))
+		x = detLeaky(detConv(x, conv0w, conv0b, 1, Valid))
 		for _, s := range seps {
 			x = maxPool(x, 2, 2, Same)
-			x = tinySeparable(x, g, s)
+			x = tinySeparable(x, s)
 		}
 		x = maxPool(x, 2, 1, Same)
-		return conv2d(x, constant(g, conv8w), constant(g, conv8b), 1, Valid)
+		return detConv(x, conv8w, conv8b, 1, Valid)
 	}
 	exec, err := graph.NewExec(be, build)
 	if err != nil {
@@ -123,9 +123,9 @@ func NewTiny(modelDir string) (*Tiny, error) {
 }
 
 // tinySeparable is depthwise 3×3 SAME, pointwise 1×1, bias, detLeaky ReLU.
-func tinySeparable(x *graph.Node, g *graph.Graph, s tinySep) *graph.Node {
-	x = depthwise(x, constant(g, s.dw), nil, 1, Same)
-	return detLeaky(conv2d(x, constant(g, s.pw), constant(g, s.bias), 1, Valid))
+func tinySeparable(x *graph.Node, s tinySep) *graph.Node {
+	x = detDepthwise(x, s.dw, nil, 1, Same)
+	return detLeaky(detConv(x, s.pw, s.bias, 1, Valid))
 }
 
 // detLeaky is detLeaky ReLU with slope 0.1.

@@ -1,0 +1,109 @@
+package nets
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+
+	"github.com/veil-privacy/veil/face/tfjs"
+	"github.com/veil-privacy/veil/internal/engine"
+)
+
+// TestDepthwiseVariantsMatchReference checks the tiled GoMLX depthwise
+// (detDepthwise) and the Go kernel (ssdDepthwise3x3, with bias and relu6)
+// against the direct reference convolution of ops_test.go.
+func TestDepthwiseVariantsMatchReference(t *testing.T) {
+	be, err := engine.Backend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	tests := []struct {
+		name       string
+		h, w, c, s int
+	}{
+		{"s1", 7, 6, 20, 1},
+		{"s2 odd", 7, 9, 16, 2},
+		{"s2 even", 8, 6, 33, 2},
+		{"1x1 input s2", 1, 1, 8, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			x := randVec(r, tc.h*tc.w*tc.c)
+			kw := randVec(r, 9*tc.c)
+			b := randVec(r, tc.c)
+			want, oh, ow := refConv(x, tc.h, tc.w, tc.c, kw, 3, 0, tc.s, Same, true)
+			for i := range want {
+				want[i] += b[i%tc.c]
+			}
+			wt := &tfjs.Tensor{Shape: []int{3, 3, tc.c, 1}, DType: tfjs.Float32, F32: kw}
+			bt := &tfjs.Tensor{Shape: []int{tc.c}, DType: tfjs.Float32, F32: b}
+			exec, err := graph.NewExec(be, func(xn *graph.Node) *graph.Node { return detDepthwise(xn, wt, bt, tc.s, Same) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := exec.Exec(tensors.FromFlatDataAndDimensions(x, 1, tc.h, tc.w, tc.c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := tensors.MustCopyFlatData[float32](res[0])
+			kern, kh, kw2 := ssdDepthwise3x3(x, tc.h, tc.w, tc.c, tc.s, kw, b)
+			if kh != oh || kw2 != ow || len(got) != len(want) || len(kern) != len(want) {
+				t.Fatalf("sizes: graph %d, kernel %dx%d (%d), want %dx%d (%d)", len(got), kh, kw2, len(kern), oh, ow, len(want))
+			}
+			for i := range want {
+				if math.Abs(float64(got[i]-want[i])) > 1e-4 {
+					t.Fatalf("graph value %d: %v, want %v", i, got[i], want[i])
+				}
+				r6 := min(max(want[i], 0), 6)
+				if math.Abs(float64(kern[i]-r6)) > 1e-4 {
+					t.Fatalf("kernel value %d: %v, want %v", i, kern[i], r6)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDetDepthwise compares depthwise 3×3 implementations on a
+// 64×64×256 map: the broadcast GoMLX version of ops.go, the tiled GoMLX
+// version (detDepthwise) and the Go kernel the SSD uses.
+func BenchmarkDetDepthwise(b *testing.B) {
+	be, err := engine.Backend()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const H, C = 64, 256
+	r := rand.New(rand.NewPCG(1, 2))
+	x := randVec(r, H*H*C)
+	w := randVec(r, 9*C)
+	bias := make([]float32, C)
+	wt := &tfjs.Tensor{Shape: []int{3, 3, C, 1}, DType: tfjs.Float32, F32: w}
+	xt := tensors.FromFlatDataAndDimensions(x, 1, H, H, C)
+	graphBench := func(b *testing.B, fn func(x *graph.Node) *graph.Node) {
+		e, err := graph.NewExec(be, fn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			out, err := e.Exec(xt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = out[0].FinalizeAll()
+		}
+	}
+	b.Run("gomlx-broadcast", func(b *testing.B) {
+		graphBench(b, func(x *graph.Node) *graph.Node { return depthwise(x, constant(x.Graph(), wt), nil, 1, Same) })
+	})
+	b.Run("gomlx-tiled", func(b *testing.B) {
+		graphBench(b, func(x *graph.Node) *graph.Node { return detDepthwise(x, wt, nil, 1, Same) })
+	})
+	b.Run("go-kernel", func(b *testing.B) {
+		for b.Loop() {
+			ssdDepthwise3x3(x, H, H, C, 1, w, bias)
+		}
+	})
+}

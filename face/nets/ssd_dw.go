@@ -1,0 +1,72 @@
+package nets
+
+// The SSD backbone's depthwise convolutions run as plain Go kernels between
+// GoMLX executions (see ssdRunner): on the pure-Go backend a depthwise
+// convolution has no fast path (per-channel weights go through the generic
+// broadcast iterator, or must be tiled by copying), and it took most of the
+// pass; a direct loop over channels is an order of magnitude faster.
+
+// ssdDepthwise3x3 is a 3×3 depthwise convolution with TensorFlow SAME
+// padding and stride s of in ([h][w][c], row-major), with per-channel bias
+// b, followed by relu6. wt is [3][3][c]. It returns the output and its size.
+func ssdDepthwise3x3(in []float32, h, w, c, s int, wt, b []float32) (out []float32, oh, ow int) {
+	oh, pt, _ := outSize(h, 3, s, Same)
+	ow, pl, _ := outSize(w, 3, s, Same)
+	out = make([]float32, oh*ow*c)
+	for oy := 0; oy < oh; oy++ {
+		for ox := 0; ox < ow; ox++ {
+			o := out[(oy*ow+ox)*c : (oy*ow+ox+1)*c]
+			copy(o, b)
+			for ky := 0; ky < 3; ky++ {
+				iy := oy*s + ky - pt
+				if iy < 0 || iy >= h {
+					continue
+				}
+				for kx := 0; kx < 3; kx++ {
+					ix := ox*s + kx - pl
+					if ix < 0 || ix >= w {
+						continue
+					}
+					k := ky*3 + kx
+					dwAccum(o, in[(iy*w+ix)*c:(iy*w+ix+1)*c], wt[k*c:(k+1)*c])
+				}
+			}
+			relu6Slice(o)
+		}
+	}
+	return out, oh, ow
+}
+
+// biasRelu6 adds the per-channel bias b to every pixel of x ([n][c]) and
+// applies relu6, in place.
+func biasRelu6(x, b []float32) {
+	c := len(b)
+	for i := 0; i+c <= len(x); i += c {
+		o := x[i : i+c]
+		addSlice(o, b)
+		relu6Slice(o)
+	}
+}
+
+// dwAccumGeneric computes o += a*w element-wise.
+func dwAccumGeneric(o, a, w []float32) {
+	a, w = a[:len(o)], w[:len(o)]
+	for i := range o {
+		o[i] += a[i] * w[i]
+	}
+}
+
+// addSliceGeneric computes o += b element-wise.
+func addSliceGeneric(o, b []float32) {
+	b = b[:len(o)]
+	for i := range o {
+		o[i] += b[i]
+	}
+}
+
+// relu6SliceGeneric clamps every value to [0, 6].
+func relu6SliceGeneric(o []float32) {
+	for i, v := range o {
+		o[i] = min(max(v, 0), 6)
+	}
+}
