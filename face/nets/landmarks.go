@@ -3,7 +3,9 @@ package nets
 import (
 	"fmt"
 
+	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/veil-privacy/veil/face/tfjs"
 	"github.com/veil-privacy/veil/imaging"
@@ -37,8 +39,68 @@ func loadSep(wi *weightsIn, prefix string, cin, cout int) sepConv {
 // apply runs the separable convolution with the given depthwise stride.
 func (s sepConv) apply(x *graph.Node, stride int) *graph.Node {
 	g := x.Graph()
-	y := depthwise(x, constant(g, s.dw), nil, stride, Same)
+	y := packedDepthwise(x, s.dw, stride)
 	return conv2d(y, constant(g, s.pw), constant(g, s.b), 1, Same)
+}
+
+// packedDepthwise is a 3×3 SAME depthwise convolution (no bias) written for
+// the pure-Go backend, whose Slice and broadcasting element-wise ops walk
+// one element at a time while Concatenate, Bitcast and same-shape
+// element-wise ops run over contiguous memory:
+//   - the window slices move channel pairs as int64 (half the elements);
+//   - each tap's per-channel weights are tiled, at graph-build time, into a
+//     [1, outW·C] constant and repeated to [N·outH, outW·C] by concatenation,
+//     so the multiply needs no broadcasting.
+//
+// The arithmetic (and so the result) is the same as depthwise's.
+func packedDepthwise(x *graph.Node, w *tfjs.Tensor, stride int) *graph.Node {
+	g := x.Graph()
+	d := x.Shape().Dimensions
+	c := d[3]
+	k := w.Shape[0]
+	if c%2 != 0 {
+		return depthwise(x, constant(g, w), nil, stride, Same)
+	}
+	packed := graph.Bitcast(graph.Reshape(x, d[0], d[1], d[2], c/2, 2), dtypes.Int64)
+	var y *graph.Node
+	var oh, ow int
+	for i, part := range windows(packed, k, stride, Same, 0) {
+		pd := part.Shape().Dimensions
+		oh, ow = pd[1], pd[2]
+		f := graph.Reshape(graph.Bitcast(part, dtypes.Float32), d[0]*oh, ow*c)
+		row := make([]float32, ow*c)
+		for j := range row {
+			row[j] = w.F32[i*c+j%c]
+		}
+		wt := tileRows(graph.Const(g, tensors.FromFlatDataAndDimensions(row, 1, ow*c)), d[0]*oh)
+		term := graph.Mul(f, wt)
+		if y == nil {
+			y = term
+		} else {
+			y = graph.Add(y, term)
+		}
+	}
+	return graph.Reshape(y, d[0], oh, ow, c)
+}
+
+// tileRows repeats the single row of v ([1, K]) n times with
+// concatenations of doubling size.
+func tileRows(v *graph.Node, n int) *graph.Node {
+	var parts []*graph.Node
+	p := v
+	for n > 0 {
+		if n&1 == 1 {
+			parts = append(parts, p)
+		}
+		n >>= 1
+		if n > 0 {
+			p = graph.Concatenate([]*graph.Node{p, p}, 0)
+		}
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return graph.Concatenate(parts, 0)
 }
 
 // denseBlock is one of face-api's dense blocks: conv0 (a plain 3×3 conv in
