@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runVeil(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestPrivacyEpsilonMNIST(t *testing.T) {
+	code, out, errs := runVeil(t, "", "privacy", "epsilon", "--sampling-rate", "0.004266666666666667",
+		"--noise-multiplier", "1.1", "--steps", "14062", "--delta", "1e-5", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Epsilon float64  `json:"epsilon"`
+		Order   *float64 `json:"order"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if math.Abs(rep.Epsilon-2.597) > 0.001 || rep.Order == nil || *rep.Order != 8.1 {
+		t.Errorf("MNIST: %s", out)
+	}
+	code, out, errs = runVeil(t, "", "privacy", "epsilon", "--sampling-rate", "0.004266666666666667",
+		"--noise-multiplier", "1.1", "--steps", "14062", "--accountant", "pld", "--json")
+	if code != 0 {
+		t.Fatalf("pld exit %d: %s", code, errs)
+	}
+	var pld struct {
+		Epsilon float64  `json:"epsilon"`
+		Order   *float64 `json:"order"`
+	}
+	_ = json.Unmarshal([]byte(out), &pld)
+	if !(pld.Epsilon > 1.5 && pld.Epsilon < rep.Epsilon) || pld.Order != nil {
+		t.Errorf("PLD: %s", out)
+	}
+	// Human output.
+	code, out, _ = runVeil(t, "", "privacy", "epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "100")
+	if code != 0 || !strings.Contains(out, "ε = ") || !strings.Contains(out, "order") {
+		t.Errorf("human output %q (exit %d)", out, code)
+	}
+}
+
+func TestPrivacyNoise(t *testing.T) {
+	code, out, errs := runVeil(t, "", "privacy", "noise", "--sampling-rate", "0.004266666666666667",
+		"--steps", "14062", "--epsilon", "2.597", "--delta", "1e-5", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep struct {
+		NoiseMultiplier float64 `json:"noise_multiplier"`
+		Epsilon         float64 `json:"epsilon"`
+	}
+	_ = json.Unmarshal([]byte(out), &rep)
+	if math.Abs(rep.NoiseMultiplier-1.1) > 0.002 || rep.Epsilon > 2.597 {
+		t.Errorf("noise: %s", out)
+	}
+}
+
+func TestPrivacyBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"q above one", []string{"privacy", "epsilon", "--sampling-rate", "1.5", "--noise-multiplier", "1", "--steps", "3"}, "sampling rate"},
+		{"q zero", []string{"privacy", "epsilon", "--sampling-rate", "0", "--noise-multiplier", "1", "--steps", "3"}, "sampling rate"},
+		{"sigma zero", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "0", "--steps", "3"}, "noise multiplier"},
+		{"sigma NaN", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "NaN", "--steps", "3"}, "noise multiplier"},
+		{"negative steps", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "-4"}, "count"},
+		{"delta one", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--delta", "1"}, "delta"},
+		{"pld delta", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--delta", "2", "--accountant", "pld"}, "delta"},
+		{"accountant", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--accountant", "moments"}, "accountant"},
+		{"missing flags", []string{"privacy", "epsilon"}, "required"},
+		{"noise target", []string{"privacy", "noise", "--sampling-rate", "0.1", "--steps", "3", "--epsilon", "-1"}, "epsilon"},
+		{"dplc missing file", []string{"privacy", "dplc", "/nonexistent/centres.json"}, "opening"},
+		{"dplc bad margin", []string{"privacy", "dplc", "--margin", "0", "-"}, "margin"},
+		{"pate bad gamma", []string{"privacy", "pate", "--gamma", "0", "-"}, "γ"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := runVeil(t, "[[1,0],[0,1]]", tc.args...)
+			if code == 0 {
+				t.Fatal("exit 0")
+			}
+			if !strings.Contains(errs, tc.want) {
+				t.Errorf("stderr %q does not mention %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+func TestPrivacyDPLC(t *testing.T) {
+	// Two tight groups of 2-d unit vectors around (1,0) and (0,1).
+	var rows [][]float64
+	for i := range 30 {
+		a := 0.01 * float64(i%5)
+		rows = append(rows, []float64{math.Cos(a), math.Sin(a)})
+	}
+	for i := range 10 {
+		a := math.Pi/2 + 0.01*float64(i%5)
+		rows = append(rows, []float64{math.Cos(a), math.Sin(a)})
+	}
+	data, _ := json.Marshal(rows)
+	path := filepath.Join(t.TempDir(), "centres.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runVeil(t, "", "privacy", "dplc", "--margin", "0.3", "--min-size", "5", "--queries", "3",
+		"--epsilon", "1", "--delta", "1e-5", "--diagnostics", "--json", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Centres  int
+		Clusters []struct {
+			Center []float64
+			Size   int
+			Cosine float64 `json:"cosine_to_exact"`
+		}
+		Epsilon float64
+		Delta   float64
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if rep.Centres != 40 || len(rep.Clusters) != 2 || rep.Clusters[0].Size != 30 || rep.Clusters[1].Size != 10 {
+		t.Fatalf("clusters: %s", out)
+	}
+	if rep.Epsilon != 3 || math.Abs(rep.Delta-3e-5) > 1e-18 {
+		t.Errorf("cost (%g, %g), want (3, 3e-5)", rep.Epsilon, rep.Delta)
+	}
+	for _, c := range rep.Clusters {
+		if n := math.Hypot(c.Center[0], c.Center[1]); math.Abs(n-1) > 1e-5 {
+			t.Errorf("centre norm %g", n)
+		}
+	}
+	// Without --diagnostics no sizes leak into the output; stdin works.
+	code, out, errs = runVeil(t, string(data), "privacy", "dplc", "--margin", "0.3", "--min-size", "5", "--json", "-")
+	if code != 0 {
+		t.Fatalf("stdin: exit %d: %s", code, errs)
+	}
+	if strings.Contains(out, `"size"`) {
+		t.Errorf("sizes printed without --diagnostics: %s", out)
+	}
+	code, _, errs = runVeil(t, `[[1,0],[0]]`, "privacy", "dplc", "-")
+	if code == 0 || !strings.Contains(errs, "centre 1") {
+		t.Errorf("ragged file: exit %d, %q", code, errs)
+	}
+}
+
+func TestPrivacyPATE(t *testing.T) {
+	hists := `[[45,3,2],[40,5,5],[30,10,10],[17,16,17]]`
+	code, out, errs := runVeil(t, hists, "privacy", "pate", "--gamma", "0.2", "--delta", "1e-5", "--labels", "--json", "-")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Answers                  int     `json:"answers"`
+		Epsilon                  float64 `json:"epsilon"`
+		DataIndependentEpsilon   float64 `json:"data_independent_epsilon"`
+		StrongCompositionEpsilon float64 `json:"strong_composition_epsilon"`
+		Labels                   []int   `json:"labels"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if rep.Answers != 4 || len(rep.Labels) != 4 || !(rep.Epsilon <= rep.DataIndependentEpsilon) {
+		t.Errorf("pate: %s", out)
+	}
+	// Strong composition: 4Tγ² + 2γ√(2T ln(1/δ)) with T = 4, γ = 0.2.
+	if want := 4*4*0.04 + 0.4*math.Sqrt(8*math.Log(1e5)); math.Abs(rep.StrongCompositionEpsilon-want) > 1e-9 {
+		t.Errorf("strong composition %g, want %g", rep.StrongCompositionEpsilon, want)
+	}
+	code, out, _ = runVeil(t, hists, "privacy", "pate", "-")
+	if code != 0 || !strings.Contains(out, "data-dependent") {
+		t.Errorf("human output %q", out)
+	}
+	code, _, errs = runVeil(t, `[[1]]`, "privacy", "pate", "-")
+	if code == 0 || !strings.Contains(errs, "histogram 0") {
+		t.Errorf("one-class histogram: exit %d, %q", code, errs)
+	}
+}
