@@ -206,8 +206,10 @@ func packedConv2d(x, w, b *graph.Node, s int, p Padding) *graph.Node {
 	cols := graph.Concatenate(windows(packed, k, s, p, 0), 3)
 	cd := cols.Shape().Dimensions
 	flat := graph.Reshape(graph.Bitcast(cols, dtypes.Float32), cd[0]*cd[1]*cd[2], k*k*cin)
+	m := cd[0] * cd[1] * cd[2]
 	y := graph.Dot(flat, graph.Reshape(w, k*k*cin, cout)).Product()
-	return addChannel(graph.Reshape(y, cd[0], cd[1], cd[2], cout), b)
+	y = graph.Add(y, tileRows(graph.Reshape(b, 1, cout), m)) // no broadcasting add
+	return graph.Reshape(y, cd[0], cd[1], cd[2], cout)
 }
 
 // build is the descriptor graph: [N,150,150,3] (0..255) → [N,128].

@@ -40,7 +40,19 @@ func loadSep(wi *weightsIn, prefix string, cin, cout int) sepConv {
 func (s sepConv) apply(x *graph.Node, stride int) *graph.Node {
 	g := x.Graph()
 	y := packedDepthwise(x, s.dw, stride)
-	return conv2d(y, constant(g, s.pw), constant(g, s.b), 1, Same)
+	return pointwise(y, constant(g, s.pw), constant(g, s.b))
+}
+
+// pointwise is a 1×1 stride-1 convolution whose bias is added as a
+// row-tiled [M, cout] tensor rather than by broadcasting (see
+// packedDepthwise).
+func pointwise(x, w, b *graph.Node) *graph.Node {
+	d := x.Shape().Dimensions
+	cin, cout := w.Shape().Dimensions[2], w.Shape().Dimensions[3]
+	m := d[0] * d[1] * d[2]
+	y := graph.Dot(graph.Reshape(x, m, cin), graph.Reshape(w, cin, cout)).Product()
+	y = graph.Add(y, tileRows(graph.Reshape(b, 1, cout), m))
+	return graph.Reshape(y, d[0], d[1], d[2], cout)
 }
 
 // packedDepthwise is a 3×3 SAME depthwise convolution (no bias) written for
