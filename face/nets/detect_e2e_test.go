@@ -5,7 +5,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/veil-privacy/veil/imaging"
 	"github.com/veil-privacy/veil/internal/datadir"
@@ -145,13 +147,28 @@ func detBenchImage(b *testing.B) *imaging.RGB {
 	return img
 }
 
+// detCPUTime returns the process's user+system CPU time.
+func detCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // detBenchParallel runs fn b.N times spread over n goroutines, so ns/op is
-// the time per image at n images in flight.
+// the time per image at n images in flight. It also reports cpu-ms/op, the
+// process CPU time per image, which stays meaningful when other processes
+// share the cores.
 func detBenchParallel(b *testing.B, n int, fn func() error) {
 	b.Helper()
 	if err := fn(); err != nil { // compile outside the timer
 		b.Fatal(err)
 	}
+	cpu0 := detCPUTime()
+	defer func() {
+		b.ReportMetric(float64(detCPUTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	}()
 	b.ResetTimer()
 	next := make(chan struct{})
 	errs := make(chan error, n)
