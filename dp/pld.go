@@ -145,6 +145,51 @@ func subsampledGaussianPMF(q, sigma float64, remove bool, o PLDOptions) (stepPMF
 	return stepPMF{kmin: jmin, probs: probs, inf: inf}, nil
 }
 
+// wrapTail bounds the composed probability mass outside the FFT window on
+// each side.
+const wrapTail = 1e-15
+
+// chernoffHalfWidth returns, in grid units, a half-width a such that
+// P(|Σ(K_i − shift_i)| ≥ a) ≤ wrapTail on each side, by the Chernoff bound
+// min_λ E[e^{λX}]·e^{−λa} over λ = ±2^k (k = −2…14, in loss units).
+func chernoffHalfWidth(steps []stepPMF, shifts []int, h float64) int {
+	logTau := math.Log(wrapTail)
+	logs := make([][]float64, len(steps))
+	for i, s := range steps {
+		logs[i] = make([]float64, len(s.probs))
+		for j, v := range s.probs {
+			logs[i][j] = math.Log(v) // -Inf for empty buckets
+		}
+	}
+	bound := func(sign float64) float64 {
+		best := math.Inf(1)
+		for k := -2; k <= 14; k++ {
+			lam := sign * math.Ldexp(1, k) * h // per grid unit
+			var logMGF float64
+			for i, s := range steps {
+				mx := math.Inf(-1)
+				for j, l := range logs[i] {
+					mx = math.Max(mx, l+lam*float64(s.kmin+j-shifts[i]))
+				}
+				var sum float64
+				for j, l := range logs[i] {
+					sum += math.Exp(l + lam*float64(s.kmin+j-shifts[i]) - mx)
+				}
+				logMGF += float64(s.count) * (mx + math.Log(sum))
+			}
+			if a := (logMGF - logTau) / math.Abs(lam); a < best {
+				best = a
+			}
+		}
+		return best
+	}
+	a := math.Max(bound(1), bound(-1))
+	if math.IsInf(a, 0) || math.IsNaN(a) || a > 1<<40 {
+		return 1 << 40
+	}
+	return int(math.Ceil(a))
+}
+
 // normQuantileLower returns Φ⁻¹(p) for small p by bisection on logNdtr.
 func normQuantileLower(p float64) float64 {
 	lo, hi := -40.0, 0.0
@@ -163,30 +208,29 @@ func normQuantileLower(p float64) float64 {
 // composePLD composes the step PMFs (each raised to its count) by FFT.
 func composePLD(steps []stepPMF, o PLDOptions) (pldComposed, error) {
 	// Centre each step at its mean index so the composition is centred at 0.
-	var variance float64
 	width := 0
 	base := 0
 	shifts := make([]int, len(steps))
 	infKeep := 1.0
 	for i, s := range steps {
-		var m, m2, tot float64
+		var m, tot float64
 		for j, v := range s.probs {
-			k := float64(s.kmin + j)
-			m += v * k
-			m2 += v * k * k
+			m += v * float64(s.kmin+j)
 			tot += v
 		}
 		if tot <= 0 {
 			return pldComposed{}, errors.New("dp: PLD step has no finite mass")
 		}
-		m /= tot
-		variance += float64(s.count) * math.Max(0, m2/tot-m*m)
-		shifts[i] = int(math.Round(m))
+		shifts[i] = int(math.Round(m / tot))
 		base += s.count * shifts[i]
 		width = max(width, len(s.probs))
 		infKeep *= math.Pow(1-s.inf, float64(s.count))
 	}
-	half := width + int(math.Ceil(30*math.Sqrt(variance))) + 64
+	// Window: Chernoff bounds on the centred composed loss from the exact
+	// moment generating functions of the discretised steps, so the mass
+	// beyond ±half (which the circular convolution would wrap around) is at
+	// most wrapTail on each side; that mass is added to the infinity bucket.
+	half := max(width, chernoffHalfWidth(steps, shifts, o.Interval)) + 64
 	n := 1 << bits.Len(uint(2*half))
 	if n > o.MaxSize {
 		return pldComposed{}, fmt.Errorf("dp: PLD composition needs an FFT of length %d, above the limit %d (raise the interval)", n, o.MaxSize)
@@ -219,7 +263,7 @@ func composePLD(steps []stepPMF, o PLDOptions) (pldComposed, error) {
 		}
 	}
 	plan.transform(total, true)
-	out := pldComposed{h: o.Interval, base: base - n/2, probs: make([]float64, n), inf: 1 - infKeep}
+	out := pldComposed{h: o.Interval, base: base - n/2, probs: make([]float64, n), inf: math.Min(1, 1-infKeep+2*wrapTail)}
 	// Unwrap: index j' in [−n/2, n/2) stored at out.probs[j'+n/2].
 	for j := range n {
 		jj := j
