@@ -50,7 +50,8 @@ func TestDepthwiseVariantsMatchReference(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := tensors.MustCopyFlatData[float32](res[0])
-			kern, kh, kw2 := ssdDepthwise3x3(x, tc.h, tc.w, tc.c, tc.s, kw, b)
+			kern := make([]float32, len(want))
+			kh, kw2 := ssdDepthwise3x3(kern, x, tc.h, tc.w, tc.c, tc.s, kw, b)
 			if kh != oh || kw2 != ow || len(got) != len(want) || len(kern) != len(want) {
 				t.Fatalf("sizes: graph %d, kernel %dx%d (%d), want %dx%d (%d)", len(got), kh, kw2, len(kern), oh, ow, len(want))
 			}
@@ -102,8 +103,9 @@ func BenchmarkDetDepthwise(b *testing.B) {
 		graphBench(b, func(x *graph.Node) *graph.Node { return detDepthwise(x, wt, nil, 1, Same) })
 	})
 	b.Run("go-kernel", func(b *testing.B) {
+		out := make([]float32, len(x))
 		for b.Loop() {
-			ssdDepthwise3x3(x, H, H, C, 1, w, bias)
+			ssdDepthwise3x3(out, x, H, H, C, 1, w, bias)
 		}
 	})
 }

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 
@@ -70,6 +73,7 @@ type SSD struct {
 	pw      [13]*graph.Exec // pointwise 1×1 convolutions (no bias)
 	tail    *graph.Exec     // (backbone output, conv11) -> [SSDAnchors, 5]
 	p       *ssdParams
+	backend compute.Backend
 	anchors []float32 // [SSDAnchors][ymin, xmin, ymax, xmax]
 }
 
@@ -103,7 +107,7 @@ func NewSSD(modelDir string) (*SSD, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &SSD{p: p, anchors: anchors}
+	d := &SSD{p: p, backend: be, anchors: anchors}
 	if d.first, err = graph.NewExec(be, func(x *graph.Node) *graph.Node {
 		x = graph.AddScalar(graph.DivScalar(x, 127.5), -1)
 		return conv2d(x, constant(x.Graph(), p.conv0.w), nil, 2, Same)
@@ -237,55 +241,108 @@ func ssdTail(x, conv11 *graph.Node, p *ssdParams) *graph.Node {
 	return graph.Concatenate(outs, 0)
 }
 
-// ssdAct is an activation [h][w][c] (batch 1) held in Go memory.
-type ssdAct struct {
-	v       []float32
-	h, w, c int
+// newShared returns a float32 tensor of the given dimensions whose memory
+// the pure-Go backend uses directly (a shared buffer), so Go code can fill
+// it without an extra copy, and its flat data.
+func (d *SSD) newShared(dims ...int) (*tensors.Tensor, []float32, error) {
+	t, err := tensors.FromShapeForBackend(d.backend, 0, shapes.Make(dtypes.Float32, dims...))
+	if err != nil {
+		return nil, nil, fmt.Errorf("nets: allocating an SSD activation: %w", err)
+	}
+	var flat []float32
+	if err := tensors.MutableFlatData(t, func(f []float32) { flat = f }); err != nil {
+		return nil, nil, fmt.Errorf("nets: allocating an SSD activation: %w", err)
+	}
+	return t, flat, nil
 }
 
-// run executes one of the convolution graphs on a.
-func ssdRun(e *graph.Exec, a ssdAct) (ssdAct, error) {
-	out, err := e.Exec(tensors.FromFlatDataAndDimensions(a.v, 1, a.h, a.w, a.c))
+// ssdExec runs a one-input graph and returns its only output.
+func ssdExec(e *graph.Exec, x *tensors.Tensor) (*tensors.Tensor, error) {
+	out, err := e.Exec(x)
+	_ = x.FinalizeAll()
 	if err != nil {
-		return ssdAct{}, fmt.Errorf("nets: running SSD: %w", err)
+		return nil, fmt.Errorf("nets: running SSD: %w", err)
 	}
-	dims := out[0].Shape().Dimensions
-	v, err := detFetch(out[0])
-	if err != nil {
-		return ssdAct{}, err
-	}
-	return ssdAct{v, dims[1], dims[2], dims[3]}, nil
+	return out[0], nil
 }
 
 // forward runs the network on a 512×512×3 input of 0..255 values and
 // returns [SSDAnchors][5] (box encodings, face logit).
+//
+// Between executions, the pointwise output is read in place (its tensor is
+// private to this call and released right after), its bias and relu6 are
+// applied there, and the depthwise convolution writes straight into the
+// shared buffer of the next execution's input.
 func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 	p := d.p
-	a, err := ssdRun(d.first, ssdAct{in.Pix, in.H, in.W, in.C})
+	x, flat, err := d.newShared(1, in.H, in.W, in.C)
 	if err != nil {
 		return nil, err
 	}
-	biasRelu6(a.v, p.conv0.b.F32)
-	var conv11 ssdAct
+	copy(flat, in.Pix)
+	cur, err := ssdExec(d.first, x)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cur.FinalizeAll() }()
+	bias := p.conv0.b.F32
+	var conv11 *tensors.Tensor
+	defer func() {
+		if conv11 != nil {
+			_ = conv11.FinalizeAll()
+		}
+	}()
 	for i := 0; i < 13; i++ {
 		s := 1
 		switch i + 1 {
 		case 2, 4, 6, 12:
 			s = 2
 		}
-		var dw ssdAct
-		dw.v, dw.h, dw.w = ssdDepthwise3x3(a.v, a.h, a.w, a.c, s, p.dw[i].w.F32, p.dw[i].b.F32)
-		dw.c = a.c
-		if a, err = ssdRun(d.pw[i], dw); err != nil {
+		dims := cur.Shape().Dimensions
+		h, w, c := dims[1], dims[2], dims[3]
+		oh, _, _ := outSize(h, 3, s, Same)
+		ow, _, _ := outSize(w, 3, s, Same)
+		next, nextFlat, err := d.newShared(1, oh, ow, c)
+		if err != nil {
 			return nil, err
 		}
-		biasRelu6(a.v, p.pw[i].b.F32)
-		if i+1 == 11 {
-			conv11 = a
+		var keep []float32
+		if i+1 == 12 {
+			// The input of block 12 is conv11, which feeds box predictor 0.
+			if conv11, keep, err = d.newShared(1, h, w, c); err != nil {
+				_ = next.FinalizeAll()
+				return nil, err
+			}
 		}
+		err = tensors.ConstFlatData(cur, func(v []float32) {
+			biasRelu6(v, bias)
+			copy(keep, v)
+			ssdDepthwise3x3(nextFlat, v, h, w, c, s, p.dw[i].w.F32, p.dw[i].b.F32)
+		})
+		_ = cur.FinalizeAll()
+		if err != nil {
+			_ = next.FinalizeAll()
+			return nil, fmt.Errorf("nets: reading an SSD activation: %w", err)
+		}
+		if cur, err = ssdExec(d.pw[i], next); err != nil {
+			return nil, err
+		}
+		bias = p.pw[i].b.F32
 	}
-	out, err := d.tail.Exec(tensors.FromFlatDataAndDimensions(a.v, 1, a.h, a.w, a.c),
-		tensors.FromFlatDataAndDimensions(conv11.v, 1, conv11.h, conv11.w, conv11.c))
+	dims := cur.Shape().Dimensions
+	last, lastFlat, err := d.newShared(dims...)
+	if err != nil {
+		return nil, err
+	}
+	if err := tensors.ConstFlatData(cur, func(v []float32) {
+		copy(lastFlat, v)
+		biasRelu6(lastFlat, bias)
+	}); err != nil {
+		_ = last.FinalizeAll()
+		return nil, fmt.Errorf("nets: reading an SSD activation: %w", err)
+	}
+	out, err := d.tail.Exec(last, conv11)
+	_ = last.FinalizeAll()
 	if err != nil {
 		return nil, fmt.Errorf("nets: running SSD: %w", err)
 	}

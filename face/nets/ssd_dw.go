@@ -8,11 +8,12 @@ package nets
 
 // ssdDepthwise3x3 is a 3×3 depthwise convolution with TensorFlow SAME
 // padding and stride s of in ([h][w][c], row-major), with per-channel bias
-// b, followed by relu6. wt is [3][3][c]. It returns the output and its size.
-func ssdDepthwise3x3(in []float32, h, w, c, s int, wt, b []float32) (out []float32, oh, ow int) {
+// b, followed by relu6. wt is [3][3][c]. It writes the output into out,
+// which must hold oh·ow·c values, and returns its size.
+func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32) (oh, ow int) {
 	oh, pt, _ := outSize(h, 3, s, Same)
 	ow, pl, _ := outSize(w, 3, s, Same)
-	out = make([]float32, oh*ow*c)
+	out = out[:oh*ow*c]
 	for oy := 0; oy < oh; oy++ {
 		for ox := 0; ox < ow; ox++ {
 			o := out[(oy*ow+ox)*c : (oy*ow+ox+1)*c]
@@ -34,7 +35,7 @@ func ssdDepthwise3x3(in []float32, h, w, c, s int, wt, b []float32) (out []float
 			relu6Slice(o)
 		}
 	}
-	return out, oh, ow
+	return oh, ow
 }
 
 // biasRelu6 adds the per-channel bias b to every pixel of x ([n][c]) and
