@@ -24,6 +24,10 @@ func (e *exitError) Unwrap() error { return e.err }
 // commandGroups lists the constructors of the top-level command groups.
 // Each group lives in its own file; add a line here when adding a group.
 var commandGroups = []func(*env) *cobra.Command{
+	newDetectCmd,
+	newEmbedCmd,
+	newVerifyCmd,
+	newTrainCmd,
 	newPrivacyCmd,
 	newBenchCmd,
 }
