@@ -6,7 +6,9 @@ import (
 	"math"
 	"math/big"
 	mrand "math/rand/v2"
+	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,6 +45,7 @@ type paillierBenchReport struct {
 	ScalarMulPerS            float64 `json:"scalar_mul_per_s"`
 	ScalarBits               int     `json:"scalar_bits"`
 	Samples                  int     `json:"samples"`
+	LoadAverage              string  `json:"load_average,omitempty"`
 	Baseline                 string  `json:"baseline"`
 	EncryptRatio             float64 `json:"encrypt_vs_baseline"`
 	EncryptFullRatio         float64 `json:"encrypt_full_vs_baseline"`
@@ -108,9 +111,16 @@ func benchPaillier(e *env, bits, samples int, kind paillier.RandomnessKind) (*pa
 	r.KeygenS = time.Since(t0).Seconds()
 	pk := sk.Public()
 	rng := mrand.New(mrand.NewPCG(1, 2))
+	// Fixed-point style plaintexts, half of them negative (encoded as n − |v|).
+	fp, err := paillier.NewFixedPoint(pk, 32)
+	if err != nil {
+		return nil, err
+	}
 	plain := make([]*big.Int, samples)
 	for i := range plain {
-		plain[i] = big.NewInt(rng.Int64())
+		if plain[i], err = fp.Encode(rng.NormFloat64()); err != nil {
+			return nil, err
+		}
 	}
 	for _, k := range []paillier.RandomnessKind{paillier.RandomnessFull, paillier.RandomnessShortExponent} {
 		enc, err := paillier.NewEncrypter(pk, paillier.EncrypterOptions{Randomness: k, PoolSize: 1})
@@ -191,6 +201,7 @@ func benchPaillier(e *env, bits, samples int, kind paillier.RandomnessKind) (*pa
 	r.EncryptPrecomputedRatio = r.EncryptPrecomputedPerS * pyEncryptS
 	r.DecryptRatio = r.DecryptPerS * pyDecryptS
 	r.AddRatio = r.AddPerS * pyAddS
+	r.LoadAverage = loadAverage()
 	return r, nil
 }
 
@@ -225,6 +236,21 @@ type dpheBenchReport struct {
 	DenseSample       int     `json:"dense_sample"`
 	Speedup           float64 `json:"speedup"`
 	Note              string  `json:"note"`
+	LoadAverage       string  `json:"load_average,omitempty"`
+}
+
+// loadAverage returns the 1-, 5- and 15-minute load averages on Linux, so
+// readers can tell figures measured on a busy machine; empty elsewhere.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func newBenchDPHECmd(e *env) *cobra.Command {
@@ -412,5 +438,6 @@ func benchDPHE(e *env, dim, classes, users, bits, denseSample, fracBits int, spa
 		return nil, errors.New("user encryption took no measurable time")
 	}
 	r.Speedup = r.DenseUserEncryptS / r.UserEncryptS
+	r.LoadAverage = loadAverage()
 	return r, nil
 }

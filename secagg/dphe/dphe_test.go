@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	mrand "math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -531,5 +532,28 @@ func TestOptionValidation(t *testing.T) {
 	}
 	if _, err := NewKeyGenerator(KeyGeneratorOptions{KeyBits: 128}); !errors.Is(err, paillier.ErrKeyTooSmall) {
 		t.Errorf("128-bit key generator: %v", err)
+	}
+}
+
+func TestKeysNeverPrinted(t *testing.T) {
+	kg, _ := NewKeyGenerator(KeyGeneratorOptions{Key: testKey(t)})
+	setup, err := kg.NewRound(RoundParams{Round: 1, Dim: 40, Capacity: 4, Users: []uint32{1, 2, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uk := setup.Users[1]
+	mac := fmt.Sprintf("%x", uk.MACKey[:])
+	phi := fmt.Sprint(uk.Phi)
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		for _, v := range []any{uk, setup.Aggregator, setup} {
+			out := fmt.Sprintf(format, v)
+			if strings.Contains(out, mac) || strings.Contains(out, phi[1:len(phi)-1]) {
+				t.Fatalf("%s of %T printed a secret: %s", format, v, out)
+			}
+		}
+	}
+	uk.Zero()
+	if uk.MACKey != [32]byte{} || uk.Phi[5] != 0 || uk.Phi[7] != 0 {
+		t.Fatal("Zero left secrets in place")
 	}
 }
