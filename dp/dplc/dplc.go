@@ -253,28 +253,47 @@ func Run(centres [][]float32, p Params, src *dp.Source) (Result, error) {
 	return res, nil
 }
 
+// tile is the number of rows per block of the neighbour computation:
+// two blocks of 32 rows of 512 float32 (128 KiB) stay in L2 cache.
+const tile = 32
+
 // neighbours returns the n×words bitset of pairs with w_i·w_j ≥ cos ρ,
-// computed once (O(n²d)): the upper triangle in parallel row blocks (each
-// worker owns its rows), then mirrored.
+// computed once (O(n²d)): the upper triangle in cache-sized tiles, in
+// parallel over row blocks (each worker owns its rows), then mirrored.
 func neighbours(w []float32, n, d int, cosRho float32, words int) []uint64 {
 	nb := make([]uint64, n*words)
-	workers := runtime.GOMAXPROCS(0)
-	var wg sync.WaitGroup
-	next := make(chan int, n)
-	for i := range n {
-		next <- i
+	blocks := (n + tile - 1) / tile
+	next := make(chan int, blocks)
+	for b := range blocks {
+		next <- b
 	}
 	close(next)
-	for range workers {
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				wi := w[i*d : (i+1)*d]
-				row := nb[i*words : (i+1)*words]
-				for j := i; j < n; j++ {
-					if dot(wi, w[j*d:(j+1)*d]) >= cosRho {
-						row[j/64] |= 1 << (j % 64)
+			for ib := range next {
+				i0, i1 := ib*tile, min((ib+1)*tile, n)
+				for jb := ib; jb < blocks; jb++ {
+					j0, j1 := jb*tile, min((jb+1)*tile, n)
+					for i := i0; i < i1; i++ {
+						wi := w[i*d : (i+1)*d]
+						row := nb[i*words : (i+1)*words]
+						j := max(j0, i)
+						for ; j+4 <= j1; j += 4 {
+							c0, c1, c2, c3 := dot4(wi, w[j*d:(j+1)*d], w[(j+1)*d:(j+2)*d], w[(j+2)*d:(j+3)*d], w[(j+3)*d:(j+4)*d])
+							for k, c := range [4]float32{c0, c1, c2, c3} {
+								if c >= cosRho {
+									row[(j+k)/64] |= 1 << ((j + k) % 64)
+								}
+							}
+						}
+						for ; j < j1; j++ {
+							if dot(wi, w[j*d:(j+1)*d]) >= cosRho {
+								row[j/64] |= 1 << (j % 64)
+							}
+						}
 					}
 				}
 			}

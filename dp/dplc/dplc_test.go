@@ -392,3 +392,30 @@ func BenchmarkDotScalar512(b *testing.B) {
 	}
 	_ = s
 }
+
+func TestNeighboursMatchesNaive(t *testing.T) {
+	for _, n := range []int{1, 5, 33, 101} {
+		centres := synthetic(seeded(byte(n)), 3, n, 40, 1.2)
+		rows := len(centres)
+		d := len(centres[0])
+		w := make([]float32, 0, rows*d)
+		for _, c := range centres {
+			w = append(w, c...)
+		}
+		words := (rows + 63) / 64
+		cosRho := float32(math.Cos(0.9))
+		nb := neighbours(w, rows, d, cosRho, words)
+		for i := range rows {
+			for j := range rows {
+				want := dotScalar(centres[i], centres[j]) >= cosRho
+				if i > j {
+					want = dotScalar(centres[j], centres[i]) >= cosRho
+				}
+				got := nb[i*words+j/64]&(1<<(j%64)) != 0
+				if got != want && math.Abs(float64(dotScalar(centres[i], centres[j])-cosRho)) > 1e-5 {
+					t.Fatalf("n=%d: pair (%d,%d): got %v, want %v", rows, i, j, got, want)
+				}
+			}
+		}
+	}
+}
