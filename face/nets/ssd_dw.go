@@ -14,10 +14,10 @@ func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32) (oh, ow
 	oh, pt, _ := outSize(h, 3, s, Same)
 	ow, pl, _ := outSize(w, 3, s, Same)
 	out = out[:oh*ow*c]
+	var src, wk [9][]float32
 	for oy := 0; oy < oh; oy++ {
 		for ox := 0; ox < ow; ox++ {
-			o := out[(oy*ow+ox)*c : (oy*ow+ox+1)*c]
-			copy(o, b)
+			n := 0
 			for ky := 0; ky < 3; ky++ {
 				iy := oy*s + ky - pt
 				if iy < 0 || iy >= h {
@@ -29,10 +29,12 @@ func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32) (oh, ow
 						continue
 					}
 					k := ky*3 + kx
-					dwAccum(o, in[(iy*w+ix)*c:(iy*w+ix+1)*c], wt[k*c:(k+1)*c])
+					src[n] = in[(iy*w+ix)*c : (iy*w+ix+1)*c]
+					wk[n] = wt[k*c : (k+1)*c]
+					n++
 				}
 			}
-			relu6Slice(o)
+			dwPixel(out[(oy*ow+ox)*c:(oy*ow+ox+1)*c], src[:n], wk[:n], b)
 		}
 	}
 	return oh, ow
@@ -49,12 +51,16 @@ func biasRelu6(x, b []float32) {
 	}
 }
 
-// dwAccumGeneric computes o += a*w element-wise.
-func dwAccumGeneric(o, a, w []float32) {
-	a, w = a[:len(o)], w[:len(o)]
-	for i := range o {
-		o[i] += a[i] * w[i]
+// dwPixelGeneric computes o = relu6(b + Σ_t src[t]·wk[t]) element-wise.
+func dwPixelGeneric(o []float32, src, wk [][]float32, b []float32) {
+	copy(o, b[:len(o)])
+	for t := range src {
+		a, w := src[t][:len(o)], wk[t][:len(o)]
+		for i := range o {
+			o[i] += a[i] * w[i]
+		}
 	}
+	relu6SliceGeneric(o)
 }
 
 // addSliceGeneric computes o += b element-wise.

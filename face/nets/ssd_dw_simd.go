@@ -4,24 +4,45 @@ package nets
 
 import "simd/archsimd"
 
-var hasAVX2 = archsimd.X86.AVX2()
+var (
+	hasAVX2   = archsimd.X86.AVX2() && archsimd.X86.FMA()
+	hasAVX512 = archsimd.X86.AVX512()
+)
 
-// dwAccum computes o += a*w element-wise (AVX2 when available).
-func dwAccum(o, a, w []float32) {
-	if !hasAVX2 {
-		dwAccumGeneric(o, a, w)
-		return
-	}
+// dwPixel computes o = relu6(b + Σ_t src[t]·wk[t]) element-wise, keeping
+// each 16 (AVX-512) or 8 (AVX2) channel accumulator in a register across the
+// taps.
+func dwPixel(o []float32, src, wk [][]float32, b []float32) {
 	n := len(o)
-	a, w = a[:n], w[:n]
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		x := archsimd.LoadFloat32x8Slice(a[i:])
-		y := archsimd.LoadFloat32x8Slice(w[i:])
-		z := archsimd.LoadFloat32x8Slice(o[i:])
-		x.Mul(y).Add(z).StoreSlice(o[i:])
+	j := 0
+	if hasAVX512 {
+		zero, six := archsimd.BroadcastFloat32x16(0), archsimd.BroadcastFloat32x16(6)
+		for ; j+16 <= n; j += 16 {
+			acc := archsimd.LoadFloat32x16Slice(b[j:])
+			for t := range src {
+				acc = archsimd.LoadFloat32x16Slice(src[t][j:]).MulAdd(archsimd.LoadFloat32x16Slice(wk[t][j:]), acc)
+			}
+			acc.Max(zero).Min(six).StoreSlice(o[j:])
+		}
 	}
-	dwAccumGeneric(o[i:], a[i:], w[i:])
+	if hasAVX2 {
+		zero, six := archsimd.BroadcastFloat32x8(0), archsimd.BroadcastFloat32x8(6)
+		for ; j+8 <= n; j += 8 {
+			acc := archsimd.LoadFloat32x8Slice(b[j:])
+			for t := range src {
+				acc = archsimd.LoadFloat32x8Slice(src[t][j:]).MulAdd(archsimd.LoadFloat32x8Slice(wk[t][j:]), acc)
+			}
+			acc.Max(zero).Min(six).StoreSlice(o[j:])
+		}
+	}
+	if j < n {
+		tail := make([][]float32, len(src))
+		wtail := make([][]float32, len(wk))
+		for t := range src {
+			tail[t], wtail[t] = src[t][j:], wk[t][j:]
+		}
+		dwPixelGeneric(o[j:], tail, wtail, b[j:])
+	}
 }
 
 // addSlice computes o += b element-wise.
