@@ -48,6 +48,25 @@
 // aggregation and its data-dependent moments analysis, LightFace
 // Section 4). Each returns Events to charge to an Accountant or Ledger.
 //
+// # Layout
+//
+//	dp          noise.go (Source, GaussianNoise), calibrate.go, rdp.go (RDP of
+//	            mechanisms, conversion), event.go (Event = one charged mechanism),
+//	            accountant.go (Accountant, ScheduleEpsilon, NoiseMultiplier),
+//	            pld.go + fft.go (PLD accountant), sgd.go (DPSGD), ledger.go,
+//	            special.go (log-space helpers, regularised incomplete beta)
+//	dp/svt      sparse vector: Irene Algorithm 3 and Lyu et al. Algorithm 1
+//	dp/dplc     PrivacyFace DPLC (SIMD inner products under GOEXPERIMENT=simd)
+//	dp/pate     noisy-vote aggregation and its moments analysis
+//
+// # Known limits
+//
+// The PLD accountant handles Gaussian-family events only (the ledger falls
+// back to RDP otherwise); it costs an FFT of up to a few million points per
+// evaluation, so the ledger uses it only when LedgerOptions.UsePLD is set.
+// Noise samples are plain floating-point values (no snapping against
+// floating-point attacks).
+//
 // Adjacency is add/remove of one record (one example, one face, one class
 // centre as the papers state it). ε values are in nats.
 package dp

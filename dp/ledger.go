@@ -155,12 +155,12 @@ func (l *Ledger) spent(a *Accountant, delta float64) (Spent, error) {
 	}
 	s.RDPEpsilon, s.RDPOrder, s.Epsilon = e, o, e
 	if l.opts.UsePLD && allPLDCapable(a.events) {
-		pe, err := PLDEpsilon(a.events, delta, l.opts.PLD)
-		if err != nil {
-			return s, err
+		// The PLD bound is an optional refinement: if it cannot be computed
+		// (e.g. the FFT would exceed its size limit) the RDP bound stands.
+		if pe, err := PLDEpsilon(a.events, delta, l.opts.PLD); err == nil {
+			s.PLDEpsilon = pe
+			s.Epsilon = math.Min(s.Epsilon, pe)
 		}
-		s.PLDEpsilon = pe
-		s.Epsilon = math.Min(s.Epsilon, pe)
 	}
 	return s, nil
 }

@@ -243,3 +243,20 @@ func FuzzUnmarshalLedger(f *testing.F) {
 		}
 	})
 }
+
+func TestLedgerPLDFallsBackToRDP(t *testing.T) {
+	// An FFT limit too small for the schedule: the charge still succeeds on
+	// the RDP bound.
+	l, err := NewLedger(LedgerOptions{UsePLD: true, PLD: PLDOptions{MaxSize: 1024}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.SetBudget("p", Budget{Epsilon: 10, Delta: 1e-5})
+	s, err := l.Charge("p", mustEvent(SubsampledGaussianEvent(0.01, 1, 1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.PLDEpsilon != 0 || s.Epsilon != s.RDPEpsilon {
+		t.Errorf("fallback: %+v", s)
+	}
+}
