@@ -84,7 +84,7 @@ func RDPCurveEvent(orders, rdp []float64, label string) (Event, error) {
 // Validate reports whether the event's parameters are usable.
 func (e Event) Validate() error {
 	if e.Count < 1 {
-		return fmt.Errorf("dp: %s event: count must be at least 1, got %d", e.Kind, e.Count)
+		return fmt.Errorf("dp: %s event: count (steps) must be at least 1, got %d", e.Kind, e.Count)
 	}
 	switch e.Kind {
 	case KindSubsampledGaussian:
