@@ -5,6 +5,10 @@ import (
 	"math"
 	"sort"
 
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/veil-privacy/veil/imaging"
@@ -206,12 +210,6 @@ func detInput(img *imaging.RGB, size int) (*imaging.Float, error) {
 	return out, nil
 }
 
-// detTensor wraps a square HWC float image as a [1,H,W,3] tensor (no copy of
-// the semantics: the tensor owns a copy of the data).
-func detTensor(in *imaging.Float) *tensors.Tensor {
-	return tensors.FromFlatDataAndDimensions(in.Pix, 1, in.H, in.W, in.C)
-}
-
 // detFetch copies a float32 output tensor and releases it.
 func detFetch(t *tensors.Tensor) ([]float32, error) {
 	v, err := tensors.CopyFlatData[float32](t)
@@ -220,4 +218,30 @@ func detFetch(t *tensors.Tensor) ([]float32, error) {
 		return nil, fmt.Errorf("nets: reading network output: %w", err)
 	}
 	return v, nil
+}
+
+// detShared returns a float32 tensor of the given dimensions whose memory
+// the pure-Go backend uses directly (a shared buffer), so Go code can fill
+// it without an extra copy, and its flat data.
+func detShared(be compute.Backend, dims ...int) (*tensors.Tensor, []float32, error) {
+	t, err := tensors.FromShapeForBackend(be, 0, shapes.Make(dtypes.Float32, dims...))
+	if err != nil {
+		return nil, nil, fmt.Errorf("nets: allocating a %v activation: %w", dims, err)
+	}
+	var flat []float32
+	if err := tensors.MutableFlatData(t, func(f []float32) { flat = f }); err != nil {
+		return nil, nil, fmt.Errorf("nets: allocating a %v activation: %w", dims, err)
+	}
+	return t, flat, nil
+}
+
+// detExec runs a one-input graph on x, releases x, and returns the only
+// output.
+func detExec(e *graph.Exec, x *tensors.Tensor) (*tensors.Tensor, error) {
+	out, err := e.Exec(x)
+	_ = x.FinalizeAll()
+	if err != nil {
+		return nil, fmt.Errorf("nets: running %s: %w", e.Name(), err)
+	}
+	return out[0], nil
 }

@@ -5,8 +5,6 @@ import (
 	"math"
 
 	"github.com/gomlx/compute"
-	"github.com/gomlx/compute/dtypes"
-	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 
@@ -241,30 +239,11 @@ func ssdTail(x, conv11 *graph.Node, p *ssdParams) *graph.Node {
 	return graph.Concatenate(outs, 0)
 }
 
-// newShared returns a float32 tensor of the given dimensions whose memory
-// the pure-Go backend uses directly (a shared buffer), so Go code can fill
-// it without an extra copy, and its flat data.
 func (d *SSD) newShared(dims ...int) (*tensors.Tensor, []float32, error) {
-	t, err := tensors.FromShapeForBackend(d.backend, 0, shapes.Make(dtypes.Float32, dims...))
-	if err != nil {
-		return nil, nil, fmt.Errorf("nets: allocating an SSD activation: %w", err)
-	}
-	var flat []float32
-	if err := tensors.MutableFlatData(t, func(f []float32) { flat = f }); err != nil {
-		return nil, nil, fmt.Errorf("nets: allocating an SSD activation: %w", err)
-	}
-	return t, flat, nil
+	return detShared(d.backend, dims...)
 }
 
-// ssdExec runs a one-input graph and returns its only output.
-func ssdExec(e *graph.Exec, x *tensors.Tensor) (*tensors.Tensor, error) {
-	out, err := e.Exec(x)
-	_ = x.FinalizeAll()
-	if err != nil {
-		return nil, fmt.Errorf("nets: running SSD: %w", err)
-	}
-	return out[0], nil
-}
+func ssdExec(e *graph.Exec, x *tensors.Tensor) (*tensors.Tensor, error) { return detExec(e, x) }
 
 // forward runs the network on a 512×512×3 input of 0..255 values and
 // returns [SSDAnchors][5] (box encodings, face logit).
@@ -317,7 +296,7 @@ func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 		err = tensors.ConstFlatData(cur, func(v []float32) {
 			biasRelu6(v, bias)
 			copy(keep, v)
-			ssdDepthwise3x3(nextFlat, v, h, w, c, s, p.dw[i].w.F32, p.dw[i].b.F32)
+			ssdDepthwise3x3(nextFlat, v, h, w, c, s, p.dw[i].w.F32, p.dw[i].b.F32, true)
 		})
 		_ = cur.FinalizeAll()
 		if err != nil {

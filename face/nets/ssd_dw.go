@@ -8,9 +8,9 @@ package nets
 
 // ssdDepthwise3x3 is a 3×3 depthwise convolution with TensorFlow SAME
 // padding and stride s of in ([h][w][c], row-major), with per-channel bias
-// b, followed by relu6. wt is [3][3][c]. It writes the output into out,
-// which must hold oh·ow·c values, and returns its size.
-func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32) (oh, ow int) {
+// b, followed by relu6 when relu6 is set. wt is [3][3][c]. It writes the
+// output into out, which must hold oh·ow·c values, and returns its size.
+func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32, relu6 bool) (oh, ow int) {
 	oh, pt, _ := outSize(h, 3, s, Same)
 	ow, pl, _ := outSize(w, 3, s, Same)
 	out = out[:oh*ow*c]
@@ -34,7 +34,7 @@ func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32) (oh, ow
 					n++
 				}
 			}
-			dwPixel(out[(oy*ow+ox)*c:(oy*ow+ox+1)*c], src[:n], wk[:n], b)
+			dwPixel(out[(oy*ow+ox)*c:(oy*ow+ox+1)*c], src[:n], wk[:n], b, relu6)
 		}
 	}
 	return oh, ow
@@ -51,8 +51,9 @@ func biasRelu6(x, b []float32) {
 	}
 }
 
-// dwPixelGeneric computes o = relu6(b + Σ_t src[t]·wk[t]) element-wise.
-func dwPixelGeneric(o []float32, src, wk [][]float32, b []float32) {
+// dwPixelGeneric computes o = b + Σ_t src[t]·wk[t] element-wise, then
+// relu6 if relu6 is set.
+func dwPixelGeneric(o []float32, src, wk [][]float32, b []float32, relu6 bool) {
 	copy(o, b[:len(o)])
 	for t := range src {
 		a, w := src[t][:len(o)], wk[t][:len(o)]
@@ -60,7 +61,9 @@ func dwPixelGeneric(o []float32, src, wk [][]float32, b []float32) {
 			o[i] += a[i] * w[i]
 		}
 	}
-	relu6SliceGeneric(o)
+	if relu6 {
+		relu6SliceGeneric(o)
+	}
 }
 
 // addSliceGeneric computes o += b element-wise.

@@ -9,10 +9,11 @@ var (
 	hasAVX512 = archsimd.X86.AVX512()
 )
 
-// dwPixel computes o = relu6(b + Σ_t src[t]·wk[t]) element-wise, keeping
+// dwPixel computes o = b + Σ_t src[t]·wk[t] element-wise, then relu6 if
+// relu6 is set, keeping
 // each 16 (AVX-512) or 8 (AVX2) channel accumulator in a register across the
 // taps.
-func dwPixel(o []float32, src, wk [][]float32, b []float32) {
+func dwPixel(o []float32, src, wk [][]float32, b []float32, relu6 bool) {
 	n := len(o)
 	j := 0
 	if hasAVX512 {
@@ -22,7 +23,10 @@ func dwPixel(o []float32, src, wk [][]float32, b []float32) {
 			for t := range src {
 				acc = archsimd.LoadFloat32x16Slice(src[t][j:]).MulAdd(archsimd.LoadFloat32x16Slice(wk[t][j:]), acc)
 			}
-			acc.Max(zero).Min(six).StoreSlice(o[j:])
+			if relu6 {
+				acc = acc.Max(zero).Min(six)
+			}
+			acc.StoreSlice(o[j:])
 		}
 	}
 	if hasAVX2 {
@@ -32,7 +36,10 @@ func dwPixel(o []float32, src, wk [][]float32, b []float32) {
 			for t := range src {
 				acc = archsimd.LoadFloat32x8Slice(src[t][j:]).MulAdd(archsimd.LoadFloat32x8Slice(wk[t][j:]), acc)
 			}
-			acc.Max(zero).Min(six).StoreSlice(o[j:])
+			if relu6 {
+				acc = acc.Max(zero).Min(six)
+			}
+			acc.StoreSlice(o[j:])
 		}
 	}
 	if j < n {
@@ -41,7 +48,7 @@ func dwPixel(o []float32, src, wk [][]float32, b []float32) {
 		for t := range src {
 			tail[t], wtail[t] = src[t][j:], wk[t][j:]
 		}
-		dwPixelGeneric(o[j:], tail, wtail, b[j:])
+		dwPixelGeneric(o[j:], tail, wtail, b[j:], relu6)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gomlx/compute"
 	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/veil-privacy/veil/face/tfjs"
 	"github.com/veil-privacy/veil/imaging"
@@ -61,11 +63,23 @@ func (o TinyOptions) withDefaults() (TinyOptions, error) {
 // Tiny is face-api's tiny face detector (a Tiny-YOLOv2 with depthwise
 // separable convolutions, 5 anchors, one class).
 //
-// A Tiny is safe for concurrent use: the compiled graph (one per input size,
-// compiled on first use) is shared, and each call runs its own execution, so
-// two goroutines detecting on two images use two cores.
+// Like the SSD, a pass is a chain of GoMLX executions (the first 3×3
+// convolution, the five pointwise convolutions and the 1×1 head) with the
+// depthwise convolutions, biases, leaky ReLUs and max-pools as Go kernels
+// between them, on shared buffers (see ssd_dw.go for why).
+//
+// A Tiny is safe for concurrent use: the compiled graphs (one set per input
+// size, compiled on first use) and the weights are shared and read-only, and
+// each call runs its own executions, so two goroutines detecting on two
+// images use two cores.
 type Tiny struct {
-	exec *graph.Exec
+	first   *graph.Exec    // (x-mean)/255, conv0 3×3 VALID (no bias)
+	pw      [5]*graph.Exec // pointwise 1×1 convolutions (no bias)
+	head    *graph.Exec    // conv8 1×1 with bias
+	conv0b  []float32
+	seps    [5]tinySep
+	zeros   []float32 // depthwise bias (none): 512 zeros
+	backend compute.Backend
 }
 
 // tinySep holds one depthwise-separable block.
@@ -84,11 +98,11 @@ func NewTiny(modelDir string) (*Tiny, error) {
 	conv0w := wi.get("conv0/filters", 3, 3, 3, 16)
 	conv0b := wi.get("conv0/bias", 16)
 	chans := []int{16, 32, 64, 128, 256, 512}
-	seps := make([]tinySep, 5)
-	for i := range seps {
+	d := &Tiny{zeros: make([]float32, 512)}
+	for i := range d.seps {
 		cin, cout := chans[i], chans[i+1]
 		p := fmt.Sprintf("conv%d/", i+1)
-		seps[i] = tinySep{
+		d.seps[i] = tinySep{
 			dw:   wi.get(p+"depthwise_filter", 3, 3, cin, 1),
 			pw:   wi.get(p+"pointwise_filter", 1, 1, cin, cout),
 			bias: wi.get(p+"bias", cout),
@@ -99,38 +113,120 @@ func NewTiny(modelDir string) (*Tiny, error) {
 	if wi.err != nil {
 		return nil, fmt.Errorf("nets: tiny_face_detector_model: %w", wi.err)
 	}
-	be, err := engine.Backend()
-	if err != nil {
+	d.conv0b = conv0b.F32
+	if d.backend, err = engine.Backend(); err != nil {
 		return nil, err
 	}
-	build := func(x *graph.Node) *graph.Node {
+	if d.first, err = graph.NewExec(d.backend, func(x *graph.Node) *graph.Node {
 		g := x.Graph()
 		mean := graph.Const(g, []float32{tinyMeanRGB[0], tinyMeanRGB[1], tinyMeanRGB[2]})
 		x = graph.DivScalar(graph.Sub(x, graph.Reshape(mean, 1, 1, 1, 3)), 255)
-		x = detLeaky(detConv(x, conv0w, conv0b, 1, Valid))
-		for _, s := range seps {
-			x = maxPool(x, 2, 2, Same)
-			x = tinySeparable(x, s)
-		}
-		x = maxPool(x, 2, 1, Same)
-		return detConv(x, conv8w, conv8b, 1, Valid)
-	}
-	exec, err := graph.NewExec(be, build)
-	if err != nil {
+		return conv2d(x, constant(g, conv0w), nil, 1, Valid)
+	}); err != nil {
 		return nil, fmt.Errorf("nets: building the tiny detector graph: %w", err)
 	}
-	return &Tiny{exec: exec.WithName("TinyFaceDetector")}, nil
+	d.first = d.first.WithName("TinyFaceDetector/conv0")
+	for i := range d.pw {
+		pw := d.seps[i].pw
+		if d.pw[i], err = graph.NewExec(d.backend, func(x *graph.Node) *graph.Node {
+			return conv2d(x, constant(x.Graph(), pw), nil, 1, Valid)
+		}); err != nil {
+			return nil, fmt.Errorf("nets: building the tiny detector graph: %w", err)
+		}
+		d.pw[i] = d.pw[i].WithName(fmt.Sprintf("TinyFaceDetector/conv%d", i+1))
+	}
+	if d.head, err = graph.NewExec(d.backend, func(x *graph.Node) *graph.Node {
+		return conv2d(x, constant(x.Graph(), conv8w), constant(x.Graph(), conv8b), 1, Valid)
+	}); err != nil {
+		return nil, fmt.Errorf("nets: building the tiny detector graph: %w", err)
+	}
+	d.head = d.head.WithName("TinyFaceDetector/conv8")
+	return d, nil
 }
 
-// tinySeparable is depthwise 3×3 SAME, pointwise 1×1, bias, detLeaky ReLU.
-func tinySeparable(x *graph.Node, s tinySep) *graph.Node {
-	x = detDepthwise(x, s.dw, nil, 1, Same)
-	return detLeaky(detConv(x, s.pw, s.bias, 1, Valid))
+// forward runs the network on a square input (side a multiple of 32) and
+// returns the raw output grid.
+func (d *Tiny) forward(in *imaging.Float) ([]float32, error) {
+	x, flat, err := detShared(d.backend, 1, in.H, in.W, in.C)
+	if err != nil {
+		return nil, err
+	}
+	copy(flat, in.Pix)
+	cur, err := detExec(d.first, x)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cur.FinalizeAll() }()
+	bias := d.conv0b
+	for i := 0; i <= len(d.seps); i++ {
+		// Max-pool 2×2 (stride 2, the last one stride 1) of the previous
+		// convolution, then its bias and leaky ReLU: both are per-channel
+		// monotonic, so pooling first gives the same values on a quarter of
+		// the pixels.
+		s := 2
+		if i == len(d.seps) {
+			s = 1
+		}
+		dims := cur.Shape().Dimensions
+		h, w, c := dims[1], dims[2], dims[3]
+		ph, _, _ := outSize(h, 2, s, Same)
+		pwd, _, _ := outSize(w, 2, s, Same)
+		pooled := make([]float32, ph*pwd*c)
+		if err := tensors.ConstFlatData(cur, func(v []float32) {
+			tinyPoolBiasLeaky(pooled, v, h, w, c, s, bias)
+		}); err != nil {
+			return nil, fmt.Errorf("nets: reading a tiny detector activation: %w", err)
+		}
+		_ = cur.FinalizeAll()
+		var e *graph.Exec
+		var next *tensors.Tensor
+		if i == len(d.seps) {
+			var nextFlat []float32
+			if next, nextFlat, err = detShared(d.backend, 1, ph, pwd, c); err != nil {
+				return nil, err
+			}
+			copy(nextFlat, pooled)
+			e = d.head
+		} else {
+			var nextFlat []float32
+			if next, nextFlat, err = detShared(d.backend, 1, ph, pwd, c); err != nil {
+				return nil, err
+			}
+			ssdDepthwise3x3(nextFlat, pooled, ph, pwd, c, 1, d.seps[i].dw.F32, d.zeros[:c], false)
+			e = d.pw[i]
+			bias = d.seps[i].bias.F32
+		}
+		if cur, err = detExec(e, next); err != nil {
+			return nil, err
+		}
+	}
+	return detFetch(cur)
 }
 
-// detLeaky is detLeaky ReLU with slope 0.1.
-func detLeaky(x *graph.Node) *graph.Node {
-	return graph.Max(x, graph.MulScalar(x, 0.1))
+// tinyPoolBiasLeaky writes into out the 2×2 max-pool with stride s and
+// TensorFlow SAME padding (padded cells ignored) of in ([h][w][c]), plus the
+// per-channel bias b, through a leaky ReLU of slope 0.1.
+func tinyPoolBiasLeaky(out, in []float32, h, w, c, s int, b []float32) {
+	oh, _, _ := outSize(h, 2, s, Same)
+	ow, _, _ := outSize(w, 2, s, Same)
+	b = b[:c]
+	for oy := 0; oy < oh; oy++ {
+		y0 := oy * s
+		y1 := min(y0+1, h-1)
+		for ox := 0; ox < ow; ox++ {
+			x0 := ox * s
+			x1 := min(x0+1, w-1)
+			o := out[(oy*ow+ox)*c : (oy*ow+ox+1)*c]
+			p00 := in[(y0*w+x0)*c : (y0*w+x0+1)*c]
+			p01 := in[(y0*w+x1)*c : (y0*w+x1+1)*c]
+			p10 := in[(y1*w+x0)*c : (y1*w+x0+1)*c]
+			p11 := in[(y1*w+x1)*c : (y1*w+x1+1)*c]
+			for k := range o {
+				v := max(p00[k], p01[k], p10[k], p11[k]) + b[k]
+				o[k] = max(v, v*0.1)
+			}
+		}
+	}
 }
 
 // Raw runs the network on a square input of 0..255 values whose side is a
@@ -147,11 +243,7 @@ func (d *Tiny) Raw(in *imaging.Float) ([]float32, error) {
 	if err := detCheckFloat(in, in.W); err != nil {
 		return nil, err
 	}
-	out, err := d.exec.Exec(detTensor(in))
-	if err != nil {
-		return nil, fmt.Errorf("nets: running the tiny detector: %w", err)
-	}
-	return detFetch(out[0])
+	return d.forward(in)
 }
 
 // Detect finds faces in img as face-api's TinyFaceDetector.locateFaces does:
