@@ -110,11 +110,6 @@ func addChannel(x, b *graph.Node) *graph.Node {
 	return graph.Add(x, graph.Reshape(b, 1, 1, 1, b.Shape().Size()))
 }
 
-// mulChannel multiplies NHWC x by a per-channel vector s ([C]).
-func mulChannel(x, s *graph.Node) *graph.Node {
-	return graph.Mul(x, graph.Reshape(s, 1, 1, 1, s.Shape().Size()))
-}
-
 // maxPool is a k×k max pool with stride s; with Same, padded cells never win.
 func maxPool(x *graph.Node, k, s int, p Padding) *graph.Node {
 	var y *graph.Node
