@@ -120,7 +120,9 @@ func TestNewSourceIsRandom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Float64() == b.Float64() && a.Float64() == b.Float64() {
+	a1, b1 := a.Float64(), b.Float64()
+	a2, b2 := a.Float64(), b.Float64()
+	if a1 == b1 && a2 == b2 {
 		t.Error("two crypto/rand-seeded sources produced the same stream")
 	}
 }
