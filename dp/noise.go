@@ -53,14 +53,11 @@ func (s *Source) Gaussian(sigma float64) float64 { return sigma * s.r.NormFloat6
 // Laplace returns one sample of Lap(b): density exp(-|x|/b)/(2b).
 func (s *Source) Laplace(b float64) float64 { return b * s.stdLaplace() }
 
-// stdLaplace draws Lap(1) by inverting the CDF of one uniform in (0, 1):
-// a random sign times −log(U) with U uniform in (0, 1].
+// stdLaplace draws Lap(1) as a random sign times an Exp(1) variate
+// (ziggurat), which is exactly the Laplace distribution.
 func (s *Source) stdLaplace() float64 {
-	u := s.r.Uint64()
-	// 53 bits for the magnitude, one bit for the sign.
-	m := (float64(u>>11) + 1) / (1 << 53) // in (0, 1]
-	x := -math.Log(m)
-	if u&1 == 1 {
+	x := s.r.ExpFloat64()
+	if s.r.Uint32()&1 == 1 {
 		return -x
 	}
 	return x
