@@ -18,7 +18,7 @@ func newPrivacyCmd(e *env) *cobra.Command {
 		Use:   "privacy",
 		Short: "Privacy accounting and mechanisms: ε of a DP-SGD schedule, noise calibration, DPLC, noisy votes",
 		Long: `Differential-privacy tools. ε is reported in nats for the add/remove-one
-adjacency. The RDP accountant agrees with Opacus and TF Privacy (Mironov et al.
+adjacency. The RDP accountant computes ε as Opacus and TF Privacy do (Mironov et al.
 2019 bounds, Balle et al. 2020 conversion, orders 1.1…10.9 and 12…63); the PLD
 accountant composes the privacy loss distribution by FFT and is tighter.`,
 	}
