@@ -108,14 +108,14 @@ func NewSSD(modelDir string) (*SSD, error) {
 	d := &SSD{p: p, backend: be, anchors: anchors}
 	if d.first, err = graph.NewExec(be, func(x *graph.Node) *graph.Node {
 		x = graph.AddScalar(graph.DivScalar(x, 127.5), -1)
-		return conv2d(x, constant(x.Graph(), p.conv0.w), nil, 2, Same)
+		return detConvFlat(x, p.conv0.w, 2, Same)
 	}); err != nil {
 		return nil, fmt.Errorf("nets: building the SSD graph: %w", err)
 	}
 	for i := range d.pw {
 		w := p.pw[i].w
 		if d.pw[i], err = graph.NewExec(be, func(x *graph.Node) *graph.Node {
-			return conv2d(x, constant(x.Graph(), w), nil, 1, Valid)
+			return detPointwise(x, w)
 		}); err != nil {
 			return nil, fmt.Errorf("nets: building the SSD graph: %w", err)
 		}
@@ -265,6 +265,9 @@ func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 	}
 	defer func() { _ = cur.FinalizeAll() }()
 	bias := p.conv0.b.F32
+	h, _, _ := outSize(in.H, 3, 2, Same)
+	w, _, _ := outSize(in.W, 3, 2, Same)
+	c := p.conv0.w.Shape[3]
 	var conv11 *tensors.Tensor
 	defer func() {
 		if conv11 != nil {
@@ -277,11 +280,9 @@ func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 		case 2, 4, 6, 12:
 			s = 2
 		}
-		dims := cur.Shape().Dimensions
-		h, w, c := dims[1], dims[2], dims[3]
 		oh, _, _ := outSize(h, 3, s, Same)
 		ow, _, _ := outSize(w, 3, s, Same)
-		next, nextFlat, err := d.newShared(1, oh, ow, c)
+		next, nextFlat, err := d.newShared(oh*ow, c)
 		if err != nil {
 			return nil, err
 		}
@@ -307,9 +308,9 @@ func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 			return nil, err
 		}
 		bias = p.pw[i].b.F32
+		h, w, c = oh, ow, p.pw[i].w.Shape[3]
 	}
-	dims := cur.Shape().Dimensions
-	last, lastFlat, err := d.newShared(dims...)
+	last, lastFlat, err := d.newShared(1, h, w, c)
 	if err != nil {
 		return nil, err
 	}

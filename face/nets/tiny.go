@@ -121,7 +121,7 @@ func NewTiny(modelDir string) (*Tiny, error) {
 		g := x.Graph()
 		mean := graph.Const(g, []float32{tinyMeanRGB[0], tinyMeanRGB[1], tinyMeanRGB[2]})
 		x = graph.DivScalar(graph.Sub(x, graph.Reshape(mean, 1, 1, 1, 3)), 255)
-		return conv2d(x, constant(g, conv0w), nil, 1, Valid)
+		return detConvFlat(x, conv0w, 1, Valid)
 	}); err != nil {
 		return nil, fmt.Errorf("nets: building the tiny detector graph: %w", err)
 	}
@@ -129,7 +129,7 @@ func NewTiny(modelDir string) (*Tiny, error) {
 	for i := range d.pw {
 		pw := d.seps[i].pw
 		if d.pw[i], err = graph.NewExec(d.backend, func(x *graph.Node) *graph.Node {
-			return conv2d(x, constant(x.Graph(), pw), nil, 1, Valid)
+			return detPointwise(x, pw)
 		}); err != nil {
 			return nil, fmt.Errorf("nets: building the tiny detector graph: %w", err)
 		}
@@ -158,6 +158,7 @@ func (d *Tiny) forward(in *imaging.Float) ([]float32, error) {
 	}
 	defer func() { _ = cur.FinalizeAll() }()
 	bias := d.conv0b
+	h, w, c := in.H-2, in.W-2, len(d.conv0b) // conv0 is 3×3 VALID
 	for i := 0; i <= len(d.seps); i++ {
 		// Max-pool 2×2 (stride 2, the last one stride 1) of the previous
 		// convolution, then its bias and leaky ReLU: both are per-channel
@@ -167,8 +168,6 @@ func (d *Tiny) forward(in *imaging.Float) ([]float32, error) {
 		if i == len(d.seps) {
 			s = 1
 		}
-		dims := cur.Shape().Dimensions
-		h, w, c := dims[1], dims[2], dims[3]
 		ph, _, _ := outSize(h, 2, s, Same)
 		pwd, _, _ := outSize(w, 2, s, Same)
 		pooled := make([]float32, ph*pwd*c)
@@ -189,13 +188,15 @@ func (d *Tiny) forward(in *imaging.Float) ([]float32, error) {
 			e = d.head
 		} else {
 			var nextFlat []float32
-			if next, nextFlat, err = detShared(d.backend, 1, ph, pwd, c); err != nil {
+			if next, nextFlat, err = detShared(d.backend, ph*pwd, c); err != nil {
 				return nil, err
 			}
 			ssdDepthwise3x3(nextFlat, pooled, ph, pwd, c, 1, d.seps[i].dw.F32, d.zeros[:c], false)
 			e = d.pw[i]
 			bias = d.seps[i].bias.F32
+			c = d.seps[i].pw.Shape[3]
 		}
+		h, w = ph, pwd
 		if cur, err = detExec(e, next); err != nil {
 			return nil, err
 		}
