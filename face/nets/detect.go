@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/veil-privacy/veil/face/tfjs"
 	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/engine"
 )
 
 // Detection is a face found by a detector, in pixels of the original image.
@@ -268,4 +270,26 @@ func detPointwise(x *graph.Node, w *tfjs.Tensor) *graph.Node {
 func detMatrix(g *graph.Graph, w *tfjs.Tensor) *graph.Node {
 	n := w.Shape[0] * w.Shape[1] * w.Shape[2]
 	return graph.Const(g, tensors.FromFlatDataAndDimensions(w.F32, n, w.Shape[3]))
+}
+
+// detParallel splits [0, n) into contiguous ranges and runs fn on them
+// concurrently, one goroutine per core (engine.Parallelism), when the total
+// work (n·perItem scalar operations) is large enough to pay for the
+// goroutines; otherwise it calls fn(0, n).
+func detParallel(n, perItem int, fn func(lo, hi int)) {
+	workers := min(engine.Parallelism(), n)
+	if workers <= 1 || n*perItem < 1<<17 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for k := range workers {
+		lo, hi := n*k/workers, n*(k+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
 }

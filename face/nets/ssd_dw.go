@@ -14,29 +14,31 @@ func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32, relu6 b
 	oh, pt, _ := outSize(h, 3, s, Same)
 	ow, pl, _ := outSize(w, 3, s, Same)
 	out = out[:oh*ow*c]
-	var src, wk [9][]float32
-	for oy := 0; oy < oh; oy++ {
-		for ox := 0; ox < ow; ox++ {
-			n := 0
-			for ky := 0; ky < 3; ky++ {
-				iy := oy*s + ky - pt
-				if iy < 0 || iy >= h {
-					continue
-				}
-				for kx := 0; kx < 3; kx++ {
-					ix := ox*s + kx - pl
-					if ix < 0 || ix >= w {
+	detParallel(oh, ow*c*9, func(lo, hi int) {
+		var src, wk [9][]float32
+		for oy := lo; oy < hi; oy++ {
+			for ox := 0; ox < ow; ox++ {
+				n := 0
+				for ky := 0; ky < 3; ky++ {
+					iy := oy*s + ky - pt
+					if iy < 0 || iy >= h {
 						continue
 					}
-					k := ky*3 + kx
-					src[n] = in[(iy*w+ix)*c : (iy*w+ix+1)*c]
-					wk[n] = wt[k*c : (k+1)*c]
-					n++
+					for kx := 0; kx < 3; kx++ {
+						ix := ox*s + kx - pl
+						if ix < 0 || ix >= w {
+							continue
+						}
+						k := ky*3 + kx
+						src[n] = in[(iy*w+ix)*c : (iy*w+ix+1)*c]
+						wk[n] = wt[k*c : (k+1)*c]
+						n++
+					}
 				}
+				dwPixel(out[(oy*ow+ox)*c:(oy*ow+ox+1)*c], src[:n], wk[:n], b, relu6)
 			}
-			dwPixel(out[(oy*ow+ox)*c:(oy*ow+ox+1)*c], src[:n], wk[:n], b, relu6)
 		}
-	}
+	})
 	return oh, ow
 }
 
@@ -44,11 +46,13 @@ func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32, relu6 b
 // applies relu6, in place.
 func biasRelu6(x, b []float32) {
 	c := len(b)
-	for i := 0; i+c <= len(x); i += c {
-		o := x[i : i+c]
-		addSlice(o, b)
-		relu6Slice(o)
-	}
+	detParallel(len(x)/c, c, func(lo, hi int) {
+		for i := lo * c; i < hi*c; i += c {
+			o := x[i : i+c]
+			addSlice(o, b)
+			relu6Slice(o)
+		}
+	})
 }
 
 // dwPixelGeneric computes o = b + Σ_t src[t]·wk[t] element-wise, then

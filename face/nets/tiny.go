@@ -211,23 +211,25 @@ func tinyPoolBiasLeaky(out, in []float32, h, w, c, s int, b []float32) {
 	oh, _, _ := outSize(h, 2, s, Same)
 	ow, _, _ := outSize(w, 2, s, Same)
 	b = b[:c]
-	for oy := 0; oy < oh; oy++ {
-		y0 := oy * s
-		y1 := min(y0+1, h-1)
-		for ox := 0; ox < ow; ox++ {
-			x0 := ox * s
-			x1 := min(x0+1, w-1)
-			o := out[(oy*ow+ox)*c : (oy*ow+ox+1)*c]
-			p00 := in[(y0*w+x0)*c : (y0*w+x0+1)*c]
-			p01 := in[(y0*w+x1)*c : (y0*w+x1+1)*c]
-			p10 := in[(y1*w+x0)*c : (y1*w+x0+1)*c]
-			p11 := in[(y1*w+x1)*c : (y1*w+x1+1)*c]
-			for k := range o {
-				v := max(p00[k], p01[k], p10[k], p11[k]) + b[k]
-				o[k] = max(v, v*0.1)
+	detParallel(oh, ow*c*4, func(lo, hi int) {
+		for oy := lo; oy < hi; oy++ {
+			y0 := oy * s
+			y1 := min(y0+1, h-1)
+			for ox := 0; ox < ow; ox++ {
+				x0 := ox * s
+				x1 := min(x0+1, w-1)
+				o := out[(oy*ow+ox)*c : (oy*ow+ox+1)*c]
+				p00 := in[(y0*w+x0)*c : (y0*w+x0+1)*c]
+				p01 := in[(y0*w+x1)*c : (y0*w+x1+1)*c]
+				p10 := in[(y1*w+x0)*c : (y1*w+x0+1)*c]
+				p11 := in[(y1*w+x1)*c : (y1*w+x1+1)*c]
+				for k := range o {
+					v := max(p00[k], p01[k], p10[k], p11[k]) + b[k]
+					o[k] = max(v, v*0.1)
+				}
 			}
 		}
-	}
+	})
 }
 
 // Raw runs the network on a square input of 0..255 values whose side is a
