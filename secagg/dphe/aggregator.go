@@ -72,11 +72,15 @@ func (a *Aggregator) Receive(b []byte) error {
 	if err != nil {
 		return err
 	}
-	return a.ReceiveMessage(m)
+	return a.receive(m, true)
 }
 
 // ReceiveMessage is Receive for an already decoded message.
-func (a *Aggregator) ReceiveMessage(m *Message) error {
+func (a *Aggregator) ReceiveMessage(m *Message) error { return a.receive(m, false) }
+
+// receive checks and stores m; validated says DecodeMessage already checked
+// its ciphertexts.
+func (a *Aggregator) receive(m *Message, validated bool) error {
 	if m.KeyFingerprint != a.fpr {
 		return fmt.Errorf("%w: fingerprint %x does not match the round key", ErrForeignKey, m.KeyFingerprint[:8])
 	}
@@ -100,8 +104,10 @@ func (a *Aggregator) ReceiveMessage(m *Message) error {
 			return fmt.Errorf("%w: index %d at position %d out of range or out of order", ErrMalformed, ix, i)
 		}
 	}
-	if err := a.keys.PublicKey.ValidateAll(m.Ciphertexts); err != nil {
-		return fmt.Errorf("%w: user %d shard %d: %w", ErrMalformed, m.UserID, m.Shard, err)
+	if !validated {
+		if err := a.keys.PublicKey.ValidateAll(m.Ciphertexts); err != nil {
+			return fmt.Errorf("%w: user %d shard %d: %w", ErrMalformed, m.UserID, m.Shard, err)
+		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -418,6 +418,14 @@ func TestRejectsBadMessages(t *testing.T) {
 			copy(b[ctOff+size:ctOff+2*size], good[ctOff:ctOff+size])
 			return b
 		}), ErrAuth},
+		{"ciphertext not coprime to n", mutate(func(b []byte) []byte {
+			pk.N().FillBytes(b[ctOff : ctOff+size])
+			return b
+		}), paillier.ErrInvalidCiphertext},
+		{"ciphertext zero", mutate(func(b []byte) []byte {
+			clear(b[ctOff : ctOff+size])
+			return b
+		}), paillier.ErrInvalidCiphertext},
 		{"shard index changed", mutate(func(b []byte) []byte { b[37+8+4+3] ^= 1; return b }), ErrAuth},
 		{"user changed", mutate(func(b []byte) []byte { b[37+8+3] = 2; return b }), ErrAuth},
 		{"foreign key", foreign[0], ErrForeignKey},

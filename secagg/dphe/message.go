@@ -80,9 +80,9 @@ func (m *Message) Encode(pk *paillier.PublicKey) ([]byte, error) {
 	return append(b, m.MAC[:]...), nil
 }
 
-// DecodeMessage parses a message's encoding. It checks structure and
-// ciphertext ranges; authentication, replay and coprimality are checked by
-// Aggregator.Receive.
+// DecodeMessage parses a message's encoding. It checks structure and that
+// every ciphertext lies in [1, n²) and is coprime to n; authentication and
+// replay are checked by Aggregator.Receive.
 func DecodeMessage(b []byte, pk *paillier.PublicKey) (*Message, error) {
 	if len(b) < msgHeaderLen+32 {
 		return nil, fmt.Errorf("%w: %d bytes is shorter than a message header", ErrMalformed, len(b))
@@ -95,6 +95,9 @@ func DecodeMessage(b []byte, pk *paillier.PublicKey) (*Message, error) {
 	}
 	m := &Message{}
 	copy(m.KeyFingerprint[:], b[5:37])
+	if m.KeyFingerprint != pk.Fingerprint() {
+		return nil, fmt.Errorf("%w: fingerprint %x does not match the round key", ErrForeignKey, m.KeyFingerprint[:8])
+	}
 	r := b[37:]
 	m.Round = binary.BigEndian.Uint64(r)
 	m.UserID = binary.BigEndian.Uint32(r[8:])
@@ -132,6 +135,9 @@ func DecodeMessage(b []byte, pk *paillier.PublicKey) (*Message, error) {
 			return nil, fmt.Errorf("%w: ciphertext %d: %w", ErrMalformed, i, err)
 		}
 		m.Ciphertexts[i] = c
+	}
+	if err := pk.ValidateAll(m.Ciphertexts); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	copy(m.MAC[:], r[int(size)*int(count):])
 	return m, nil
@@ -182,6 +188,9 @@ func DecodeAggregate(b []byte, pk *paillier.PublicKey) (*Aggregate, error) {
 	}
 	a := &Aggregate{}
 	copy(a.KeyFingerprint[:], b[5:37])
+	if a.KeyFingerprint != pk.Fingerprint() {
+		return nil, fmt.Errorf("%w: aggregate fingerprint %x does not match the key", ErrForeignKey, a.KeyFingerprint[:8])
+	}
 	r := b[37:]
 	a.Round = binary.BigEndian.Uint64(r)
 	dim := binary.BigEndian.Uint32(r[8:])
