@@ -356,6 +356,7 @@ func benchDPHE(e *env, dim, classes, users, bits, denseSample, fracBits int, spa
 	}
 	perUserSample := (denseSample + users - 1) / users
 	r.DenseSample = perUserSample * users
+	r.DenseUserBytes = d * pk.CiphertextSize() // exact: one fixed-width ciphertext per weight
 	want := make([]float64, d)
 	var allMsgs [][]byte
 	for _, id := range ids {
