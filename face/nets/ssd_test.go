@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"testing"
+
+	"github.com/veil-privacy/veil/imaging"
 )
 
 var (
@@ -135,6 +137,22 @@ func TestSSDConcurrentRunsAgree(t *testing.T) {
 	for i := range res[0] {
 		if res[0][i] != res[1][i] {
 			t.Fatalf("score %d differs between goroutines: %v vs %v", i, res[0][i], res[1][i])
+		}
+	}
+}
+
+func TestDetectorsHandleOddImageSizes(t *testing.T) {
+	ssd, tiny := loadSSD(t), loadTiny(t)
+	for _, sz := range [][2]int{{1, 1}, {3, 700}, {700, 3}, {512, 512}, {416, 416}} {
+		img := imaging.NewRGB(sz[0], sz[1])
+		for i := range img.Pix {
+			img.Pix[i] = uint8(i * 7)
+		}
+		if _, err := ssd.Detect(img, SSDOptions{}); err != nil {
+			t.Errorf("SSD on %dx%d: %v", sz[0], sz[1], err)
+		}
+		if _, err := tiny.Detect(img, TinyOptions{InputSize: 160}); err != nil {
+			t.Errorf("tiny on %dx%d: %v", sz[0], sz[1], err)
 		}
 	}
 }
