@@ -295,7 +295,7 @@ func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 			}
 		}
 		err = tensors.ConstFlatData(cur, func(v []float32) {
-			biasRelu6(v, bias)
+			detBiasRelu6(v, bias)
 			copy(keep, v)
 			ssdDepthwise3x3(nextFlat, v, h, w, c, s, p.dw[i].w.F32, p.dw[i].b.F32, true)
 		})
@@ -316,7 +316,7 @@ func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 	}
 	if err := tensors.ConstFlatData(cur, func(v []float32) {
 		copy(lastFlat, v)
-		biasRelu6(lastFlat, bias)
+		detBiasRelu6(lastFlat, bias)
 	}); err != nil {
 		_ = last.FinalizeAll()
 		return nil, fmt.Errorf("nets: reading an SSD activation: %w", err)

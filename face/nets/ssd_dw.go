@@ -35,29 +35,29 @@ func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32, relu6 b
 						n++
 					}
 				}
-				dwPixel(out[(oy*ow+ox)*c:(oy*ow+ox+1)*c], src[:n], wk[:n], b, relu6)
+				detDwPixel(out[(oy*ow+ox)*c:(oy*ow+ox+1)*c], src[:n], wk[:n], b, relu6)
 			}
 		}
 	})
 	return oh, ow
 }
 
-// biasRelu6 adds the per-channel bias b to every pixel of x ([n][c]) and
+// detBiasRelu6 adds the per-channel bias b to every pixel of x ([n][c]) and
 // applies relu6, in place.
-func biasRelu6(x, b []float32) {
+func detBiasRelu6(x, b []float32) {
 	c := len(b)
 	detParallel(len(x)/c, c, func(lo, hi int) {
 		for i := lo * c; i < hi*c; i += c {
 			o := x[i : i+c]
-			addSlice(o, b)
-			relu6Slice(o)
+			detAdd(o, b)
+			detRelu6(o)
 		}
 	})
 }
 
-// dwPixelGeneric computes o = b + Σ_t src[t]·wk[t] element-wise, then
+// detDwPixelGeneric computes o = b + Σ_t src[t]·wk[t] element-wise, then
 // relu6 if relu6 is set.
-func dwPixelGeneric(o []float32, src, wk [][]float32, b []float32, relu6 bool) {
+func detDwPixelGeneric(o []float32, src, wk [][]float32, b []float32, relu6 bool) {
 	copy(o, b[:len(o)])
 	for t := range src {
 		a, w := src[t][:len(o)], wk[t][:len(o)]
@@ -66,20 +66,20 @@ func dwPixelGeneric(o []float32, src, wk [][]float32, b []float32, relu6 bool) {
 		}
 	}
 	if relu6 {
-		relu6SliceGeneric(o)
+		detRelu6Generic(o)
 	}
 }
 
-// addSliceGeneric computes o += b element-wise.
-func addSliceGeneric(o, b []float32) {
+// detAddGeneric computes o += b element-wise.
+func detAddGeneric(o, b []float32) {
 	b = b[:len(o)]
 	for i := range o {
 		o[i] += b[i]
 	}
 }
 
-// relu6SliceGeneric clamps every value to [0, 6].
-func relu6SliceGeneric(o []float32) {
+// detRelu6Generic clamps every value to [0, 6].
+func detRelu6Generic(o []float32) {
 	for i, v := range o {
 		o[i] = min(max(v, 0), 6)
 	}

@@ -5,18 +5,18 @@ package nets
 import "simd/archsimd"
 
 var (
-	hasAVX2   = archsimd.X86.AVX2() && archsimd.X86.FMA()
-	hasAVX512 = archsimd.X86.AVX512()
+	detHasAVX2   = archsimd.X86.AVX2() && archsimd.X86.FMA()
+	detHasAVX512 = archsimd.X86.AVX512()
 )
 
-// dwPixel computes o = b + Σ_t src[t]·wk[t] element-wise, then relu6 if
+// detDwPixel computes o = b + Σ_t src[t]·wk[t] element-wise, then relu6 if
 // relu6 is set, keeping
 // each 16 (AVX-512) or 8 (AVX2) channel accumulator in a register across the
 // taps.
-func dwPixel(o []float32, src, wk [][]float32, b []float32, relu6 bool) {
+func detDwPixel(o []float32, src, wk [][]float32, b []float32, relu6 bool) {
 	n := len(o)
 	j := 0
-	if hasAVX512 {
+	if detHasAVX512 {
 		zero, six := archsimd.BroadcastFloat32x16(0), archsimd.BroadcastFloat32x16(6)
 		for ; j+16 <= n; j += 16 {
 			acc := archsimd.LoadFloat32x16Slice(b[j:])
@@ -29,7 +29,7 @@ func dwPixel(o []float32, src, wk [][]float32, b []float32, relu6 bool) {
 			acc.StoreSlice(o[j:])
 		}
 	}
-	if hasAVX2 {
+	if detHasAVX2 {
 		zero, six := archsimd.BroadcastFloat32x8(0), archsimd.BroadcastFloat32x8(6)
 		for ; j+8 <= n; j += 8 {
 			acc := archsimd.LoadFloat32x8Slice(b[j:])
@@ -48,14 +48,14 @@ func dwPixel(o []float32, src, wk [][]float32, b []float32, relu6 bool) {
 		for t := range src {
 			tail[t], wtail[t] = src[t][j:], wk[t][j:]
 		}
-		dwPixelGeneric(o[j:], tail, wtail, b[j:], relu6)
+		detDwPixelGeneric(o[j:], tail, wtail, b[j:], relu6)
 	}
 }
 
-// addSlice computes o += b element-wise.
-func addSlice(o, b []float32) {
-	if !hasAVX2 {
-		addSliceGeneric(o, b)
+// detAdd computes o += b element-wise.
+func detAdd(o, b []float32) {
+	if !detHasAVX2 {
+		detAddGeneric(o, b)
 		return
 	}
 	n := len(o)
@@ -65,13 +65,13 @@ func addSlice(o, b []float32) {
 		x := archsimd.LoadFloat32x8Slice(o[i:])
 		x.Add(archsimd.LoadFloat32x8Slice(b[i:])).StoreSlice(o[i:])
 	}
-	addSliceGeneric(o[i:], b[i:])
+	detAddGeneric(o[i:], b[i:])
 }
 
-// relu6Slice clamps every value to [0, 6].
-func relu6Slice(o []float32) {
-	if !hasAVX2 {
-		relu6SliceGeneric(o)
+// detRelu6 clamps every value to [0, 6].
+func detRelu6(o []float32) {
+	if !detHasAVX2 {
+		detRelu6Generic(o)
 		return
 	}
 	zero, six := archsimd.BroadcastFloat32x8(0), archsimd.BroadcastFloat32x8(6)
@@ -79,5 +79,5 @@ func relu6Slice(o []float32) {
 	for ; i+8 <= len(o); i += 8 {
 		archsimd.LoadFloat32x8Slice(o[i:]).Max(zero).Min(six).StoreSlice(o[i:])
 	}
-	relu6SliceGeneric(o[i:])
+	detRelu6Generic(o[i:])
 }
