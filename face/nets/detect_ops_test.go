@@ -158,17 +158,6 @@ func detChannelConst(g *graph.Graph, v []float32, dims []int) *graph.Node {
 	return detTileRows(detRow(g, v, dims[2]), dims[1])
 }
 
-// detConv is conv2d (square HWIO kernel w, stride s) plus bias b, with the
-// bias added as a tiled same-shape constant.
-func detConv(x *graph.Node, w, b *tfjs.Tensor, s int, p Padding) *graph.Node {
-	g := x.Graph()
-	y := conv2d(x, constant(g, w), nil, s, p)
-	if b == nil {
-		return y
-	}
-	return graph.Add(y, detChannelConst(g, b.F32, y.Shape().Dimensions))
-}
-
 // detDepthwise is a 3×3 (k×k) depthwise convolution of NHWC x (batch 1)
 // with filter w [k,k,C,1] and bias b (may be nil): the sum over the k² taps
 // of a strided slice times the tap's weights tiled to the output shape.

@@ -81,19 +81,6 @@ func detLoadFloat(t testing.TB, name string, size int) *imaging.Float {
 	return f
 }
 
-// detLoadRGB reads an exact-size .rgb file as an 8-bit image.
-func detLoadRGB(t testing.TB, name string, size int) *imaging.RGB {
-	t.Helper()
-	data, err := os.ReadFile(datadir.ForTest(t, "faceapi-reference", "unit", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(data) != size*size*3 {
-		t.Fatalf("%s has %d bytes, want %d", name, len(data), size*size*3)
-	}
-	return &imaging.RGB{W: size, H: size, Pix: data}
-}
-
 func detModelDir(t testing.TB) string {
 	t.Helper()
 	d := DefaultModelDir()
