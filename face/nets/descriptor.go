@@ -21,8 +21,13 @@ const DescriptorDim = 128
 // network face-api ships as face_recognition_model). Descriptors are not
 // L2-normalised (their norms are about 1.4); dlib compares them by Euclidean
 // distance with threshold 0.6.
+//
+// A pass runs the convolutions' matrix products as GoMLX executions and
+// everything else (im2col, biases, ReLU, residual sums, pools) as plain Go
+// loops (descriptor_kern.go).
 type Descriptor struct {
 	r *netRunner
+	w *descriptorW // also drives the whole-graph reference path (build)
 }
 
 // resConv is a convolution with bias whose per-channel scale layer
@@ -39,7 +44,8 @@ type descResidualW struct {
 
 // descriptorW holds every tensor of the descriptor network.
 type descriptorW struct {
-	conv32Down resConv
+	conv32Down resConv         // input channels padded to 4 (for the graph path)
+	conv0      resConv         // the same with its 3 input channels
 	blocks     []descResidualW // conv32_1..3, conv64_down, conv64_1..3, ... conv256_down_out
 	down       []bool          // whether blocks[i] is a down-sampling block
 	fc         *tfjs.Tensor
@@ -92,7 +98,8 @@ func padInputChannel(c resConv) resConv {
 // loadDescriptorWeights reads and folds the descriptor's weights.
 func loadDescriptorWeights(w *tfjs.Weights) (*descriptorW, error) {
 	wi := &weightsIn{w: w}
-	dw := &descriptorW{conv32Down: padInputChannel(descFoldedConv(wi, "conv32_down", 7, 3, 32))}
+	conv0 := descFoldedConv(wi, "conv32_down", 7, 3, 32)
+	dw := &descriptorW{conv32Down: padInputChannel(conv0), conv0: conv0}
 	for _, bl := range descriptorBlocks {
 		dw.blocks = append(dw.blocks, descResidualW{
 			conv1: descFoldedConv(wi, bl.name+"/conv1", 3, bl.cin, bl.cou),
@@ -118,11 +125,11 @@ func NewDescriptor(modelDir string) (*Descriptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := newNetRunner("descriptor", DescriptorSize, DescriptorDim, dw.build)
+	k, err := newDescKern(dw)
 	if err != nil {
 		return nil, err
 	}
-	return &Descriptor{r: r}, nil
+	return &Descriptor{r: newKernRunner("descriptor", DescriptorSize, DescriptorDim, k.forward), w: dw}, nil
 }
 
 // DescriptorInput applies face-api's preprocessing to a face crop: zero-pad

@@ -99,9 +99,19 @@ func benchNet(b *testing.B, r *netRunner, in *imaging.Float) {
 	})
 }
 
+// BenchmarkDescriptor compares the Go-kernel runner (kern) with the
+// whole-graph reference path (graph) in the same run.
 func BenchmarkDescriptor(b *testing.B) {
 	d := testDescriptor(b)
-	benchNet(b, d.r, loadFaRGB(b, "sample1_face0_recognition_input_150.rgb", DescriptorSize))
+	in := loadFaRGB(b, "sample1_face0_recognition_input_150.rgb", DescriptorSize)
+	b.Run("kern", func(b *testing.B) { benchNet(b, d.r, in) })
+	b.Run("graph", func(b *testing.B) {
+		g, err := newNetRunner("descriptor", DescriptorSize, DescriptorDim, d.w.build)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchNet(b, g, in)
+	})
 }
 
 func BenchmarkLandmarks(b *testing.B) {

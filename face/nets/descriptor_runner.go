@@ -30,6 +30,15 @@ type netRunner struct {
 	size   int    // input height and width
 	outLen int    // floats per input in the output
 	exec   *graph.Exec
+	// forward, when set, replaces exec: it maps n inputs (flat
+	// [n][size][size][3]) to their n·outLen outputs.
+	forward func(x []float32, n int) ([]float32, error)
+}
+
+// newKernRunner wraps forward (see netRunner.forward) into a batching,
+// concurrency-safe runner.
+func newKernRunner(name string, size, outLen int, forward func(x []float32, n int) ([]float32, error)) *netRunner {
+	return &netRunner{name: name, size: size, outLen: outLen, forward: forward}
 }
 
 // newNetRunner wraps build, which maps an [N,size,size,3] float32 node to an
@@ -127,6 +136,13 @@ func (r *netRunner) runChunk(inputs []*imaging.Float, out [][]float32) (err erro
 	for i, in := range inputs {
 		copy(flat[i*per:(i+1)*per], in.Pix)
 	}
+	if r.forward != nil {
+		vals, err := r.forward(flat, n)
+		if err != nil {
+			return fmt.Errorf("nets: %s: %w", r.name, err)
+		}
+		return r.split(vals, out)
+	}
 	x := tensors.FromFlatDataAndDimensions(flat, n, r.size, r.size, 3)
 	res, err := r.exec.Exec(x)
 	x.FinalizeAll()
@@ -145,6 +161,12 @@ func (r *netRunner) runChunk(inputs []*imaging.Float, out [][]float32) (err erro
 	if err != nil {
 		return fmt.Errorf("nets: %s: reading output: %w", r.name, err)
 	}
+	return r.split(vals, out)
+}
+
+// split cuts the flat output of a batch into one slice per input.
+func (r *netRunner) split(vals []float32, out [][]float32) error {
+	n := len(out)
 	if len(vals) != n*r.outLen {
 		return fmt.Errorf("nets: %s: output has %d values, want %d", r.name, len(vals), n*r.outLen)
 	}

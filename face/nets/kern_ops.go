@@ -1,0 +1,214 @@
+package nets
+
+import (
+	"fmt"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+)
+
+// This file holds the plain-Go building blocks of the descriptor, landmark
+// and age/gender networks. As for SSD (ssd_dw.go), only the matrix
+// products run as GoMLX executions: on the pure-Go backend, Slice copies
+// one element at a time and broadcasting element-wise ops go through a slow
+// iterator, so im2col, padding, biases, activations, residual sums and
+// pools are direct loops over contiguous NHWC memory here, and the
+// activations reach each product through a shared buffer.
+
+// kernMatmul is a compiled product of an [M, K] activation matrix with a
+// constant [K, N] filter matrix; M (the number of output pixels of the
+// whole batch) may vary, each size being compiled once.
+type kernMatmul struct {
+	be   compute.Backend
+	exec *graph.Exec
+	k, n int
+}
+
+// newKernMatmul wraps the [k, n] row-major matrix w.
+func newKernMatmul(be compute.Backend, name string, w []float32, k, n int) (*kernMatmul, error) {
+	if len(w) != k*n {
+		return nil, fmt.Errorf("nets: %s: filter has %d values, want %d×%d", name, len(w), k, n)
+	}
+	exec, err := graph.NewExec(be, func(x *graph.Node) *graph.Node {
+		return graph.Dot(x, graph.Const(x.Graph(), tensors.FromFlatDataAndDimensions(w, k, n))).Product()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nets: %s: creating executor: %w", name, err)
+	}
+	exec.SetMaxCache(16)
+	return &kernMatmul{be: be, exec: exec.WithName("nets." + name), k: k, n: n}, nil
+}
+
+// run fills an [m, K] matrix with fill, multiplies it by the filter and
+// hands the [m, N] product to use (which may modify it in place: the
+// product's tensor is private to this call and released afterwards).
+func (mm *kernMatmul) run(m int, fill func(cols []float32), use func(y []float32)) error {
+	x, flat, err := detShared(mm.be, m, mm.k)
+	if err != nil {
+		return err
+	}
+	fill(flat)
+	out, err := detExec(mm.exec, x)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = out.FinalizeAll() }()
+	if err := tensors.ConstFlatData(out, func(y []float32) {
+		if len(y) != m*mm.n {
+			err = fmt.Errorf("nets: %s produced %d values, want %d", mm.exec.Name(), len(y), m*mm.n)
+			return
+		}
+		use(y)
+	}); err != nil {
+		return fmt.Errorf("nets: reading %s: %w", mm.exec.Name(), err)
+	}
+	return err
+}
+
+// kernNormalize writes face-api's (x - mean) / 255 of the n·size·size·3
+// values of in to out (see faNormalize).
+func kernNormalize(out, in []float32) {
+	mean := [3]float32{122.782, 117.001, 104.298}
+	out = out[:len(in)]
+	for i := 0; i+3 <= len(in); i += 3 {
+		out[i] = (in[i] - mean[0]) / 255
+		out[i+1] = (in[i+1] - mean[1]) / 255
+		out[i+2] = (in[i+2] - mean[2]) / 255
+	}
+}
+
+// kernIm2col writes the k×k windows (stride s, TensorFlow padding p, zero
+// fill) of the n images in ([n][h][w][c]) as rows of dst: one row per
+// output pixel, tap-major then channel, matching an HWIO filter reshaped to
+// [k·k·c, cout]. It returns the output size.
+func kernIm2col(dst, in []float32, n, h, w, c, k, s int, p Padding) (oh, ow int) {
+	oh, pt, _ := outSize(h, k, s, p)
+	ow, pl, _ := outSize(w, k, s, p)
+	row := k * k * c
+	dst = dst[:n*oh*ow*row]
+	detParallel(n*oh, ow*row, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			img, oy := r/oh, r%oh
+			src := in[img*h*w*c : (img+1)*h*w*c]
+			for ox := 0; ox < ow; ox++ {
+				d := dst[(r*ow+ox)*row : (r*ow+ox+1)*row]
+				for ky := 0; ky < k; ky++ {
+					iy := oy*s + ky - pt
+					dk := d[ky*k*c : (ky+1)*k*c]
+					if iy < 0 || iy >= h {
+						clear(dk)
+						continue
+					}
+					ix0 := ox*s - pl
+					// Copy the in-bounds run of the kernel row in one go.
+					lo := min(max(0, -ix0), k)
+					hi := max(min(k, w-ix0), lo)
+					clear(dk[:lo*c])
+					copy(dk[lo*c:hi*c], src[(iy*w+ix0+lo)*c:(iy*w+ix0+hi)*c])
+					clear(dk[hi*c:])
+				}
+			}
+		}
+	})
+	return oh, ow
+}
+
+// kernBiasRelu writes y + b (b per channel), then max(·, 0) if relu is set,
+// for every row of y ([m][c]) to dst.
+func kernBiasRelu(dst, y, b []float32, relu bool) {
+	c := len(b)
+	dst = dst[:len(y)]
+	for i := 0; i < len(y); i += c {
+		o, v := dst[i:i+c], y[i:i+c]
+		for j := range o {
+			o[j] = v[j] + b[j]
+		}
+		if relu {
+			kernRelu(o)
+		}
+	}
+}
+
+// kernRelu is max(x, 0) in place.
+func kernRelu(x []float32) {
+	for i, v := range x {
+		x[i] = max(v, 0)
+	}
+}
+
+// kernMaxPoolValid is a k×k VALID max pool with stride s of n images
+// [n][h][w][c]; it writes [n][oh][ow][c] to dst and returns oh, ow.
+func kernMaxPoolValid(dst, in []float32, n, h, w, c, k, s int) (oh, ow int) {
+	oh, ow = (h-k)/s+1, (w-k)/s+1
+	for img := range n {
+		src := in[img*h*w*c:]
+		for oy := range oh {
+			for ox := range ow {
+				o := dst[((img*oh+oy)*ow+ox)*c:][:c]
+				copy(o, src[(oy*s*w+ox*s)*c:][:c])
+				for ky := range k {
+					for kx := range k {
+						v := src[((oy*s+ky)*w+ox*s+kx)*c:][:c]
+						for j := range o {
+							o[j] = max(o[j], v[j])
+						}
+					}
+				}
+			}
+		}
+	}
+	return oh, ow
+}
+
+// kernAvgPoolValid is a k×k VALID average pool with stride s of n images
+// [n][h][w][c] (window sum in row-major tap order, times 1/k²); it writes
+// [n][oh][ow][c] to dst.
+func kernAvgPoolValid(dst, in []float32, n, h, w, c, k, s int) (oh, ow int) {
+	oh, ow = (h-k)/s+1, (w-k)/s+1
+	scale := float32(1 / float64(k*k))
+	for img := range n {
+		src := in[img*h*w*c:]
+		for oy := range oh {
+			for ox := range ow {
+				o := dst[((img*oh+oy)*ow+ox)*c:][:c]
+				clear(o)
+				for ky := range k {
+					for kx := range k {
+						v := src[((oy*s+ky)*w+ox*s+kx)*c:][:c]
+						for j := range o {
+							o[j] += v[j]
+						}
+					}
+				}
+				for j := range o {
+					o[j] *= scale
+				}
+			}
+		}
+	}
+	return oh, ow
+}
+
+// kernDense computes x·w + b for the rows of x ([n][k]) with w [k][m],
+// accumulating in float64; b may be nil.
+func kernDense(x, w, b []float32, n, k, m int) []float32 {
+	out := make([]float32, n*m)
+	acc := make([]float64, m)
+	for i := range n {
+		clear(acc)
+		for j, v := range x[i*k : (i+1)*k] {
+			row := w[j*m : (j+1)*m]
+			for o := range acc {
+				acc[o] += float64(v) * float64(row[o])
+			}
+		}
+		for o := range acc {
+			if b != nil {
+				acc[o] += float64(b[o])
+			}
+			out[i*m+o] = float32(acc[o])
+		}
+	}
+	return out
+}
