@@ -10,6 +10,7 @@ import (
 // products (see kern_ops.go).
 type descKern struct {
 	w      *descriptorW
+	pool   *kernWSPool
 	conv0  *kernMatmul
 	blocks [][2]*kernMatmul // conv1, conv2 of each residual block
 }
@@ -20,7 +21,7 @@ func newDescKern(w *descriptorW) (*descKern, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nets: descriptor: %w", err)
 	}
-	k := &descKern{w: w}
+	k := &descKern{w: w, pool: newKernWSPool(be)}
 	if k.conv0, err = newKernMatmul(be, "descriptor.conv32_down", w.conv0.w.F32, 7*7*3, 32); err != nil {
 		return nil, err
 	}
@@ -40,27 +41,35 @@ func newDescKern(w *descriptorW) (*descKern, error) {
 
 // forward maps n inputs [n][150][150][3] (0..255) to [n][128].
 func (k *descKern) forward(x []float32, n int) ([]float32, error) {
+	ws := k.pool.get(n)
+	out, err := k.pass(ws, x, n)
+	k.pool.put(n, ws)
+	return out, err
+}
+
+// pass is forward with the workspace ws.
+func (k *descKern) pass(ws *kernWS, x []float32, n int) ([]float32, error) {
 	h, w, c := DescriptorSize, DescriptorSize, 3
-	a := make([]float32, len(x))
+	a := ws.buf(len(x))
 	kernNormalize(a, x)
 	oh, _, _ := outSize(h, 7, 2, Valid)
 	ow, _, _ := outSize(w, 7, 2, Valid)
-	y := make([]float32, n*oh*ow*32)
-	if err := k.conv0.run(n*oh*ow, func(cols []float32) {
+	y := ws.buf(n * oh * ow * 32)
+	if err := k.conv0.run(ws, n*oh*ow, func(cols []float32) {
 		kernIm2col(cols, a, n, h, w, c, 7, 2, Valid)
 	}, func(v []float32) { kernBiasRelu(y, v, k.w.conv0.b.F32, true) }); err != nil {
 		return nil, err
 	}
 	h, w, c = oh, ow, 32
 	ph, pw := (h-3)/2+1, (w-3)/2+1
-	x = make([]float32, n*ph*pw*c)
+	x = ws.buf(n * ph * pw * c)
 	h, w = kernMaxPoolValid(x, y, n, h, w, c, 3, 2)
 	for i, bl := range k.w.blocks {
 		var err error
 		if k.w.down[i] {
-			x, h, w, c, err = k.down(x, n, h, w, c, bl, k.blocks[i])
+			x, h, w, c, err = k.down(ws, x, n, h, w, c, bl, k.blocks[i])
 		} else {
-			x, err = k.residual(x, n, h, w, c, bl, k.blocks[i])
+			x, err = k.residual(ws, x, n, h, w, c, bl, k.blocks[i])
 		}
 		if err != nil {
 			return nil, err
@@ -84,17 +93,17 @@ func (k *descKern) forward(x []float32, n int) ([]float32, error) {
 }
 
 // residual is relu(conv2(relu(conv1(x))) + x) with 3×3 SAME convolutions.
-func (k *descKern) residual(x []float32, n, h, w, c int, bl descResidualW, mm [2]*kernMatmul) ([]float32, error) {
+func (k *descKern) residual(ws *kernWS, x []float32, n, h, w, c int, bl descResidualW, mm [2]*kernMatmul) ([]float32, error) {
 	m := n * h * w
-	t := make([]float32, m*c)
-	if err := mm[0].run(m, func(cols []float32) {
+	t := ws.buf(m * c)
+	if err := mm[0].run(ws, m, func(cols []float32) {
 		kernIm2col(cols, x, n, h, w, c, 3, 1, Same)
 	}, func(v []float32) { kernBiasRelu(t, v, bl.conv1.b.F32, true) }); err != nil {
 		return nil, err
 	}
-	out := make([]float32, m*c)
+	out := ws.buf(m * c)
 	b := bl.conv2.b.F32
-	if err := mm[1].run(m, func(cols []float32) {
+	if err := mm[1].run(ws, m, func(cols []float32) {
 		kernIm2col(cols, t, n, h, w, c, 3, 1, Same)
 	}, func(v []float32) {
 		for i := 0; i < len(v); i += c {
@@ -113,23 +122,23 @@ func (k *descKern) residual(x []float32, n, h, w, c int, bl descResidualW, mm [2
 // stride 2 VALID, conv2 3×3 SAME, zero-padded at the bottom and right to
 // the size of the shortcut, a 2×2 average pool of x with zero channels
 // appended.
-func (k *descKern) down(x []float32, n, h, w, cin int, bl descResidualW, mm [2]*kernMatmul) (out []float32, ph, pw, cout int, err error) {
+func (k *descKern) down(ws *kernWS, x []float32, n, h, w, cin int, bl descResidualW, mm [2]*kernMatmul) (out []float32, ph, pw, cout int, err error) {
 	cout = bl.conv1.w.Shape[3]
 	oh, _, _ := outSize(h, 3, 2, Valid)
 	ow, _, _ := outSize(w, 3, 2, Valid)
 	m := n * oh * ow
-	t := make([]float32, m*cout)
-	if err := mm[0].run(m, func(cols []float32) {
+	t := ws.buf(m * cout)
+	if err := mm[0].run(ws, m, func(cols []float32) {
 		kernIm2col(cols, x, n, h, w, cin, 3, 2, Valid)
 	}, func(v []float32) { kernBiasRelu(t, v, bl.conv1.b.F32, true) }); err != nil {
 		return nil, 0, 0, 0, err
 	}
 	ph, pw = (h-2)/2+1, (w-2)/2+1
-	pooled := make([]float32, n*ph*pw*cin)
+	pooled := ws.buf(n * ph * pw * cin)
 	kernAvgPoolValid(pooled, x, n, h, w, cin, 2, 2)
-	out = make([]float32, n*ph*pw*cout)
+	out = ws.buf(n * ph * pw * cout)
 	b := bl.conv2.b.F32
-	if err := mm[1].run(m, func(cols []float32) {
+	if err := mm[1].run(ws, m, func(cols []float32) {
 		kernIm2col(cols, t, n, oh, ow, cout, 3, 1, Same)
 	}, func(v []float32) {
 		for img := range n {

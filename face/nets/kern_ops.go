@@ -2,6 +2,7 @@ package nets
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/gomlx/core/graph"
@@ -40,19 +41,21 @@ func newKernMatmul(be compute.Backend, name string, w []float32, k, n int) (*ker
 	return &kernMatmul{be: be, exec: exec.WithName("nets." + name), k: k, n: n}, nil
 }
 
-// run fills an [m, K] matrix with fill, multiplies it by the filter and
-// hands the [m, N] product to use (which may modify it in place: the
-// product's tensor is private to this call and released afterwards).
-func (mm *kernMatmul) run(m int, fill func(cols []float32), use func(y []float32)) error {
-	x, flat, err := detShared(mm.be, m, mm.k)
+// run fills an [m, K] matrix (a buffer of ws) with fill, multiplies it by
+// the filter and hands the [m, N] product to use (which may modify it in
+// place: the product's tensor is private to this call and released
+// afterwards).
+func (mm *kernMatmul) run(ws *kernWS, m int, fill func(cols []float32), use func(y []float32)) error {
+	x, flat, err := ws.cols(m, mm.k)
 	if err != nil {
 		return err
 	}
 	fill(flat)
-	out, err := detExec(mm.exec, x)
+	outs, err := mm.exec.Exec(x)
 	if err != nil {
-		return err
+		return fmt.Errorf("nets: running %s: %w", mm.exec.Name(), err)
 	}
+	out := outs[0]
 	defer func() { _ = out.FinalizeAll() }()
 	if err := tensors.ConstFlatData(out, func(y []float32) {
 		if len(y) != m*mm.n {
@@ -64,6 +67,100 @@ func (mm *kernMatmul) run(m int, fill func(cols []float32), use func(y []float32
 		return fmt.Errorf("nets: reading %s: %w", mm.exec.Name(), err)
 	}
 	return err
+}
+
+// kernWS is the reusable memory of one forward pass: the shared input
+// tensors of the products (one per matrix shape) and the Go activation
+// buffers. Reusing them avoids allocating and zeroing tens of megabytes per
+// pass (fresh large allocations also make the backend's buffer pool miss
+// more, through more frequent garbage collections).
+type kernWS struct {
+	be     compute.Backend
+	shared map[[2]int]kernShared
+	bufs   [][]float32
+	next   int // next activation buffer handed out by buf
+}
+
+type kernShared struct {
+	t    *tensors.Tensor
+	flat []float32
+}
+
+// cols returns the shared [m, k] input tensor and its flat data.
+func (ws *kernWS) cols(m, k int) (*tensors.Tensor, []float32, error) {
+	if s, ok := ws.shared[[2]int{m, k}]; ok {
+		return s.t, s.flat, nil
+	}
+	t, flat, err := detShared(ws.be, m, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	ws.shared[[2]int{m, k}] = kernShared{t, flat}
+	return t, flat, nil
+}
+
+// buf returns the pass's next activation buffer, of n values (not
+// zeroed).
+func (ws *kernWS) buf(n int) []float32 {
+	if ws.next == len(ws.bufs) {
+		ws.bufs = append(ws.bufs, nil)
+	}
+	b := ws.bufs[ws.next]
+	if cap(b) < n {
+		b = make([]float32, n)
+		ws.bufs[ws.next] = b
+	}
+	ws.next++
+	return b[:n]
+}
+
+// release frees the shared tensors.
+func (ws *kernWS) release() {
+	for _, s := range ws.shared {
+		_ = s.t.FinalizeAll()
+	}
+	ws.shared = nil
+}
+
+// kernWSPool keeps a few workspaces per batch size for reuse; it is safe
+// for concurrent use (each pass takes a workspace of its own).
+type kernWSPool struct {
+	be   compute.Backend
+	mu   sync.Mutex
+	free map[int][]*kernWS
+}
+
+// kernWSKeep is how many idle workspaces per batch size a pool keeps: one
+// per concurrently running pass on this 2-core target.
+const kernWSKeep = 2
+
+func newKernWSPool(be compute.Backend) *kernWSPool {
+	return &kernWSPool{be: be, free: map[int][]*kernWS{}}
+}
+
+// get returns a workspace for a batch of n inputs.
+func (p *kernWSPool) get(n int) *kernWS {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.free[n]; len(l) > 0 {
+		ws := l[len(l)-1]
+		p.free[n] = l[:len(l)-1]
+		ws.next = 0
+		return ws
+	}
+	return &kernWS{be: p.be, shared: map[[2]int]kernShared{}}
+}
+
+// put returns ws (used for batches of n) to the pool; the caller must not
+// use it or any buffer it handed out afterwards.
+func (p *kernWSPool) put(n int, ws *kernWS) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free[n]) < kernWSKeep {
+		p.free[n] = append(p.free[n], ws)
+		return
+	}
+	ws.release()
 }
 
 // kernNormalize writes face-api's (x - mean) / 255 of the n·size·size·3
