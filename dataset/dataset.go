@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"sort"
 
 	"github.com/veil-privacy/veil/imaging"
 )
@@ -68,18 +67,7 @@ func Load(images []Image, o LoadOptions) (*Set, error) {
 	if o.Augment {
 		stored = o.Side + o.Side/8
 	}
-	names := map[string]int32{}
-	var sorted []string
-	for _, im := range images {
-		if _, ok := names[im.Identity]; !ok {
-			names[im.Identity] = 0
-			sorted = append(sorted, im.Identity)
-		}
-	}
-	sort.Strings(sorted)
-	for i, n := range sorted {
-		names[n] = int32(i)
-	}
+	names, sorted := identityLabels(images)
 	s := &Set{Side: o.Side, Stored: stored, Names: sorted, Pix: make([]uint8, 0, len(images)*stored*stored*3)}
 	for _, im := range images {
 		m, err := readImage(im.Path)

@@ -27,6 +27,7 @@ type trainFlags struct {
 	sigma, clip, q, targetEps, delta                             float64
 	seed                                                         uint64
 	json                                                         bool
+	head                                                         headFlags
 }
 
 // trainReport is the --json output of veil train.
@@ -47,8 +48,12 @@ type trainReport struct {
 	Delta       float64     `json:"delta"`
 	DevAccuracy float64     `json:"dev_accuracy"`
 	Threshold   float64     `json:"threshold"`
-	Checkpoint  string      `json:"checkpoint"`
-	WallS       float64     `json:"wall_s"`
+	// DescriptorAccuracy is the accuracy of the raw descriptors (cosine
+	// similarity, threshold from the same tuning pairs): --model head's
+	// starting point.
+	DescriptorAccuracy *float64 `json:"descriptor_accuracy,omitempty"`
+	Checkpoint         string   `json:"checkpoint"`
+	WallS              float64  `json:"wall_s"`
 }
 
 func newTrainCmd(e *env) *cobra.Command {
@@ -65,7 +70,14 @@ test pairs.
 With --dp, training uses DP-SGD: Poisson sampling with rate q, per-example
 gradients clipped to --clip, Gaussian noise σ·C, and the RDP accountant; give
 --noise-multiplier or --target-epsilon (σ is then calibrated for --epochs).
-Under DP the network uses group normalisation and triplet loss is refused.`,
+Under DP the network uses group normalisation and triplet loss is refused.
+
+With --model head the network is a small residual dense head on the 128-d
+descriptors of the face pipeline (detection, dlib alignment, face-api's
+descriptor network; the central face of each image, or a central box when
+none is detected). Descriptors are computed once and cached exactly as
+veil verify caches them (same folder and keys), so the two commands share
+the cache.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTrain(e, cmd, f) },
 	}
@@ -97,21 +109,24 @@ Under DP the network uses group normalisation and triplet loss is refused.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for initialisation, data order and augmentation (not privacy noise)")
 	fl.IntVar(&f.tunePairs, "tune-pairs", 0, "choose the threshold on this many pairsDevTrain pairs, half same, half different (0: all 2200)")
 	fl.BoolVar(&f.json, "json", false, "print a JSON report")
+	f.head.register(cmd)
 	return cmd
 }
 
 // validate checks the flags before any data is read.
 func (f *trainFlags) validate(cmd *cobra.Command) error {
-	if f.model == "head" {
-		return errors.New("train: --model head trains on precomputed 128-d descriptors, which need the pretrained descriptor network (face/nets); it is available in package nn/arch but not yet from this command")
-	}
-	if f.model != "lightface" {
+	if f.model != "lightface" && f.model != "head" {
 		return fmt.Errorf("train: unknown --model %q (want lightface or head)", f.model)
 	}
 	if f.epochs < 1 || f.batch < 1 || f.microBatch < 1 {
 		return fmt.Errorf("train: --epochs, --batch and --micro-batch must be positive")
 	}
-	if f.norm == "" {
+	if f.model == "head" {
+		if cmd.Flags().Changed("norm") {
+			return errors.New("train: --norm applies to LightFace; the head has no normalisation layers")
+		}
+		f.norm = "none"
+	} else if f.norm == "" {
 		f.norm = "batch"
 		if f.dp {
 			f.norm = "group"
@@ -172,7 +187,12 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 	if err := dataset.CheckDisjoint(images, testPairs); err != nil {
 		return err
 	}
-	mc := arch.Config{Kind: "lightface", Input: f.input, Width: f.width, Norm: f.norm}
+	var mc arch.Config
+	if f.model == "head" {
+		mc = arch.Config{Kind: "head"}
+	} else {
+		mc = arch.Config{Kind: "lightface", Input: f.input, Width: f.width, Norm: f.norm}
+	}
 	model, err := arch.New(mc)
 	if err != nil {
 		return err
@@ -187,11 +207,16 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 			return fmt.Errorf("train: checkpoint %s holds another model (%+v), not %+v", f.resume, ck.Header.Model, mc)
 		}
 	}
-	fmt.Fprintf(e.stderr, "loading %d training images…\n", len(images))
-	set, err := dataset.Load(images, dataset.LoadOptions{Side: f.input, Crop: f.crop, Augment: true})
+	var src trainSource
+	if f.model == "head" {
+		src, err = loadHeadData(e, f, lfw, images, append(append([]dataset.Pair{}, tunePairs...), testPairs...))
+	} else {
+		src, err = loadImageData(e, f, lfw, images, append(append([]dataset.Pair{}, tunePairs...), testPairs...))
+	}
 	if err != nil {
 		return err
 	}
+	set := src.train
 	lc := loss.Config{Kind: f.lossKind, Classes: set.Classes()}
 	if f.lossKind == "cosface" || f.lossKind == "arcface" {
 		lc.Scale = 32 // small classes count: s = 32 trains faster than 64
@@ -259,9 +284,20 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 			return err
 		}
 	}
-	acc, thr, err := devAccuracy(tr, lfw, tunePairs, testPairs, f)
+	vecs, err := src.embed(tr)
 	if err != nil {
 		return err
+	}
+	acc, thr, err := pairAccuracy(vecs, lfw, tunePairs, testPairs)
+	if err != nil {
+		return err
+	}
+	if src.raw != nil {
+		a, _, err := pairAccuracy(src.raw, lfw, tunePairs, testPairs)
+		if err != nil {
+			return err
+		}
+		rep.DescriptorAccuracy = &a
 	}
 	p := tr.Privacy()
 	rep.Epochs, rep.Steps = f.epochs, tr.Steps()
@@ -279,6 +315,9 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		fmt.Fprintf(e.stdout, "DP-SGD σ=%.3f C=%g q=%.4f: ε=%.3f at δ=%g\n", p.NoiseMultiplier, p.Clip, p.SamplingRate, p.Epsilon, f.delta)
 	}
 	fmt.Fprintf(e.stdout, "LFW development pairs accuracy %.4f (threshold %.3f); checkpoint %s; %.0f s\n", acc, thr, f.out, rep.WallS)
+	if rep.DescriptorAccuracy != nil {
+		fmt.Fprintf(e.stdout, "raw descriptors (cosine) on the same pairs: accuracy %.4f\n", *rep.DescriptorAccuracy)
+	}
 	return nil
 }
 
@@ -294,47 +333,93 @@ func bar(done, total, width int) string {
 	return "[" + string(b) + "]"
 }
 
-// devAccuracy embeds the development pairs' images and returns the test
-// accuracy at the threshold that is best on the tuning pairs.
+// trainSource is the training data of one model kind and how to embed
+// the development pairs' images with a trainer.
+type trainSource struct {
+	train interface {
+		train.Data
+		Classes() int
+	}
+	// embed returns the trained model's embedding of every pair image,
+	// by path.
+	embed func(tr *train.Trainer) (map[string][]float32, error)
+	// raw, if set, are the pair images' input descriptors (head only).
+	raw map[string][]float32
+}
+
+// loadImageData loads LightFace's training crops; its embed runs the
+// network on the centred crops of the pair images.
+func loadImageData(e *env, f *trainFlags, lfw dataset.LFW, images []dataset.Image, pairs []dataset.Pair) (trainSource, error) {
+	fmt.Fprintf(e.stderr, "loading %d training images…\n", len(images))
+	set, err := dataset.Load(images, dataset.LoadOptions{Side: f.input, Crop: f.crop, Augment: true})
+	if err != nil {
+		return trainSource{}, err
+	}
+	embed := func(tr *train.Trainer) (map[string][]float32, error) {
+		ps, err := dataset.Load(lfw.PairImages(pairs), dataset.LoadOptions{Side: f.input, Crop: f.crop})
+		if err != nil {
+			return nil, err
+		}
+		idx := make([]int, ps.Len())
+		for i := range idx {
+			idx[i] = i
+		}
+		x, _, err := ps.Batch(idx, nil)
+		if err != nil {
+			return nil, err
+		}
+		emb, err := tr.Embed(x, ps.Len())
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string][]float32, len(emb))
+		for i, p := range ps.Paths {
+			out[p] = emb[i]
+		}
+		return out, nil
+	}
+	return trainSource{train: set, embed: embed}, nil
+}
+
+// pairAccuracy scores pairs by the cosine similarity of their images'
+// vectors and returns the test accuracy at the threshold that is best on
+// the tuning pairs.
 // TODO(eval): merge with package eval's verification once it lands.
-func devAccuracy(tr *train.Trainer, lfw dataset.LFW, tune, test []dataset.Pair, f *trainFlags) (float64, float64, error) {
-	all := append(append([]dataset.Pair{}, tune...), test...)
-	ims := lfw.PairImages(all)
-	set, err := dataset.Load(ims, dataset.LoadOptions{Side: f.input, Crop: f.crop})
-	if err != nil {
-		return 0, 0, err
-	}
-	pos := map[string]int{}
-	for i, p := range set.Paths {
-		pos[p] = i
-	}
-	idx := make([]int, set.Len())
-	for i := range idx {
-		idx[i] = i
-	}
-	x, _, err := set.Batch(idx, nil)
-	if err != nil {
-		return 0, 0, err
-	}
-	emb, err := tr.Embed(x, set.Len())
-	if err != nil {
-		return 0, 0, err
-	}
+func pairAccuracy(vecs map[string][]float32, lfw dataset.LFW, tune, test []dataset.Pair) (float64, float64, error) {
+	var missing error
 	sims := func(pairs []dataset.Pair) ([]float64, []bool) {
 		var s []float64
 		var same []bool
 		for _, p := range pairs {
-			a, b := emb[pos[lfw.ImagePath(p.NameA, p.A)]], emb[pos[lfw.ImagePath(p.NameB, p.B)]]
-			var d float64
-			for k := range a {
-				d += float64(a[k]) * float64(b[k])
+			a, okA := vecs[lfw.ImagePath(p.NameA, p.A)]
+			b, okB := vecs[lfw.ImagePath(p.NameB, p.B)]
+			if !okA || !okB || len(a) != len(b) {
+				missing = fmt.Errorf("train: no vector for pair %s %d / %s %d", p.NameA, p.A, p.NameB, p.B)
+				return nil, nil
 			}
-			s = append(s, d)
+			s = append(s, cosine(a, b))
 			same = append(same, p.Same)
 		}
 		return s, same
 	}
 	ts, tsame := sims(tune)
 	es, esame := sims(test)
+	if missing != nil {
+		return 0, 0, missing
+	}
 	return train.VerifyAccuracy(ts, tsame, es, esame)
+}
+
+// cosine is the cosine similarity of a and b (0 if either is zero).
+func cosine(a, b []float32) float64 {
+	var d, na, nb float64
+	for k := range a {
+		d += float64(a[k]) * float64(b[k])
+		na += float64(a[k]) * float64(a[k])
+		nb += float64(b[k]) * float64(b[k])
+	}
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return d / math.Sqrt(na*nb)
 }

@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/dataset"
+	"github.com/veil-privacy/veil/eval"
+	"github.com/veil-privacy/veil/face"
+	"github.com/veil-privacy/veil/face/desccache"
+	"github.com/veil-privacy/veil/face/nets"
+	"github.com/veil-privacy/veil/internal/engine"
+	"github.com/veil-privacy/veil/internal/progress"
+	"github.com/veil-privacy/veil/nn/train"
+)
+
+// headFlags configure the face pipeline that computes --model head's
+// input descriptors.
+type headFlags struct {
+	models, detector, align string
+	minScore                float64
+	cache                   string
+	noCache, quiet          bool
+}
+
+func (h *headFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&h.models, "models", "", "--model head: folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
+	fl.StringVar(&h.detector, "detector", "ssd", "--model head: face detector, ssd or tiny")
+	fl.StringVar(&h.align, "align", "dlib", "--model head: face alignment before the descriptor, dlib or faceapi")
+	fl.Float64Var(&h.minScore, "min-score", 0.5, "--model head: minimum detection score, in (0, 1)")
+	fl.StringVar(&h.cache, "cache", "", "--model head: descriptor cache folder, shared with veil verify (default $"+desccache.EnvCache+", else the user's cache folder)")
+	fl.BoolVar(&h.noCache, "no-cache", false, "--model head: do not read or write the descriptor cache")
+	fl.BoolVarP(&h.quiet, "quiet", "q", false, "no progress bar while describing images")
+}
+
+// descCacheSettings is the cache settings string of a descriptor pipeline;
+// it must stay the one veil verify builds (verify.go) so the two commands
+// share cached descriptors.
+func descCacheSettings(opt face.Options) string {
+	return fmt.Sprintf("%s|%s|%s|%g|%s", pipelineVersion, opt.Detector, opt.Align, opt.MinScore, nets.PinnedDigest())
+}
+
+// openDescriber builds the descriptor pipeline and its cache.
+func (h *headFlags) openDescriber() (eval.Describer, error) {
+	p, err := face.NewPipeline(face.Options{ModelDir: h.models, Detector: face.Detector(h.detector), Align: face.Align(h.align),
+		MinScore: h.minScore, MaxFaces: 100, Descriptors: true})
+	if err != nil {
+		return nil, err
+	}
+	var cache *desccache.Cache
+	if !h.noCache {
+		dir := h.cache
+		if dir == "" {
+			if dir, err = desccache.DefaultDir(); err != nil {
+				return nil, err
+			}
+		}
+		if cache, err = desccache.Open(dir, descCacheSettings(p.Options())); err != nil {
+			return nil, err
+		}
+	}
+	return describer(p, cache), nil
+}
+
+// describeAll runs desc on every path with the engine's parallelism and
+// returns the descriptors by path and how many used the fallback box.
+func describeAll(e *env, label string, paths []string, desc eval.Describer, quiet bool) (map[string][]float32, int, error) {
+	bar := progress.New(e.stderr, label, len(paths), quiet)
+	defer bar.Done()
+	out := make(map[string][]float32, len(paths))
+	var (
+		mu       sync.Mutex
+		fallback int
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	jobs := make(chan string)
+	for w := 0; w < max(1, engine.Parallelism()); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for path := range jobs {
+				d, err := desc(path)
+				mu.Lock()
+				switch {
+				case err != nil && firstErr == nil:
+					firstErr = fmt.Errorf("train: describing %s: %w", path, err)
+				case err == nil:
+					out[path] = d.Descriptor
+					if d.Fallback {
+						fallback++
+					}
+				}
+				mu.Unlock()
+				bar.Add(1)
+			}
+		}()
+	}
+	for _, p := range paths {
+		mu.Lock()
+		failed := firstErr != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		jobs <- p
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, 0, firstErr
+	}
+	return out, fallback, nil
+}
+
+// loadHeadData describes the training images and the pair images; the
+// head trains on the former and its embed maps the latter's descriptors.
+func loadHeadData(e *env, f *trainFlags, lfw dataset.LFW, images []dataset.Image, pairs []dataset.Pair) (trainSource, error) {
+	desc, err := f.head.openDescriber()
+	if err != nil {
+		return trainSource{}, err
+	}
+	paths := make([]string, len(images))
+	for i, im := range images {
+		paths[i] = im.Path
+	}
+	got, fb, err := describeAll(e, "describing training images", paths, desc, f.head.quiet)
+	if err != nil {
+		return trainSource{}, err
+	}
+	vecs := make([][]float32, len(images))
+	for i, im := range images {
+		vecs[i] = got[im.Path]
+	}
+	set, err := dataset.NewVectors(images, vecs)
+	if err != nil {
+		return trainSource{}, err
+	}
+	if set.Dim != 128 {
+		return trainSource{}, fmt.Errorf("train: descriptors have %d values, the head takes 128", set.Dim)
+	}
+	var pairPaths []string
+	for _, im := range lfw.PairImages(pairs) {
+		pairPaths = append(pairPaths, im.Path)
+	}
+	raw, pfb, err := describeAll(e, "describing pair images", pairPaths, desc, f.head.quiet)
+	if err != nil {
+		return trainSource{}, err
+	}
+	fmt.Fprintf(e.stderr, "%d training and %d pair images described (%d and %d without a detected face: central box)\n", len(paths), len(pairPaths), fb, pfb)
+	embed := func(tr *train.Trainer) (map[string][]float32, error) {
+		if len(pairPaths) == 0 {
+			return nil, errors.New("train: no pair images")
+		}
+		x := make([]float32, 0, len(pairPaths)*set.Dim)
+		for _, p := range pairPaths {
+			x = append(x, raw[p]...)
+		}
+		emb, err := tr.Embed(x, len(pairPaths))
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string][]float32, len(emb))
+		for i, p := range pairPaths {
+			out[p] = emb[i]
+		}
+		return out, nil
+	}
+	return trainSource{train: set, embed: embed, raw: raw}, nil
+}
