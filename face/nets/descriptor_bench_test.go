@@ -116,8 +116,20 @@ func BenchmarkDescriptor(b *testing.B) {
 
 func BenchmarkLandmarks(b *testing.B) {
 	in := loadFaRGB(b, "sample1_face0_landmark_input_112.rgb", LandmarkSize)
-	b.Run("full", func(b *testing.B) { benchNet(b, testLandmarker(b, false).r, in) })
-	b.Run("tiny", func(b *testing.B) { benchNet(b, testLandmarker(b, true).r, in) })
+	for _, tc := range []struct {
+		name string
+		tiny bool
+	}{{"full", false}, {"tiny", true}} {
+		l := testLandmarker(b, tc.tiny)
+		b.Run(tc.name+"/kern", func(b *testing.B) { benchNet(b, l.r, in) })
+		b.Run(tc.name+"/graph", func(b *testing.B) {
+			g, err := newNetRunner("landmarks", LandmarkSize, 136, l.w.build)
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchNet(b, g, in)
+		})
+	}
 }
 
 func BenchmarkAgeGender(b *testing.B) {

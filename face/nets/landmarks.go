@@ -16,9 +16,14 @@ const LandmarkSize = 112
 
 // Landmarker runs face-api's 68-point landmark network
 // (face_landmark_68_model) or its tiny variant (face_landmark_68_tiny_model).
+//
+// A pass runs the pointwise and first convolutions' matrix products as
+// GoMLX executions and the depthwise convolutions, im2col, biases, ReLU,
+// dense-block sums and pooling as plain Go loops (landmarks_kern.go).
 type Landmarker struct {
 	r    *netRunner
 	tiny bool
+	w    *landmarkW // also drives the whole-graph reference path (build)
 }
 
 // sepConv is a depthwise-separable convolution: depthwise 3×3 SAME, then
@@ -184,11 +189,11 @@ func NewLandmarker(modelDir string, tiny bool) (*Landmarker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nets: %s: %w", model, err)
 	}
-	r, err := newNetRunner(model, LandmarkSize, 136, lw.build)
+	k, err := newLandmarkKern(model, lw)
 	if err != nil {
 		return nil, err
 	}
-	return &Landmarker{r: r, tiny: tiny}, nil
+	return &Landmarker{r: newKernRunner(model, LandmarkSize, 136, k.forward), tiny: tiny, w: lw}, nil
 }
 
 // Tiny reports whether this is the tiny landmark network.

@@ -1,0 +1,131 @@
+package nets
+
+import (
+	"fmt"
+
+	"github.com/veil-privacy/veil/internal/engine"
+)
+
+// landmarkKern runs a landmark network with Go kernels around GoMLX matrix
+// products (see kern_ops.go).
+type landmarkKern struct {
+	w     *landmarkW
+	pool  *kernWSPool
+	conv0 *kernMatmul     // first block's 3×3 convolution
+	pw    [][]*kernMatmul // pointwise products: per block, conv0 (unused in block 0) then convs
+	zero  []float32       // zero depthwise bias
+}
+
+// newLandmarkKern compiles one product per convolution.
+func newLandmarkKern(model string, w *landmarkW) (*landmarkKern, error) {
+	be, err := engine.Backend()
+	if err != nil {
+		return nil, fmt.Errorf("nets: %s: %w", model, err)
+	}
+	k := &landmarkKern{w: w, pool: newKernWSPool(be), zero: make([]float32, w.featureIn)}
+	for i, bl := range w.blocks {
+		var mms []*kernMatmul
+		seps := bl.convs
+		if bl.first {
+			cout := bl.conv0W.Shape[3]
+			if k.conv0, err = newKernMatmul(be, model+".dense0.conv0", bl.conv0W.F32, 9*bl.conv0W.Shape[2], cout); err != nil {
+				return nil, err
+			}
+			mms = append(mms, nil)
+		} else {
+			seps = append([]sepConv{bl.conv0}, seps...)
+		}
+		for j, s := range seps {
+			if bl.first {
+				j++
+			}
+			name := fmt.Sprintf("%s.dense%d.conv%d", model, i, j)
+			mm, err := newKernMatmul(be, name, s.pw.F32, s.pw.Shape[2], s.pw.Shape[3])
+			if err != nil {
+				return nil, err
+			}
+			mms = append(mms, mm)
+		}
+		k.pw = append(k.pw, mms)
+	}
+	return k, nil
+}
+
+// forward maps n inputs [n][112][112][3] (0..255) to [n][136].
+func (k *landmarkKern) forward(x []float32, n int) ([]float32, error) {
+	ws := k.pool.get(n)
+	out, err := k.pass(ws, x, n)
+	k.pool.put(n, ws)
+	return out, err
+}
+
+// sep runs the depthwise part of s (stride st) on the n images in
+// ([n][h][w][c]) into the product's input, multiplies by the pointwise
+// filter and hands the [n·oh·ow, cout] product (without bias) to use.
+func (k *landmarkKern) sep(ws *kernWS, mm *kernMatmul, s sepConv, in []float32, n, h, w, c, st int, use func(y []float32)) (oh, ow int, err error) {
+	oh, _, _ = outSize(h, 3, st, Same)
+	ow, _, _ = outSize(w, 3, st, Same)
+	err = mm.run(ws, n*oh*ow, func(cols []float32) {
+		for img := range n {
+			ssdDepthwise3x3(cols[img*oh*ow*c:(img+1)*oh*ow*c], in[img*h*w*c:(img+1)*h*w*c], h, w, c, st, s.dw.F32, k.zero[:c], false)
+		}
+	}, use)
+	return oh, ow, err
+}
+
+// pass is forward with the workspace ws.
+func (k *landmarkKern) pass(ws *kernWS, x []float32, n int) ([]float32, error) {
+	h, w, c := LandmarkSize, LandmarkSize, 3
+	in := ws.buf(len(x))
+	kernNormalize(in, x)
+	for i, bl := range k.w.blocks {
+		var sum []float32
+		var oh, ow, cout int
+		var err error
+		if bl.first {
+			cout = bl.conv0W.Shape[3]
+			oh, _, _ = outSize(h, 3, 2, Same)
+			ow, _, _ = outSize(w, 3, 2, Same)
+			sum = ws.buf(n * oh * ow * cout)
+			err = k.conv0.run(ws, n*oh*ow, func(cols []float32) {
+				kernIm2col(cols, in, n, h, w, c, 3, 2, Same)
+			}, func(v []float32) { kernBiasRelu(sum, v, bl.conv0B.F32, true) })
+		} else {
+			cout = bl.conv0.pw.Shape[3]
+			oh, _, _ = outSize(h, 3, 2, Same)
+			ow, _, _ = outSize(w, 3, 2, Same)
+			sum = ws.buf(n * oh * ow * cout)
+			_, _, err = k.sep(ws, k.pw[i][0], bl.conv0, in, n, h, w, c, 2, func(v []float32) {
+				kernBiasRelu(sum, v, bl.conv0.b.F32, true)
+			})
+		}
+		if err != nil {
+			return nil, err
+		}
+		h, w, c = oh, ow, cout
+		// sum holds out1 + out2 + ...; each convolution reads relu(sum).
+		in = sum
+		act := ws.buf(len(sum))
+		for j, s := range bl.convs {
+			b := s.b.F32
+			if _, _, err := k.sep(ws, k.pw[i][j+1], s, in, n, h, w, c, 1, func(v []float32) {
+				for p := 0; p < len(v); p += c {
+					sp, ap, vp := sum[p:p+c], act[p:p+c], v[p:p+c]
+					for q := range sp {
+						sp[q] += vp[q] + b[q]
+						ap[q] = max(sp[q], 0)
+					}
+				}
+			}); err != nil {
+				return nil, err
+			}
+			in = act
+		}
+	}
+	if h != k.w.pool || w != k.w.pool {
+		return nil, fmt.Errorf("nets: landmark features are %d×%d, want %d×%d", h, w, k.w.pool, k.w.pool)
+	}
+	feat := ws.buf(n * c)
+	kernAvgPoolValid(feat, in, n, h, w, c, k.w.pool, 2)
+	return kernDense(feat, k.w.fcW.F32, k.w.fcB.F32, n, c, 136), nil
+}
