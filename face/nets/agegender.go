@@ -15,8 +15,13 @@ const AgeGenderSize = 112
 // AgeGender runs face-api's age and gender network (age_gender_model): a
 // TinyXception feature extractor with two main blocks, a 7×7 average pool
 // and two dense heads.
+//
+// A pass runs the convolutions' matrix products as GoMLX executions and
+// the depthwise convolutions, im2col, biases, ReLU, residual sums and pools
+// as plain Go loops (agegender_kern.go).
 type AgeGender struct {
 	r *netRunner
+	w *agW // also drives the whole-graph reference path (build)
 }
 
 // AgeGenderResult is the network's output for one face.
@@ -99,11 +104,11 @@ func NewAgeGender(modelDir string) (*AgeGender, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := newNetRunner("age_gender_model", AgeGenderSize, 3, a.build)
+	k, err := newAgeGenderKern(a)
 	if err != nil {
 		return nil, err
 	}
-	return &AgeGender{r: r}, nil
+	return &AgeGender{r: newKernRunner("age_gender_model", AgeGenderSize, 3, k.forward), w: a}, nil
 }
 
 // AgeGenderInput applies face-api's preprocessing to a face crop (in

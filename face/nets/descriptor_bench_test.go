@@ -134,5 +134,13 @@ func BenchmarkLandmarks(b *testing.B) {
 
 func BenchmarkAgeGender(b *testing.B) {
 	in := loadFaRGB(b, "sample1_face0_landmark_input_112.rgb", AgeGenderSize)
-	benchNet(b, testAgeGender(b).r, in)
+	a := testAgeGender(b)
+	b.Run("kern", func(b *testing.B) { benchNet(b, a.r, in) })
+	b.Run("graph", func(b *testing.B) {
+		g, err := newNetRunner("age_gender_model", AgeGenderSize, 3, a.w.build)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchNet(b, g, in)
+	})
 }

@@ -79,6 +79,7 @@ type kernWS struct {
 	shared map[[2]int]kernShared
 	bufs   [][]float32
 	next   int // next activation buffer handed out by buf
+	zero   []float32
 }
 
 type kernShared struct {
@@ -112,6 +113,14 @@ func (ws *kernWS) buf(n int) []float32 {
 	}
 	ws.next++
 	return b[:n]
+}
+
+// zeros returns n zeros.
+func (ws *kernWS) zeros(n int) []float32 {
+	if len(ws.zero) < n {
+		ws.zero = make([]float32, n)
+	}
+	return ws.zero[:n]
 }
 
 // release frees the shared tensors.
@@ -256,6 +265,60 @@ func kernMaxPoolValid(dst, in []float32, n, h, w, c, k, s int) (oh, ow int) {
 		}
 	}
 	return oh, ow
+}
+
+// kernMaxPoolSame is a k×k SAME max pool with stride s (padded cells never
+// win) of n images [n][h][w][c]; it writes [n][oh][ow][c] to dst.
+func kernMaxPoolSame(dst, in []float32, n, h, w, c, k, s int) (oh, ow int) {
+	oh, pt, _ := outSize(h, k, s, Same)
+	ow, pl, _ := outSize(w, k, s, Same)
+	for img := range n {
+		src := in[img*h*w*c:]
+		for oy := range oh {
+			for ox := range ow {
+				o := dst[((img*oh+oy)*ow+ox)*c:][:c]
+				first := true
+				for ky := range k {
+					iy := oy*s + ky - pt
+					if iy < 0 || iy >= h {
+						continue
+					}
+					for kx := range k {
+						ix := ox*s + kx - pl
+						if ix < 0 || ix >= w {
+							continue
+						}
+						v := src[(iy*w+ix)*c:][:c]
+						if first {
+							copy(o, v)
+							first = false
+							continue
+						}
+						for j := range o {
+							o[j] = max(o[j], v[j])
+						}
+					}
+				}
+			}
+		}
+	}
+	return oh, ow
+}
+
+// kernSepConv runs a 3×3 SAME depthwise convolution (filters dw
+// [3][3][c], stride st, no bias) of the n images in ([n][h][w][c]) straight
+// into the input of the pointwise product mm and hands the
+// [n·oh·ow, cout] product (without bias) to use.
+func kernSepConv(ws *kernWS, mm *kernMatmul, dw, in []float32, n, h, w, c, st int, use func(y []float32)) (oh, ow int, err error) {
+	oh, _, _ = outSize(h, 3, st, Same)
+	ow, _, _ = outSize(w, 3, st, Same)
+	zero := ws.zeros(c)
+	err = mm.run(ws, n*oh*ow, func(cols []float32) {
+		for img := range n {
+			ssdDepthwise3x3(cols[img*oh*ow*c:(img+1)*oh*ow*c], in[img*h*w*c:(img+1)*h*w*c], h, w, c, st, dw, zero, false)
+		}
+	}, use)
+	return oh, ow, err
 }
 
 // kernAvgPoolValid is a k×k VALID average pool with stride s of n images

@@ -13,7 +13,6 @@ type landmarkKern struct {
 	pool  *kernWSPool
 	conv0 *kernMatmul     // first block's 3×3 convolution
 	pw    [][]*kernMatmul // pointwise products: per block, conv0 (unused in block 0) then convs
-	zero  []float32       // zero depthwise bias
 }
 
 // newLandmarkKern compiles one product per convolution.
@@ -22,7 +21,7 @@ func newLandmarkKern(model string, w *landmarkW) (*landmarkKern, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nets: %s: %w", model, err)
 	}
-	k := &landmarkKern{w: w, pool: newKernWSPool(be), zero: make([]float32, w.featureIn)}
+	k := &landmarkKern{w: w, pool: newKernWSPool(be)}
 	for i, bl := range w.blocks {
 		var mms []*kernMatmul
 		seps := bl.convs
@@ -59,20 +58,6 @@ func (k *landmarkKern) forward(x []float32, n int) ([]float32, error) {
 	return out, err
 }
 
-// sep runs the depthwise part of s (stride st) on the n images in
-// ([n][h][w][c]) into the product's input, multiplies by the pointwise
-// filter and hands the [n·oh·ow, cout] product (without bias) to use.
-func (k *landmarkKern) sep(ws *kernWS, mm *kernMatmul, s sepConv, in []float32, n, h, w, c, st int, use func(y []float32)) (oh, ow int, err error) {
-	oh, _, _ = outSize(h, 3, st, Same)
-	ow, _, _ = outSize(w, 3, st, Same)
-	err = mm.run(ws, n*oh*ow, func(cols []float32) {
-		for img := range n {
-			ssdDepthwise3x3(cols[img*oh*ow*c:(img+1)*oh*ow*c], in[img*h*w*c:(img+1)*h*w*c], h, w, c, st, s.dw.F32, k.zero[:c], false)
-		}
-	}, use)
-	return oh, ow, err
-}
-
 // pass is forward with the workspace ws.
 func (k *landmarkKern) pass(ws *kernWS, x []float32, n int) ([]float32, error) {
 	h, w, c := LandmarkSize, LandmarkSize, 3
@@ -95,7 +80,7 @@ func (k *landmarkKern) pass(ws *kernWS, x []float32, n int) ([]float32, error) {
 			oh, _, _ = outSize(h, 3, 2, Same)
 			ow, _, _ = outSize(w, 3, 2, Same)
 			sum = ws.buf(n * oh * ow * cout)
-			_, _, err = k.sep(ws, k.pw[i][0], bl.conv0, in, n, h, w, c, 2, func(v []float32) {
+			_, _, err = kernSepConv(ws, k.pw[i][0], bl.conv0.dw.F32, in, n, h, w, c, 2, func(v []float32) {
 				kernBiasRelu(sum, v, bl.conv0.b.F32, true)
 			})
 		}
@@ -108,7 +93,7 @@ func (k *landmarkKern) pass(ws *kernWS, x []float32, n int) ([]float32, error) {
 		act := ws.buf(len(sum))
 		for j, s := range bl.convs {
 			b := s.b.F32
-			if _, _, err := k.sep(ws, k.pw[i][j+1], s, in, n, h, w, c, 1, func(v []float32) {
+			if _, _, err := kernSepConv(ws, k.pw[i][j+1], s.dw.F32, in, n, h, w, c, 1, func(v []float32) {
 				for p := 0; p < len(v); p += c {
 					sp, ap, vp := sum[p:p+c], act[p:p+c], v[p:p+c]
 					for q := range sp {

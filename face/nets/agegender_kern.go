@@ -1,0 +1,200 @@
+package nets
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gomlx/compute"
+
+	"github.com/veil-privacy/veil/internal/engine"
+)
+
+// agKern runs the age/gender network with Go kernels around GoMLX matrix
+// products (see kern_ops.go).
+type agKern struct {
+	w                *agW
+	pool             *kernWSPool
+	convIn           *kernMatmul
+	rb0, rb1, exitRB agReductionMM
+	main             [2][3]*kernMatmul
+	exitSep          *kernMatmul
+}
+
+// agReductionMM holds a reduction block's products.
+type agReductionMM struct{ sep0, sep1, expansion *kernMatmul }
+
+func newAgReductionMM(be compute.Backend, name string, rb xcReduction) (agReductionMM, error) {
+	var r agReductionMM
+	var err error
+	if r.sep0, err = agPointwise(be, name+".sep0", rb.sep0); err != nil {
+		return r, err
+	}
+	if r.sep1, err = agPointwise(be, name+".sep1", rb.sep1); err != nil {
+		return r, err
+	}
+	e := rb.expansion.w
+	r.expansion, err = newKernMatmul(be, name+".expansion", e.F32, e.Shape[2], e.Shape[3])
+	return r, err
+}
+
+func agPointwise(be compute.Backend, name string, s sepConv) (*kernMatmul, error) {
+	return newKernMatmul(be, name, s.pw.F32, s.pw.Shape[2], s.pw.Shape[3])
+}
+
+// newAgeGenderKern compiles one product per convolution.
+func newAgeGenderKern(a *agW) (*agKern, error) {
+	be, err := engine.Backend()
+	if err != nil {
+		return nil, fmt.Errorf("nets: age_gender_model: %w", err)
+	}
+	k := &agKern{w: a, pool: newKernWSPool(be)}
+	const p = "age_gender_model."
+	cw := a.convIn.w
+	if k.convIn, err = newKernMatmul(be, p+"conv_in", cw.F32, 9*cw.Shape[2], cw.Shape[3]); err != nil {
+		return nil, err
+	}
+	if k.rb0, err = newAgReductionMM(be, p+"rb0", a.rb0); err != nil {
+		return nil, err
+	}
+	if k.rb1, err = newAgReductionMM(be, p+"rb1", a.rb1); err != nil {
+		return nil, err
+	}
+	if k.exitRB, err = newAgReductionMM(be, p+"exit_rb", a.exitRB); err != nil {
+		return nil, err
+	}
+	for b := range a.main {
+		for s := range a.main[b] {
+			if k.main[b][s], err = agPointwise(be, fmt.Sprintf("%smain%d.sep%d", p, b, s), a.main[b][s]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if k.exitSep, err = agPointwise(be, p+"exit_sep", a.exitSep); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// forward maps n inputs [n][112][112][3] (0..255) to [n][age, P(male), P(female)].
+func (k *agKern) forward(x []float32, n int) ([]float32, error) {
+	ws := k.pool.get(n)
+	out, err := k.pass(ws, x, n)
+	k.pool.put(n, ws)
+	return out, err
+}
+
+// reluCopy returns max(x, 0) in a new workspace buffer.
+func reluCopy(ws *kernWS, x []float32) []float32 {
+	r := ws.buf(len(x))
+	for i, v := range x {
+		r[i] = max(v, 0)
+	}
+	return r
+}
+
+// sepBias runs separable convolution s (stride 1) on in and returns its
+// output with the bias added, in a new workspace buffer.
+func (k *agKern) sepBias(ws *kernWS, mm *kernMatmul, s sepConv, in []float32, n, h, w, c int) ([]float32, error) {
+	cout := s.pw.Shape[3]
+	out := ws.buf(n * h * w * cout)
+	_, _, err := kernSepConv(ws, mm, s.dw.F32, in, n, h, w, c, 1, func(v []float32) {
+		kernBiasRelu(out, v, s.b.F32, false)
+	})
+	return out, err
+}
+
+// reduction is TinyXception's reduction block (see xcReduction.apply).
+func (k *agKern) reduction(ws *kernWS, mm agReductionMM, rb xcReduction, x []float32, n, h, w, c int, activate bool) (out []float32, oh, ow, cout int, err error) {
+	in := x
+	if activate {
+		in = reluCopy(ws, x)
+	}
+	cout = rb.sep0.pw.Shape[3]
+	t, err := k.sepBias(ws, mm.sep0, rb.sep0, in, n, h, w, c)
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	kernRelu(t)
+	t, err = k.sepBias(ws, mm.sep1, rb.sep1, t, n, h, w, cout)
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	oh, _, _ = outSize(h, 3, 2, Same)
+	ow, _, _ = outSize(w, 3, 2, Same)
+	out = ws.buf(n * oh * ow * cout)
+	kernMaxPoolSame(out, t, n, h, w, cout, 3, 2)
+	b := rb.expansion.b.F32
+	err = mm.expansion.run(ws, n*oh*ow, func(cols []float32) {
+		kernIm2col(cols, x, n, h, w, c, 1, 2, Same)
+	}, func(v []float32) {
+		for i := 0; i < len(v); i += cout {
+			o, y := out[i:i+cout], v[i:i+cout]
+			for j := range o {
+				o[j] += y[j] + b[j]
+			}
+		}
+	})
+	return out, oh, ow, cout, err
+}
+
+// pass is forward with the workspace ws.
+func (k *agKern) pass(ws *kernWS, x []float32, n int) ([]float32, error) {
+	a := k.w
+	h, w, c := AgeGenderSize, AgeGenderSize, 3
+	in := ws.buf(len(x))
+	kernNormalize(in, x)
+	oh, _, _ := outSize(h, 3, 2, Same)
+	ow, _, _ := outSize(w, 3, 2, Same)
+	cout := a.convIn.w.Shape[3]
+	y := ws.buf(n * oh * ow * cout)
+	if err := k.convIn.run(ws, n*oh*ow, func(cols []float32) {
+		kernIm2col(cols, in, n, h, w, c, 3, 2, Same)
+	}, func(v []float32) { kernBiasRelu(y, v, a.convIn.b.F32, true) }); err != nil {
+		return nil, err
+	}
+	h, w, c = oh, ow, cout
+	var err error
+	if y, h, w, c, err = k.reduction(ws, k.rb0, a.rb0, y, n, h, w, c, false); err != nil {
+		return nil, err
+	}
+	if y, h, w, c, err = k.reduction(ws, k.rb1, a.rb1, y, n, h, w, c, true); err != nil {
+		return nil, err
+	}
+	for b, mb := range a.main {
+		out := y
+		for s, sc := range mb {
+			if out, err = k.sepBias(ws, k.main[b][s], sc, reluCopy(ws, out), n, h, w, c); err != nil {
+				return nil, err
+			}
+		}
+		for i := range out {
+			out[i] += y[i]
+		}
+		y = out
+	}
+	if y, h, w, c, err = k.reduction(ws, k.exitRB, a.exitRB, y, n, h, w, c, true); err != nil {
+		return nil, err
+	}
+	if y, err = k.sepBias(ws, k.exitSep, a.exitSep, y, n, h, w, c); err != nil {
+		return nil, err
+	}
+	kernRelu(y)
+	c = a.exitSep.pw.Shape[3]
+	if h != 7 || w != 7 {
+		return nil, fmt.Errorf("nets: age/gender features are %d×%d, want 7×7", h, w)
+	}
+	feat := ws.buf(n * c)
+	kernAvgPoolValid(feat, y, n, h, w, c, 7, 2)
+	age := kernDense(feat, a.ageW.F32, a.ageB.F32, n, c, 1)
+	logits := kernDense(feat, a.gendW.F32, a.gendB.F32, n, c, 2)
+	out := make([]float32, 3*n)
+	for i := range n {
+		l0, l1 := float64(logits[2*i]), float64(logits[2*i+1])
+		m := max(l0, l1)
+		e0, e1 := math.Exp(l0-m), math.Exp(l1-m)
+		out[3*i] = age[i]
+		out[3*i+1] = float32(e0 / (e0 + e1))
+		out[3*i+2] = float32(e1 / (e0 + e1))
+	}
+	return out, nil
+}
