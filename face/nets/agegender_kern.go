@@ -79,7 +79,7 @@ func newAgeGenderKern(a *agW) (*agKern, error) {
 func (k *agKern) forward(x []float32, n int) ([]float32, error) {
 	ws := k.pool.get(n)
 	out, err := k.pass(ws, x, n)
-	k.pool.put(n, ws)
+	k.pool.put(ws)
 	return out, err
 }
 

@@ -43,7 +43,7 @@ func newDescKern(w *descriptorW) (*descKern, error) {
 func (k *descKern) forward(x []float32, n int) ([]float32, error) {
 	ws := k.pool.get(n)
 	out, err := k.pass(ws, x, n)
-	k.pool.put(n, ws)
+	k.pool.put(ws)
 	return out, err
 }
 

@@ -19,10 +19,11 @@ import (
 // ErrInput is wrapped by errors about inputs of the wrong size or shape.
 var ErrInput = errors.New("nets: invalid network input")
 
-// netMaxBatch is the largest batch one execution takes. Batches are split into
-// chunks of 8, 4, 2 and 1 so that at most four graphs are ever compiled per
-// network and no compute is spent on padding.
-const netMaxBatch = 8
+// netMaxBatch is the largest batch one pass takes. Batches are split into
+// chunks of 4, 2 and 1 so that at most three sizes are ever compiled per
+// product and no compute is spent on padding; larger chunks measured no
+// faster with the Go-kernel runners and would hold more memory.
+const netMaxBatch = 4
 
 // netRunner executes one network graph on batches of square RGB inputs.
 type netRunner struct {
@@ -73,7 +74,7 @@ func (r *netRunner) check(i int, in *imaging.Float) error {
 // run returns the network's output for every input, in order. Inputs are
 // split evenly over engine.Parallelism() goroutines (the pure-Go backend
 // runs one execution on about one core), and each share is run in chunks
-// of 8, 4, 2 and 1.
+// of 4, 2 and 1.
 func (r *netRunner) run(inputs []*imaging.Float) ([][]float32, error) {
 	for i, in := range inputs {
 		if err := r.check(i, in); err != nil {

@@ -76,6 +76,7 @@ func (mm *kernMatmul) run(ws *kernWS, m int, fill func(cols []float32), use func
 // more, through more frequent garbage collections).
 type kernWS struct {
 	be     compute.Backend
+	n      int // batch size
 	shared map[[2]int]kernShared
 	bufs   [][]float32
 	next   int // next activation buffer handed out by buf
@@ -131,45 +132,49 @@ func (ws *kernWS) release() {
 	ws.shared = nil
 }
 
-// kernWSPool keeps a few workspaces per batch size for reuse; it is safe
-// for concurrent use (each pass takes a workspace of its own).
+// kernWSPool keeps a few idle workspaces for reuse; it is safe for
+// concurrent use (each pass takes a workspace of its own).
 type kernWSPool struct {
 	be   compute.Backend
 	mu   sync.Mutex
-	free map[int][]*kernWS
+	free []*kernWS
 }
 
-// kernWSKeep is how many idle workspaces per batch size a pool keeps: one
-// per concurrently running pass on this 2-core target.
+// kernWSKeep is how many idle workspaces a pool keeps: one per
+// concurrently running pass on this 2-core target. A descriptor workspace
+// holds about 9 MB per input of its batch size, so at most about 70 MB
+// stay allocated with netMaxBatch = 4.
 const kernWSKeep = 2
 
 func newKernWSPool(be compute.Backend) *kernWSPool {
-	return &kernWSPool{be: be, free: map[int][]*kernWS{}}
+	return &kernWSPool{be: be}
 }
 
 // get returns a workspace for a batch of n inputs.
 func (p *kernWSPool) get(n int) *kernWS {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if l := p.free[n]; len(l) > 0 {
-		ws := l[len(l)-1]
-		p.free[n] = l[:len(l)-1]
-		ws.next = 0
-		return ws
+	for i, ws := range p.free {
+		if ws.n == n {
+			p.free = append(p.free[:i], p.free[i+1:]...)
+			ws.next = 0
+			return ws
+		}
 	}
-	return &kernWS{be: p.be, shared: map[[2]int]kernShared{}}
+	return &kernWS{be: p.be, n: n, shared: map[[2]int]kernShared{}}
 }
 
-// put returns ws (used for batches of n) to the pool; the caller must not
-// use it or any buffer it handed out afterwards.
-func (p *kernWSPool) put(n int, ws *kernWS) {
+// put returns ws to the pool; the caller must not use it or any buffer it
+// handed out afterwards. When the pool is full, the oldest idle workspace
+// is released.
+func (p *kernWSPool) put(ws *kernWS) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.free[n]) < kernWSKeep {
-		p.free[n] = append(p.free[n], ws)
-		return
+	if len(p.free) == kernWSKeep {
+		p.free[0].release()
+		p.free = append(p.free[:0], p.free[1:]...)
 	}
-	ws.release()
+	p.free = append(p.free, ws)
 }
 
 // kernNormalize writes face-api's (x - mean) / 255 of the n·size·size·3

@@ -31,7 +31,8 @@ func kernTestInputs(face *imaging.Float) []*imaging.Float {
 
 // TestKernMatchesGraph checks each network's Go-kernel runner against the
 // whole-graph path (the implementation the kernels replaced, itself checked
-// against face-api) on distinct inputs in one batch of 5 (chunks 4 and 1).
+// against face-api) on five distinct inputs in one call (split over the
+// cores and into chunks of 2 and 1).
 func TestKernMatchesGraph(t *testing.T) {
 	recog := loadFaRGB(t, "sample1_face0_recognition_input_150.rgb", DescriptorSize)
 	lmIn := loadFaRGB(t, "sample1_face0_landmark_input_112.rgb", LandmarkSize)

@@ -54,7 +54,7 @@ func newLandmarkKern(model string, w *landmarkW) (*landmarkKern, error) {
 func (k *landmarkKern) forward(x []float32, n int) ([]float32, error) {
 	ws := k.pool.get(n)
 	out, err := k.pass(ws, x, n)
-	k.pool.put(n, ws)
+	k.pool.put(ws)
 	return out, err
 }
 
