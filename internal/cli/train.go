@@ -22,7 +22,7 @@ type trainFlags struct {
 	model, lossKind, data, optimizer, norm, out, resume          string
 	input, epochs, batch, microBatch, minImages, maxPeople, crop int
 	tunePairs                                                    int
-	width, lr, momentum, weightDecay                             float64
+	width, lr, momentum, weightDecay, scale, margin              float64
 	dp                                                           bool
 	sigma, clip, q, targetEps, delta                             float64
 	seed                                                         uint64
@@ -84,6 +84,8 @@ the cache.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "lightface", "model: lightface or head")
 	fl.StringVar(&f.lossKind, "loss", "arcface", "loss: softmax, cosface, arcface, triplet or irene")
+	fl.Float64Var(&f.scale, "scale", 32, "CosFace/ArcFace scale s (32 suits few classes; the papers use 64)")
+	fl.Float64Var(&f.margin, "margin", 0, "CosFace/ArcFace/triplet margin (0: the paper's, 0.35 CosFace, 0.5 ArcFace, 0.2 triplet)")
 	fl.StringVar(&f.data, "data", "", "LFW folder (default: <data>/lfw)")
 	fl.IntVar(&f.input, "input", 64, "input side in pixels (224, 112, 64)")
 	fl.Float64Var(&f.width, "width", 0.25, "LightFace width multiplier")
@@ -219,7 +221,10 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 	set := src.train
 	lc := loss.Config{Kind: f.lossKind, Classes: set.Classes()}
 	if f.lossKind == "cosface" || f.lossKind == "arcface" {
-		lc.Scale = 32 // small classes count: s = 32 trains faster than 64
+		lc.Scale = f.scale
+	}
+	if f.lossKind == "cosface" || f.lossKind == "arcface" || f.lossKind == "triplet" {
+		lc.Margin = f.margin
 	}
 	lc = lc.Defaults()
 	head, err := loss.New(model.Params(), lc, mc.Embedding)
