@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/nn/checkpoint"
 	"github.com/veil-privacy/veil/nn/train"
@@ -45,5 +46,24 @@ func TestTrainRefusesBadConfigurations(t *testing.T) {
 		if code == 0 || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want failure mentioning %q", tc.args, code, errb.String(), tc.want)
 		}
+	}
+}
+
+func TestPairAccuracy(t *testing.T) {
+	lfw := dataset.LFW{Dir: "d"}
+	vecs := map[string][]float32{
+		lfw.ImagePath("A", 1): {1, 0}, lfw.ImagePath("A", 2): {0.9, 0.1},
+		lfw.ImagePath("B", 1): {0, 1}, lfw.ImagePath("B", 2): {0.1, 0.9},
+	}
+	pairs := []dataset.Pair{{"A", 1, "A", 2, true}, {"B", 1, "B", 2, true}, {"A", 1, "B", 1, false}, {"A", 2, "B", 2, false}}
+	acc, thr, err := pairAccuracy(vecs, lfw, pairs, pairs)
+	if err != nil || acc != 1 || !(thr > 0.2 && thr < 0.99) {
+		t.Errorf("pairAccuracy = %v, %v, %v; want 1 with a threshold between the classes", acc, thr, err)
+	}
+	if _, _, err := pairAccuracy(vecs, lfw, pairs, []dataset.Pair{{"C", 1, "A", 1, false}}); err == nil || !strings.Contains(err.Error(), "no vector") {
+		t.Errorf("missing image: err = %v", err)
+	}
+	if c := cosine([]float32{0, 0}, []float32{1, 0}); c != 0 {
+		t.Errorf("cosine with a zero vector = %v", c)
 	}
 }
