@@ -14,6 +14,9 @@ type Described struct {
 	Descriptor []float32
 	// Fallback is true when no face was detected and a fallback was used.
 	Fallback bool
+	// LowScore is true when the face was found only below the usual
+	// detection threshold.
+	LowScore bool
 }
 
 // Describer turns an image file into a face descriptor.
@@ -49,6 +52,7 @@ type VerifyResult struct {
 	TARAtFAR    map[string]float64 `json:"tar_at_far"`
 	Images      int                `json:"images"`
 	NoFace      int                `json:"no_face"`
+	LowScore    int                `json:"low_score_faces"`
 	Fallback    string             `json:"fallback"`
 	TrainPairs  int                `json:"train_pairs,omitempty"`
 	TrainAcc    float64            `json:"train_accuracy,omitempty"`
@@ -98,6 +102,9 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 	for _, d := range descs {
 		if d.Fallback {
 			res.NoFace++
+		}
+		if d.LowScore {
+			res.LowScore++
 		}
 	}
 	scores := func(pf *PairsFile) (Scores, error) {

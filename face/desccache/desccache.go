@@ -30,6 +30,9 @@ type Entry struct {
 	// Fallback records that no face was detected and a fixed central box
 	// was used instead.
 	Fallback bool
+	// LowScore records that the face was detected only below the
+	// pipeline's usual score threshold.
+	LowScore bool
 }
 
 // Cache is a folder of cached descriptors for one pipeline configuration.
@@ -118,7 +121,7 @@ func (c *Cache) Put(key string, e Entry) error {
 
 // Entry file format, little-endian:
 //
-//	magic "VDC1" | flags uint8 (bit 0: fallback) | n uint16 | n × float32 | crc32 (IEEE) of all before
+//	magic "VDC1" | flags uint8 (bit 0: fallback, bit 1: low score) | n uint16 | n × float32 | crc32 (IEEE) of all before
 const magic = "VDC1"
 
 // maxDims bounds a stored descriptor's length.
@@ -134,6 +137,9 @@ func Marshal(e Entry) []byte {
 	var flags uint8
 	if e.Fallback {
 		flags |= 1
+	}
+	if e.LowScore {
+		flags |= 2
 	}
 	b = append(b, flags)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(e.Descriptor)))
@@ -153,14 +159,14 @@ func Unmarshal(b []byte) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
 	flags := body[4]
-	if flags&^1 != 0 {
+	if flags&^3 != 0 {
 		return Entry{}, fmt.Errorf("%w: unknown flags %#x", ErrCorrupt, flags)
 	}
 	n := int(binary.LittleEndian.Uint16(body[5:7]))
 	if n > maxDims || len(body) != 7+4*n {
 		return Entry{}, fmt.Errorf("%w: length does not match %d values", ErrCorrupt, n)
 	}
-	e := Entry{Fallback: flags&1 != 0}
+	e := Entry{Fallback: flags&1 != 0, LowScore: flags&2 != 0}
 	if n > 0 {
 		e.Descriptor = make([]float32, n)
 	}

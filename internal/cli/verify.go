@@ -18,10 +18,10 @@ import (
 
 // pipelineVersion changes whenever the code computing descriptors changes
 // in a way that alters them, so cached descriptors are not reused across it.
-const pipelineVersion = "veil-faces-1"
+const pipelineVersion = "veil-faces-2"
 
 // fallbackDescription says what verify does with images without a face.
-const fallbackDescription = "central box: when no face is detected the face is assumed in the central square of 0.4×min(width,height) (LFW's images are centred on the subject); landmarks and descriptor are computed in it. When several faces are detected the one nearest the image centre is used."
+const fallbackDescription = "central face: of the faces scoring at least --min-score the one nearest the image centre is used; if none, the central detection scoring at least 0.1 (counted in low_score_faces); if none either, a central box of LFW's median face size (counted in no_face), in which landmarks and the descriptor are computed"
 
 func newVerifyCmd(e *env) *cobra.Command {
 	var pf pipelineFlags
@@ -41,8 +41,9 @@ threshold that is best on --train-pairs (e.g. pairsDevTrain.txt).
 
 ROC AUC, equal error rate and the true-accept rate at false-accept rates 0.1,
 0.01 and 0.001 are always reported, with how many images had no detected face.
-Of several faces, the one nearest the image centre is used; with none, a central
-box is assumed (see "fallback" in the output).
+Of several faces, the one nearest the image centre is used. When no face reaches
+--min-score, the central detection scoring at least 0.1 is used; when there is
+none, a central box of LFW's median face size is assumed (see "fallback").
 
 Descriptors are cached on disk, keyed by image content and pipeline settings
 (--cache, else $` + desccache.EnvCache + `, else the user's cache folder), so a
@@ -120,7 +121,7 @@ leaves a usable cache.`,
 			}
 			fmt.Fprintf(w, "ROC AUC %.4f, EER %.2f%%, TAR@FAR 0.1 %.2f%%, 0.01 %.2f%%, 0.001 %.2f%%\n", res.AUC, 100*res.EER,
 				100*res.TARAtFAR["0.1"], 100*res.TARAtFAR["0.01"], 100*res.TARAtFAR["0.001"])
-			fmt.Fprintf(w, "images with no face detected: %d (fallback: central box)\n", res.NoFace)
+			fmt.Fprintf(w, "images whose face scored below %.2g (central detection ≥ 0.1 used): %d; with no detection at all (central box used): %d\n", opt.MinScore, res.LowScore, res.NoFace)
 			fmt.Fprintf(w, "wall time %.1f s\n", out.WallS)
 			return nil
 		},
@@ -168,7 +169,7 @@ func describer(p *face.Pipeline, cache *desccache.Cache) eval.Describer {
 		if cache != nil {
 			key = cache.Key(data)
 			if e, ok := cache.Get(key); ok {
-				return eval.Described{Descriptor: e.Descriptor, Fallback: e.Fallback}, nil
+				return eval.Described{Descriptor: e.Descriptor, Fallback: e.Fallback, LowScore: e.LowScore}, nil
 			}
 		}
 		img, _, err := imaging.Decode(data, lim)
@@ -179,9 +180,9 @@ func describer(p *face.Pipeline, cache *desccache.Cache) eval.Describer {
 		if err != nil {
 			return eval.Described{}, err
 		}
-		d := eval.Described{Descriptor: f.Descriptor, Fallback: f.Fallback}
+		d := eval.Described{Descriptor: f.Descriptor, Fallback: f.Fallback, LowScore: f.LowScore}
 		if cache != nil {
-			if err := cache.Put(key, desccache.Entry{Descriptor: d.Descriptor, Fallback: d.Fallback}); err != nil {
+			if err := cache.Put(key, desccache.Entry{Descriptor: d.Descriptor, Fallback: d.Fallback, LowScore: d.LowScore}); err != nil {
 				return eval.Described{}, err
 			}
 		}
