@@ -55,12 +55,12 @@ func TestPairAccuracy(t *testing.T) {
 		lfw.ImagePath("A", 1): {1, 0}, lfw.ImagePath("A", 2): {0.9, 0.1},
 		lfw.ImagePath("B", 1): {0, 1}, lfw.ImagePath("B", 2): {0.1, 0.9},
 	}
-	pairs := []dataset.Pair{{"A", 1, "A", 2, true}, {"B", 1, "B", 2, true}, {"A", 1, "B", 1, false}, {"A", 2, "B", 2, false}}
+	pairs := []dataset.Pair{{NameA: "A", A: 1, NameB: "A", B: 2, Same: true}, {NameA: "B", A: 1, NameB: "B", B: 2, Same: true}, {NameA: "A", A: 1, NameB: "B", B: 1, Same: false}, {NameA: "A", A: 2, NameB: "B", B: 2, Same: false}}
 	acc, thr, err := pairAccuracy(vecs, lfw, pairs, pairs)
 	if err != nil || acc != 1 || !(thr > 0.2 && thr < 0.99) {
 		t.Errorf("pairAccuracy = %v, %v, %v; want 1 with a threshold between the classes", acc, thr, err)
 	}
-	if _, _, err := pairAccuracy(vecs, lfw, pairs, []dataset.Pair{{"C", 1, "A", 1, false}}); err == nil || !strings.Contains(err.Error(), "no vector") {
+	if _, _, err := pairAccuracy(vecs, lfw, pairs, []dataset.Pair{{NameA: "C", A: 1, NameB: "A", B: 1, Same: false}}); err == nil || !strings.Contains(err.Error(), "no vector") {
 		t.Errorf("missing image: err = %v", err)
 	}
 	if c := cosine([]float32{0, 0}, []float32{1, 0}); c != 0 {
