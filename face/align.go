@@ -40,34 +40,55 @@ func FaceAPIAlignBox(l *Landmarks, imgW, imgH int) (x, y, w, h int) {
 	return int(bx), int(by), int(math.Floor(cw)), int(math.Floor(ch))
 }
 
-// dlibTemplate is dlib's five-point mean face (shape_predictor_5_face_landmarks
-// order: image-right eye outer and inner corners, image-left eye outer and
-// inner corners, base of the nose) in the unit square of the aligned chip.
-var dlibTemplate = [5][2]float64{
-	{0.8596, 0.2135}, {0.6461, 0.2290}, {0.1206, 0.2137}, {0.3341, 0.2291}, {0.4901, 0.6278},
+// dlibMeanFace is dlib's mean face for points 17–67 of the 68-point markup
+// (dlib's get_face_chip_details), in the unit square of the aligned chip.
+var dlibMeanFace = [51][2]float64{
+	{0.000213256, 0.106454}, {0.0752622, 0.038915}, {0.18113, 0.0187482}, {0.29077, 0.0344891}, {0.393397, 0.0773906},
+	{0.586856, 0.0773906}, {0.689483, 0.0344891}, {0.799124, 0.0187482}, {0.904991, 0.038915}, {0.98004, 0.106454},
+	{0.490127, 0.203352}, {0.490127, 0.307009}, {0.490127, 0.409805}, {0.490127, 0.515625}, {0.36688, 0.587326},
+	{0.426036, 0.609345}, {0.490127, 0.628106}, {0.554217, 0.609345}, {0.613373, 0.587326}, {0.121737, 0.216423},
+	{0.187122, 0.178758}, {0.265825, 0.179852}, {0.334606, 0.231733}, {0.260918, 0.245099}, {0.182743, 0.244077},
+	{0.645647, 0.231733}, {0.714428, 0.179852}, {0.793132, 0.178758}, {0.858516, 0.216423}, {0.79751, 0.244077},
+	{0.719335, 0.245099}, {0.254149, 0.780233}, {0.340985, 0.745405}, {0.428858, 0.727388}, {0.490127, 0.742578},
+	{0.551395, 0.727388}, {0.639268, 0.745405}, {0.726104, 0.780233}, {0.642159, 0.864805}, {0.556721, 0.902192},
+	{0.490127, 0.909281}, {0.423532, 0.902192}, {0.338094, 0.864805}, {0.290379, 0.784792}, {0.428096, 0.778746},
+	{0.490127, 0.785343}, {0.552157, 0.778746}, {0.689874, 0.784792}, {0.553364, 0.824182}, {0.490127, 0.831803},
+	{0.42689, 0.824182},
 }
 
-// dlib68To5 maps the template points to the 68-point markup: outer corner of
-// the image-right eye (45), its inner corner (42), outer corner of the
-// image-left eye (36), its inner corner (39), and the base of the nose (33).
-var dlib68To5 = [5]int{45, 42, 36, 39, 33}
+// dlibTemplatePoints lists the 68-point indices dlib aligns on: the nose,
+// eyes and upper lip (17–67 without the eyebrows 17–26 and the lower lip
+// 55–59, 65–67), which move least with expression.
+func dlibTemplatePoints() []int {
+	var idx []int
+	for i := 27; i < 68; i++ {
+		if (55 <= i && i <= 59) || (65 <= i && i <= 67) {
+			continue
+		}
+		idx = append(idx, i)
+	}
+	return idx
+}
 
 // dlibPadding is the margin dlib's get_face_chip_details adds around the
-// template (its default 0.25 for the face-recognition chips).
+// template (0.25 for the face-recognition chips).
 const dlibPadding = 0.25
 
-// DlibChip cuts dlib's aligned face chip of size×size pixels: the
-// least-squares similarity transform taking the five landmark points onto
-// the padded mean-face template, p' = (padding + p)/(1 + 2·padding)·size, sampled
-// bilinearly. This is how dlib's face-recognition ResNet was trained
-// (dlib's get_face_chip_details and extract_image_chip).
+// DlibChip cuts dlib's aligned face chip of size×size pixels, as dlib's
+// get_face_chip_details and extract_image_chip do for a 68-point shape: the
+// least-squares similarity transform taking 33 landmarks (nose, eyes, upper
+// lip) onto dlib's mean face padded by 0.25, p' = (0.25 + p)/1.5·size,
+// sampled bilinearly. This is the alignment dlib's face-recognition ResNet
+// was trained with (its 5-point model reproduces the same chips).
 func DlibChip(img *imaging.RGB, l *Landmarks, size int) (*imaging.RGB, error) {
-	from := make([][2]float64, 5)
-	to := make([][2]float64, 5)
-	for i, k := range dlib68To5 {
+	idx := dlibTemplatePoints()
+	from := make([][2]float64, len(idx))
+	to := make([][2]float64, len(idx))
+	for i, k := range idx {
+		m := dlibMeanFace[k-17]
 		from[i] = [2]float64{
-			(dlibPadding + dlibTemplate[i][0]) / (1 + 2*dlibPadding) * float64(size),
-			(dlibPadding + dlibTemplate[i][1]) / (1 + 2*dlibPadding) * float64(size),
+			(dlibPadding + m[0]) / (1 + 2*dlibPadding) * float64(size),
+			(dlibPadding + m[1]) / (1 + 2*dlibPadding) * float64(size),
 		}
 		to[i] = l[k]
 	}

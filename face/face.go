@@ -309,39 +309,49 @@ func (p *Pipeline) alignedInput(img *imaging.RGB, f *Face) (*imaging.Float, erro
 	return nets.DescriptorInput(crop), nil
 }
 
-// Central returns the completed face nearest the image centre, LFW's
-// convention (the subject is the centred face). Faces scoring at least
-// MinScore are preferred; if there are none, the central detection scoring
-// at least CentralMinScore is taken and marked LowScore; if there is none
-// either, FallbackBox is completed and marked Fallback.
+// Central returns the completed face of the photo's subject, by LFW's
+// convention the face at the centre: among detections scoring at least
+// CentralMinScore, the best-scoring one whose box contains the image
+// centre; if no box contains it, the face nearest the centre among those
+// scoring at least MinScore, else among all. A face below MinScore is
+// marked LowScore. With no detection at all, FallbackBox is completed and
+// marked Fallback.
+//
+// Preferring the box over the centre matters: SSD may score a face cut by
+// the photo's edge above the subject's own (seen on LFW's David_Stern_0001,
+// 0.58 against 0.46).
 func (p *Pipeline) Central(img *imaging.RGB) (*Face, error) {
 	low := math.Min(CentralMinScore, p.opt.MinScore)
 	all, err := p.detect(img, low)
 	if err != nil {
 		return nil, err
 	}
-	var faces []Face
-	for _, f := range all {
-		if f.Score >= p.opt.MinScore {
-			faces = append(faces, f)
+	cx, cy := float64(img.W)/2, float64(img.H)/2
+	var f Face
+	found := false
+	for _, c := range all {
+		b := c.Box
+		if cx >= b.X && cx <= b.X+b.Width && cy >= b.Y && cy <= b.Y+b.Height && (!found || c.Score > f.Score) {
+			f, found = c, true
 		}
 	}
-	lowScore := false
-	if len(faces) == 0 && len(all) > 0 {
-		faces, lowScore = all, true
-	}
-	var f Face
-	if len(faces) == 0 {
-		f = Face{Box: FallbackBox(img.W, img.H), Fallback: true}
-	} else {
-		cx, cy := float64(img.W)/2, float64(img.H)/2
+	if !found {
 		best := math.Inf(1)
-		for _, c := range faces {
-			x, y := c.Box.Center()
-			if d := math.Hypot(x-cx, y-cy); d < best {
-				best, f = d, c
+		for pass := 0; pass < 2 && !found; pass++ {
+			for _, c := range all {
+				if pass == 0 && c.Score < p.opt.MinScore {
+					continue
+				}
+				x, y := c.Box.Center()
+				if d := math.Hypot(x-cx, y-cy); d < best {
+					best, f, found = d, c, true
+				}
 			}
 		}
+	}
+	lowScore := found && f.Score < p.opt.MinScore
+	if !found {
+		f = Face{Box: FallbackBox(img.W, img.H), Fallback: true}
 	}
 	f.LowScore = lowScore
 	one := []Face{f}

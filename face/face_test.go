@@ -171,14 +171,17 @@ func TestDlibChipIsRotationInvariant(t *testing.T) {
 	if mean := diff / float64(len(chip.Pix)); mean > 6 {
 		t.Errorf("chips of the rotated photo differ by %.2f grey levels on average", mean)
 	}
-	// The similarity fit of five real landmarks leaves small residuals: each
-	// template point should land within a few pixels of its landmark.
-	from := make([][2]float64, 5)
-	for i := range dlibTemplate {
-		from[i] = [2]float64{(dlibPadding + dlibTemplate[i][0]) / 1.5 * 150, (dlibPadding + dlibTemplate[i][1]) / 1.5 * 150}
+	// The similarity fit of real landmarks leaves small residuals: each
+	// template point should land within a few chip pixels of its landmark.
+	idx := dlibTemplatePoints()
+	if len(idx) != 33 {
+		t.Fatalf("dlib aligns on %d points, want 33", len(idx))
 	}
-	to := make([][2]float64, 5)
-	for i, k := range dlib68To5 {
+	from := make([][2]float64, len(idx))
+	to := make([][2]float64, len(idx))
+	for i, k := range idx {
+		m := dlibMeanFace[k-17]
+		from[i] = [2]float64{(dlibPadding + m[0]) / 1.5 * 150, (dlibPadding + m[1]) / 1.5 * 150}
 		to[i] = lm[k]
 	}
 	a, err := imaging.EstimateSimilarity(from, to)
@@ -186,11 +189,19 @@ func TestDlibChipIsRotationInvariant(t *testing.T) {
 		t.Fatal(err)
 	}
 	scale := math.Hypot(a[0], a[3]) // image pixels per chip pixel
+	// This face is turned (face-api puts its yaw near 60°), so the nose
+	// bridge sits off the frontal template; the mean residual stays small.
+	var sum float64
 	for i := range from {
 		x, y := a.Apply(from[i][0], from[i][1])
-		if d := math.Hypot(x-to[i][0], y-to[i][1]) / scale; d > 6 {
-			t.Errorf("template point %d lands %.1f chip pixels from its landmark", i, d)
+		d := math.Hypot(x-to[i][0], y-to[i][1]) / scale
+		sum += d
+		if d > 15 {
+			t.Errorf("template point %d (landmark %d) lands %.1f chip pixels from its landmark", i, idx[i], d)
 		}
+	}
+	if mean := sum / float64(len(from)); mean > 5 {
+		t.Errorf("template points land %.1f chip pixels from their landmarks on average", mean)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/desccache"
-	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/imaging"
 	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/internal/progress"
@@ -18,7 +17,7 @@ import (
 
 // pipelineVersion changes whenever the code computing descriptors changes
 // in a way that alters them, so cached descriptors are not reused across it.
-const pipelineVersion = "veil-faces-2"
+const pipelineVersion = "veil-faces-3"
 
 // fallbackDescription says what verify does with images without a face.
 const fallbackDescription = "central face: of the faces scoring at least --min-score the one nearest the image centre is used; if none, the central detection scoring at least 0.1 (counted in low_score_faces); if none either, a central box of LFW's median face size (counted in no_face), in which landmarks and the descriptor are computed"
@@ -86,8 +85,7 @@ leaves a usable cache.`,
 						return err
 					}
 				}
-				settings := fmt.Sprintf("%s|%s|%s|%g|%s", pipelineVersion, opt.Detector, opt.Align, opt.MinScore, nets.PinnedDigest())
-				if cache, err = desccache.Open(cacheDir, settings); err != nil {
+				if cache, err = desccache.Open(cacheDir, descCacheSettings(opt)); err != nil {
 					return err
 				}
 			}
