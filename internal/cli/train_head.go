@@ -29,8 +29,8 @@ type headFlags struct {
 func (h *headFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&h.models, "models", "", "--model head: folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
-	fl.StringVar(&h.detector, "detector", "ssd", "--model head: face detector, ssd or tiny")
-	fl.StringVar(&h.align, "align", "dlib", "--model head: face alignment before the descriptor, dlib or faceapi")
+	fl.StringVar(&h.detector, "detector", "tiny", "--model head: face detector, tiny or ssd (defaults match veil verify, so the two share cached descriptors)")
+	fl.StringVar(&h.align, "align", "faceapi", "--model head: face alignment before the descriptor, faceapi or dlib")
 	fl.Float64Var(&h.minScore, "min-score", 0.5, "--model head: minimum detection score, in (0, 1)")
 	fl.StringVar(&h.cache, "cache", "", "--model head: descriptor cache folder, shared with veil verify (default $"+desccache.EnvCache+", else the user's cache folder)")
 	fl.BoolVar(&h.noCache, "no-cache", false, "--model head: do not read or write the descriptor cache")

@@ -44,6 +44,10 @@ Of several faces, the one nearest the image centre is used. When no face reaches
 --min-score, the central detection scoring at least 0.1 is used; when there is
 none, a central box of LFW's median face size is assumed (see "fallback").
 
+The defaults (--detector tiny --align faceapi) are the best of the four
+combinations measured on LFW's development pairs; --detector ssd finds more faces
+in general photos.
+
 Descriptors are cached on disk, keyed by image content and pipeline settings
 (--cache, else $` + desccache.EnvCache + `, else the user's cache folder), so a
 second run is fast; entries are written atomically, so an interrupted run
@@ -124,7 +128,9 @@ leaves a usable cache.`,
 			return nil
 		},
 	}
-	pf.register(cmd, true)
+	// Verification sets are centred face crops: the tiny detector measured
+	// better there (LFW dev pairs: 98.6% vs SSD's 98.3%) and 2.5x faster.
+	pf.register(cmd, true, "tiny")
 	cmd.Flags().StringVar(&imagesDir, "images", "", "folder of images laid out as DIR/Name/Name_0001.jpg (required)")
 	cmd.Flags().StringVar(&pairsPath, "pairs", "", "pairs file to score, in LFW's format (required)")
 	cmd.Flags().StringVar(&trainPath, "train-pairs", "", "pairs file that chooses the threshold for a single-set --pairs file")
