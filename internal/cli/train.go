@@ -388,8 +388,7 @@ func loadImageData(e *env, f *trainFlags, lfw dataset.LFW, images []dataset.Imag
 
 // pairAccuracy scores pairs by the cosine similarity of their images'
 // vectors and returns the test accuracy at the threshold that is best on
-// the tuning pairs.
-// TODO(eval): merge with package eval's verification once it lands.
+// the tuning pairs (package eval's threshold rule, via train.VerifyAccuracy).
 func pairAccuracy(vecs map[string][]float32, lfw dataset.LFW, tune, test []dataset.Pair) (float64, float64, error) {
 	var missing error
 	sims := func(pairs []dataset.Pair) ([]float64, []bool) {

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 
 	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/eval"
 )
 
 // RDP is the Accountant of package dp: Rényi DP of the Poisson-subsampled
@@ -127,43 +127,6 @@ func VerifyAccuracy(tuneSim []float64, tuneSame []bool, testSim []float64, testS
 	if len(tuneSim) == 0 || len(tuneSim) != len(tuneSame) || len(testSim) == 0 || len(testSim) != len(testSame) {
 		return 0, 0, errors.New("train: verification needs non-empty, matching similarity and label lists")
 	}
-	idx := make([]int, len(tuneSim))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(a, b int) bool { return tuneSim[idx[a]] < tuneSim[idx[b]] })
-	// Threshold below everything: all "same".
-	correct := 0
-	for _, s := range tuneSame {
-		if s {
-			correct++
-		}
-	}
-	best, bestThr := correct, tuneSim[idx[0]]-1e-6
-	for k, i := range idx {
-		// Raise the threshold above tuneSim[i]: pair i becomes "different".
-		if tuneSame[i] {
-			correct--
-		} else {
-			correct++
-		}
-		if k+1 < len(idx) && tuneSim[idx[k+1]] == tuneSim[i] {
-			continue
-		}
-		if correct > best {
-			best = correct
-			if k+1 < len(idx) {
-				bestThr = (tuneSim[i] + tuneSim[idx[k+1]]) / 2
-			} else {
-				bestThr = tuneSim[i] + 1e-6
-			}
-		}
-	}
-	right := 0
-	for i, s := range testSim {
-		if (s >= bestThr) == testSame[i] {
-			right++
-		}
-	}
-	return float64(right) / float64(len(testSim)), bestThr, nil
+	thr, _ := eval.Scores{Score: tuneSim, Same: tuneSame}.BestThreshold()
+	return eval.Scores{Score: testSim, Same: testSame}.Accuracy(thr), thr, nil
 }
