@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,7 +53,7 @@ func TestEndToEndAgainstFaceAPI(t *testing.T) {
 	refs := loadRef(t)
 	for _, det := range []Detector{SSD, Tiny} {
 		p, err := NewPipeline(Options{Detector: det, Align: AlignFaceAPI, AgeGender: true, Descriptors: true,
-			TinyLandmarks: det == Tiny, ModelDir: modelDirForTest(t)})
+			TinyLandmarks: det == Tiny, ModelDir: datadir.ModelDirForTest(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,19 +114,6 @@ func maxAbs(v ...float64) float64 {
 		m = math.Max(m, math.Abs(x))
 	}
 	return m
-}
-
-func modelDirForTest(t *testing.T) string {
-	t.Helper()
-	root, ok := datadir.RepoRoot()
-	if !ok {
-		t.Fatal("no repository root")
-	}
-	d := filepath.Join(root, "models/node_modules/@vladmandic/face-api/model")
-	if _, err := os.Stat(d); err != nil {
-		t.Fatalf("models not installed (scripts/install-models.sh): %v", err)
-	}
-	return d
 }
 
 // TestDlibChipIsRotationInvariant checks dlib alignment against its own

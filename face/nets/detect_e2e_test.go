@@ -196,7 +196,7 @@ func detBenchParallel(b *testing.B, n int, fn func() error) {
 
 func BenchmarkSSD(b *testing.B) {
 	net := loadSSD(b)
-	in := detLoadFloat(b, "sample1_ssd_input_512.rgb", 512)
+	in := loadFaRGB(b, "sample1_ssd_input_512.rgb", 512)
 	img := detBenchImage(b)
 	raw := func() error { _, _, err := net.Raw(in); return err }
 	detect := func() error { _, err := net.Detect(img, SSDOptions{}); return err }
@@ -207,7 +207,7 @@ func BenchmarkSSD(b *testing.B) {
 
 func BenchmarkTiny(b *testing.B) {
 	net := loadTiny(b)
-	in := detLoadFloat(b, "sample1_tiny_input_416.rgb", 416)
+	in := loadFaRGB(b, "sample1_tiny_input_416.rgb", 416)
 	img := detBenchImage(b)
 	raw := func() error { _, err := net.Raw(in); return err }
 	detect := func() error { _, err := net.Detect(img, TinyOptions{}); return err }

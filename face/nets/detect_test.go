@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/veil-privacy/veil/imaging"
 	"github.com/veil-privacy/veil/internal/datadir"
 )
 
@@ -62,23 +61,6 @@ func detLoadUnit(t testing.TB) *detUnitRef {
 		t.Fatalf("reading %s: %v", p, detUnitErr)
 	}
 	return &detUnitVal
-}
-
-// detLoadFloat reads an exact-size .rgb file as a float image.
-func detLoadFloat(t testing.TB, name string, size int) *imaging.Float {
-	t.Helper()
-	data, err := os.ReadFile(datadir.ForTest(t, "faceapi-reference", "unit", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(data) != size*size*3 {
-		t.Fatalf("%s has %d bytes, want %d", name, len(data), size*size*3)
-	}
-	f := &imaging.Float{W: size, H: size, C: 3, Pix: make([]float32, len(data))}
-	for i, b := range data {
-		f.Pix[i] = float32(b)
-	}
-	return f
 }
 
 func detModelDir(t testing.TB) string {

@@ -27,7 +27,7 @@ func loadSSD(t testing.TB) *SSD {
 func TestSSDRawMatchesReference(t *testing.T) {
 	ref := detLoadUnit(t)
 	net := loadSSD(t)
-	scores, boxes, err := net.Raw(detLoadFloat(t, "sample1_ssd_input_512.rgb", 512))
+	scores, boxes, err := net.Raw(loadFaRGB(t, "sample1_ssd_input_512.rgb", 512))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestSSDRawMatchesReference(t *testing.T) {
 func TestSSDDetectionsOn512MatchReference(t *testing.T) {
 	ref := detLoadUnit(t)
 	net := loadSSD(t)
-	scores, boxes, err := net.Raw(detLoadFloat(t, "sample1_ssd_input_512.rgb", 512))
+	scores, boxes, err := net.Raw(loadFaRGB(t, "sample1_ssd_input_512.rgb", 512))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestSSDRejectsBadInput(t *testing.T) {
 
 func TestSSDConcurrentRunsAgree(t *testing.T) {
 	net := loadSSD(t)
-	in := detLoadFloat(t, "sample1_ssd_input_512.rgb", 512)
+	in := loadFaRGB(t, "sample1_ssd_input_512.rgb", 512)
 	var wg sync.WaitGroup
 	res := make([][]float32, 2)
 	errs := make([]error, 2)

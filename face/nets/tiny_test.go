@@ -28,7 +28,7 @@ func loadTiny(t testing.TB) *Tiny {
 func TestTinyRawMatchesReference(t *testing.T) {
 	ref := detLoadUnit(t)
 	net := loadTiny(t)
-	in := detLoadFloat(t, "sample1_tiny_input_416.rgb", 416)
+	in := loadFaRGB(t, "sample1_tiny_input_416.rgb", 416)
 	got, err := net.Raw(in)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestTinyRawMatchesReference(t *testing.T) {
 func TestTinyDetectionsOn416MatchReference(t *testing.T) {
 	ref := detLoadUnit(t)
 	net := loadTiny(t)
-	grid, err := net.Raw(detLoadFloat(t, "sample1_tiny_input_416.rgb", 416))
+	grid, err := net.Raw(loadFaRGB(t, "sample1_tiny_input_416.rgb", 416))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestTinyRejectsBadInput(t *testing.T) {
 
 func TestTinyConcurrentRunsAgree(t *testing.T) {
 	net := loadTiny(t)
-	in := detLoadFloat(t, "sample1_tiny_input_416.rgb", 416)
+	in := loadFaRGB(t, "sample1_tiny_input_416.rgb", 416)
 	var wg sync.WaitGroup
 	res := make([][]float32, 2)
 	errs := make([]error, 2)

@@ -16,20 +16,6 @@ import (
 	"github.com/veil-privacy/veil/internal/datadir"
 )
 
-// modelDir finds the installed face-api model folder (scripts/install-models.sh).
-func modelDir(t *testing.T) string {
-	t.Helper()
-	root, ok := datadir.RepoRoot()
-	if !ok {
-		t.Fatal("cannot find repository root")
-	}
-	d := filepath.Join(root, "models/node_modules/@vladmandic/face-api/model")
-	if _, err := os.Stat(d); err != nil {
-		t.Fatalf("models not installed (run scripts/install-models.sh): %v", err)
-	}
-	return d
-}
-
 type inventoryEntry struct {
 	Name      string `json:"name"`
 	Shape     []int  `json:"shape"`
@@ -49,7 +35,7 @@ func TestAgainstInventory(t *testing.T) {
 	if err != nil || len(files) != 7 {
 		t.Fatalf("want 7 inventory files, got %d (%v)", len(files), err)
 	}
-	dir := modelDir(t)
+	dir := datadir.ModelDirForTest(t)
 	for _, f := range files {
 		model := strings.TrimSuffix(filepath.Base(f), ".json")
 		t.Run(model, func(t *testing.T) {
@@ -133,7 +119,7 @@ func TestDequantization(t *testing.T) {
 }
 
 func TestErrorsNameFileAndTensor(t *testing.T) {
-	dir := modelDir(t)
+	dir := datadir.ModelDirForTest(t)
 	tmp := t.TempDir()
 	manifest, err := os.ReadFile(filepath.Join(dir, "tiny_face_detector_model-weights_manifest.json"))
 	if err != nil {

@@ -25,15 +25,6 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, o.String(), e.String()
 }
 
-func modelDir(t *testing.T) string {
-	t.Helper()
-	root, ok := datadir.RepoRoot()
-	if !ok {
-		t.Fatal("no repository root")
-	}
-	return filepath.Join(root, "models/node_modules/@vladmandic/face-api/model")
-}
-
 func writeFile(t *testing.T, dir, name string, b []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -101,7 +92,7 @@ func TestBadInputsGiveClearErrors(t *testing.T) {
 		"noface":  writeFile(t, dir, "noface.png", encodePNG(t, blank)),
 		"text":    writeFile(t, dir, "notes.jpg", []byte("these are not pixels")),
 	}
-	models := modelDir(t)
+	models := datadir.ModelDirForTest(t)
 	tests := []struct {
 		name     string
 		args     []string
@@ -153,7 +144,7 @@ func TestBadInputsGiveClearErrors(t *testing.T) {
 // TestMissingModelFile removes one weight file from a copy of the model
 // folder: the error names the file and says how to install the models.
 func TestMissingModelFile(t *testing.T) {
-	src := modelDir(t)
+	src := datadir.ModelDirForTest(t)
 	dst := t.TempDir()
 	entries, err := os.ReadDir(src)
 	if err != nil {
@@ -186,7 +177,7 @@ func TestMissingModelFile(t *testing.T) {
 func TestDetectJSONAndDraw(t *testing.T) {
 	img := datadir.ForTest(t, "faceapi-reference", "images", "sample1.jpg")
 	out := filepath.Join(t.TempDir(), "drawn.png")
-	code, stdout, errOut := run(t, "detect", "--models", modelDir(t), "--json", "--draw", out, img)
+	code, stdout, errOut := run(t, "detect", "--models", datadir.ModelDirForTest(t), "--json", "--draw", out, img)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

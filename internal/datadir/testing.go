@@ -17,3 +17,19 @@ func ForTest(t testing.TB, rel ...string) string {
 	}
 	return p
 }
+
+// ModelDirForTest returns the face-api model folder installed by
+// scripts/install-models.sh in this checkout, failing the test (not
+// skipping) when it is missing.
+func ModelDirForTest(t testing.TB) string {
+	t.Helper()
+	root, ok := RepoRoot()
+	if !ok {
+		t.Fatal("cannot find the repository root (go.mod)")
+	}
+	d := filepath.Join(root, "models", "node_modules", "@vladmandic", "face-api", "model")
+	if _, err := os.Stat(d); err != nil {
+		t.Fatalf("models not installed (run scripts/install-models.sh): %v", err)
+	}
+	return d
+}
