@@ -397,4 +397,4 @@ func (c *CosineClassifier) Apply(s *Scope, f *Node) *Node {
 }
 
 // rsqrt is 1/√x; graph.Rsqrt has no gradient in this GoMLX version.
-func rsqrt(x *Node) *Node { return graph.Inverse(graph.Sqrt(x)) }
+func rsqrt(x *Node) *Node { return graph.Reciprocal(graph.Sqrt(x)) }

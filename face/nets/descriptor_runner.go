@@ -145,7 +145,7 @@ func (r *netRunner) runChunk(inputs []*imaging.Float, out [][]float32) (err erro
 		return r.split(vals, out)
 	}
 	x := tensors.FromFlatDataAndDimensions(flat, n, r.size, r.size, 3)
-	res, err := r.exec.Exec(x)
+	res, err := r.exec.Call(x)
 	x.FinalizeAll()
 	if err != nil {
 		return fmt.Errorf("nets: %s: %w", r.name, err)

@@ -241,7 +241,7 @@ func detShared(be compute.Backend, dims ...int) (*tensors.Tensor, []float32, err
 // detExec runs a one-input graph on x, releases x, and returns the only
 // output.
 func detExec(e *graph.Exec, x *tensors.Tensor) (*tensors.Tensor, error) {
-	out, err := e.Exec(x)
+	out, err := e.Call(x)
 	_ = x.FinalizeAll()
 	if err != nil {
 		return nil, fmt.Errorf("nets: running %s: %w", e.Name(), err)

@@ -45,7 +45,7 @@ func TestDepthwiseVariantsMatchReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := exec.Exec(tensors.FromFlatDataAndDimensions(x, 1, tc.h, tc.w, tc.c))
+			res, err := exec.Call(tensors.FromFlatDataAndDimensions(x, 1, tc.h, tc.w, tc.c))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +89,7 @@ func BenchmarkDetDepthwise(b *testing.B) {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			out, err := e.Exec(xt)
+			out, err := e.Call(xt)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -51,7 +51,7 @@ func (mm *kernMatmul) run(ws *kernWS, m int, fill func(cols []float32), use func
 		return err
 	}
 	fill(flat)
-	outs, err := mm.exec.Exec(x)
+	outs, err := mm.exec.Call(x)
 	if err != nil {
 		return fmt.Errorf("nets: running %s: %w", mm.exec.Name(), err)
 	}

@@ -95,7 +95,7 @@ func TestConvAndDepthwiseMatchReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := out.Exec(tensors.FromFlatDataAndDimensions(x, 1, tc.h, tc.w, tc.c),
+			res, err := out.Call(tensors.FromFlatDataAndDimensions(x, 1, tc.h, tc.w, tc.c),
 				tensors.FromFlatDataAndDimensions(kw, kshape...))
 			if err != nil {
 				t.Fatal(err)
@@ -124,7 +124,7 @@ func TestMaxPoolSameIgnoresPadding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := exec.Exec(tensors.FromFlatDataAndDimensions(x, 1, 3, 3, 1))
+	res, err := exec.Call(tensors.FromFlatDataAndDimensions(x, 1, 3, 3, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -321,7 +321,7 @@ func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 		_ = last.FinalizeAll()
 		return nil, fmt.Errorf("nets: reading an SSD activation: %w", err)
 	}
-	out, err := d.tail.Exec(last, conv11)
+	out, err := d.tail.Call(last, conv11)
 	_ = last.FinalizeAll()
 	if err != nil {
 		return nil, fmt.Errorf("nets: running SSD: %w", err)

@@ -19,7 +19,7 @@ func TestBackendRunsAGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Exec(tensors.FromValue([]float32{1, 2, 3}))
+	out, err := exec.Call(tensors.FromValue([]float32{1, 2, 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,12 +42,12 @@ func BenchmarkConv3x3(b *testing.B) {
 	}
 	x := tensors.FromFlatDataAndDimensions(make([]float32, 35*35*32), 1, 35, 35, 32)
 	k := tensors.FromFlatDataAndDimensions(make([]float32, 9*32*32), 3, 3, 32, 32)
-	if _, err := exec.Exec(x, k); err != nil {
+	if _, err := exec.Call(x, k); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := exec.Exec(x, k); err != nil {
+		if _, err := exec.Call(x, k); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -79,12 +79,12 @@ func BenchmarkConv3x3Im2col(b *testing.B) {
 	}
 	x := tensors.FromFlatDataAndDimensions(make([]float32, 35*35*32), 1, 35, 35, 32)
 	k := tensors.FromFlatDataAndDimensions(make([]float32, 9*32*32), 3, 3, 32, 32)
-	if _, err := exec.Exec(x, k); err != nil {
+	if _, err := exec.Call(x, k); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := exec.Exec(x, k); err != nil {
+		if _, err := exec.Call(x, k); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -73,7 +73,7 @@ func eval(t *testing.T, fn func(in []*graph.Node) *graph.Node, in ...*tensors.Te
 	for _, x := range in {
 		args = append(args, x)
 	}
-	out, err := ex.Exec(args...)
+	out, err := ex.Call(args...)
 	if err != nil {
 		t.Fatal(err)
 	}

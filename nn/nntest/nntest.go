@@ -102,7 +102,7 @@ func (c Case) newR(t testing.TB) *tensors.Tensor {
 	for _, x := range c.Inputs {
 		a = append(a, x)
 	}
-	out, err := ex.Exec(a...)
+	out, err := ex.Call(a...)
 	if err != nil {
 		t.Fatalf("forward: %v", err)
 	}
@@ -160,7 +160,7 @@ func CheckGradients(t *testing.T, c Case) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := gradEx.Exec(c.args(params, c.Inputs, r)...)
+	out, err := gradEx.Call(c.args(params, c.Inputs, r)...)
 	if err != nil {
 		t.Fatalf("gradient: %v", err)
 	}
@@ -170,7 +170,7 @@ func CheckGradients(t *testing.T, c Case) {
 		d[coord] += delta
 		mod := append([]*tensors.Tensor{}, all...)
 		mod[k] = tensors.FromFlatDataAndDimensions(d, all[k].Shape().Dimensions...)
-		o, err := fwdEx.Exec(c.args(mod[:np], mod[np:], r)...)
+		o, err := fwdEx.Call(c.args(mod[:np], mod[np:], r)...)
 		if err != nil {
 			t.Fatalf("forward: %v", err)
 		}
@@ -242,11 +242,11 @@ func CheckPerExample(t *testing.T, c Case, separable bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bg, err := batchedEx.Exec(c.args(params, c.Inputs, r)...)
+	bg, err := batchedEx.Call(c.args(params, c.Inputs, r)...)
 	if err != nil {
 		t.Fatalf("batched gradient: %v", err)
 	}
-	pg, err := perEx.Exec(c.args(params, c.Inputs, r)...)
+	pg, err := perEx.Call(c.args(params, c.Inputs, r)...)
 	if err != nil {
 		t.Fatalf("per-example gradient: %v", err)
 	}
@@ -296,7 +296,7 @@ func CheckPerExample(t *testing.T, c Case, separable bool) {
 		d := tensors.MustCopyFlatData[int32](x)
 		ins = append(ins, tensors.FromFlatDataAndDimensions(append([]int32{}, d[b*per:(b+1)*per]...), append([]int{1}, sh.Dimensions[1:]...)...))
 	}
-	single, err := batchedEx.Exec(c.args(params, ins, slice(r))...)
+	single, err := batchedEx.Call(c.args(params, ins, slice(r))...)
 	if err != nil {
 		t.Fatalf("single-example gradient: %v", err)
 	}
