@@ -2,13 +2,14 @@ package dataset
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/veil-privacy/veil/eval"
 )
 
 // Person is one line of an LFW people file: a name and its image count.
@@ -79,65 +80,17 @@ func checkName(n string) error {
 	return nil
 }
 
-// ParsePairs reads an LFW pairs file of the development view: a count line
-// N, then N same-person lines "name i j" and N different-person lines
-// "nameA i nameB j".
+// ParsePairs reads an LFW pairs file (package eval's parser: a count line
+// N, or "FOLDS N" for the ten-fold view, then per fold N same-person lines
+// "name i j" and N different-person lines "nameA i nameB j"), as Pairs.
 func ParsePairs(r io.Reader) ([]Pair, error) {
-	data, err := io.ReadAll(io.LimitReader(r, 64<<20))
+	pf, err := eval.ParsePairs(r)
 	if err != nil {
-		return nil, fmt.Errorf("dataset: reading pairs file: %w", err)
+		return nil, fmt.Errorf("dataset: %w", err)
 	}
-	var pairs []Pair
-	want := -1
-	for ln, raw := range bytes.Split(data, []byte("\n")) {
-		f := strings.Fields(string(raw))
-		if len(f) == 0 {
-			continue
-		}
-		line := ln + 1
-		if want < 0 {
-			n, err := strconv.Atoi(f[0])
-			if err != nil || len(f) != 1 || n < 0 {
-				return nil, fmt.Errorf("dataset: pairs file line %d: want the pair count, got %q", line, string(raw))
-			}
-			want = n
-			continue
-		}
-		var p Pair
-		var ea, eb error
-		switch len(f) {
-		case 3:
-			p = Pair{NameA: f[0], NameB: f[0], Same: true}
-			p.A, ea = strconv.Atoi(f[1])
-			p.B, eb = strconv.Atoi(f[2])
-		case 4:
-			p = Pair{NameA: f[0], NameB: f[2]}
-			p.A, ea = strconv.Atoi(f[1])
-			p.B, eb = strconv.Atoi(f[3])
-		default:
-			return nil, fmt.Errorf("dataset: pairs file line %d: want 3 or 4 fields, got %d", line, len(f))
-		}
-		if ea != nil || eb != nil || p.A <= 0 || p.B <= 0 {
-			return nil, fmt.Errorf("dataset: pairs file line %d: bad image number", line)
-		}
-		if err := checkName(p.NameA); err != nil {
-			return nil, fmt.Errorf("dataset: pairs file line %d: %w", line, err)
-		}
-		if err := checkName(p.NameB); err != nil {
-			return nil, fmt.Errorf("dataset: pairs file line %d: %w", line, err)
-		}
-		pairs = append(pairs, p)
-	}
-	if want < 0 {
-		return nil, fmt.Errorf("dataset: empty pairs file")
-	}
-	if len(pairs) != 2*want {
-		return nil, fmt.Errorf("dataset: pairs file announces %d+%d pairs but lists %d", want, want, len(pairs))
-	}
-	for i, p := range pairs {
-		if p.Same != (i < want) {
-			return nil, fmt.Errorf("dataset: pairs file: pair %d is out of order (same-person pairs come first)", i+1)
-		}
+	pairs := make([]Pair, len(pf.Pairs))
+	for i, p := range pf.Pairs {
+		pairs[i] = Pair{NameA: p.Name1, A: p.Num1, NameB: p.Name2, B: p.Num2, Same: p.Same}
 	}
 	return pairs, nil
 }

@@ -139,7 +139,7 @@ func parsePair(f []string, same bool) (Pair, error) {
 		return n, nil
 	}
 	name := func(s string) (string, error) {
-		if s == "." || s == ".." || strings.ContainsAny(s, `/\`) {
+		if s == "." || s == ".." || strings.ContainsAny(s, "/\\\x00") {
 			return "", fmt.Errorf("name %q is not a plain folder name", s)
 		}
 		return s, nil
