@@ -24,7 +24,7 @@ type trainFlags struct {
 	tunePairs                                                    int
 	width, lr, momentum, weightDecay, scale, margin              float64
 	dp                                                           bool
-	sigma, clip, q, targetEps, delta                             float64
+	sigma, clip, q, targetEps, delta, ema                        float64
 	seed                                                         uint64
 	json                                                         bool
 	head                                                         headFlags
@@ -41,6 +41,7 @@ type trainReport struct {
 	LossCurve   []float64   `json:"loss_curve"`
 	FinalLoss   float64     `json:"final_loss"`
 	DP          bool        `json:"dp"`
+	EMA         float64     `json:"ema,omitempty"`
 	NoiseMult   float64     `json:"noise_multiplier,omitempty"`
 	Clip        float64     `json:"clip,omitempty"`
 	SamplingQ   float64     `json:"sampling_rate,omitempty"`
@@ -48,6 +49,10 @@ type trainReport struct {
 	Delta       float64     `json:"delta"`
 	DevAccuracy float64     `json:"dev_accuracy"`
 	Threshold   float64     `json:"threshold"`
+	// InitAccuracy is the same accuracy of the network as initialised,
+	// before any step (absent when resuming): learning is measured
+	// against it, since even random features score above chance.
+	InitAccuracy *float64 `json:"init_accuracy,omitempty"`
 	// DescriptorAccuracy is the accuracy of the raw descriptors (cosine
 	// similarity, threshold from the same tuning pairs): --model head's
 	// starting point.
@@ -100,6 +105,7 @@ the cache.`,
 	fl.Float64Var(&f.lr, "lr", 0.002, "learning rate")
 	fl.Float64Var(&f.momentum, "momentum", 0.9, "SGD momentum")
 	fl.Float64Var(&f.weightDecay, "weight-decay", 5e-4, "weight decay")
+	fl.Float64Var(&f.ema, "ema", 0, "evaluate with an exponential moving average of the weights with this decay, e.g. 0.99 (0: the last weights); averages out DP-SGD's noise at no privacy cost")
 	fl.BoolVar(&f.dp, "dp", false, "train with DP-SGD")
 	fl.Float64Var(&f.sigma, "noise-multiplier", 0, "DP-SGD noise multiplier σ")
 	fl.Float64Var(&f.clip, "clip", 1, "DP-SGD per-example clipping norm C")
@@ -122,6 +128,9 @@ func (f *trainFlags) validate(cmd *cobra.Command) error {
 	}
 	if f.epochs < 1 || f.batch < 1 || f.microBatch < 1 {
 		return fmt.Errorf("train: --epochs, --batch and --micro-batch must be positive")
+	}
+	if !(f.ema >= 0 && f.ema < 1) {
+		return fmt.Errorf("train: --ema must be in [0, 1), got %g", f.ema)
 	}
 	if f.model == "head" {
 		if cmd.Flags().Changed("norm") {
@@ -233,7 +242,7 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 	}
 	model.Params().Init(f.seed)
 	opts := train.Options{Optimizer: f.optimizer, LearningRate: f.lr, Momentum: f.momentum, WeightDecay: f.weightDecay,
-		MicroBatch: f.microBatch, Seed: f.seed}
+		MicroBatch: f.microBatch, Seed: f.seed, EMA: f.ema}
 	var sampler train.Sampler
 	if f.dp {
 		q := f.q
@@ -272,7 +281,19 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		}
 		firstEpoch = ck.Header.Epoch
 	}
-	rep := trainReport{Model: mc, Loss: lc.Kind, Identities: set.Classes(), Images: set.Len(), DP: f.dp, Delta: f.delta, Checkpoint: f.out}
+	rep := trainReport{Model: mc, Loss: lc.Kind, Identities: set.Classes(), Images: set.Len(), DP: f.dp, Delta: f.delta, Checkpoint: f.out, EMA: f.ema}
+	if ck == nil {
+		vecs, err := src.embed(tr)
+		if err != nil {
+			return err
+		}
+		a, _, err := pairAccuracy(vecs, lfw, tunePairs, testPairs)
+		if err != nil {
+			return err
+		}
+		rep.InitAccuracy = &a
+		fmt.Fprintf(e.stderr, "development-pairs accuracy as initialised: %.4f\n", a)
+	}
 	for ep := firstEpoch; ep < f.epochs; ep++ {
 		l, err := tr.Epoch(set, train.EpochOptions{Epoch: ep, Batch: f.batch, Seed: f.seed, Augment: true, Sampler: sampler,
 			Progress: func(s, n int, l float64) {
@@ -320,6 +341,9 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		fmt.Fprintf(e.stdout, "DP-SGD σ=%.3f C=%g q=%.4f: ε=%.3f at δ=%g\n", p.NoiseMultiplier, p.Clip, p.SamplingRate, p.Epsilon, f.delta)
 	}
 	fmt.Fprintf(e.stdout, "LFW development pairs accuracy %.4f (threshold %.3f); checkpoint %s; %.0f s\n", acc, thr, f.out, rep.WallS)
+	if rep.InitAccuracy != nil {
+		fmt.Fprintf(e.stdout, "the same network as initialised: accuracy %.4f\n", *rep.InitAccuracy)
+	}
 	if rep.DescriptorAccuracy != nil {
 		fmt.Fprintf(e.stdout, "raw descriptors (cosine) on the same pairs: accuracy %.4f\n", *rep.DescriptorAccuracy)
 	}

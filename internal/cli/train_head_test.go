@@ -107,14 +107,21 @@ func TestTrainHeadOnTinyData(t *testing.T) {
 	if r.DevAccuracy < 0 || r.DevAccuracy > 1 || r.DescriptorAccuracy == nil || *r.DescriptorAccuracy < 0 || *r.DescriptorAccuracy > 1 {
 		t.Errorf("accuracies %v, %v", r.DevAccuracy, r.DescriptorAccuracy)
 	}
+	if r.InitAccuracy == nil || *r.InitAccuracy < 0 || *r.InitAccuracy > 1 || r.EMA != 0 {
+		t.Errorf("initial accuracy %v, EMA %v: want an accuracy and no EMA", r.InitAccuracy, r.EMA)
+	}
 	// 6 training and 4 pair images, each described once.
 	if n := countCacheEntries(t, cache); n != 10 {
 		t.Fatalf("cache holds %d descriptors, want 10", n)
 	}
 	// DP reuses the cached descriptors and spends privacy.
-	d := run("--dp", "--noise-multiplier", "1", "--sampling-rate", "0.5")
-	if !d.DP || !(d.Epsilon > 0) || d.NoiseMult != 1 || d.Steps != 4 {
+	d := run("--dp", "--noise-multiplier", "1", "--sampling-rate", "0.5", "--ema", "0.9")
+	if !d.DP || !(d.Epsilon > 0) || d.NoiseMult != 1 || d.Steps != 4 || d.EMA != 0.9 {
 		t.Errorf("DP report %+v", d)
+	}
+	// Resuming a finished run evaluates it again without an initial accuracy.
+	if rr := run("--dp", "--noise-multiplier", "1", "--sampling-rate", "0.5", "--ema", "0.9", "--resume", ckpt); rr.InitAccuracy != nil || rr.DevAccuracy != d.DevAccuracy {
+		t.Errorf("resumed report: initial accuracy %v, accuracy %v; want none and %v (same EMA weights)", rr.InitAccuracy, rr.DevAccuracy, d.DevAccuracy)
 	}
 	if d.DescriptorAccuracy == nil || *d.DescriptorAccuracy != *r.DescriptorAccuracy {
 		t.Errorf("raw descriptor accuracy changed between runs sharing the cache: %v vs %v", d.DescriptorAccuracy, r.DescriptorAccuracy)

@@ -36,6 +36,7 @@ func TestTrainRefusesBadConfigurations(t *testing.T) {
 		{[]string{"train", "--dp"}, "exactly one of"},
 		{[]string{"train", "--noise-multiplier", "1"}, "needs --dp"},
 		{[]string{"train", "--model", "resnet"}, "unknown --model"},
+		{[]string{"train", "--ema", "1"}, "--ema must be in [0, 1)"},
 		{[]string{"train", "--min-images", "100000"}, "empty training split"},
 		{[]string{"train", "--resume", "testdata/does-not-exist.ckpt"}, "no such file"},
 		{[]string{"train", "--resume", other}, "another model"},

@@ -46,6 +46,8 @@ type Header struct {
 	Privacy   train.Privacy `json:"privacy"`
 	// SecondMoments says whether V tensors follow (Adam).
 	SecondMoments bool `json:"second_moments"`
+	// EMA says whether the parameters' moving average follows.
+	EMA bool `json:"ema,omitempty"`
 }
 
 // ParamInfo names one stored parameter.
@@ -70,6 +72,7 @@ func FromTrainer(h Header, p *nn.Params, st train.State) *Checkpoint {
 	h.Step = st.Step
 	h.Privacy = st.Privacy
 	h.SecondMoments = len(st.V) > 0
+	h.EMA = len(st.EMA) > 0
 	c := &Checkpoint{Header: h, State: st}
 	for i := 0; i < p.Len(); i++ {
 		c.Values = append(c.Values, append([]float32(nil), p.Values(i)...))
@@ -82,8 +85,11 @@ func (c *Checkpoint) Write(w io.Writer) error {
 	if len(c.State.M) != len(c.Values) || (c.Header.SecondMoments && len(c.State.V) != len(c.Values)) {
 		return fmt.Errorf("checkpoint: %d parameters but %d/%d moment tensors", len(c.Values), len(c.State.M), len(c.State.V))
 	}
+	if c.Header.EMA && len(c.State.EMA) != len(c.Values) {
+		return fmt.Errorf("checkpoint: %d parameters but %d moving-average tensors", len(c.Values), len(c.State.EMA))
+	}
 	for i, v := range c.Values {
-		if len(c.State.M[i]) != len(v) || (c.Header.SecondMoments && len(c.State.V[i]) != len(v)) {
+		if len(c.State.M[i]) != len(v) || (c.Header.SecondMoments && len(c.State.V[i]) != len(v)) || (c.Header.EMA && len(c.State.EMA[i]) != len(v)) {
 			return fmt.Errorf("checkpoint: moments of parameter %d have the wrong size", i)
 		}
 	}
@@ -98,6 +104,9 @@ func (c *Checkpoint) Write(w io.Writer) error {
 	groups := [][][]float32{c.Values, c.State.M}
 	if c.Header.SecondMoments {
 		groups = append(groups, c.State.V)
+	}
+	if c.Header.EMA {
+		groups = append(groups, c.State.EMA)
 	}
 	buf := make([]byte, 4)
 	for _, g := range groups {
@@ -196,6 +205,11 @@ func Read(r io.Reader) (*Checkpoint, error) {
 	}
 	if c.Header.SecondMoments {
 		if c.State.V, err = read(); err != nil {
+			return nil, err
+		}
+	}
+	if c.Header.EMA {
+		if c.State.EMA, err = read(); err != nil {
 			return nil, err
 		}
 	}

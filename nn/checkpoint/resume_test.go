@@ -38,7 +38,7 @@ func newToy(t *testing.T) (*train.Trainer, arch.Config, loss.Config) {
 		t.Fatal(err)
 	}
 	m.Params().Init(4)
-	tr, err := train.New(m, h, train.Options{Optimizer: "adam", LearningRate: 0.01, MicroBatch: 8, Seed: 3})
+	tr, err := train.New(m, h, train.Options{Optimizer: "adam", LearningRate: 0.01, MicroBatch: 8, Seed: 3, EMA: 0.9})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +85,9 @@ func TestResumeContinuesExactly(t *testing.T) {
 	for i := 0; i < straight.Params().Len(); i++ {
 		if !equal(straight.Params().Values(i), resumed.Params().Values(i)) {
 			t.Fatalf("parameter %q differs between a straight run and a resumed one", straight.Params().Spec(i).Name)
+		}
+		if !equal(straight.EMAValues(i), resumed.EMAValues(i)) {
+			t.Fatalf("moving average of %q differs between a straight run and a resumed one", straight.Params().Spec(i).Name)
 		}
 	}
 	if straight.Steps() != resumed.Steps() {

@@ -82,6 +82,13 @@ type Options struct {
 	DP *DPOptions
 	// Seed seeds non-private randomness (Irene's E-step draws).
 	Seed uint64
+	// EMA, if in (0, 1), keeps an exponential moving average of the
+	// parameters with this decay (warmed up as min(EMA, (1+t)/(10+t)) at
+	// step t) and Embed uses it. Under DP-SGD the last iterate carries the
+	// noise of the last steps; the average keeps the signal, which moves
+	// coherently, and cancels much of the noise, which does not. It is
+	// post-processing of the released iterates, so it costs no privacy.
+	EMA float64
 }
 
 // Privacy is the privacy spent so far.
@@ -106,6 +113,7 @@ type Trainer struct {
 	lr      []float64 // per-parameter learning-rate multiplier (0: frozen or state)
 	grads   []int     // parameters that receive gradients, in order
 	m, v    [][]float32
+	ema     [][]float32 // nil without Options.EMA
 	step    int
 	privacy Privacy
 	stepEx  *graph.Exec
@@ -127,6 +135,9 @@ func New(model Model, head loss.Head, o Options) (*Trainer, error) {
 	}
 	if o.MicroBatch <= 0 {
 		return nil, fmt.Errorf("train: micro-batch must be positive, got %d", o.MicroBatch)
+	}
+	if !(o.EMA >= 0 && o.EMA < 1) {
+		return nil, fmt.Errorf("train: EMA decay must be in [0, 1), got %g", o.EMA)
 	}
 	for g, m := range o.GroupLR {
 		if m < 0 || math.IsNaN(m) {
@@ -180,6 +191,9 @@ func New(model Model, head loss.Head, o Options) (*Trainer, error) {
 	if len(t.grads) == 0 {
 		return nil, errors.New("train: every parameter is frozen")
 	}
+	if o.EMA > 0 {
+		t.resetEMA()
+	}
 	if d := o.DP; d != nil {
 		t.privacy = Privacy{NoiseMultiplier: d.NoiseMultiplier, Clip: d.Clip, SamplingRate: d.SamplingRate, Delta: d.Delta}
 	}
@@ -187,6 +201,34 @@ func New(model Model, head loss.Head, o Options) (*Trainer, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// resetEMA starts the moving average at the current parameters.
+func (t *Trainer) resetEMA() {
+	t.ema = make([][]float32, t.params.Len())
+	for i := range t.ema {
+		t.ema[i] = append([]float32(nil), t.params.Values(i)...)
+	}
+}
+
+// updateEMA folds the current parameters into the moving average; state
+// parameters (batch-norm statistics) are copied as they are.
+func (t *Trainer) updateEMA() {
+	if t.ema == nil {
+		return
+	}
+	d := min(t.opts.EMA, float64(1+t.step)/float64(10+t.step))
+	for i := range t.ema {
+		p := t.params.Values(i)
+		if t.params.Spec(i).State {
+			copy(t.ema[i], p)
+			continue
+		}
+		e := t.ema[i]
+		for j := range e {
+			e[j] = float32(d*float64(e[j]) + (1-d)*float64(p[j]))
+		}
+	}
 }
 
 // Params returns the parameters being trained (model and head).
@@ -305,6 +347,28 @@ func (t *Trainer) paramTensors() []any {
 	return a
 }
 
+// embedTensors are the parameters Embed uses: the moving average when
+// there is one.
+func (t *Trainer) embedTensors() []any {
+	if t.ema == nil {
+		return t.paramTensors()
+	}
+	a := make([]any, len(t.ema))
+	for i := range a {
+		a[i] = tensors.FromFlatDataAndDimensions(append([]float32(nil), t.ema[i]...), t.params.Spec(i).Shape...)
+	}
+	return a
+}
+
+// EMAValues returns a copy of the moving average of parameter i, or nil
+// without Options.EMA.
+func (t *Trainer) EMAValues(i int) []float32 {
+	if t.ema == nil {
+		return nil
+	}
+	return append([]float32(nil), t.ema[i]...)
+}
+
 // StepResult reports one optimiser step.
 type StepResult struct {
 	// Loss is the mean loss of the examples in the batch.
@@ -369,7 +433,7 @@ func (t *Trainer) Step(x []float32, labels []int32) (StepResult, error) {
 			tensors.FromFlatDataAndDimensions(lb, mb),
 			tensors.FromFlatDataAndDimensions(mask, mb),
 			tensors.FromFlatDataAndDimensions(aux, mb))
-		out, err := t.stepEx.Exec(args...)
+		out, err := t.stepEx.Call(args...)
 		if err != nil {
 			return StepResult{}, fmt.Errorf("train: running the step graph: %w", err)
 		}
@@ -414,6 +478,7 @@ func (t *Trainer) Step(x []float32, labels []int32) (StepResult, error) {
 			si++
 		}
 	}
+	t.updateEMA()
 	res := StepResult{Examples: n}
 	if totalW > 0 {
 		res.Loss = totalLoss / totalW
@@ -456,7 +521,8 @@ func (t *Trainer) apply(sums [][]float32, scale float64) {
 	}
 }
 
-// Embed returns the L2-normalised embeddings of n examples.
+// Embed returns the L2-normalised embeddings of n examples, computed with
+// the parameters' moving average when Options.EMA is set.
 func (t *Trainer) Embed(x []float32, n int) ([][]float32, error) {
 	per := 1
 	for _, d := range t.model.InputDims() {
@@ -465,7 +531,7 @@ func (t *Trainer) Embed(x []float32, n int) ([][]float32, error) {
 	if len(x) != n*per {
 		return nil, fmt.Errorf("train: %d values for %d examples of %d values", len(x), n, per)
 	}
-	params := t.paramTensors()
+	params := t.embedTensors()
 	mb := t.opts.MicroBatch
 	var out [][]float32
 	for start := 0; start < n; start += mb {
@@ -473,7 +539,7 @@ func (t *Trainer) Embed(x []float32, n int) ([][]float32, error) {
 		xb := make([]float32, mb*per)
 		copy(xb, x[start*per:end*per])
 		args := append(append([]any{}, params...), tensors.FromFlatDataAndDimensions(xb, append([]int{mb}, t.model.InputDims()...)...))
-		o, err := t.embEx.Exec(args...)
+		o, err := t.embEx.Call(args...)
 		if err != nil {
 			return nil, fmt.Errorf("train: running the embedding graph: %w", err)
 		}
@@ -494,6 +560,8 @@ type State struct {
 	// M and V are the first and second moments (V only for Adam), one per
 	// parameter in declaration order.
 	M, V [][]float32
+	// EMA is the parameters' moving average (only with Options.EMA).
+	EMA [][]float32
 }
 
 // State returns a copy of the optimiser state.
@@ -505,7 +573,7 @@ func (t *Trainer) State() State {
 		}
 		return out
 	}
-	return State{Step: t.step, Privacy: t.privacy, M: cp(t.m), V: cp(t.v)}
+	return State{Step: t.step, Privacy: t.privacy, M: cp(t.m), V: cp(t.v), EMA: cp(t.ema)}
 }
 
 // Restore sets the optimiser state (after the parameters were loaded).
@@ -516,6 +584,16 @@ func (t *Trainer) Restore(s State) error {
 	for i := range t.m {
 		if len(s.M[i]) != len(t.m[i]) || (t.v != nil && len(s.V[i]) != len(t.v[i])) {
 			return fmt.Errorf("train: moment of parameter %q has the wrong size", t.params.Spec(i).Name)
+		}
+	}
+	if s.EMA != nil {
+		if len(s.EMA) != len(t.m) {
+			return fmt.Errorf("train: restoring %d moving-average tensors into a trainer with %d parameters", len(s.EMA), len(t.m))
+		}
+		for i := range s.EMA {
+			if len(s.EMA[i]) != len(t.m[i]) {
+				return fmt.Errorf("train: moving average of parameter %q has the wrong size", t.params.Spec(i).Name)
+			}
 		}
 	}
 	if t.opts.DP != nil {
@@ -536,6 +614,16 @@ func (t *Trainer) Restore(s State) error {
 	t.step = s.Step
 	if t.opts.DP != nil {
 		t.privacy = s.Privacy
+	}
+	// The average restarts at the restored parameters when the checkpoint
+	// has none (it was trained without EMA).
+	if t.opts.EMA > 0 {
+		t.resetEMA()
+		if s.EMA != nil {
+			for i := range t.ema {
+				copy(t.ema[i], s.EMA[i])
+			}
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package train_test
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -239,5 +240,58 @@ func TestRDPAccountantMatchesKnownValue(t *testing.T) {
 	}
 	if sigma < 1.09 || sigma > 1.11 {
 		t.Errorf("σ for ε=%g is %g, want 1.1", eps, sigma)
+	}
+}
+
+func TestEMAFollowsItsRecurrence(t *testing.T) {
+	mc := arch.Config{Kind: "head", In: 16, Hidden: 32}
+	const decay = 0.95
+	tr := build(t, mc, loss.Config{Kind: "cosface", Classes: 4, Scale: 16}, train.Options{Optimizer: "adam", LearningRate: 0.01, MicroBatch: 16, EMA: decay})
+	p := tr.Params()
+	want := make([][]float64, p.Len())
+	for i := range want {
+		for _, v := range p.Values(i) {
+			want[i] = append(want[i], float64(v))
+		}
+	}
+	x, l := batch(32, 16, 4, 9)
+	for step := 0; step < 40; step++ {
+		if _, err := tr.Step(x, l); err != nil {
+			t.Fatal(err)
+		}
+		d := min(decay, float64(1+step+1)/float64(10+step+1))
+		for i := range want {
+			for j, v := range p.Values(i) {
+				want[i][j] = d*want[i][j] + (1-d)*float64(v)
+			}
+		}
+	}
+	moved := false
+	for i := range want {
+		got := tr.EMAValues(i)
+		for j := range got {
+			if math.Abs(float64(got[j])-want[i][j]) > 1e-5 {
+				t.Fatalf("EMA of %s[%d] = %g, want %g", p.Spec(i).Name, j, got[j], want[i][j])
+			}
+			if got[j] != p.Values(i)[j] {
+				moved = true
+			}
+		}
+	}
+	if !moved {
+		t.Error("the moving average equals the last iterate")
+	}
+	m, err := arch.New(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := loss.New(m.Params(), loss.Config{Kind: "cosface", Classes: 4, Scale: 16}.Defaults(), 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []float64{1, -0.1, math.NaN()} {
+		if _, err := train.New(m, h, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 1, EMA: bad}); err == nil {
+			t.Errorf("EMA decay %g accepted", bad)
+		}
 	}
 }
