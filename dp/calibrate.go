@@ -11,13 +11,7 @@ import (
 // ε < 1; for ε ≥ 1 the value is still returned (the papers use ε = 1) but is
 // not a proven guarantee: prefer AnalyticGaussianSigma.
 func ClassicGaussianSigma(sensitivity, eps, delta float64) (float64, error) {
-	if err := checkPositive("sensitivity", sensitivity); err != nil {
-		return 0, err
-	}
-	if err := checkEpsilon(eps); err != nil {
-		return 0, err
-	}
-	if err := checkDelta(delta); err != nil {
+	if err := checkGaussianArgs(sensitivity, eps, delta); err != nil {
 		return 0, err
 	}
 	return sensitivity * math.Sqrt(2*math.Log(1.25/delta)) / eps, nil
@@ -69,13 +63,7 @@ func gaussianDeltaMu(mu, eps float64) float64 {
 // the analytic Gaussian mechanism (Balle & Wang 2018). Valid for every
 // ε > 0 and never larger than ClassicGaussianSigma.
 func AnalyticGaussianSigma(sensitivity, eps, delta float64) (float64, error) {
-	if err := checkPositive("sensitivity", sensitivity); err != nil {
-		return 0, err
-	}
-	if err := checkEpsilon(eps); err != nil {
-		return 0, err
-	}
-	if err := checkDelta(delta); err != nil {
+	if err := checkGaussianArgs(sensitivity, eps, delta); err != nil {
 		return 0, err
 	}
 	// δ(ε) decreases as σ grows; bisect on σ/Δ.
@@ -98,4 +86,16 @@ func AnalyticGaussianSigma(sensitivity, eps, delta float64) (float64, error) {
 		}
 	}
 	return hi * sensitivity, nil
+}
+
+// checkGaussianArgs validates the sensitivity, ε and δ of a Gaussian
+// calibration.
+func checkGaussianArgs(sensitivity, eps, delta float64) error {
+	if err := checkPositive("sensitivity", sensitivity); err != nil {
+		return err
+	}
+	if err := checkEpsilon(eps); err != nil {
+		return err
+	}
+	return checkDelta(delta)
 }

@@ -206,3 +206,21 @@ func TestVerifyWithSyntheticDescriptors(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestCosine(t *testing.T) {
+	cases := []struct {
+		a, b []float32
+		want float64
+	}{
+		{[]float32{1, 0}, []float32{2, 0}, 1},
+		{[]float32{1, 0}, []float32{0, 3}, 0},
+		{[]float32{1, 1}, []float32{-1, -1}, -1},
+		{[]float32{3, 4}, []float32{4, 3}, 24.0 / 25},
+		{[]float32{0, 0}, []float32{1, 0}, 0},
+	}
+	for _, c := range cases {
+		if got := Cosine(c.a, c.b); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("Cosine(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}

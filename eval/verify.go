@@ -210,3 +210,18 @@ func Distance(a, b []float32) (float64, error) {
 	}
 	return math.Sqrt(s), nil
 }
+
+// Cosine returns the cosine similarity of a and b (0 if either is zero).
+// Both must have the same length.
+func Cosine(a, b []float32) float64 {
+	var d, na, nb float64
+	for k := range a {
+		d += float64(a[k]) * float64(b[k])
+		na += float64(a[k]) * float64(a[k])
+		nb += float64(b[k]) * float64(b[k])
+	}
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return d / math.Sqrt(na*nb)
+}

@@ -132,30 +132,10 @@ func detRow(g *graph.Graph, v []float32, w int) *graph.Node {
 	return graph.Const(g, tensors.FromFlatDataAndDimensions(row, 1, 1, w, c))
 }
 
-// detTileRows concatenates n copies of x ([1,1,W,C]) along axis 1 using
-// O(log n) concatenations.
-func detTileRows(x *graph.Node, n int) *graph.Node {
-	var parts []*graph.Node
-	cur := x
-	for n > 0 {
-		if n&1 == 1 {
-			parts = append(parts, cur)
-		}
-		n >>= 1
-		if n > 0 {
-			cur = graph.Concatenate([]*graph.Node{cur, cur}, 1)
-		}
-	}
-	if len(parts) == 1 {
-		return parts[0]
-	}
-	return graph.Concatenate(parts, 1)
-}
-
 // detChannelConst returns the per-channel vector v as a constant tensor of
 // the full NHWC shape dims (batch 1), built by tiling.
 func detChannelConst(g *graph.Graph, v []float32, dims []int) *graph.Node {
-	return detTileRows(detRow(g, v, dims[2]), dims[1])
+	return tileAlong(detRow(g, v, dims[2]), dims[1], 1)
 }
 
 // detDepthwise is a 3×3 (k×k) depthwise convolution of NHWC x (batch 1)

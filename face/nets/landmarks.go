@@ -100,9 +100,13 @@ func packedDepthwise(x *graph.Node, w *tfjs.Tensor, stride int) *graph.Node {
 	return graph.Reshape(y, d[0], oh, ow, c)
 }
 
-// tileRows repeats the single row of v ([1, K]) n times with
-// concatenations of doubling size.
-func tileRows(v *graph.Node, n int) *graph.Node {
+// tileRows repeats the single row of v ([1, K]) n times along axis 0.
+func tileRows(v *graph.Node, n int) *graph.Node { return tileAlong(v, n, 0) }
+
+// tileAlong concatenates n copies of v (size 1 on axis) along axis, with
+// O(log n) concatenations of doubling size: copies, never the Go
+// backend's slow broadcasting iterator.
+func tileAlong(v *graph.Node, n, axis int) *graph.Node {
 	var parts []*graph.Node
 	p := v
 	for n > 0 {
@@ -111,13 +115,13 @@ func tileRows(v *graph.Node, n int) *graph.Node {
 		}
 		n >>= 1
 		if n > 0 {
-			p = graph.Concatenate([]*graph.Node{p, p}, 0)
+			p = graph.Concatenate([]*graph.Node{p, p}, axis)
 		}
 	}
 	if len(parts) == 1 {
 		return parts[0]
 	}
-	return graph.Concatenate(parts, 0)
+	return graph.Concatenate(parts, axis)
 }
 
 // denseBlock is one of face-api's dense blocks: conv0 (a plain 3×3 conv in

@@ -11,6 +11,7 @@ import (
 
 	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/nn/checkpoint"
@@ -282,12 +283,17 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		firstEpoch = ck.Header.Epoch
 	}
 	rep := trainReport{Model: mc, Loss: lc.Kind, Identities: set.Classes(), Images: set.Len(), DP: f.dp, Delta: f.delta, Checkpoint: f.out, EMA: f.ema}
-	if ck == nil {
+	// devAccuracy embeds the pair images with the trainer's current (or
+	// averaged) weights and scores the development pairs.
+	devAccuracy := func() (acc, thr float64, err error) {
 		vecs, err := src.embed(tr)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
-		a, _, err := pairAccuracy(vecs, lfw, tunePairs, testPairs)
+		return pairAccuracy(vecs, lfw, tunePairs, testPairs)
+	}
+	if ck == nil {
+		a, _, err := devAccuracy()
 		if err != nil {
 			return err
 		}
@@ -310,11 +316,7 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 			return err
 		}
 	}
-	vecs, err := src.embed(tr)
-	if err != nil {
-		return err
-	}
-	acc, thr, err := pairAccuracy(vecs, lfw, tunePairs, testPairs)
+	acc, thr, err := devAccuracy()
 	if err != nil {
 		return err
 	}
@@ -425,7 +427,7 @@ func pairAccuracy(vecs map[string][]float32, lfw dataset.LFW, tune, test []datas
 				missing = fmt.Errorf("train: no vector for pair %s %d / %s %d", p.NameA, p.A, p.NameB, p.B)
 				return nil, nil
 			}
-			s = append(s, cosine(a, b))
+			s = append(s, eval.Cosine(a, b))
 			same = append(same, p.Same)
 		}
 		return s, same
@@ -436,18 +438,4 @@ func pairAccuracy(vecs map[string][]float32, lfw dataset.LFW, tune, test []datas
 		return 0, 0, missing
 	}
 	return train.VerifyAccuracy(ts, tsame, es, esame)
-}
-
-// cosine is the cosine similarity of a and b (0 if either is zero).
-func cosine(a, b []float32) float64 {
-	var d, na, nb float64
-	for k := range a {
-		d += float64(a[k]) * float64(b[k])
-		na += float64(a[k]) * float64(a[k])
-		nb += float64(b[k]) * float64(b[k])
-	}
-	if na == 0 || nb == 0 {
-		return 0
-	}
-	return d / math.Sqrt(na*nb)
 }

@@ -20,7 +20,9 @@ func sample(t testing.TB) (*Checkpoint, arch.Config) {
 	for i := 0; i < m.Params().Len(); i++ {
 		st.M = append(st.M, make([]float32, m.Params().Spec(i).Size()))
 		st.V = append(st.V, make([]float32, m.Params().Spec(i).Size()))
+		st.EMA = append(st.EMA, make([]float32, m.Params().Spec(i).Size()))
 		st.M[i][0] = float32(i)
+		st.EMA[i][0] = float32(-i)
 	}
 	return FromTrainer(Header{Model: m.Config(), Optimizer: "adam", Epoch: 2}, m.Params(), st), m.Config()
 }

@@ -339,13 +339,7 @@ func (t *Trainer) compile() error {
 	return nil
 }
 
-func (t *Trainer) paramTensors() []any {
-	a := make([]any, t.params.Len())
-	for i := range a {
-		a[i] = tensors.FromFlatDataAndDimensions(append([]float32(nil), t.params.Values(i)...), t.params.Spec(i).Shape...)
-	}
-	return a
-}
+func (t *Trainer) paramTensors() []any { return t.tensorsOf(t.params.Values) }
 
 // embedTensors are the parameters Embed uses: the moving average when
 // there is one.
@@ -353,9 +347,14 @@ func (t *Trainer) embedTensors() []any {
 	if t.ema == nil {
 		return t.paramTensors()
 	}
-	a := make([]any, len(t.ema))
+	return t.tensorsOf(func(i int) []float32 { return t.ema[i] })
+}
+
+// tensorsOf copies values(i) of every parameter into a tensor of its shape.
+func (t *Trainer) tensorsOf(values func(i int) []float32) []any {
+	a := make([]any, t.params.Len())
 	for i := range a {
-		a[i] = tensors.FromFlatDataAndDimensions(append([]float32(nil), t.ema[i]...), t.params.Spec(i).Shape...)
+		a[i] = tensors.FromFlatDataAndDimensions(append([]float32(nil), values(i)...), t.params.Spec(i).Shape...)
 	}
 	return a
 }
