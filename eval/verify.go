@@ -17,6 +17,9 @@ type Described struct {
 	// LowScore is true when the face was found only below the usual
 	// detection threshold.
 	LowScore bool
+	// SecondDetector is true when the face came from a second detector
+	// consulted because the first one's face was doubtful.
+	SecondDetector bool
 }
 
 // Describer turns an image file into a face descriptor.
@@ -53,9 +56,11 @@ type VerifyResult struct {
 	Images      int                `json:"images"`
 	NoFace      int                `json:"no_face"`
 	LowScore    int                `json:"low_score_faces"`
-	Fallback    string             `json:"fallback"`
-	TrainPairs  int                `json:"train_pairs,omitempty"`
-	TrainAcc    float64            `json:"train_accuracy,omitempty"`
+	// SecondDetector counts faces taken from the second detector.
+	SecondDetector int     `json:"second_detector_faces"`
+	Fallback       string  `json:"fallback"`
+	TrainPairs     int     `json:"train_pairs,omitempty"`
+	TrainAcc       float64 `json:"train_accuracy,omitempty"`
 }
 
 // Verify describes every image the pairs name and scores the pairs.
@@ -105,6 +110,9 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 		}
 		if d.LowScore {
 			res.LowScore++
+		}
+		if d.SecondDetector {
+			res.SecondDetector++
 		}
 	}
 	scores := func(pf *PairsFile) (Scores, error) {

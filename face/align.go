@@ -99,3 +99,34 @@ func DlibChip(img *imaging.RGB, l *Landmarks, size int) (*imaging.RGB, error) {
 	}
 	return imaging.WarpAffine(img, chipToImage, size, size), nil
 }
+
+// LandmarkFit is the root-mean-square distance between the 33 alignment
+// landmarks (those DlibChip uses) and dlib's mean face after the
+// least-squares similarity transform between them, in units of the mean
+// face (eye corner to eye corner ≈ 0.74). A face the landmark network read
+// well fits to about 0.03 (median on LFW's development images; 99% below
+// 0.09); landmarks that collapsed on a box the network could not read fit
+// far worse. It is +Inf for degenerate landmarks (all at one point).
+func LandmarkFit(l *Landmarks) float64 {
+	idx := dlibTemplatePoints()
+	from := make([][2]float64, len(idx))
+	to := make([][2]float64, len(idx))
+	for i, k := range idx {
+		from[i] = l[k]
+		to[i] = dlibMeanFace[k-17]
+	}
+	a, err := imaging.EstimateSimilarity(from, to)
+	if err != nil {
+		return math.Inf(1)
+	}
+	var s float64
+	for i := range from {
+		x, y := a.Apply(from[i][0], from[i][1])
+		s += (x-to[i][0])*(x-to[i][0]) + (y-to[i][1])*(y-to[i][1])
+	}
+	r := math.Sqrt(s / float64(len(from)))
+	if math.IsNaN(r) {
+		return math.Inf(1)
+	}
+	return r
+}

@@ -52,6 +52,9 @@ type Face struct {
 	// LowScore is set when Pipeline.Central accepted a detection scoring
 	// below the pipeline's MinScore because nothing scored above it.
 	LowScore bool `json:"low_score,omitempty"`
+	// SecondDetector is set when Pipeline.Central took this face from the
+	// other detector, whose landmarks fitted the mean face better.
+	SecondDetector bool `json:"second_detector,omitempty"`
 }
 
 // Detector selects the face detector.
@@ -76,6 +79,13 @@ const (
 	// on LFW's development pairs it measured 98.3% (SSD) and 98.6% (tiny
 	// detector) against dlib alignment's 98.1% and 98.5%.
 	AlignFaceAPI Align = "faceapi"
+	// AlignBoth describes both crops and averages the two descriptors (two
+	// descriptor passes per face). The crops err differently (face-api's
+	// keeps the landmarks' scale but not their rotation), so the average
+	// is more stable: 10-fold accuracy on LFW's 2,200 development training
+	// pairs 98.41% against 98.32% (faceapi) and 98.27% (dlib), and 98.95%
+	// against 98.82% with Central's second detector.
+	AlignBoth Align = "both"
 )
 
 // Options configure a Pipeline. The zero value of each field selects its
@@ -98,6 +108,9 @@ type Options struct {
 	// TinyLandmarks uses the small 68-point network (the default pairs it
 	// with the tiny detector, as face-api does).
 	TinyLandmarks bool
+	// SecondDetector loads the other detector too, and Central consults
+	// it when the first finds no face or only one scoring below MinScore.
+	SecondDetector bool
 }
 
 // ErrOptions is wrapped by option validation errors.
@@ -117,9 +130,9 @@ func (o *Options) fill() error {
 	switch o.Align {
 	case "":
 		o.Align = AlignFaceAPI
-	case AlignDlib, AlignFaceAPI:
+	case AlignDlib, AlignFaceAPI, AlignBoth:
 	default:
-		return fmt.Errorf("%w: aligner %q (want dlib or faceapi)", ErrOptions, o.Align)
+		return fmt.Errorf("%w: aligner %q (want dlib, faceapi or both)", ErrOptions, o.Align)
 	}
 	if o.MinScore == 0 {
 		o.MinScore = 0.5
@@ -168,13 +181,15 @@ func NewPipeline(opt Options) (*Pipeline, error) {
 	}
 	p := &Pipeline{opt: opt}
 	var err error
-	if opt.Detector == SSD {
-		p.ssd, err = nets.NewSSD(opt.ModelDir)
-	} else {
-		p.tiny, err = nets.NewTiny(opt.ModelDir)
+	if opt.Detector == SSD || opt.SecondDetector {
+		if p.ssd, err = nets.NewSSD(opt.ModelDir); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
+	if opt.Detector == Tiny || opt.SecondDetector {
+		if p.tiny, err = nets.NewTiny(opt.ModelDir); err != nil {
+			return nil, err
+		}
 	}
 	if p.landmarks, err = nets.NewLandmarker(opt.ModelDir, opt.TinyLandmarks); err != nil {
 		return nil, err
@@ -197,13 +212,13 @@ func (p *Pipeline) Options() Options { return p.opt }
 
 // Detect finds face boxes only.
 func (p *Pipeline) Detect(img *imaging.RGB) ([]Face, error) {
-	return p.detect(img, p.opt.MinScore)
+	return p.detect(img, p.opt.Detector, p.opt.MinScore)
 }
 
-func (p *Pipeline) detect(img *imaging.RGB, minScore float64) ([]Face, error) {
+func (p *Pipeline) detect(img *imaging.RGB, d Detector, minScore float64) ([]Face, error) {
 	var dets []nets.Detection
 	var err error
-	if p.ssd != nil {
+	if d == SSD {
 		dets, err = p.ssd.Detect(img, nets.SSDOptions{MinScore: minScore, MaxResults: p.opt.MaxFaces, IoU: 0.5})
 	} else {
 		dets, err = p.tiny.Detect(img, nets.TinyOptions{InputSize: 416, ScoreThreshold: minScore, IoU: 0.4})
@@ -264,15 +279,24 @@ func (p *Pipeline) Complete(img *imaging.RGB, faces []Face) (Timings, error) {
 		return tm, err
 	}
 	tm.Landmarks = time.Since(t0)
+	t2, err := p.describe(img, faces)
+	tm.Add(t2)
+	return tm, err
+}
+
+// describe fills descriptors and age/gender of faces whose landmarks are
+// set.
+func (p *Pipeline) describe(img *imaging.RGB, faces []Face) (Timings, error) {
+	var tm Timings
 	if p.desc != nil {
 		t1 := time.Now()
-		inputs := make([]*imaging.Float, len(faces))
+		var inputs []*imaging.Float
 		for i := range faces {
-			in, err := p.alignedInput(img, &faces[i])
+			in, err := p.alignedInputs(img, &faces[i])
 			if err != nil {
 				return tm, err
 			}
-			inputs[i] = in
+			inputs = append(inputs, in...)
 		}
 		tm.Align = time.Since(t1)
 		t2 := time.Now()
@@ -280,8 +304,9 @@ func (p *Pipeline) Complete(img *imaging.RGB, faces []Face) (Timings, error) {
 		if err != nil {
 			return tm, fmt.Errorf("face: descriptor: %w", err)
 		}
+		per := len(descs) / len(faces)
 		for i := range faces {
-			faces[i].Descriptor = descs[i]
+			faces[i].Descriptor = meanVector(descs[i*per : (i+1)*per])
 		}
 		tm.Descriptor = time.Since(t2)
 	}
@@ -295,20 +320,42 @@ func (p *Pipeline) Complete(img *imaging.RGB, faces []Face) (Timings, error) {
 	return tm, nil
 }
 
-// alignedInput returns the 150×150 descriptor input for a face.
-func (p *Pipeline) alignedInput(img *imaging.RGB, f *Face) (*imaging.Float, error) {
-	if p.opt.Align == AlignDlib {
+// alignedInputs returns the 150×150 descriptor inputs of a face: one per
+// aligner (two for AlignBoth, whose descriptors are averaged).
+func (p *Pipeline) alignedInputs(img *imaging.RGB, f *Face) ([]*imaging.Float, error) {
+	var in []*imaging.Float
+	if p.opt.Align == AlignFaceAPI || p.opt.Align == AlignBoth {
+		crop, err := img.Crop(FaceAPIAlignBox(&f.Landmarks, img.W, img.H))
+		if err != nil {
+			return nil, fmt.Errorf("face: face-api alignment crop: %w", err)
+		}
+		in = append(in, nets.DescriptorInput(crop))
+	}
+	if p.opt.Align == AlignDlib || p.opt.Align == AlignBoth {
 		chip, err := DlibChip(img, &f.Landmarks, 150)
 		if err != nil {
 			return nil, err
 		}
-		return nets.DescriptorInput(chip), nil
+		in = append(in, nets.DescriptorInput(chip))
 	}
-	crop, err := img.Crop(FaceAPIAlignBox(&f.Landmarks, img.W, img.H))
-	if err != nil {
-		return nil, fmt.Errorf("face: face-api alignment crop: %w", err)
+	return in, nil
+}
+
+// meanVector is the element-wise mean of vs (vs[0] itself for one).
+func meanVector(vs [][]float32) []float32 {
+	if len(vs) == 1 {
+		return vs[0]
 	}
-	return nets.DescriptorInput(crop), nil
+	out := make([]float32, len(vs[0]))
+	for _, v := range vs {
+		for i, x := range v {
+			out[i] += x
+		}
+	}
+	for i := range out {
+		out[i] /= float32(len(vs))
+	}
+	return out
 }
 
 // Central returns the completed face of the photo's subject, by LFW's
@@ -322,11 +369,46 @@ func (p *Pipeline) alignedInput(img *imaging.RGB, f *Face) (*imaging.Float, erro
 // Preferring the box over the centre matters: SSD may score a face cut by
 // the photo's edge above the subject's own (seen on LFW's David_Stern_0001,
 // 0.58 against 0.46).
+//
+// With Options.SecondDetector, a LowScore or Fallback face is checked
+// against the other detector's central face, and the one whose landmarks
+// fit dlib's mean face better (LandmarkFit) is kept. A doubtful box often
+// gives the landmark network a crop it cannot read: on LFW's development
+// images the tiny detector's low-scoring boxes include whole-head and
+// half-face boxes whose landmarks collapse, and SSD's box for the same
+// face fits (LFW Gary_Winnick_0002, Gwendal_Peizerat_0002).
 func (p *Pipeline) Central(img *imaging.RGB) (*Face, error) {
-	low := math.Min(CentralMinScore, p.opt.MinScore)
-	all, err := p.detect(img, low)
+	f, err := p.central(img, p.opt.Detector)
 	if err != nil {
 		return nil, err
+	}
+	if p.opt.SecondDetector && (f.LowScore || f.Fallback) {
+		other := SSD
+		if p.opt.Detector == SSD {
+			other = Tiny
+		}
+		g, err := p.central(img, other)
+		if err != nil {
+			return nil, err
+		}
+		if LandmarkFit(&g.Landmarks) < LandmarkFit(&f.Landmarks) {
+			f = g
+			f.SecondDetector = true
+		}
+	}
+	one := []Face{f}
+	if _, err := p.describe(img, one); err != nil {
+		return nil, err
+	}
+	return &one[0], nil
+}
+
+// central picks the central face of detector d and fills its landmarks.
+func (p *Pipeline) central(img *imaging.RGB, d Detector) (Face, error) {
+	low := math.Min(CentralMinScore, p.opt.MinScore)
+	all, err := p.detect(img, d, low)
+	if err != nil {
+		return Face{}, err
 	}
 	cx, cy := float64(img.W)/2, float64(img.H)/2
 	var f Face
@@ -357,8 +439,8 @@ func (p *Pipeline) Central(img *imaging.RGB) (*Face, error) {
 	}
 	f.LowScore = lowScore
 	one := []Face{f}
-	if _, err := p.Complete(img, one); err != nil {
-		return nil, err
+	if err := p.fillLandmarks(img, one); err != nil {
+		return Face{}, err
 	}
-	return &one[0], nil
+	return one[0], nil
 }

@@ -33,6 +33,9 @@ type Entry struct {
 	// LowScore records that the face was detected only below the
 	// pipeline's usual score threshold.
 	LowScore bool
+	// SecondDetector records that the face came from the pipeline's second
+	// detector (face.Face.SecondDetector).
+	SecondDetector bool
 }
 
 // Cache is a folder of cached descriptors for one pipeline configuration.
@@ -141,6 +144,9 @@ func Marshal(e Entry) []byte {
 	if e.LowScore {
 		flags |= 2
 	}
+	if e.SecondDetector {
+		flags |= 4
+	}
 	b = append(b, flags)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(e.Descriptor)))
 	for _, v := range e.Descriptor {
@@ -159,14 +165,14 @@ func Unmarshal(b []byte) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
 	flags := body[4]
-	if flags&^3 != 0 {
+	if flags&^7 != 0 {
 		return Entry{}, fmt.Errorf("%w: unknown flags %#x", ErrCorrupt, flags)
 	}
 	n := int(binary.LittleEndian.Uint16(body[5:7]))
 	if n > maxDims || len(body) != 7+4*n {
 		return Entry{}, fmt.Errorf("%w: length does not match %d values", ErrCorrupt, n)
 	}
-	e := Entry{Fallback: flags&1 != 0, LowScore: flags&2 != 0}
+	e := Entry{Fallback: flags&1 != 0, LowScore: flags&2 != 0, SecondDetector: flags&4 != 0}
 	if n > 0 {
 		e.Descriptor = make([]float32, n)
 	}

@@ -17,12 +17,12 @@ func TestRoundTripAndSettings(t *testing.T) {
 	if _, ok := c.Get(k); ok {
 		t.Fatal("hit on empty cache")
 	}
-	want := Entry{Descriptor: []float32{0.5, -1.25, 3}, Fallback: true, LowScore: true}
+	want := Entry{Descriptor: []float32{0.5, -1.25, 3}, Fallback: true, LowScore: true, SecondDetector: true}
 	if err := c.Put(k, want); err != nil {
 		t.Fatal(err)
 	}
 	got, ok := c.Get(k)
-	if !ok || !got.Fallback || !got.LowScore || len(got.Descriptor) != 3 || got.Descriptor[1] != -1.25 {
+	if !ok || !got.Fallback || !got.LowScore || !got.SecondDetector || len(got.Descriptor) != 3 || got.Descriptor[1] != -1.25 {
 		t.Fatalf("got %+v %v", got, ok)
 	}
 	other, _ := Open(dir, "tiny/dlib/v1")
@@ -68,6 +68,7 @@ func TestCorruptEntryIsAMiss(t *testing.T) {
 func FuzzUnmarshal(f *testing.F) {
 	f.Add(Marshal(Entry{Descriptor: []float32{1, 2, 3}}))
 	f.Add(Marshal(Entry{Fallback: true}))
+	f.Add(Marshal(Entry{Descriptor: []float32{-1}, LowScore: true, SecondDetector: true}))
 	f.Add([]byte("VDC1"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := Unmarshal(b)
@@ -75,7 +76,7 @@ func FuzzUnmarshal(f *testing.F) {
 			return
 		}
 		again, err := Unmarshal(Marshal(e))
-		if err != nil || len(again.Descriptor) != len(e.Descriptor) || again.Fallback != e.Fallback || again.LowScore != e.LowScore {
+		if err != nil || len(again.Descriptor) != len(e.Descriptor) || again.Fallback != e.Fallback || again.LowScore != e.LowScore || again.SecondDetector != e.SecondDetector {
 			t.Fatalf("round trip changed the entry: %v", err)
 		}
 	})

@@ -94,6 +94,9 @@ ratios against face-api 1.7.15 on TF.js wasm measured on this machine kind
 		},
 	}
 	pf.register(cmd, true, "ssd")
+	// face-api describes each face once: compare like with like.
+	cmd.Flags().Lookup("align").DefValue = string(face.AlignFaceAPI)
+	pf.align = string(face.AlignFaceAPI)
 	cmd.Flags().IntVar(&size, "size", 1920, "scale photos so the longer side has this many pixels (0: as they are)")
 	cmd.Flags().IntVar(&rounds, "rounds", 2, "passes over the photos for each measurement")
 	return cmd

@@ -37,7 +37,7 @@ func (f *pipelineFlags) register(cmd *cobra.Command, withAlign bool, defaultDete
 	cmd.Flags().StringVar(&f.models, "models", "", "folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout, installed by scripts/install-models.sh)")
 	cmd.Flags().StringVar(&f.detector, "detector", defaultDetector, "face detector: ssd (SSD-MobileNet-v1, finds more faces in general photos) or tiny (tiny YOLO-style, about 2.5x faster)")
 	if withAlign {
-		cmd.Flags().StringVar(&f.align, "align", "faceapi", "face alignment before the descriptor: faceapi (face-api's crop around eyes and mouth; measured best on LFW) or dlib (similarity transform of 33 landmarks onto dlib's mean face)")
+		cmd.Flags().StringVar(&f.align, "align", "both", "face alignment before the descriptor: both (the mean of the two descriptors below; measured best on LFW), faceapi (face-api's crop around eyes and mouth; reproduces face-api's descriptors) or dlib (similarity transform of 33 landmarks onto dlib's mean face)")
 	}
 	cmd.Flags().Float64Var(&f.minScore, "min-score", 0.5, "minimum detection score, in (0, 1)")
 	cmd.Flags().IntVar(&f.maxFaces, "max-faces", 100, "at most this many faces per image")
@@ -169,8 +169,9 @@ func newEmbedCmd(e *env) *cobra.Command {
 		Short: "Compute a 128-d face descriptor for every face",
 		Long: `Embed finds the faces in JPEG or PNG photos and computes dlib's 128-d ResNet
 descriptor for each (not L2-normalised; the same person is usually within
-Euclidean distance 0.6). --align faceapi (default) reproduces face-api's
-descriptors; --align dlib aligns 33 landmarks onto dlib's mean face.
+Euclidean distance 0.6). --align both (default) averages the descriptors of
+the two crops below, which measured best on LFW; --align faceapi reproduces
+face-api's descriptors; --align dlib aligns 33 landmarks onto dlib's mean face.
 
 Exit status: 0 when every image gave at least one descriptor, 1 when some image
 could not be read or decoded, 3 when some image had no face.`,
