@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,7 +25,8 @@ import (
 type trainFlags struct {
 	model, lossKind, data, optimizer, norm, out, resume          string
 	input, epochs, batch, microBatch, minImages, maxPeople, crop int
-	tunePairs                                                    int
+	tunePairs, centreCount                                       int
+	centreDir                                                    string
 	width, lr, momentum, weightDecay, scale, margin              float64
 	dp                                                           bool
 	sigma, clip, q, targetEps, delta, ema                        float64
@@ -89,7 +93,7 @@ the cache.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "lightface", "model: lightface or head")
-	fl.StringVar(&f.lossKind, "loss", "arcface", "loss: softmax, cosface, arcface, triplet or irene")
+	fl.StringVar(&f.lossKind, "loss", "arcface", "loss: softmax, cosface, arcface, triplet, irene, or distill (LightFace learns each training image's face-api descriptor: no identity labels)")
 	fl.Float64Var(&f.scale, "scale", 32, "CosFace/ArcFace scale s (32 suits few classes; the papers use 64)")
 	fl.Float64Var(&f.margin, "margin", 0, "CosFace/ArcFace/triplet margin (0: the paper's, 0.35 CosFace, 0.5 ArcFace, 0.2 triplet)")
 	fl.StringVar(&f.data, "data", "", "LFW folder (default: <data>/lfw)")
@@ -118,6 +122,8 @@ the cache.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for initialisation, data order and augmentation (not privacy noise)")
 	fl.IntVar(&f.tunePairs, "tune-pairs", 0, "choose the threshold on this many pairsDevTrain pairs, half same, half different (0: all 2200)")
 	fl.BoolVar(&f.json, "json", false, "print a JSON report")
+	fl.StringVar(&f.centreDir, "centre-images", "", "--loss distill: folder of public face photos (none of them in LFW) whose mean descriptor is subtracted from every target (default: <data>/mtfl/net_7876)")
+	fl.IntVar(&f.centreCount, "centre-count", 512, "--loss distill: how many of --centre-images (in name order) to average")
 	f.head.register(cmd)
 	return cmd
 }
@@ -143,6 +149,12 @@ func (f *trainFlags) validate(cmd *cobra.Command) error {
 		if f.dp {
 			f.norm = "group"
 		}
+	}
+	if f.lossKind == "distill" && f.model != "lightface" {
+		return errors.New("train: --loss distill teaches LightFace the pipeline's descriptors; the head already takes them as input")
+	}
+	if f.centreCount < 1 {
+		return fmt.Errorf("train: --centre-count must be positive, got %d", f.centreCount)
 	}
 	if !f.dp {
 		for _, n := range []string{"noise-multiplier", "sampling-rate", "target-epsilon"} {
@@ -230,6 +242,13 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 	}
 	set := src.train
 	lc := loss.Config{Kind: f.lossKind, Classes: set.Classes()}
+	if f.lossKind == "distill" {
+		if src, lc.Targets, err = withTeacher(e, f, src); err != nil {
+			return err
+		}
+		set = src.train
+		lc.Classes = len(lc.Targets)
+	}
 	if f.lossKind == "cosface" || f.lossKind == "arcface" {
 		lc.Scale = f.scale
 	}
@@ -282,7 +301,7 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		}
 		firstEpoch = ck.Header.Epoch
 	}
-	rep := trainReport{Model: mc, Loss: lc.Kind, Identities: set.Classes(), Images: set.Len(), DP: f.dp, Delta: f.delta, Checkpoint: f.out, EMA: f.ema}
+	rep := trainReport{Model: mc, Loss: lc.Kind, Identities: identities(images), Images: set.Len(), DP: f.dp, Delta: f.delta, Checkpoint: f.out, EMA: f.ema}
 	// devAccuracy embeds the pair images with the trainer's current (or
 	// averaged) weights and scores the development pairs.
 	devAccuracy := func() (acc, thr float64, err error) {
@@ -351,6 +370,117 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 	}
 	return nil
 }
+
+// identities counts the distinct people among images.
+func identities(images []dataset.Image) int {
+	seen := map[string]bool{}
+	for _, im := range images {
+		seen[im.Identity] = true
+	}
+	return len(seen)
+}
+
+// withTeacher computes the face pipeline's descriptor of every training
+// image (cached as veil verify caches them) as its distillation target and
+// relabels the set so that an example's label is its image's index.
+//
+// The targets are centred on the mean descriptor of public photos: dlib's
+// descriptors share a large common component (two strangers' descriptors
+// are far from orthogonal), and a student pulled towards raw targets can
+// lower the loss by emitting that one direction for every face. The mean
+// comes from public images (MTFL's web faces, none in LFW) so that it
+// reveals nothing about the private training set and costs no privacy.
+func withTeacher(e *env, f *trainFlags, src trainSource) (trainSource, [][]float32, error) {
+	set, ok := src.train.(*dataset.Set)
+	if !ok {
+		return trainSource{}, nil, errors.New("train: --loss distill needs image data")
+	}
+	dir := f.centreDir
+	if dir == "" {
+		dir = filepath.Join(datadir.Default(), "mtfl", "net_7876")
+	}
+	public, err := imageFiles(dir, f.centreCount)
+	if err != nil {
+		return trainSource{}, nil, fmt.Errorf("train: --centre-images: %w", err)
+	}
+	desc, err := f.head.openDescriber()
+	if err != nil {
+		return trainSource{}, nil, err
+	}
+	pub, _, err := describeAll(e, "public descriptors", public, desc, f.head.quiet)
+	if err != nil {
+		return trainSource{}, nil, err
+	}
+	var mean []float64
+	for _, v := range pub {
+		if mean == nil {
+			mean = make([]float64, len(v))
+		}
+		for i, x := range v {
+			mean[i] += float64(x) / float64(len(pub))
+		}
+	}
+	got, fb, err := describeAll(e, "teacher descriptors", set.Paths, desc, f.head.quiet)
+	if err != nil {
+		return trainSource{}, nil, err
+	}
+	fmt.Fprintf(e.stderr, "%d teacher descriptors (%d from a central box: no face detected), centred on the mean of %d public ones\n", len(got), fb, len(pub))
+	targets := make([][]float32, set.Len())
+	for i, p := range set.Paths {
+		t := got[p]
+		if len(t) != len(mean) {
+			return trainSource{}, nil, fmt.Errorf("train: no teacher descriptor for %s", p)
+		}
+		targets[i] = make([]float32, len(t))
+		for j, x := range t {
+			targets[i][j] = float32(float64(x) - mean[j])
+		}
+	}
+	src.train = indexLabelled{set}
+	return src, targets, nil
+}
+
+// imageFiles lists up to n JPEG or PNG files of dir in name order.
+func imageFiles(dir string, n int) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, en := range ents {
+		ext := strings.ToLower(filepath.Ext(en.Name()))
+		if en.Type().IsRegular() && (ext == ".jpg" || ext == ".jpeg" || ext == ".png") {
+			out = append(out, filepath.Join(dir, en.Name()))
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no JPEG or PNG images in %s", dir)
+	}
+	return out, nil
+}
+
+// indexLabelled labels each image by its index in the set (distillation
+// targets are per image, not per identity).
+type indexLabelled struct{ *dataset.Set }
+
+// Batch returns the set's inputs with the images' indices as labels.
+func (s indexLabelled) Batch(idx []int, rng *rand.Rand) ([]float32, []int32, error) {
+	x, _, err := s.Set.Batch(idx, rng)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := make([]int32, len(idx))
+	for k, i := range idx {
+		l[k] = int32(i)
+	}
+	return x, l, nil
+}
+
+// Classes is the number of targets: one per image.
+func (s indexLabelled) Classes() int { return s.Len() }
 
 func bar(done, total, width int) string {
 	n := done * width / max(total, 1)

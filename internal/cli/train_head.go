@@ -28,12 +28,12 @@ type headFlags struct {
 
 func (h *headFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&h.models, "models", "", "--model head: folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
-	fl.StringVar(&h.detector, "detector", "tiny", "--model head: face detector, tiny or ssd (defaults match veil verify, so the two share cached descriptors)")
-	fl.StringVar(&h.align, "align", "faceapi", "--model head: face alignment before the descriptor, faceapi or dlib")
-	fl.Float64Var(&h.minScore, "min-score", 0.5, "--model head: minimum detection score, in (0, 1)")
-	fl.StringVar(&h.cache, "cache", "", "--model head: descriptor cache folder, shared with veil verify (default $"+desccache.EnvCache+", else the user's cache folder)")
-	fl.BoolVar(&h.noCache, "no-cache", false, "--model head: do not read or write the descriptor cache")
+	fl.StringVar(&h.models, "models", "", "--model head, --loss distill: folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
+	fl.StringVar(&h.detector, "detector", "tiny", "--model head, --loss distill: face detector, tiny or ssd (defaults match veil verify, so the two share cached descriptors)")
+	fl.StringVar(&h.align, "align", "both", "--model head, --loss distill: face alignment before the descriptor, both, faceapi or dlib")
+	fl.Float64Var(&h.minScore, "min-score", 0.5, "--model head, --loss distill: minimum detection score, in (0, 1)")
+	fl.StringVar(&h.cache, "cache", "", "--model head, --loss distill: descriptor cache folder, shared with veil verify (default $"+desccache.EnvCache+", else the user's cache folder)")
+	fl.BoolVar(&h.noCache, "no-cache", false, "--model head, --loss distill: do not read or write the descriptor cache")
 	fl.BoolVarP(&h.quiet, "quiet", "q", false, "no progress bar while describing images")
 }
 
@@ -41,13 +41,13 @@ func (h *headFlags) register(cmd *cobra.Command) {
 // it must stay the one veil verify builds (verify.go) so the two commands
 // share cached descriptors.
 func descCacheSettings(opt face.Options) string {
-	return fmt.Sprintf("%s|%s|%s|%g|%s", pipelineVersion, opt.Detector, opt.Align, opt.MinScore, nets.PinnedDigest())
+	return fmt.Sprintf("%s|%s|%s|%g|second=%v|%s", pipelineVersion, opt.Detector, opt.Align, opt.MinScore, opt.SecondDetector, nets.PinnedDigest())
 }
 
 // openDescriber builds the descriptor pipeline and its cache.
 func (h *headFlags) openDescriber() (eval.Describer, error) {
 	p, err := face.NewPipeline(face.Options{ModelDir: h.models, Detector: face.Detector(h.detector), Align: face.Align(h.align),
-		MinScore: h.minScore, MaxFaces: 100, Descriptors: true})
+		MinScore: h.minScore, MaxFaces: 100, Descriptors: true, SecondDetector: true})
 	if err != nil {
 		return nil, err
 	}

@@ -54,9 +54,10 @@ type Head interface {
 
 // Config selects and parameterises a head; it is saved in checkpoints.
 type Config struct {
-	// Kind is softmax, cosface, arcface, triplet or irene.
+	// Kind is softmax, cosface, arcface, triplet, irene or distill.
 	Kind string `json:"kind"`
-	// Classes is the number of training identities (not for triplet).
+	// Classes is the number of training identities (not for triplet);
+	// for distill, the number of targets.
 	Classes int `json:"classes,omitempty"`
 	// Scale s and Margin m for cosface/arcface; Margin α for triplet.
 	Scale  float64 `json:"scale,omitempty"`
@@ -72,6 +73,10 @@ type Config struct {
 	// Centres are PrivacyFace's cluster centres p̂ [Q][D] from other
 	// clients (normalised on use). Not saved in checkpoints.
 	Centres [][]float32 `json:"-"`
+	// Targets are distill's teacher embeddings [Classes][D], one per
+	// training example: an example's label is the index of its target.
+	// Not saved in checkpoints.
+	Targets [][]float32 `json:"-"`
 }
 
 // Defaults fills zero fields with the papers' values: s=64 and m=0.35
@@ -147,8 +152,10 @@ func New(p *nn.Params, c Config, d int) (Head, error) {
 			return nil, fmt.Errorf("loss: triplet margin α must be positive, got %g", c.Margin)
 		}
 		return &tripletHead{alpha: c.Margin, semi: c.SemiHard}, nil
+	case "distill":
+		return newDistillHead(c, d)
 	}
-	return nil, fmt.Errorf("loss: unknown loss %q (want softmax, cosface, arcface, triplet or irene)", c.Kind)
+	return nil, fmt.Errorf("loss: unknown loss %q (want softmax, cosface, arcface, triplet, irene or distill)", c.Kind)
 }
 
 type softmaxHead struct {

@@ -30,6 +30,7 @@ func TestLossGradients(t *testing.T) {
 		{"irene", loss.Config{Kind: "irene", Classes: 3, Alpha: 0.8}, false},
 		{"triplet hardest", loss.Config{Kind: "triplet"}, true},
 		{"triplet semi-hard", loss.Config{Kind: "triplet", SemiHard: true}, true},
+		{"distill", loss.Config{Kind: "distill", Classes: 3, Targets: [][]float32{{1, 2, 0, 0}, {0, -1, 0.5, 0}, {0.2, 0.2, 0.2, -3}}}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,6 +125,22 @@ func TestKnownValues(t *testing.T) {
 	}
 }
 
+func TestDistillKnown(t *testing.T) {
+	// f·t/|f||t| with t=(0,2) (unit row (0,1)): f=(3,4) → 1−0.8; f=(0,−1) → 2.
+	f := tensors.FromFlatDataAndDimensions([]float64{3, 4, 0, -1}, 2, 2)
+	rows := tensors.FromFlatDataAndDimensions([]float64{1, 0, 0, 1}, 2, 2)
+	lab := tensors.FromFlatDataAndDimensions([]int32{1, 1}, 2)
+	got := eval(t, func(in []*graph.Node) *graph.Node { return loss.Distill(in[0], in[1], in[2]) }, f, rows, lab)
+	if math.Abs(got[0]-0.2) > 1e-12 || math.Abs(got[1]-2) > 1e-12 {
+		t.Errorf("distill = %v, want [0.2 2]", got)
+	}
+	lab = tensors.FromFlatDataAndDimensions([]int32{0, 1}, 2)
+	got = eval(t, func(in []*graph.Node) *graph.Node { return loss.Distill(in[0], in[1], in[2]) }, f, rows, lab)
+	if math.Abs(got[0]-0.4) > 1e-12 || math.Abs(got[1]-2) > 1e-12 {
+		t.Errorf("distill with labels [0 1] = %v, want [0.4 2]", got)
+	}
+}
+
 func TestTripletKnown(t *testing.T) {
 	// Points on a line: a=0 (label 0), p=1 (label 0), n1=1.2, n2=3 (label 1).
 	f := tensors.FromFlatDataAndDimensions([]float64{0, 1, 1.2, 3}, 4, 1)
@@ -175,6 +192,10 @@ func TestConfigErrors(t *testing.T) {
 		{Kind: "irene", Classes: 3, Alpha: 1.5},
 		{Kind: "triplet", Margin: -0.2},
 		{Kind: "arcface", Classes: 3, Scale: 8, Margin: 0.5, Rho: 0.1, Centres: [][]float32{{1, 2}}},
+		{Kind: "distill"},
+		{Kind: "distill", Classes: 2, Targets: [][]float32{{1, 0, 0, 0}}},
+		{Kind: "distill", Classes: 1, Targets: [][]float32{{1, 0}}},
+		{Kind: "distill", Classes: 1, Targets: [][]float32{{0, 0, 0, 0}}},
 	}
 	for _, c := range bad {
 		if _, err := loss.New(nn.NewParams(), c, 4); err == nil {
