@@ -153,7 +153,7 @@ func New(p *nn.Params, c Config, d int) (Head, error) {
 		}
 		return &tripletHead{alpha: c.Margin, semi: c.SemiHard}, nil
 	case "distill":
-		return newDistillHead(c, d)
+		return newDistillHead(p, c, d)
 	}
 	return nil, fmt.Errorf("loss: unknown loss %q (want softmax, cosface, arcface, triplet, irene or distill)", c.Kind)
 }
