@@ -99,7 +99,7 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 		add(opt.Train)
 	}
 	sort.Strings(paths)
-	descs, err := describeAll(paths, opt.Workers, describe, opt.Progress)
+	descs, err := DescribeAll(paths, opt.Workers, describe, opt.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -168,13 +168,16 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 	return res, nil
 }
 
-func describeAll(paths []string, workers int, describe Describer, progress func()) (map[string]Described, error) {
+// DescribeAll runs describe on every path with the given number of workers
+// (at least one), calling progress after each image. It stops handing out
+// paths at the first error and returns that error, naming the path.
+func DescribeAll(paths []string, workers int, describe Describer, progress func()) (map[string]Described, error) {
 	out := make(map[string]Described, len(paths))
 	var mu sync.Mutex
 	var firstErr error
 	work := make(chan string)
 	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
+	for w := 0; w < max(1, workers); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -1,8 +1,8 @@
 package face
 
 import (
+	"fmt"
 	"math"
-	"path/filepath"
 	"testing"
 
 	"github.com/veil-privacy/veil/imaging"
@@ -57,15 +57,22 @@ func TestLandmarkFit(t *testing.T) {
 	}
 }
 
-// TestSecondDetector: on LFW's Gary_Winnick_0002 the tiny detector's only
-// central box scores below 0.5 and takes in the whole head, and its
-// landmarks collapse; SSD's box gives landmarks that fit the mean face.
-func TestSecondDetector(t *testing.T) {
-	path := datadir.ForTest(t, "lfw", "images_deepfunneled", "Gary_Winnick", "Gary_Winnick_0002.jpg")
+// lfwImage decodes LFW's deep-funnelled image n of person.
+func lfwImage(t *testing.T, person string, n int) *imaging.RGB {
+	t.Helper()
+	path := datadir.ForTest(t, "lfw", "images_deepfunneled", person, fmt.Sprintf("%s_%04d.jpg", person, n))
 	img, _, err := imaging.DecodeFile(path, imaging.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return img
+}
+
+// TestSecondDetector: on LFW's Gary_Winnick_0002 the tiny detector's only
+// central box scores below 0.5 and takes in the whole head, and its
+// landmarks collapse; SSD's box gives landmarks that fit the mean face.
+func TestSecondDetector(t *testing.T) {
+	img := lfwImage(t, "Gary_Winnick", 2)
 	md := datadir.ModelDirForTest(t)
 	alone, err := NewPipeline(Options{ModelDir: md, Detector: Tiny})
 	if err != nil {
@@ -93,28 +100,19 @@ func TestSecondDetector(t *testing.T) {
 		t.Errorf("landmark fit: tiny %.3f, SSD %.3f; want SSD's within LFW's 99th percentile (0.09) and far better", a, b)
 	}
 	// A face the first detector finds confidently is kept as it is.
-	sure := datadir.ForTest(t, "lfw", "images_deepfunneled", "Gary_Winnick", "Gary_Winnick_0001.jpg")
-	img2, _, err := imaging.DecodeFile(sure, imaging.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := both.Central(img2)
+	h, err := both.Central(lfwImage(t, "Gary_Winnick", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if h.SecondDetector || h.LowScore {
-		t.Errorf("%s: SecondDetector %v LowScore %v, want the tiny detector's confident face", filepath.Base(sure), h.SecondDetector, h.LowScore)
+		t.Errorf("Gary_Winnick_0001: SecondDetector %v LowScore %v, want the tiny detector's confident face", h.SecondDetector, h.LowScore)
 	}
 }
 
 // TestAlignBoth: the both-aligners descriptor is the mean of the two
 // single-aligner descriptors of the same face.
 func TestAlignBoth(t *testing.T) {
-	path := datadir.ForTest(t, "lfw", "images_deepfunneled", "Gary_Winnick", "Gary_Winnick_0001.jpg")
-	img, _, err := imaging.DecodeFile(path, imaging.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := lfwImage(t, "Gary_Winnick", 1)
 	md := datadir.ModelDirForTest(t)
 	desc := map[Align][]float32{}
 	for _, a := range []Align{AlignFaceAPI, AlignDlib, AlignBoth} {

@@ -75,9 +75,10 @@ const (
 	// mean face: how dlib cut the chips the descriptor was trained on.
 	AlignDlib Align = "dlib"
 	// AlignFaceAPI is face-api's axis-aligned crop around eyes and mouth,
-	// which reproduces face-api's reference descriptors. It is the default:
-	// on LFW's development pairs it measured 98.3% (SSD) and 98.6% (tiny
-	// detector) against dlib alignment's 98.1% and 98.5%.
+	// which reproduces face-api's reference descriptors. It is Options'
+	// default; alone it measured 98.3% (SSD) and 98.6% (tiny detector) on
+	// LFW's development pairs against dlib alignment's 98.1% and 98.5%. The
+	// commands default to AlignBoth.
 	AlignFaceAPI Align = "faceapi"
 	// AlignBoth describes both crops and averages the two descriptors (two
 	// descriptor passes per face). The crops err differently (face-api's

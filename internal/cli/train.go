@@ -241,6 +241,7 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		return err
 	}
 	set := src.train
+	people := set.Classes() // before distill relabels by image
 	lc := loss.Config{Kind: f.lossKind, Classes: set.Classes()}
 	if f.lossKind == "distill" {
 		if src, lc.Targets, err = withTeacher(e, f, src); err != nil {
@@ -301,7 +302,7 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		}
 		firstEpoch = ck.Header.Epoch
 	}
-	rep := trainReport{Model: mc, Loss: lc.Kind, Identities: identities(images), Images: set.Len(), DP: f.dp, Delta: f.delta, Checkpoint: f.out, EMA: f.ema}
+	rep := trainReport{Model: mc, Loss: lc.Kind, Identities: people, Images: set.Len(), DP: f.dp, Delta: f.delta, Checkpoint: f.out, EMA: f.ema}
 	// devAccuracy embeds the pair images with the trainer's current (or
 	// averaged) weights and scores the development pairs.
 	devAccuracy := func() (acc, thr float64, err error) {
@@ -369,15 +370,6 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		fmt.Fprintf(e.stdout, "raw descriptors (cosine) on the same pairs: accuracy %.4f\n", *rep.DescriptorAccuracy)
 	}
 	return nil
-}
-
-// identities counts the distinct people among images.
-func identities(images []dataset.Image) int {
-	seen := map[string]bool{}
-	for _, im := range images {
-		seen[im.Identity] = true
-	}
-	return len(seen)
 }
 
 // withTeacher computes the face pipeline's descriptor of every training

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -70,49 +69,18 @@ func (h *headFlags) openDescriber() (eval.Describer, error) {
 // returns the descriptors by path and how many used the fallback box.
 func describeAll(e *env, label string, paths []string, desc eval.Describer, quiet bool) (map[string][]float32, int, error) {
 	bar := progress.New(e.stderr, label, len(paths), quiet)
-	defer bar.Done()
-	out := make(map[string][]float32, len(paths))
-	var (
-		mu       sync.Mutex
-		fallback int
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	jobs := make(chan string)
-	for w := 0; w < max(1, engine.Parallelism()); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for path := range jobs {
-				d, err := desc(path)
-				mu.Lock()
-				switch {
-				case err != nil && firstErr == nil:
-					firstErr = fmt.Errorf("train: describing %s: %w", path, err)
-				case err == nil:
-					out[path] = d.Descriptor
-					if d.Fallback {
-						fallback++
-					}
-				}
-				mu.Unlock()
-				bar.Add(1)
-			}
-		}()
+	got, err := eval.DescribeAll(paths, engine.Parallelism(), desc, func() { bar.Add(1) })
+	bar.Done()
+	if err != nil {
+		return nil, 0, fmt.Errorf("train: describing: %w", err)
 	}
-	for _, p := range paths {
-		mu.Lock()
-		failed := firstErr != nil
-		mu.Unlock()
-		if failed {
-			break
+	out := make(map[string][]float32, len(got))
+	fallback := 0
+	for p, d := range got {
+		out[p] = d.Descriptor
+		if d.Fallback {
+			fallback++
 		}
-		jobs <- p
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, 0, firstErr
 	}
 	return out, fallback, nil
 }
