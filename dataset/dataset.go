@@ -19,6 +19,10 @@ type Image struct {
 	Path string
 	// Identity is the person's name (LFW) or subject folder (ORL).
 	Identity string
+	// Points, if set, are the face's five points in the image; Load then
+	// warps the image so that they land on LFWFivePoints in an LFW-sized
+	// frame before cropping (MTFL's faces, framed unlike LFW's).
+	Points *FivePoints
 }
 
 // Set is a labelled set of square RGB face crops held as bytes: each image
@@ -74,6 +78,11 @@ func Load(images []Image, o LoadOptions) (*Set, error) {
 		if err != nil {
 			return nil, err
 		}
+		if im.Points != nil {
+			if m, err = toLFWFrame(m, *im.Points); err != nil {
+				return nil, fmt.Errorf("dataset: %s: %w", im.Path, err)
+			}
+		}
 		crop := o.Crop
 		if crop <= 0 || crop > min(m.W, m.H) {
 			crop = min(m.W, m.H)
@@ -89,6 +98,20 @@ func Load(images []Image, o LoadOptions) (*Set, error) {
 		s.Paths = append(s.Paths, im.Path)
 	}
 	return s, nil
+}
+
+// toLFWFrame warps m by the similarity that best maps pts onto
+// LFWFivePoints, into an LFWFrame×LFWFrame image.
+func toLFWFrame(m *imaging.RGB, pts FivePoints) (*imaging.RGB, error) {
+	from, to := make([][2]float64, 5), make([][2]float64, 5)
+	for k := range pts {
+		from[k], to[k] = LFWFivePoints[k], pts[k]
+	}
+	dstToSrc, err := imaging.EstimateSimilarity(from, to)
+	if err != nil {
+		return nil, fmt.Errorf("aligning five points: %w", err)
+	}
+	return imaging.WarpAffine(m, dstToSrc, LFWFrame, LFWFrame), nil
 }
 
 func readImage(path string) (*imaging.RGB, error) {

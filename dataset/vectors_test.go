@@ -7,7 +7,7 @@ import (
 )
 
 func TestVectors(t *testing.T) {
-	ims := []Image{{"b1", "Bob"}, {"a1", "Alice"}, {"b2", "Bob"}}
+	ims := []Image{{Path: "b1", Identity: "Bob"}, {Path: "a1", Identity: "Alice"}, {Path: "b2", Identity: "Bob"}}
 	v, err := NewVectors(ims, [][]float32{{1, 2}, {3, 4}, {5, 6}})
 	if err != nil {
 		t.Fatal(err)
@@ -42,10 +42,10 @@ func TestVectorsErrors(t *testing.T) {
 		want string
 	}{
 		{nil, nil, "no vectors"},
-		{[]Image{{"a", "A"}}, nil, "0 vectors for 1"},
-		{[]Image{{"a", "A"}}, [][]float32{{}}, "empty vector"},
-		{[]Image{{"a", "A"}, {"b", "B"}}, [][]float32{{1}, {1, 2}}, "length 2, want 1"},
-		{[]Image{{"a", "A"}}, [][]float32{{nan}}, "non-finite"},
+		{[]Image{{Path: "a", Identity: "A"}}, nil, "0 vectors for 1"},
+		{[]Image{{Path: "a", Identity: "A"}}, [][]float32{{}}, "empty vector"},
+		{[]Image{{Path: "a", Identity: "A"}, {Path: "b", Identity: "B"}}, [][]float32{{1}, {1, 2}}, "length 2, want 1"},
+		{[]Image{{Path: "a", Identity: "A"}}, [][]float32{{nan}}, "non-finite"},
 	}
 	for _, tc := range cases {
 		_, err := NewVectors(tc.ims, tc.vecs)
