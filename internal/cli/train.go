@@ -25,8 +25,8 @@ import (
 type trainFlags struct {
 	model, lossKind, data, optimizer, norm, out, resume          string
 	input, epochs, batch, microBatch, minImages, maxPeople, crop int
-	tunePairs, centreCount                                       int
-	centreDir                                                    string
+	tunePairs, centreCount, freezeBlocks                         int
+	centreDir, trainSet, mtflDir, init                           string
 	width, lr, momentum, weightDecay, scale, margin              float64
 	dp                                                           bool
 	sigma, clip, q, targetEps, delta, ema                        float64
@@ -37,23 +37,26 @@ type trainFlags struct {
 
 // trainReport is the --json output of veil train.
 type trainReport struct {
-	Model       arch.Config `json:"model"`
-	Loss        string      `json:"loss"`
-	Identities  int         `json:"identities"`
-	Images      int         `json:"images"`
-	Epochs      int         `json:"epochs"`
-	Steps       int         `json:"steps"`
-	LossCurve   []float64   `json:"loss_curve"`
-	FinalLoss   float64     `json:"final_loss"`
-	DP          bool        `json:"dp"`
-	EMA         float64     `json:"ema,omitempty"`
-	NoiseMult   float64     `json:"noise_multiplier,omitempty"`
-	Clip        float64     `json:"clip,omitempty"`
-	SamplingQ   float64     `json:"sampling_rate,omitempty"`
-	Epsilon     float64     `json:"epsilon"`
-	Delta       float64     `json:"delta"`
-	DevAccuracy float64     `json:"dev_accuracy"`
-	Threshold   float64     `json:"threshold"`
+	Model arch.Config `json:"model"`
+	Loss  string      `json:"loss"`
+	// TrainSet is lfw (the development training identities) or mtfl
+	// (public web faces, no identity labels: Identities is 0).
+	TrainSet    string    `json:"train_set"`
+	Identities  int       `json:"identities"`
+	Images      int       `json:"images"`
+	Epochs      int       `json:"epochs"`
+	Steps       int       `json:"steps"`
+	LossCurve   []float64 `json:"loss_curve"`
+	FinalLoss   float64   `json:"final_loss"`
+	DP          bool      `json:"dp"`
+	EMA         float64   `json:"ema,omitempty"`
+	NoiseMult   float64   `json:"noise_multiplier,omitempty"`
+	Clip        float64   `json:"clip,omitempty"`
+	SamplingQ   float64   `json:"sampling_rate,omitempty"`
+	Epsilon     float64   `json:"epsilon"`
+	Delta       float64   `json:"delta"`
+	DevAccuracy float64   `json:"dev_accuracy"`
+	Threshold   float64   `json:"threshold"`
 	// InitAccuracy is the same accuracy of the network as initialised,
 	// before any step (absent when resuming): learning is measured
 	// against it, since even random features score above chance.
@@ -62,8 +65,15 @@ type trainReport struct {
 	// similarity, threshold from the same tuning pairs): --model head's
 	// starting point.
 	DescriptorAccuracy *float64 `json:"descriptor_accuracy,omitempty"`
-	Checkpoint         string   `json:"checkpoint"`
-	WallS              float64  `json:"wall_s"`
+	// Init is the checkpoint the weights started from (--init), and
+	// FrozenBlocks how many of LightFace's first blocks stayed fixed.
+	Init         string `json:"init,omitempty"`
+	FrozenBlocks int    `json:"frozen_blocks,omitempty"`
+	// Trainable counts the parameters the optimiser (and, under DP,
+	// clipping and noise) touches.
+	Trainable  int     `json:"trainable_parameters"`
+	Checkpoint string  `json:"checkpoint"`
+	WallS      float64 `json:"wall_s"`
 }
 
 func newTrainCmd(e *env) *cobra.Command {
@@ -87,7 +97,16 @@ descriptors of the face pipeline (detection, dlib alignment, face-api's
 descriptor network; the central face of each image, or a central box when
 none is detected). Descriptors are computed once and cached exactly as
 veil verify caches them (same folder and keys), so the two commands share
-the cache.`,
+the cache.
+
+Public pretraining, then private fine-tuning: --train-set mtfl trains
+LightFace by distillation on MTFL's 5,849 net_7876 web faces (public, none
+from LFW; aligned by their five annotated points to LFW's framing) and
+marks its checkpoint public. --init CHECKPOINT starts a new run from such
+weights (fresh optimiser, step 0), and --freeze-blocks N keeps LightFace's
+first N of 14 convolution blocks fixed, so that DP-SGD clips and noises
+only the rest. Under --dp, --init accepts only public checkpoints: weights
+that have seen private data without accounting would void the guarantee.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTrain(e, cmd, f) },
 	}
@@ -97,6 +116,10 @@ the cache.`,
 	fl.Float64Var(&f.scale, "scale", 32, "CosFace/ArcFace scale s (32 suits few classes; the papers use 64)")
 	fl.Float64Var(&f.margin, "margin", 0, "CosFace/ArcFace/triplet margin (0: the paper's, 0.35 CosFace, 0.5 ArcFace, 0.2 triplet)")
 	fl.StringVar(&f.data, "data", "", "LFW folder (default: <data>/lfw)")
+	fl.StringVar(&f.trainSet, "train-set", "lfw", "training images: lfw (development training identities) or mtfl (public net_7876 web faces; --loss distill only)")
+	fl.StringVar(&f.mtflDir, "mtfl", "", "MTFL folder for --train-set mtfl (default: <data>/mtfl)")
+	fl.StringVar(&f.init, "init", "", "start from this checkpoint's weights (same model; fresh optimiser and step count)")
+	fl.IntVar(&f.freezeBlocks, "freeze-blocks", 0, "keep LightFace's first N convolution blocks (conv1…convN of 14) fixed")
 	fl.IntVar(&f.input, "input", 64, "input side in pixels (224, 112, 64)")
 	fl.Float64Var(&f.width, "width", 0.25, "LightFace width multiplier")
 	fl.StringVar(&f.norm, "norm", "", "normalisation: batch, group or none (default: group with --dp, else batch)")
@@ -156,6 +179,29 @@ func (f *trainFlags) validate(cmd *cobra.Command) error {
 	if f.centreCount < 1 {
 		return fmt.Errorf("train: --centre-count must be positive, got %d", f.centreCount)
 	}
+	switch f.trainSet {
+	case "lfw":
+	case "mtfl":
+		if f.lossKind != "distill" {
+			return errors.New("train: MTFL's faces have no identity labels; --train-set mtfl needs --loss distill")
+		}
+		for _, n := range []string{"min-images", "max-people"} {
+			if cmd.Flags().Changed(n) {
+				return fmt.Errorf("train: --%s selects LFW identities; it does not apply to --train-set mtfl", n)
+			}
+		}
+	default:
+		return fmt.Errorf("train: unknown --train-set %q (want lfw or mtfl)", f.trainSet)
+	}
+	if f.init != "" && f.resume != "" {
+		return errors.New("train: give --init (new run from weights) or --resume (continue a run), not both")
+	}
+	if f.freezeBlocks < 0 || f.freezeBlocks > arch.LightFaceBlocks {
+		return fmt.Errorf("train: --freeze-blocks must be in [0, %d], got %d", arch.LightFaceBlocks, f.freezeBlocks)
+	}
+	if f.freezeBlocks > 0 && f.model != "lightface" {
+		return errors.New("train: --freeze-blocks applies to LightFace")
+	}
 	if !f.dp {
 		for _, n := range []string{"noise-multiplier", "sampling-rate", "target-epsilon"} {
 			if cmd.Flags().Changed(n) {
@@ -191,7 +237,16 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		f.data = filepath.Join(datadir.Default(), "lfw")
 	}
 	lfw := dataset.LFW{Dir: f.data}
-	images, err := lfw.TrainImages("peopleDevTrain.txt", f.minImages, f.maxPeople)
+	var images []dataset.Image
+	var err error
+	if f.trainSet == "mtfl" {
+		if f.mtflDir == "" {
+			f.mtflDir = filepath.Join(datadir.Default(), "mtfl")
+		}
+		images, err = dataset.MTFL{Dir: f.mtflDir}.PublicImages()
+	} else {
+		images, err = lfw.TrainImages("peopleDevTrain.txt", f.minImages, f.maxPeople)
+	}
 	if err != nil {
 		return err
 	}
@@ -222,7 +277,7 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		return err
 	}
 	mc = model.Config()
-	var ck *checkpoint.Checkpoint
+	var ck, initCk *checkpoint.Checkpoint
 	if f.resume != "" {
 		if ck, err = checkpoint.Load(f.resume); err != nil {
 			return err
@@ -230,7 +285,23 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		if !ck.Header.Model.Equal(mc) {
 			return fmt.Errorf("train: checkpoint %s holds another model (%+v), not %+v", f.resume, ck.Header.Model, mc)
 		}
+		if d := ck.Header.Data; d != "" && d != f.trainSet {
+			return fmt.Errorf("train: checkpoint %s was trained on --train-set %s, not %s", f.resume, d, f.trainSet)
+		}
 	}
+	if f.init != "" {
+		if initCk, err = checkpoint.Load(f.init); err != nil {
+			return err
+		}
+		if !initCk.Header.Model.Equal(mc) {
+			return fmt.Errorf("train: --init %s holds another model (%+v), not %+v", f.init, initCk.Header.Model, mc)
+		}
+		if f.dp && !initCk.Header.Public {
+			return fmt.Errorf("train: --init %s was trained on private data (%q); DP-SGD from it would not bound what the weights already hold: start from a checkpoint trained on public data only (--train-set mtfl)", f.init, initCk.Header.Data)
+		}
+	}
+	// public: every example these weights will have seen is public.
+	public := f.trainSet == "mtfl" && (initCk == nil || initCk.Header.Public) && (ck == nil || ck.Header.Public)
 	var src trainSource
 	if f.model == "head" {
 		src, err = loadHeadData(e, f, lfw, images, append(append([]dataset.Pair{}, tunePairs...), testPairs...))
@@ -262,8 +333,19 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		return err
 	}
 	model.Params().Init(f.seed)
+	if initCk != nil {
+		if _, err := initCk.ApplyInit(mc, model.Params(), loss.ParamPrefix); err != nil {
+			return fmt.Errorf("train: --init %s: %w", f.init, err)
+		}
+	}
 	opts := train.Options{Optimizer: f.optimizer, LearningRate: f.lr, Momentum: f.momentum, WeightDecay: f.weightDecay,
 		MicroBatch: f.microBatch, Seed: f.seed, EMA: f.ema}
+	if f.freezeBlocks > 0 {
+		for b := 1; b <= f.freezeBlocks; b++ {
+			model.Params().SetGroup(arch.LightFaceBlockName(b)+"/", "frozen")
+		}
+		opts.GroupLR = map[string]float64{"frozen": 0}
+	}
 	var sampler train.Sampler
 	if f.dp {
 		q := f.q
@@ -302,7 +384,11 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		}
 		firstEpoch = ck.Header.Epoch
 	}
-	rep := trainReport{Model: mc, Loss: lc.Kind, Identities: people, Images: set.Len(), DP: f.dp, Delta: f.delta, Checkpoint: f.out, EMA: f.ema}
+	if f.trainSet == "mtfl" {
+		people = 0
+	}
+	rep := trainReport{Model: mc, Loss: lc.Kind, TrainSet: f.trainSet, Identities: people, Images: set.Len(), DP: f.dp, Delta: f.delta,
+		Checkpoint: f.out, EMA: f.ema, Init: f.init, FrozenBlocks: f.freezeBlocks, Trainable: tr.NumTrainable()}
 	// devAccuracy embeds the pair images with the trainer's current (or
 	// averaged) weights and scores the development pairs.
 	devAccuracy := func() (acc, thr float64, err error) {
@@ -331,7 +417,8 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		p := tr.Privacy()
 		fmt.Fprintf(e.stderr, "\repoch %d/%d mean loss %.4f ε=%.3f %s\n", ep+1, f.epochs, l, p.Epsilon, time.Since(start).Round(time.Second))
 		rep.LossCurve = append(rep.LossCurve, l)
-		ck := checkpoint.FromTrainer(checkpoint.Header{Model: mc, Loss: lc, Optimizer: f.optimizer, Epoch: ep + 1, Seed: f.seed}, tr.Params(), tr.State())
+		ck := checkpoint.FromTrainer(checkpoint.Header{Model: mc, Loss: lc, Optimizer: f.optimizer, Epoch: ep + 1, Seed: f.seed,
+			Data: f.trainSet, Public: public}, tr.Params(), tr.State())
 		if err := ck.Save(f.out); err != nil {
 			return err
 		}
@@ -508,10 +595,12 @@ func loadImageData(e *env, f *trainFlags, lfw dataset.LFW, images []dataset.Imag
 	if err != nil {
 		return trainSource{}, err
 	}
+	var ps *dataset.Set // the pair images, loaded on the first call
 	embed := func(tr *train.Trainer) (map[string][]float32, error) {
-		ps, err := dataset.Load(lfw.PairImages(pairs), dataset.LoadOptions{Side: f.input, Crop: f.crop})
-		if err != nil {
-			return nil, err
+		if ps == nil {
+			if ps, err = dataset.Load(lfw.PairImages(pairs), dataset.LoadOptions{Side: f.input, Crop: f.crop}); err != nil {
+				return nil, err
+			}
 		}
 		idx := make([]int, ps.Len())
 		for i := range idx {

@@ -25,10 +25,31 @@ func TestTrainRefusesBadConfigurations(t *testing.T) {
 	if err := checkpoint.FromTrainer(checkpoint.Header{Model: m.Config()}, m.Params(), st).Save(other); err != nil {
 		t.Fatal(err)
 	}
+	// A LightFace checkpoint trained on private data (the DP defaults).
+	private := filepath.Join(t.TempDir(), "private.ckpt")
+	lf, err := arch.New(arch.Config{Kind: "lightface", Input: 64, Width: 0.25, Norm: "group"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lst := train.State{}
+	for i := 0; i < lf.Params().Len(); i++ {
+		lst.M = append(lst.M, make([]float32, lf.Params().Spec(i).Size()))
+	}
+	if err := checkpoint.FromTrainer(checkpoint.Header{Model: lf.Config(), Data: "lfw"}, lf.Params(), lst).Save(private); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args []string
 		want string
 	}{
+		{[]string{"train", "--train-set", "mtfl"}, "needs --loss distill"},
+		{[]string{"train", "--train-set", "mtfl", "--loss", "distill", "--min-images", "2"}, "does not apply to --train-set mtfl"},
+		{[]string{"train", "--train-set", "celeba"}, "unknown --train-set"},
+		{[]string{"train", "--init", private, "--resume", private}, "not both"},
+		{[]string{"train", "--freeze-blocks", "15"}, "--freeze-blocks must be in [0, 14]"},
+		{[]string{"train", "--model", "head", "--freeze-blocks", "2"}, "--freeze-blocks applies to LightFace"},
+		{[]string{"train", "--max-people", "2", "--init", other}, "another model"},
+		{[]string{"train", "--max-people", "2", "--dp", "--noise-multiplier", "1", "--init", private}, "trained on private data"},
 		{[]string{"train", "--dp", "--norm", "batch", "--noise-multiplier", "1"}, "batch normalisation"},
 		{[]string{"train", "--dp", "--sampling-rate", "1.5", "--noise-multiplier", "1"}, "(0, 1]"},
 		{[]string{"train", "--dp", "--sampling-rate", "0", "--noise-multiplier", "1"}, "(0, 1]"},

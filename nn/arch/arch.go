@@ -87,6 +87,14 @@ type block struct {
 	we          bool
 }
 
+// LightFaceBlocks is the number of convolution blocks of LightFace: Conv1
+// and the depthwise-separable Conv2…Conv14 of Table 2.
+const LightFaceBlocks = 14
+
+// LightFaceBlockName names LightFace's block b (1 … LightFaceBlocks); its
+// parameters' names start with the name and a slash.
+func LightFaceBlockName(b int) string { return fmt.Sprintf("conv%d", b) }
+
 // lightFaceBlocks are Conv2…Conv14 of Table 2 (Conv8–Conv12 are five
 // identical 512-channel blocks, weight evaluation after Conv12 only).
 var lightFaceBlocks = []block{
@@ -174,7 +182,7 @@ func newLightFace(c Config) (*Model, error) {
 		return nil
 	}
 	cin := channels(32, c.Width)
-	conv1, err := nn.NewConv(p, "conv1", 3, 2, 3, cin, false)
+	conv1, err := nn.NewConv(p, LightFaceBlockName(1), 3, 2, 3, cin, false)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +194,7 @@ func newLightFace(c Config) (*Model, error) {
 		return nil, err
 	}
 	for i, b := range lightFaceBlocks {
-		name := fmt.Sprintf("conv%d", i+2)
+		name := LightFaceBlockName(i + 2)
 		dw, err := nn.NewDepthwise(p, name+"/dw", 3, b.stride, cin)
 		if err != nil {
 			return nil, err

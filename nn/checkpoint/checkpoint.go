@@ -19,6 +19,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/veil-privacy/veil/nn"
 	"github.com/veil-privacy/veil/nn/arch"
@@ -48,6 +49,13 @@ type Header struct {
 	SecondMoments bool `json:"second_moments"`
 	// EMA says whether the parameters' moving average follows.
 	EMA bool `json:"ema,omitempty"`
+	// Data names the training set of the run that wrote the checkpoint
+	// (e.g. "lfw" or "mtfl").
+	Data string `json:"data,omitempty"`
+	// Public says that every example the weights have seen, in this run
+	// and in the runs it started from, came from public data: DP training
+	// may start from such weights without accounting for them.
+	Public bool `json:"public,omitempty"`
 }
 
 // ParamInfo names one stored parameter.
@@ -233,6 +241,46 @@ func Load(path string) (*Checkpoint, error) {
 		return nil, fmt.Errorf("%w (in %s)", err, path)
 	}
 	return c, nil
+}
+
+// ApplyInit copies the checkpoint's values into the parameters of p with
+// the same name and shape, to start a new run from them (no optimiser
+// state, step 0). When the checkpoint holds a moving average of the
+// weights, the average is copied: it is what that run evaluated with. The model configuration must match and every parameter
+// of p outside the loss head (names starting with headPrefix) must be in
+// the checkpoint; the head may differ, since a new run may change the
+// loss. It returns how many parameters were copied.
+func (c *Checkpoint) ApplyInit(model arch.Config, p *nn.Params, headPrefix string) (int, error) {
+	if !c.Header.Model.Equal(model) {
+		a, _ := json.Marshal(c.Header.Model)
+		b, _ := json.Marshal(model)
+		return 0, fmt.Errorf("checkpoint: it holds model %s, not %s", a, b)
+	}
+	byName := make(map[string]int, len(c.Header.Params))
+	for i, info := range c.Header.Params {
+		byName[info.Name] = i
+	}
+	n := 0
+	for i := 0; i < p.Len(); i++ {
+		s := p.Spec(i)
+		j, ok := byName[s.Name]
+		if ok && fmt.Sprint(c.Header.Params[j].Shape) != fmt.Sprint(s.Shape) {
+			return 0, fmt.Errorf("checkpoint: parameter %q is %v, the model has %v", s.Name, c.Header.Params[j].Shape, s.Shape)
+		}
+		if !ok {
+			if headPrefix != "" && strings.HasPrefix(s.Name, headPrefix) {
+				continue
+			}
+			return 0, fmt.Errorf("checkpoint: no parameter %q", s.Name)
+		}
+		v := c.Values[j]
+		if c.Header.EMA && j < len(c.State.EMA) {
+			v = c.State.EMA[j]
+		}
+		copy(p.Values(i), v)
+		n++
+	}
+	return n, nil
 }
 
 // Apply checks that the checkpoint belongs to the model configuration and

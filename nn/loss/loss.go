@@ -35,8 +35,11 @@ type Result struct {
 	Loss, Weight *Node
 }
 
+// ParamPrefix starts the names of every loss head's parameters.
+const ParamPrefix = "head/"
+
 // Head turns embeddings into a loss, with its own parameters (classifier
-// rows) declared in the model's Params under "head/".
+// rows) declared in the model's Params under ParamPrefix.
 type Head interface {
 	// Apply computes the per-example loss of embeddings emb [B,D].
 	Apply(s *nn.Scope, emb *Node, b Batch) Result

@@ -234,6 +234,16 @@ func (t *Trainer) updateEMA() {
 // Params returns the parameters being trained (model and head).
 func (t *Trainer) Params() *nn.Params { return t.params }
 
+// NumTrainable counts the parameter values the optimiser updates (frozen
+// and state parameters excluded).
+func (t *Trainer) NumTrainable() int {
+	n := 0
+	for _, i := range t.grads {
+		n += t.params.Spec(i).Size()
+	}
+	return n
+}
+
 // Steps is the number of optimiser steps taken.
 func (t *Trainer) Steps() int { return t.step }
 
