@@ -65,8 +65,8 @@ func ParseMTFL(r io.Reader) ([]MTFLFace, error) {
 		if len(f) != 11 && len(f) != 15 {
 			return nil, fmt.Errorf("dataset: MTFL list line %d: want a path, 10 coordinates and optionally 4 attributes, got %d fields", line, len(f))
 		}
-		p := filepath.ToSlash(strings.ReplaceAll(f[0], `\`, "/"))
-		if p == "" || strings.HasPrefix(p, "/") || filepath.IsAbs(p) || !filepath.IsLocal(p) {
+		p := strings.ReplaceAll(f[0], `\`, "/")
+		if !filepath.IsLocal(p) { // also refuses "" and absolute paths
 			return nil, fmt.Errorf("dataset: MTFL list line %d: path %q is not inside the folder", line, f[0])
 		}
 		face := MTFLFace{Path: p}

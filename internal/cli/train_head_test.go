@@ -64,6 +64,21 @@ func writeTinyLFW(t *testing.T, dir string) {
 	}
 }
 
+// trainJSON runs veil with args, which must succeed, and decodes its
+// --json training report.
+func trainJSON(t *testing.T, args []string) trainReport {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := Main(args, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+	}
+	var r trainReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("report %q: %v", out.String(), err)
+	}
+	return r
+}
+
 func countCacheEntries(t *testing.T, dir string) int {
 	t.Helper()
 	n := 0
@@ -85,17 +100,8 @@ func TestTrainHeadOnTinyData(t *testing.T) {
 	ckpt := filepath.Join(t.TempDir(), "head.ckpt")
 	run := func(extra ...string) trainReport {
 		t.Helper()
-		args := append([]string{"train", "--model", "head", "--data", data, "--cache", cache, "--min-images", "1",
-			"--epochs", "2", "--batch", "4", "--micro-batch", "4", "--loss", "cosface", "--checkpoint", ckpt, "--json", "-q"}, extra...)
-		var out, errb bytes.Buffer
-		if code := Main(args, strings.NewReader(""), &out, &errb); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
-		}
-		var r trainReport
-		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-			t.Fatalf("report %q: %v", out.String(), err)
-		}
-		return r
+		return trainJSON(t, append([]string{"train", "--model", "head", "--data", data, "--cache", cache, "--min-images", "1",
+			"--epochs", "2", "--batch", "4", "--micro-batch", "4", "--loss", "cosface", "--checkpoint", ckpt, "--json", "-q"}, extra...))
 	}
 	r := run()
 	if r.Model.Kind != "head" || r.Images != 6 || r.Identities != 2 || r.Steps != 4 || r.DP {

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,18 +57,9 @@ func TestPublicPretrainingThenDPFineTuning(t *testing.T) {
 	writeTinyMTFL(t, mtfl)
 	run := func(ckpt string, extra ...string) trainReport {
 		t.Helper()
-		args := append([]string{"train", "--data", data, "--mtfl", mtfl, "--cache", cache, "--centre-images", filepath.Join(mtfl, "net_7876"),
+		return trainJSON(t, append([]string{"train", "--data", data, "--mtfl", mtfl, "--cache", cache, "--centre-images", filepath.Join(mtfl, "net_7876"),
 			"--loss", "distill", "--input", "32", "--norm", "group", "--epochs", "1", "--batch", "4", "--micro-batch", "4",
-			"--checkpoint", ckpt, "--json", "-q"}, extra...)
-		var out, errb bytes.Buffer
-		if code := Main(args, strings.NewReader(""), &out, &errb); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
-		}
-		var r trainReport
-		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-			t.Fatalf("report %q: %v", out.String(), err)
-		}
-		return r
+			"--checkpoint", ckpt, "--json", "-q"}, extra...))
 	}
 	pub := filepath.Join(dir, "public.ckpt")
 	r := run(pub, "--train-set", "mtfl")
@@ -100,7 +91,7 @@ func TestPublicPretrainingThenDPFineTuning(t *testing.T) {
 		for blk := 1; blk <= 12; blk++ {
 			isFrozen = isFrozen || strings.HasPrefix(info.Name, arch.LightFaceBlockName(blk)+"/")
 		}
-		same := equalValues(a.Values[i], b.Values[i])
+		same := slices.Equal(a.Values[i], b.Values[i])
 		switch {
 		case isFrozen && !same:
 			t.Errorf("frozen parameter %s changed", info.Name)
@@ -119,16 +110,4 @@ func TestPublicPretrainingThenDPFineTuning(t *testing.T) {
 	if code := Main(args, strings.NewReader(""), &out, &errb); code == 0 || !strings.Contains(errb.String(), "trained on private data") {
 		t.Errorf("DP from a private checkpoint: exit %d, %q", code, errb.String())
 	}
-}
-
-func equalValues(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/veil-privacy/veil/nn"
@@ -45,7 +46,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range c.Values {
-		if !equal(m.Params().Values(i), c.Values[i]) {
+		if !slices.Equal(m.Params().Values(i), c.Values[i]) {
 			t.Fatalf("parameter %d differs after Apply", i)
 		}
 	}
@@ -61,18 +62,6 @@ func TestRoundTrip(t *testing.T) {
 	if _, err := Read(bytes.NewReader(append(buf.Bytes(), 0))); err == nil {
 		t.Error("checkpoint with trailing data accepted")
 	}
-}
-
-func equal(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func FuzzRead(f *testing.F) {

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func TestApplyInit(t *testing.T) {
 			// The sample stores a moving average, and the average is
 			// what that run evaluated with: it starts the new run.
 			for i := range c.Values {
-				if !equal(p.Values(i), c.State.EMA[i]) || equal(c.Values[i], c.State.EMA[i]) {
+				if !slices.Equal(p.Values(i), c.State.EMA[i]) || slices.Equal(c.Values[i], c.State.EMA[i]) {
 					t.Errorf("parameter %d: not the moving average", i)
 				}
 			}

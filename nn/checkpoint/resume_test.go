@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/veil-privacy/veil/nn/arch"
@@ -83,10 +84,10 @@ func TestResumeContinuesExactly(t *testing.T) {
 	}
 	run(resumed, ck.Header.Epoch, 3)
 	for i := 0; i < straight.Params().Len(); i++ {
-		if !equal(straight.Params().Values(i), resumed.Params().Values(i)) {
+		if !slices.Equal(straight.Params().Values(i), resumed.Params().Values(i)) {
 			t.Fatalf("parameter %q differs between a straight run and a resumed one", straight.Params().Spec(i).Name)
 		}
-		if !equal(straight.EMAValues(i), resumed.EMAValues(i)) {
+		if !slices.Equal(straight.EMAValues(i), resumed.EMAValues(i)) {
 			t.Fatalf("moving average of %q differs between a straight run and a resumed one", straight.Params().Spec(i).Name)
 		}
 	}
