@@ -12,6 +12,14 @@ import (
 // AgeGenderSize is the input height and width of the age/gender network.
 const AgeGenderSize = 112
 
+// AgeGenderFeatures is the length of the network's pooled feature vector,
+// the input of its age and gender heads.
+const AgeGenderFeatures = 512
+
+// AgeGenderRegionFeatures is the length of RegionFeatures' vectors: the
+// 512 channels averaged over four regions.
+const AgeGenderRegionFeatures = 4 * AgeGenderFeatures
+
 // AgeGender runs face-api's age and gender network (age_gender_model): a
 // TinyXception feature extractor with two main blocks, a 7×7 average pool
 // and two dense heads.
@@ -20,8 +28,10 @@ const AgeGenderSize = 112
 // the depthwise convolutions, im2col, biases, ReLU, residual sums and pools
 // as plain Go loops (agegender_kern.go).
 type AgeGender struct {
-	r *netRunner
-	w *agW // also drives the whole-graph reference path (build)
+	r    *netRunner
+	feat *netRunner // the same pass up to the pooled features
+	reg  *netRunner // the same pass up to the region features
+	w    *agW       // also drives the whole-graph reference path (build)
 }
 
 // AgeGenderResult is the network's output for one face.
@@ -108,7 +118,12 @@ func NewAgeGender(modelDir string) (*AgeGender, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &AgeGender{r: newKernRunner("age_gender_model", AgeGenderSize, 3, k.forward), w: a}, nil
+	return &AgeGender{
+		r:    newKernRunner("age_gender_model", AgeGenderSize, 3, k.forward),
+		feat: newKernRunner("age_gender_model features", AgeGenderSize, AgeGenderFeatures, k.forwardFeatures),
+		reg:  newKernRunner("age_gender_model region features", AgeGenderSize, AgeGenderRegionFeatures, k.forwardRegions),
+		w:    a,
+	}, nil
 }
 
 // AgeGenderInput applies face-api's preprocessing to a face crop (in
@@ -173,4 +188,24 @@ func (a *agW) build(x *graph.Node) *graph.Node {
 	age := graph.Add(graph.Dot(x, constant(g, a.ageW)).Product(), graph.Reshape(constant(g, a.ageB), 1, 1))
 	logits := graph.Add(graph.Dot(x, constant(g, a.gendW)).Product(), graph.Reshape(constant(g, a.gendB), 1, 2))
 	return graph.Concatenate([]*graph.Node{age, graph.Softmax(logits, 1)}, 1)
+}
+
+// Features runs the network's TinyXception extractor on 112×112×3 inputs
+// (0..255) and returns each input's pooled feature vector
+// (AgeGenderFeatures values, ReLU outputs so none negative): the
+// representation the age and gender heads read. The extractor was trained
+// by face-api's authors for age and gender, never on identities, so the
+// vectors are public, generic face features. Safe for concurrent use.
+func (a *AgeGender) Features(inputs []*imaging.Float) ([][]float32, error) {
+	return a.feat.run(inputs)
+}
+
+// RegionFeatures is Features with the last 7×7 feature map averaged over
+// four overlapping 4×4 quadrants (the middle row and column shared)
+// instead of the whole map, concatenated top-left, top-right, bottom-left,
+// bottom-right: AgeGenderRegionFeatures values per input. Keeping where on
+// the face a feature fired helps tell people apart, which the global mean
+// the age and gender heads read throws away. Safe for concurrent use.
+func (a *AgeGender) RegionFeatures(inputs []*imaging.Float) ([][]float32, error) {
+	return a.reg.run(inputs)
 }

@@ -3,6 +3,7 @@ package nets
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gomlx/compute"
 
@@ -78,9 +79,71 @@ func newAgeGenderKern(a *agW) (*agKern, error) {
 // forward maps n inputs [n][112][112][3] (0..255) to [n][age, P(male), P(female)].
 func (k *agKern) forward(x []float32, n int) ([]float32, error) {
 	ws := k.pool.get(n)
-	out, err := k.pass(ws, x, n)
-	k.pool.put(ws)
-	return out, err
+	defer k.pool.put(ws)
+	feat, err := k.features(ws, x, n)
+	if err != nil {
+		return nil, err
+	}
+	return k.heads(feat, n), nil
+}
+
+// forwardFeatures maps n inputs to their [n][AgeGenderFeatures] pooled
+// features, the input of the two dense heads.
+func (k *agKern) forwardFeatures(x []float32, n int) ([]float32, error) {
+	ws := k.pool.get(n)
+	defer k.pool.put(ws)
+	feat, err := k.features(ws, x, n)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(feat), nil // feat lives in the pooled workspace
+}
+
+// forwardRegions maps n inputs to their [n][AgeGenderRegionFeatures]
+// region features (regionPool of the last feature map).
+func (k *agKern) forwardRegions(x []float32, n int) ([]float32, error) {
+	ws := k.pool.get(n)
+	defer k.pool.put(ws)
+	m, err := k.featureMap(ws, x, n)
+	if err != nil {
+		return nil, err
+	}
+	return regionPool(m, n, agMapSide, AgeGenderFeatures), nil
+}
+
+// agMapSide is the side of the age/gender network's last feature map.
+const agMapSide = 7
+
+// regionPool averages each of n [side][side][c] maps over four
+// overlapping quadrants (rows and columns [0, ⌈side/2⌉) and
+// [⌊side/2⌋, side): the middle row and column belong to both halves) and
+// concatenates the four means, top-left, top-right, bottom-left,
+// bottom-right: [n][4c].
+func regionPool(m []float32, n, side, c int) []float32 {
+	half := (side + 1) / 2
+	starts := [2]int{0, side - half}
+	out := make([]float32, n*4*c)
+	inv := 1 / float32(half*half)
+	for i := range n {
+		img := m[i*side*side*c : (i+1)*side*side*c]
+		for r, y0 := range starts {
+			for q, x0 := range starts {
+				o := out[(i*4+2*r+q)*c : (i*4+2*r+q+1)*c]
+				for y := y0; y < y0+half; y++ {
+					for x := x0; x < x0+half; x++ {
+						v := img[(y*side+x)*c : (y*side+x+1)*c]
+						for j := range o {
+							o[j] += v[j]
+						}
+					}
+				}
+				for j := range o {
+					o[j] *= inv
+				}
+			}
+		}
+	}
+	return out
 }
 
 // reluCopy returns max(x, 0) in a new workspace buffer.
@@ -137,8 +200,22 @@ func (k *agKern) reduction(ws *kernWS, mm agReductionMM, rb xcReduction, x []flo
 	return out, oh, ow, cout, err
 }
 
-// pass is forward with the workspace ws.
-func (k *agKern) pass(ws *kernWS, x []float32, n int) ([]float32, error) {
+// features runs the network up to the 7×7 average pool with the
+// workspace ws and returns the pooled features (in ws).
+func (k *agKern) features(ws *kernWS, x []float32, n int) ([]float32, error) {
+	y, err := k.featureMap(ws, x, n)
+	if err != nil {
+		return nil, err
+	}
+	c := k.w.exitSep.pw.Shape[3]
+	feat := ws.buf(n * c)
+	kernAvgPoolValid(feat, y, n, agMapSide, agMapSide, c, agMapSide, 2)
+	return feat, nil
+}
+
+// featureMap runs the network up to its last feature map, [n][7][7][512]
+// ReLU outputs, with the workspace ws (which holds the result).
+func (k *agKern) featureMap(ws *kernWS, x []float32, n int) ([]float32, error) {
 	a := k.w
 	h, w, c := AgeGenderSize, AgeGenderSize, 3
 	in := ws.buf(len(x))
@@ -179,12 +256,16 @@ func (k *agKern) pass(ws *kernWS, x []float32, n int) ([]float32, error) {
 		return nil, err
 	}
 	kernRelu(y)
-	c = a.exitSep.pw.Shape[3]
-	if h != 7 || w != 7 {
-		return nil, fmt.Errorf("nets: age/gender features are %d×%d, want 7×7", h, w)
+	if h != agMapSide || w != agMapSide {
+		return nil, fmt.Errorf("nets: age/gender features are %d×%d, want %d×%d", h, w, agMapSide, agMapSide)
 	}
-	feat := ws.buf(n * c)
-	kernAvgPoolValid(feat, y, n, h, w, c, 7, 2)
+	return y, nil
+}
+
+// heads applies the age regression and the gender softmax to n pooled
+// feature vectors.
+func (k *agKern) heads(feat []float32, n int) []float32 {
+	a, c := k.w, k.w.exitSep.pw.Shape[3]
 	age := kernDense(feat, a.ageW.F32, a.ageB.F32, n, c, 1)
 	logits := kernDense(feat, a.gendW.F32, a.gendB.F32, n, c, 2)
 	out := make([]float32, 3*n)
@@ -196,5 +277,5 @@ func (k *agKern) pass(ws *kernWS, x []float32, n int) ([]float32, error) {
 		out[3*i+1] = float32(e0 / (e0 + e1))
 		out[3*i+2] = float32(e1 / (e0 + e1))
 	}
-	return out, nil
+	return out
 }
