@@ -22,11 +22,11 @@ func NewDense(p *Params, name string, in, out int, bias bool) (*Dense, error) {
 	if in <= 0 || out <= 0 {
 		return nil, fmt.Errorf("nn: dense %q needs positive sizes, got %d→%d", name, in, out)
 	}
-	if err := p.Declare(ParamSpec{Name: name + "/w", Shape: []int{in, out}, Init: InitXavier, FanIn: in}); err != nil {
+	if err := p.Declare(ParamSpec{Name: name + "/w", Shape: []int{in, out}, Init: InitXavier, FanIn: in, Ghost: true}); err != nil {
 		return nil, err
 	}
 	if bias {
-		if err := p.Declare(ParamSpec{Name: name + "/b", Shape: []int{out}, Init: InitZeros}); err != nil {
+		if err := p.Declare(ParamSpec{Name: name + "/b", Shape: []int{out}, Init: InitZeros, Ghost: true}); err != nil {
 			return nil, err
 		}
 	}
@@ -42,9 +42,12 @@ func (d *Dense) Apply(s *Scope, x *Node) *Node {
 	} else {
 		y = graph.Dot(x, w).Product()
 	}
+	b := ""
 	if d.bias {
-		y = graph.Add(y, s.channelWeight(d.name+"/b", y))
+		b = d.name + "/b"
+		y = graph.Add(y, s.channelWeight(b, y))
 	}
+	s.recordDense(d.name+"/w", b, x, y)
 	return y
 }
 

@@ -51,6 +51,10 @@ type ParamSpec struct {
 	State bool `json:"state,omitempty"`
 	// Group names the learning-rate group ("" is the default group).
 	Group string `json:"group,omitempty"`
+	// Ghost marks a dense layer's weight or bias, whose per-example
+	// gradients DP-SGD derives from the layer's input and output gradient
+	// (GhostScope) instead of expanding the parameter per example.
+	Ghost bool `json:"-"`
 }
 
 // Size is the number of elements of the parameter.

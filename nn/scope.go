@@ -22,6 +22,10 @@ type Scope struct {
 	expanded []bool
 	training bool
 	updates  map[int]*graph.Node
+	// ghost marks parameters left unexpanded for ghost norms (GhostScope);
+	// taps are their dense layers' records.
+	ghost []bool
+	taps  []DenseTap
 }
 
 // NewScope binds parameter value nodes (one per parameter of p, in order)

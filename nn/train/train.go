@@ -1,6 +1,6 @@
 // Package train runs training steps of nn models on the GoMLX engine,
 // without privacy (mean gradient) or with DP-SGD: per-example gradients by
-// expanded weights, clipping to norm C across all trainable parameters,
+// expanded weights (dense layers: ghost norms, nn.GhostScope), clipping to norm C across all trainable parameters,
 // Gaussian noise of standard deviation σ·C from a CSPRNG-seeded stream,
 // Poisson sampling with rate q, SGD with momentum or Adam, weight decay,
 // frozen parameters and per-group learning rates, and a privacy accountant
@@ -269,7 +269,7 @@ func (t *Trainer) compile() error {
 			trainable[i] = true
 		}
 		if dp {
-			s, exp, err = nn.ExpandedScope(t.params, pn, b, func(i int) bool { return trainable[i] }, true)
+			s, exp, err = nn.GhostScope(t.params, pn, b, func(i int) bool { return trainable[i] }, true)
 		} else {
 			s, err = nn.NewScope(t.params, pn, nil, true)
 		}
@@ -292,35 +292,11 @@ func (t *Trainer) compile() error {
 			}
 			out = append(out, graph.Gradient(sumLoss, nodes...)...)
 		} else {
-			var nodes []*graph.Node
-			for _, i := range t.grads {
-				nodes = append(nodes, exp[i])
+			sums, _, err := nn.ClippedSums(s, sumLoss, exp, t.grads, t.opts.DP.Clip, mask)
+			if err != nil {
+				panic(err)
 			}
-			g := graph.Gradient(sumLoss, nodes...)
-			var sq *graph.Node
-			for _, gi := range g {
-				axes := make([]int, gi.Rank()-1)
-				for a := range axes {
-					axes[a] = a + 1
-				}
-				r := graph.ReduceSum(graph.Square(gi), axes...)
-				if sq == nil {
-					sq = r
-				} else {
-					sq = graph.Add(sq, r)
-				}
-			}
-			norm := graph.Sqrt(sq)
-			c := t.opts.DP.Clip
-			factor := graph.Mul(graph.MinScalar(graph.Div(graph.Scalar(norm.Graph(), norm.DType(), c), graph.AddScalar(norm, 1e-12)), 1.0), mask)
-			for _, gi := range g {
-				dims := make([]int, gi.Rank())
-				for a := range dims {
-					dims[a] = 1
-				}
-				dims[0] = b
-				out = append(out, graph.ReduceSum(graph.Mul(gi, graph.Reshape(factor, dims...)), 0))
-			}
+			out = append(out, sums...)
 		}
 		for i := 0; i < np; i++ {
 			if t.params.Spec(i).State {
