@@ -61,9 +61,9 @@ type trainReport struct {
 	// before any step (absent when resuming): learning is measured
 	// against it, since even random features score above chance.
 	InitAccuracy *float64 `json:"init_accuracy,omitempty"`
-	// DescriptorAccuracy is the accuracy of the raw descriptors (cosine
-	// similarity, threshold from the same tuning pairs): --model head's
-	// starting point.
+	// DescriptorAccuracy is the accuracy of --model head's raw input
+	// vectors (descriptors or age/gender features; cosine similarity,
+	// threshold from the same tuning pairs): what the head starts from.
 	DescriptorAccuracy *float64 `json:"descriptor_accuracy,omitempty"`
 	// Init is the checkpoint the weights started from (--init), and
 	// FrozenBlocks how many of LightFace's first blocks stayed fixed.
@@ -99,6 +99,16 @@ none is detected). Descriptors are computed once and cached exactly as
 veil verify caches them (same folder and keys), so the two commands share
 the cache.
 
+With --model head --features agegender the head instead reads 2,048
+region features of face-api's age/gender network (its last feature map
+averaged over four face quadrants, on a fixed 120-px box of the
+deep-funnelled image): public features that were never trained to tell
+people apart, so what the head learns about identity comes from the
+training data. This is the setting in which DP-SGD learns at ε ≤ 8:
+--loss distill (each training image's descriptor from the face pipeline
+as the target, no identity labels) with --dp --target-epsilon 8 reaches
+within about a point of the same run without DP.
+
 Public pretraining, then private fine-tuning: --train-set mtfl trains
 LightFace by distillation on MTFL's 5,849 net_7876 web faces (public, none
 from LFW; aligned by their five annotated points to LFW's framing) and
@@ -112,7 +122,7 @@ that have seen private data without accounting would void the guarantee.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "lightface", "model: lightface or head")
-	fl.StringVar(&f.lossKind, "loss", "arcface", "loss: softmax, cosface, arcface, triplet, irene, or distill (LightFace learns each training image's face-api descriptor: no identity labels)")
+	fl.StringVar(&f.lossKind, "loss", "arcface", "loss: softmax, cosface, arcface, triplet, irene, or distill (LightFace, or the head on --features agegender, learns each training image's face-api descriptor: no identity labels)")
 	fl.Float64Var(&f.scale, "scale", 32, "CosFace/ArcFace scale s (32 suits few classes; the papers use 64)")
 	fl.Float64Var(&f.margin, "margin", 0, "CosFace/ArcFace/triplet margin (0: the paper's, 0.35 CosFace, 0.5 ArcFace, 0.2 triplet)")
 	fl.StringVar(&f.data, "data", "", "LFW folder (default: <data>/lfw)")
@@ -173,8 +183,14 @@ func (f *trainFlags) validate(cmd *cobra.Command) error {
 			f.norm = "group"
 		}
 	}
-	if f.lossKind == "distill" && f.model != "lightface" {
-		return errors.New("train: --loss distill teaches LightFace the pipeline's descriptors; the head already takes them as input")
+	if f.head.features != "descriptor" && f.head.features != arch.HeadAgeGender {
+		return fmt.Errorf("train: unknown --features %q (want descriptor or %s)", f.head.features, arch.HeadAgeGender)
+	}
+	if f.model != "head" && cmd.Flags().Changed("features") {
+		return errors.New("train: --features chooses --model head's input; LightFace reads images")
+	}
+	if f.lossKind == "distill" && f.model == "head" && f.head.features == "descriptor" {
+		return errors.New("train: --loss distill teaches a network the pipeline's descriptors; a head on those descriptors already takes them as input (use --features agegender)")
 	}
 	if f.centreCount < 1 {
 		return fmt.Errorf("train: --centre-count must be positive, got %d", f.centreCount)
@@ -269,6 +285,9 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 	var mc arch.Config
 	if f.model == "head" {
 		mc = arch.Config{Kind: "head"}
+		if f.head.features != "descriptor" {
+			mc.Features = f.head.features
+		}
 	} else {
 		mc = arch.Config{Kind: "lightface", Input: f.input, Width: f.width, Norm: f.norm}
 	}
@@ -454,7 +473,7 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		fmt.Fprintf(e.stdout, "the same network as initialised: accuracy %.4f\n", *rep.InitAccuracy)
 	}
 	if rep.DescriptorAccuracy != nil {
-		fmt.Fprintf(e.stdout, "raw descriptors (cosine) on the same pairs: accuracy %.4f\n", *rep.DescriptorAccuracy)
+		fmt.Fprintf(e.stdout, "the head's raw input vectors (%s, cosine) on the same pairs: accuracy %.4f\n", f.head.features, *rep.DescriptorAccuracy)
 	}
 	return nil
 }
@@ -470,9 +489,14 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 // comes from public images (MTFL's web faces, none in LFW) so that it
 // reveals nothing about the private training set and costs no privacy.
 func withTeacher(e *env, f *trainFlags, src trainSource) (trainSource, [][]float32, error) {
-	set, ok := src.train.(*dataset.Set)
-	if !ok {
-		return trainSource{}, nil, errors.New("train: --loss distill needs image data")
+	var paths []string
+	switch s := src.train.(type) {
+	case *dataset.Set:
+		paths = s.Paths
+	case *dataset.Vectors:
+		paths = s.Paths
+	default:
+		return trainSource{}, nil, fmt.Errorf("train: --loss distill needs images' paths, not %T", src.train)
 	}
 	dir := f.centreDir
 	if dir == "" {
@@ -499,13 +523,13 @@ func withTeacher(e *env, f *trainFlags, src trainSource) (trainSource, [][]float
 			mean[i] += float64(x) / float64(len(pub))
 		}
 	}
-	got, fb, err := describeAll(e, "teacher descriptors", set.Paths, desc, f.head.quiet)
+	got, fb, err := describeAll(e, "teacher descriptors", paths, desc, f.head.quiet)
 	if err != nil {
 		return trainSource{}, nil, err
 	}
 	fmt.Fprintf(e.stderr, "%d teacher descriptors (%d from a central box: no face detected), centred on the mean of %d public ones\n", len(got), fb, len(pub))
-	targets := make([][]float32, set.Len())
-	for i, p := range set.Paths {
+	targets := make([][]float32, len(paths))
+	for i, p := range paths {
 		t := got[p]
 		if len(t) != len(mean) {
 			return trainSource{}, nil, fmt.Errorf("train: no teacher descriptor for %s", p)
@@ -515,7 +539,7 @@ func withTeacher(e *env, f *trainFlags, src trainSource) (trainSource, [][]float
 			targets[i][j] = float32(float64(x) - mean[j])
 		}
 	}
-	src.train = indexLabelled{set}
+	src.train = indexLabelled{src.train}
 	return src, targets, nil
 }
 
@@ -541,13 +565,13 @@ func imageFiles(dir string, n int) ([]string, error) {
 	return out, nil
 }
 
-// indexLabelled labels each image by its index in the set (distillation
+// indexLabelled labels each example by its index in the set (distillation
 // targets are per image, not per identity).
-type indexLabelled struct{ *dataset.Set }
+type indexLabelled struct{ train.Data }
 
-// Batch returns the set's inputs with the images' indices as labels.
+// Batch returns the set's inputs with the examples' indices as labels.
 func (s indexLabelled) Batch(idx []int, rng *rand.Rand) ([]float32, []int32, error) {
-	x, _, err := s.Set.Batch(idx, rng)
+	x, _, err := s.Data.Batch(idx, rng)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,14 +11,17 @@ import (
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/desccache"
 	"github.com/veil-privacy/veil/face/nets"
+	"github.com/veil-privacy/veil/imaging"
 	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/internal/progress"
+	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/nn/train"
 )
 
 // headFlags configure the face pipeline that computes --model head's
 // input descriptors.
 type headFlags struct {
+	features                string
 	models, detector, align string
 	minScore                float64
 	cache                   string
@@ -27,6 +30,7 @@ type headFlags struct {
 
 func (h *headFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
+	fl.StringVar(&h.features, "features", "descriptor", "--model head's input: descriptor (the face pipeline's 128-d descriptors) or agegender (face-api's age/gender network's 2048 region features of LFW's fixed face box: public features never trained on identities)")
 	fl.StringVar(&h.models, "models", "", "--model head, --loss distill: folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
 	fl.StringVar(&h.detector, "detector", "tiny", "--model head, --loss distill: face detector, tiny or ssd (defaults match veil verify, so the two share cached descriptors)")
 	fl.StringVar(&h.align, "align", "both", "--model head, --loss distill: face alignment before the descriptor, both, faceapi or dlib")
@@ -65,6 +69,67 @@ func (h *headFlags) openDescriber() (eval.Describer, error) {
 	return describer(p, cache), nil
 }
 
+// ageGenderVersion changes whenever the code computing age/gender
+// features changes, so that stale cache entries are not reused.
+const ageGenderVersion = "veil-agegender-regions-1"
+
+// openAgeGender returns a describer whose "descriptor" is the age/gender
+// network's region features (nets.AgeGender.RegionFeatures) of the fixed
+// face box of a
+// deep-funnelled LFW image (dataset.LFWAgeGenderBox), cached like the
+// pipeline's descriptors but under its own settings.
+func (h *headFlags) openAgeGender() (eval.Describer, error) {
+	dir := h.models
+	if dir == "" {
+		dir = nets.DefaultModelDir()
+	}
+	a, err := nets.NewAgeGender(dir)
+	if err != nil {
+		return nil, err
+	}
+	box := dataset.LFWAgeGenderBox
+	var cache *desccache.Cache
+	if !h.noCache {
+		dir := h.cache
+		if dir == "" {
+			if dir, err = desccache.DefaultDir(); err != nil {
+				return nil, err
+			}
+		}
+		if cache, err = desccache.Open(dir, fmt.Sprintf("%s|box=%v|%s", ageGenderVersion, box, nets.PinnedDigest())); err != nil {
+			return nil, err
+		}
+	}
+	return cachedDescriber(cache, func(img *imaging.RGB) (eval.Described, error) {
+		if img.W != dataset.LFWFrame || img.H != dataset.LFWFrame {
+			return eval.Described{}, fmt.Errorf("image is %d×%d, not a %d×%d deep-funnelled LFW image", img.W, img.H, dataset.LFWFrame, dataset.LFWFrame)
+		}
+		crop, err := img.Crop(box[0], box[1], box[2], box[2])
+		if err != nil {
+			return eval.Described{}, err
+		}
+		v, err := a.RegionFeatures([]*imaging.Float{nets.AgeGenderInput(crop)})
+		if err != nil {
+			return eval.Described{}, err
+		}
+		return eval.Described{Descriptor: v[0]}, nil
+	}), nil
+}
+
+// openInputs returns the describer of --model head's input vectors and
+// their length.
+func (h *headFlags) openInputs() (eval.Describer, int, error) {
+	switch h.features {
+	case "descriptor":
+		d, err := h.openDescriber()
+		return d, 128, err
+	case arch.HeadAgeGender:
+		d, err := h.openAgeGender()
+		return d, nets.AgeGenderRegionFeatures, err
+	}
+	return nil, 0, fmt.Errorf("train: unknown --features %q (want descriptor or %s)", h.features, arch.HeadAgeGender)
+}
+
 // describeAll runs desc on every path with the engine's parallelism and
 // returns the descriptors by path and how many used the fallback box.
 func describeAll(e *env, label string, paths []string, desc eval.Describer, quiet bool) (map[string][]float32, int, error) {
@@ -88,7 +153,7 @@ func describeAll(e *env, label string, paths []string, desc eval.Describer, quie
 // loadHeadData describes the training images and the pair images; the
 // head trains on the former and its embed maps the latter's descriptors.
 func loadHeadData(e *env, f *trainFlags, lfw dataset.LFW, images []dataset.Image, pairs []dataset.Pair) (trainSource, error) {
-	desc, err := f.head.openDescriber()
+	desc, dim, err := f.head.openInputs()
 	if err != nil {
 		return trainSource{}, err
 	}
@@ -108,8 +173,8 @@ func loadHeadData(e *env, f *trainFlags, lfw dataset.LFW, images []dataset.Image
 	if err != nil {
 		return trainSource{}, err
 	}
-	if set.Dim != 128 {
-		return trainSource{}, fmt.Errorf("train: descriptors have %d values, the head takes 128", set.Dim)
+	if set.Dim != dim {
+		return trainSource{}, fmt.Errorf("train: input vectors have %d values, the head takes %d", set.Dim, dim)
 	}
 	var pairPaths []string
 	for _, im := range lfw.PairImages(pairs) {
@@ -119,7 +184,9 @@ func loadHeadData(e *env, f *trainFlags, lfw dataset.LFW, images []dataset.Image
 	if err != nil {
 		return trainSource{}, err
 	}
-	fmt.Fprintf(e.stderr, "%d training and %d pair images described (%d and %d without a detected face: central box)\n", len(paths), len(pairPaths), fb, pfb)
+	if f.head.features == "descriptor" {
+		fmt.Fprintf(e.stderr, "%d training and %d pair images described (%d and %d without a detected face: central box)\n", len(paths), len(pairPaths), fb, pfb)
+	}
 	embed := func(tr *train.Trainer) (map[string][]float32, error) {
 		if len(pairPaths) == 0 {
 			return nil, errors.New("train: no pair images")

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/veil-privacy/veil/nn/arch"
 )
 
 // writeTinyLFW lays out an LFW-style folder: identities Train_A and
@@ -148,5 +150,79 @@ func TestTrainHeadRefusesNorm(t *testing.T) {
 	code := Main([]string{"train", "--model", "head", "--norm", "group"}, strings.NewReader(""), &out, &errb)
 	if code == 0 || !strings.Contains(errb.String(), "no normalisation") {
 		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestTrainHeadOnAgeGenderFeatures trains the head on the age/gender
+// network's region features by distillation under DP, then with CosFace
+// without DP from the same caches.
+func TestTrainHeadOnAgeGenderFeatures(t *testing.T) {
+	data, cache := t.TempDir(), t.TempDir()
+	writeTinyLFW(t, data)
+	ckpt := filepath.Join(t.TempDir(), "head.ckpt")
+	run := func(extra ...string) trainReport {
+		t.Helper()
+		return trainJSON(t, append([]string{"train", "--model", "head", "--features", "agegender", "--data", data, "--cache", cache,
+			"--min-images", "1", "--epochs", "2", "--batch", "4", "--micro-batch", "4", "--checkpoint", ckpt, "--json", "-q"}, extra...))
+	}
+	d := run("--loss", "distill", "--dp", "--noise-multiplier", "1", "--sampling-rate", "0.5",
+		"--centre-images", filepath.Join(data, "images_deepfunneled", "Test_C"))
+	if d.Model.Features != arch.HeadAgeGender || d.Model.In != 2048 || d.Images != 6 || !d.DP || !(d.Epsilon > 0) || d.Steps != 4 {
+		t.Errorf("report %+v: want a DP head on 2048 age/gender features of 6 images, 4 steps", d)
+	}
+	// fc1 2048×256 + 256, PReLU 256, fc2 256×128 + 128, distillation centre 128.
+	if want := 2048*256 + 256 + 256 + 256*128 + 128 + 128; d.Trainable != want {
+		t.Errorf("%d trainable parameters, want %d", d.Trainable, want)
+	}
+	if d.DescriptorAccuracy == nil || d.InitAccuracy == nil || math.IsNaN(d.FinalLoss) {
+		t.Errorf("raw-feature accuracy %v, initial accuracy %v, final loss %v", d.DescriptorAccuracy, d.InitAccuracy, d.FinalLoss)
+	}
+	// Age/gender features of the 6 training and 4 pair images, plus teacher
+	// descriptors of the 6 training and the 2 centre images: separate
+	// settings, so separate entries.
+	if n := countCacheEntries(t, cache); n != 18 {
+		t.Fatalf("cache holds %d entries, want 18", n)
+	}
+	c := run("--loss", "cosface")
+	if c.DP || c.Model.Features != arch.HeadAgeGender || c.Trainable != 2048*256+256+256+256*128+128+128*2 {
+		t.Errorf("CosFace report %+v (CosFace on 2 identities adds a 128×2 classifier instead of the centre)", c)
+	}
+	if *c.DescriptorAccuracy != *d.DescriptorAccuracy {
+		t.Errorf("raw-feature accuracy changed between runs sharing the cache: %v vs %v", *c.DescriptorAccuracy, *d.DescriptorAccuracy)
+	}
+	if n := countCacheEntries(t, cache); n != 18 {
+		t.Errorf("after a second run the cache holds %d entries, want the same 18", n)
+	}
+	// A descriptor head's checkpoint is another model.
+	var out, errb bytes.Buffer
+	code := Main([]string{"train", "--model", "head", "--data", data, "--cache", cache, "--min-images", "1", "--epochs", "1",
+		"--loss", "cosface", "--resume", ckpt, "-q"}, strings.NewReader(""), &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "another model") {
+		t.Errorf("resuming an age/gender head as a descriptor head: exit %d, %q", code, errb.String())
+	}
+}
+
+func TestAgeGenderFeaturesRefuseOtherFraming(t *testing.T) {
+	h := headFlags{features: arch.HeadAgeGender, noCache: true}
+	desc, dim, err := h.openInputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dim != 2048 {
+		t.Errorf("input size %d, want 2048", dim)
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 120, 100)), nil); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "small.jpg")
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := desc(p); err == nil || !strings.Contains(err.Error(), "not a 250×250 deep-funnelled LFW image") {
+		t.Errorf("120×100 image: error %v, want one about LFW's framing", err)
+	}
+	if _, _, err := (&headFlags{features: "pixels"}).openInputs(); err == nil || !strings.Contains(err.Error(), "unknown --features") {
+		t.Errorf("unknown features: error %v", err)
 	}
 }

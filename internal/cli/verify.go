@@ -162,6 +162,19 @@ func countImages(pfs ...*eval.PairsFile) int {
 // describer returns the central face's descriptor of an image, through
 // the cache when there is one.
 func describer(p *face.Pipeline, cache *desccache.Cache) eval.Describer {
+	return cachedDescriber(cache, func(img *imaging.RGB) (eval.Described, error) {
+		f, err := p.Central(img)
+		if err != nil {
+			return eval.Described{}, err
+		}
+		return eval.Described{Descriptor: f.Descriptor, Fallback: f.Fallback, LowScore: f.LowScore, SecondDetector: f.SecondDetector}, nil
+	})
+}
+
+// cachedDescriber reads and decodes an image file (within the default
+// size limits) and returns describe's result for it, looked up in and
+// stored to cache (nil: no cache) by the file's bytes.
+func cachedDescriber(cache *desccache.Cache, describe func(img *imaging.RGB) (eval.Described, error)) eval.Describer {
 	lim := imaging.DefaultLimits()
 	return func(path string) (eval.Described, error) {
 		st, err := os.Stat(path)
@@ -186,11 +199,10 @@ func describer(p *face.Pipeline, cache *desccache.Cache) eval.Describer {
 		if err != nil {
 			return eval.Described{}, err
 		}
-		f, err := p.Central(img)
+		d, err := describe(img)
 		if err != nil {
 			return eval.Described{}, err
 		}
-		d := eval.Described{Descriptor: f.Descriptor, Fallback: f.Fallback, LowScore: f.LowScore, SecondDetector: f.SecondDetector}
 		if cache != nil {
 			if err := cache.Put(key, desccache.Entry{Descriptor: d.Descriptor, Fallback: d.Fallback, LowScore: d.LowScore, SecondDetector: d.SecondDetector}); err != nil {
 				return eval.Described{}, err

@@ -27,7 +27,11 @@ type Config struct {
 	Norm string `json:"norm,omitempty"`
 	// Eta is the weight-evaluation reduction η (8 in the paper).
 	Eta int `json:"eta,omitempty"`
-	// In is the descriptor size (head) and Hidden its hidden width.
+	// Features names the head's input: "" for the face pipeline's 128-d
+	// descriptors, HeadAgeGender for the age/gender network's region
+	// features.
+	Features string `json:"features,omitempty"`
+	// In is the head's input size and Hidden its hidden width.
 	In     int `json:"in,omitempty"`
 	Hidden int `json:"hidden,omitempty"`
 	// Embedding is the output dimension (128 in both).
@@ -136,6 +140,9 @@ func newNorm(p *nn.Params, kind, name string, c int) (normLayer, error) {
 }
 
 func newLightFace(c Config) (*Model, error) {
+	if c.Features != "" {
+		return nil, fmt.Errorf("arch: LightFace takes images; features %q are a head's input", c.Features)
+	}
 	if c.Width == 0 {
 		c.Width = 1
 	}
@@ -233,9 +240,24 @@ func newLightFace(c Config) (*Model, error) {
 	return m, nil
 }
 
+// HeadAgeGender is Config.Features for a head on face-api's age/gender
+// network's 2048 region features (nets.AgeGender.RegionFeatures: public,
+// generic face features never trained on identities), which starts far
+// from a face embedding.
+const HeadAgeGender = "agegender"
+
 func newHead(c Config) (*Model, error) {
-	if c.In == 0 {
-		c.In = 128
+	switch c.Features {
+	case "":
+		if c.In == 0 {
+			c.In = 128
+		}
+	case HeadAgeGender:
+		if c.In == 0 {
+			c.In = 2048
+		}
+	default:
+		return nil, fmt.Errorf("arch: unknown head features %q (want %q or empty for descriptors)", c.Features, HeadAgeGender)
 	}
 	if c.Hidden == 0 {
 		c.Hidden = 256
@@ -262,7 +284,8 @@ func newHead(c Config) (*Model, error) {
 	}
 	m := &Model{cfg: c, params: p}
 	m.embed = func(s *nn.Scope, x *graph.Node) *graph.Node {
-		// Residual on the descriptor so training starts near it.
+		// Residual on the input when sizes agree (the descriptor), so
+		// training starts near it.
 		y := fc2.Apply(s, act.Apply(s, fc1.Apply(s, x)))
 		if c.In == c.Embedding {
 			y = graph.Add(y, x)
