@@ -14,7 +14,7 @@ import (
 )
 
 type benchTrainResult struct {
-	Input         int     `json:"input"`
+	Input         int     `json:"input,omitempty"`
 	Batch         int     `json:"batch"`
 	Steps         int     `json:"steps"`
 	ImagesPerS    float64 `json:"images_per_s"`
@@ -34,9 +34,11 @@ func newBenchTrainCmd(e *env) *cobra.Command {
 		Short: "Training-step throughput of LightFace, non-private and DP-SGD, at 64 and 112 pixels",
 		Long: `Measures images per second of one optimiser step of LightFace (group norm,
 ArcFace loss, SGD with momentum), without privacy and with DP-SGD (per-example
-gradients by expanded weights, clipping, noise, accounting). The two kinds of
-step alternate so that both see the same machine load; dp_ratio is
-non-private images/s divided by DP-SGD images/s.`,
+gradients by expanded weights, dense layers by ghost norms, clipping, noise,
+accounting), and the same for the embedding head on the 2,048 age/gender
+features ("head" in the JSON). The two kinds of step alternate so that both
+see the same machine load; dp_ratio is non-private images/s divided by
+DP-SGD images/s.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var res []benchTrainResult
@@ -48,12 +50,19 @@ non-private images/s divided by DP-SGD images/s.`,
 				fmt.Fprintf(e.stderr, "input %d: %.1f images/s, DP-SGD %.1f images/s, ratio %.2f\n", input, r.ImagesPerS, r.DPImagesPerS, r.DPRatio)
 				res = append(res, r)
 			}
+			head, err := benchTrainModel(arch.Config{Kind: "head", Features: arch.HeadAgeGender}, batch, steps)
+			if err != nil {
+				return err
+			}
+			head.Model = fmt.Sprintf("head on %s features (2048→256→128), arcface %d classes", arch.HeadAgeGender, benchClasses)
+			fmt.Fprintf(e.stderr, "head: %.1f examples/s, DP-SGD %.1f examples/s, ratio %.2f\n", head.ImagesPerS, head.DPImagesPerS, head.DPRatio)
 			if asJSON {
-				return writeJSON(e.stdout, map[string]any{"results": res})
+				return writeJSON(e.stdout, map[string]any{"results": res, "head": head})
 			}
 			for _, r := range res {
 				fmt.Fprintf(e.stdout, "%3d px  non-private %7.1f images/s  DP-SGD %7.1f images/s  DP cost ×%.2f\n", r.Input, r.ImagesPerS, r.DPImagesPerS, r.DPRatio)
 			}
+			fmt.Fprintf(e.stdout, "head    non-private %7.1f vectors/s  DP-SGD %7.1f vectors/s  DP cost ×%.2f\n", head.ImagesPerS, head.DPImagesPerS, head.DPRatio)
 			return nil
 		},
 	}
@@ -65,11 +74,23 @@ non-private images/s divided by DP-SGD images/s.`,
 }
 
 func benchTrainOne(input, batch, steps int, width float64) (benchTrainResult, error) {
+	r, err := benchTrainModel(arch.Config{Kind: "lightface", Input: input, Width: width, Norm: "group"}, batch, steps)
+	r.Input = input
+	r.Model = fmt.Sprintf("lightface width %g group norm, arcface %d classes", width, benchClasses)
+	return r, err
+}
+
+// benchClasses is the number of classes of the benchmarks' ArcFace loss.
+const benchClasses = 100
+
+// benchTrainModel times non-private and DP-SGD steps of model mc on random
+// inputs, alternating the two kinds.
+func benchTrainModel(mc arch.Config, batch, steps int) (benchTrainResult, error) {
 	if steps < 1 || batch < 1 {
 		return benchTrainResult{}, fmt.Errorf("bench train: --steps and --batch must be positive")
 	}
-	const classes = 100
-	mc := arch.Config{Kind: "lightface", Input: input, Width: width, Norm: "group"}
+	const classes = benchClasses
+	var per int
 	mk := func(dpOn bool) (*train.Trainer, int, error) {
 		m, err := arch.New(mc)
 		if err != nil {
@@ -80,6 +101,10 @@ func benchTrainOne(input, batch, steps int, width float64) (benchTrainResult, er
 			return nil, 0, err
 		}
 		m.Params().Init(1)
+		per = 1
+		for _, d := range m.InputDims() {
+			per *= d
+		}
 		o := train.Options{Optimizer: "sgd", LearningRate: 0.01, Momentum: 0.9, WeightDecay: 5e-4, MicroBatch: batch}
 		if dpOn {
 			src, err := dp.NewSource()
@@ -101,7 +126,7 @@ func benchTrainOne(input, batch, steps int, width float64) (benchTrainResult, er
 		return benchTrainResult{}, err
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	x := make([]float32, batch*input*input*3)
+	x := make([]float32, batch*per)
 	for i := range x {
 		x[i] = float32(r.NormFloat64() * 0.5)
 	}
@@ -130,7 +155,6 @@ func benchTrainOne(input, batch, steps int, width float64) (benchTrainResult, er
 	}
 	ips := float64(batch*steps) / tPlain.Seconds()
 	dps := float64(batch*steps) / tDP.Seconds()
-	return benchTrainResult{Input: input, Batch: batch, Steps: steps, ImagesPerS: ips, DPImagesPerS: dps, DPRatio: ips / dps,
-		Params: n, Model: fmt.Sprintf("lightface width %g group norm, arcface %d classes", width, classes),
-		Configuration: "sgd momentum 0.9; DP: sigma 1, clip 1, per-example gradients by expanded weights"}, nil
+	return benchTrainResult{Batch: batch, Steps: steps, ImagesPerS: ips, DPImagesPerS: dps, DPRatio: ips / dps, Params: n,
+		Configuration: "sgd momentum 0.9; DP: sigma 1, clip 1, per-example gradients by expanded weights, dense layers by ghost norms"}, nil
 }
