@@ -29,13 +29,13 @@ var LFWFivePoints = FivePoints{{104.03, 112.39}, {145.47, 111.86}, {125.33, 136.
 // refer to.
 const LFWFrame = 250
 
-// LFWAgeGenderBox is the square (left, top, side) in a deep-funnelled LFW
+// LFWAgeGenderBox returns the square (left, top, side) in a deep-funnelled LFW
 // image that face-api's age/gender network reads: the 68 landmarks'
 // bounding box with 10% margins, padded to a square. Over the 384 images
 // of LFWFivePoints its centre averages (124.3, 142.9) and its sides 119.2 ×
 // 113.6 (medians within 0.5 px), so the deep-funnelled alignment lets one
 // fixed 120-px box serve every image.
-var LFWAgeGenderBox = [3]int{64, 83, 120}
+func LFWAgeGenderBox() (left, top, side int) { return 64, 83, 120 }
 
 // MTFLFace is one line of an MTFL landmark list.
 type MTFLFace struct {

@@ -91,6 +91,9 @@ func (s *Scope) DenseTaps() []DenseTap { return s.taps }
 // returns the per-example norms [B]. expanded are ExpandedScope's or
 // GhostScope's expanded nodes.
 func ClippedSums(s *Scope, loss *graph.Node, expanded []*graph.Node, params []int, clip float64, mask *graph.Node) ([]*graph.Node, *graph.Node, error) {
+	if len(params) == 0 {
+		return nil, nil, fmt.Errorf("nn: clipping needs at least one parameter")
+	}
 	tapOf := map[int]int{}
 	for k, t := range s.taps {
 		for _, i := range []int{t.W, t.Bias} {

@@ -54,19 +54,27 @@ func (h *headFlags) openDescriber() (eval.Describer, error) {
 	if err != nil {
 		return nil, err
 	}
-	var cache *desccache.Cache
-	if !h.noCache {
-		dir := h.cache
-		if dir == "" {
-			if dir, err = desccache.DefaultDir(); err != nil {
-				return nil, err
-			}
-		}
-		if cache, err = desccache.Open(dir, descCacheSettings(p.Options())); err != nil {
+	cache, err := h.openCache(descCacheSettings(p.Options()))
+	if err != nil {
+		return nil, err
+	}
+	return describer(p, cache), nil
+}
+
+// openCache opens the cache folder (--cache, else the default) for the
+// given settings, or returns nil with --no-cache.
+func (h *headFlags) openCache(settings string) (*desccache.Cache, error) {
+	if h.noCache {
+		return nil, nil
+	}
+	dir := h.cache
+	if dir == "" {
+		var err error
+		if dir, err = desccache.DefaultDir(); err != nil {
 			return nil, err
 		}
 	}
-	return describer(p, cache), nil
+	return desccache.Open(dir, settings)
 }
 
 // ageGenderVersion changes whenever the code computing age/gender
@@ -87,24 +95,16 @@ func (h *headFlags) openAgeGender() (eval.Describer, error) {
 	if err != nil {
 		return nil, err
 	}
-	box := dataset.LFWAgeGenderBox
-	var cache *desccache.Cache
-	if !h.noCache {
-		dir := h.cache
-		if dir == "" {
-			if dir, err = desccache.DefaultDir(); err != nil {
-				return nil, err
-			}
-		}
-		if cache, err = desccache.Open(dir, fmt.Sprintf("%s|box=%v|%s", ageGenderVersion, box, nets.PinnedDigest())); err != nil {
-			return nil, err
-		}
+	left, top, side := dataset.LFWAgeGenderBox()
+	cache, err := h.openCache(fmt.Sprintf("%s|box=[%d %d %d]|%s", ageGenderVersion, left, top, side, nets.PinnedDigest()))
+	if err != nil {
+		return nil, err
 	}
 	return cachedDescriber(cache, func(img *imaging.RGB) (eval.Described, error) {
 		if img.W != dataset.LFWFrame || img.H != dataset.LFWFrame {
 			return eval.Described{}, fmt.Errorf("image is %d×%d, not a %d×%d deep-funnelled LFW image", img.W, img.H, dataset.LFWFrame, dataset.LFWFrame)
 		}
-		crop, err := img.Crop(box[0], box[1], box[2], box[2])
+		crop, err := img.Crop(left, top, side, side)
 		if err != nil {
 			return eval.Described{}, err
 		}
