@@ -78,37 +78,34 @@ func newAgeGenderKern(a *agW) (*agKern, error) {
 
 // forward maps n inputs [n][112][112][3] (0..255) to [n][age, P(male), P(female)].
 func (k *agKern) forward(x []float32, n int) ([]float32, error) {
-	ws := k.pool.get(n)
-	defer k.pool.put(ws)
-	feat, err := k.features(ws, x, n)
-	if err != nil {
-		return nil, err
-	}
-	return k.heads(feat, n), nil
+	return k.fromMap(x, n, func(ws *kernWS, m []float32) []float32 { return k.heads(k.meanPool(ws, m, n), n) })
 }
 
 // forwardFeatures maps n inputs to their [n][AgeGenderFeatures] pooled
 // features, the input of the two dense heads.
 func (k *agKern) forwardFeatures(x []float32, n int) ([]float32, error) {
-	ws := k.pool.get(n)
-	defer k.pool.put(ws)
-	feat, err := k.features(ws, x, n)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Clone(feat), nil // feat lives in the pooled workspace
+	return k.fromMap(x, n, func(ws *kernWS, m []float32) []float32 {
+		return slices.Clone(k.meanPool(ws, m, n)) // the pool lives in the workspace
+	})
 }
 
 // forwardRegions maps n inputs to their [n][AgeGenderRegionFeatures]
 // region features (regionPool of the last feature map).
 func (k *agKern) forwardRegions(x []float32, n int) ([]float32, error) {
+	return k.fromMap(x, n, func(_ *kernWS, m []float32) []float32 { return regionPool(m, n, agMapSide, AgeGenderFeatures) })
+}
+
+// fromMap runs the network on n inputs up to its last feature map, in a
+// pooled workspace, and returns read's result for that map; read must not
+// return memory of the workspace, which is reused once fromMap returns.
+func (k *agKern) fromMap(x []float32, n int, read func(ws *kernWS, m []float32) []float32) ([]float32, error) {
 	ws := k.pool.get(n)
 	defer k.pool.put(ws)
 	m, err := k.featureMap(ws, x, n)
 	if err != nil {
 		return nil, err
 	}
-	return regionPool(m, n, agMapSide, AgeGenderFeatures), nil
+	return read(ws, m), nil
 }
 
 // agMapSide is the side of the age/gender network's last feature map.
@@ -200,17 +197,13 @@ func (k *agKern) reduction(ws *kernWS, mm agReductionMM, rb xcReduction, x []flo
 	return out, oh, ow, cout, err
 }
 
-// features runs the network up to the 7×7 average pool with the
-// workspace ws and returns the pooled features (in ws).
-func (k *agKern) features(ws *kernWS, x []float32, n int) ([]float32, error) {
-	y, err := k.featureMap(ws, x, n)
-	if err != nil {
-		return nil, err
-	}
+// meanPool averages n last feature maps m into a workspace buffer: the
+// [n][512] features the age and gender heads read.
+func (k *agKern) meanPool(ws *kernWS, m []float32, n int) []float32 {
 	c := k.w.exitSep.pw.Shape[3]
 	feat := ws.buf(n * c)
-	kernAvgPoolValid(feat, y, n, agMapSide, agMapSide, c, agMapSide, 2)
-	return feat, nil
+	kernAvgPoolValid(feat, m, n, agMapSide, agMapSide, c, agMapSide, 2)
+	return feat
 }
 
 // featureMap runs the network up to its last feature map, [n][7][7][512]
