@@ -6,22 +6,85 @@
 // rename), so an interrupted run never leaves a torn entry; a file that
 // does not parse (a foreign or damaged file) is treated as a miss and
 // overwritten.
+//
+// # Faceprints at rest
+//
+// A descriptor is a faceprint: it identifies the person in the photo. The
+// cache therefore keeps its entries private to the user who runs Veil and
+// does not let anyone test whether a given photo was processed:
+//
+//   - Entries live in the folder descriptors-v2 of the cache folder, which
+//     is made mode 0700 on every Open; its sub-folders are created 0700 and
+//     entry files 0600, set explicitly so the umask does not matter. A
+//     cache folder Open creates is 0700 too; an existing one (say $VEIL_CACHE
+//     pointing at a shared folder) keeps its mode, which is safe because
+//     nothing private sits directly in it except the key file, 0600.
+//   - Entry names are keyed: HMAC-SHA256(key, SHA-256(settings) ‖
+//     SHA-256(image)) in hex, where key is 32 bytes from crypto/rand made
+//     once per cache folder (one install) and kept in the file cache.key,
+//     mode 0600, beside the entries. Knowing a photo and the naming rule
+//     is not enough to find (or rule out) its entry; two installs name the
+//     same photo differently. Open refuses a key file that is damaged
+//     (not exactly 32 bytes, or all zero) or that other users can read.
+//
+// Entry contents are not encrypted: the key sits beside them, so encryption
+// would stop no one who can read the folder, which the modes above already
+// restrict to the user (and root).
+//
+// # Caches written by earlier versions
+//
+// Earlier versions kept world-readable entries (folders 0755, files 0644)
+// named by an unkeyed hash in the folder descriptors. They are never read
+// again: the first run after upgrading recomputes every descriptor. Open
+// restricts that old folder to mode 0700 when it can, so its faceprints are
+// no longer readable by other users, but does not delete it. Remove it with
+//
+//	rm -rf "${VEIL_CACHE:-$HOME/.cache/veil}/descriptors"
+//
+// (the user's cache folder is ~/.cache on Linux and ~/Library/Caches on
+// macOS).
 package desccache
 
 import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 )
 
 // EnvCache names the environment variable that overrides the cache folder.
 const EnvCache = "VEIL_CACHE"
+
+// Names inside the cache folder.
+const (
+	// entriesDir holds the keyed entries.
+	entriesDir = "descriptors-v2"
+	// legacyDir held the unkeyed, world-readable entries of earlier
+	// versions.
+	legacyDir = "descriptors"
+	// keyFile holds the install's 32-byte naming key.
+	keyFile = "cache.key"
+)
+
+// KeySize is the length in bytes of the per-install naming key.
+const KeySize = 32
+
+// Modes of what the cache creates.
+const (
+	dirMode  fs.FileMode = 0o700
+	fileMode fs.FileMode = 0o600
+)
 
 // Entry is what is cached for one image.
 type Entry struct {
@@ -39,8 +102,10 @@ type Entry struct {
 }
 
 // Cache is a folder of cached descriptors for one pipeline configuration.
+// It is safe for concurrent use.
 type Cache struct {
 	dir      string
+	key      []byte
 	settings [32]byte
 }
 
@@ -58,31 +123,170 @@ func DefaultDir() (string, error) {
 
 // Open returns the cache in dir for a pipeline described by settings (any
 // string that changes whenever the descriptors would: detector, aligner,
-// model hashes, code version).
+// model hashes, code version). It creates dir (mode 0700) if needed, the
+// entries folder (mode 0700) and, on first use, the install's naming key;
+// see the package documentation.
 func Open(dir, settings string) (*Cache, error) {
 	if dir == "" {
 		return nil, errors.New("desccache: empty cache folder")
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "descriptors"), 0o755); err != nil {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := makePrivateDir(dir, true); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("desccache: %w", err)
 	}
-	return &Cache{dir: dir, settings: sha256.Sum256([]byte(settings))}, nil
+	if err := makePrivateDir(filepath.Join(dir, entriesDir), false); err != nil {
+		return nil, err
+	}
+	// Best effort: an old cache's faceprints stop being readable by other
+	// users. Failing (say the folder belongs to someone else) changes
+	// nothing for this cache, whose entries are elsewhere.
+	_ = os.Chmod(filepath.Join(dir, legacyDir), dirMode)
+	key, err := loadOrCreateKey(filepath.Join(dir, keyFile))
+	if err != nil {
+		return nil, err
+	}
+	return &Cache{dir: dir, key: key, settings: sha256.Sum256([]byte(settings))}, nil
 }
 
-// Key returns the cache key of an image's bytes under this cache's settings.
+// makePrivateDir creates dir with mode 0700 (and its parents when parents
+// is set) if it is missing, and sets its mode to exactly 0700 either way.
+func makePrivateDir(dir string, parents bool) error {
+	var err error
+	if parents {
+		err = os.MkdirAll(dir, dirMode)
+	} else if err = os.Mkdir(dir, dirMode); errors.Is(err, fs.ErrExist) {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("desccache: %w", err)
+	}
+	if err := os.Chmod(dir, dirMode); err != nil {
+		return fmt.Errorf("desccache: %w", err)
+	}
+	return nil
+}
+
+// loadOrCreateKey reads the naming key at path, creating it first if there
+// is none.
+func loadOrCreateKey(path string) ([]byte, error) {
+	key, err := readKey(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return key, err
+	}
+	if err := createKey(path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	// Either this call created the key or a concurrent one did first; both
+	// publish the file complete, so read it back.
+	return readKey(path)
+}
+
+// readKey reads and checks the naming key. A missing file gives an error
+// wrapping fs.ErrNotExist.
+func readKey(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("desccache: reading the cache key: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("desccache: reading the cache key: %w", err)
+	}
+	remedy := fmt.Sprintf("remove the cache folder %s (it is rebuilt on the next run)", filepath.Dir(path))
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("desccache: cache key %s is not a regular file; %s", path, remedy)
+	}
+	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("desccache: cache key %s can be read by other users (mode %#o), so cached photos could be recognised by name; %s", path, st.Mode().Perm(), remedy)
+	}
+	key, err := io.ReadAll(io.LimitReader(f, KeySize+1))
+	if err != nil {
+		return nil, fmt.Errorf("desccache: reading the cache key: %w", err)
+	}
+	if len(key) != KeySize {
+		return nil, fmt.Errorf("desccache: cache key %s is damaged (%d bytes, want %d); %s", path, len(key), KeySize, remedy)
+	}
+	if bytes.Equal(key, make([]byte, KeySize)) {
+		return nil, fmt.Errorf("desccache: cache key %s is damaged (all zero); %s", path, remedy)
+	}
+	return key, nil
+}
+
+// createKey writes a fresh key to a private temporary file and publishes it
+// at path with a hard link, which fails (fs.ErrExist) if path exists: the
+// key appears complete or not at all, and of two racing processes exactly
+// one key wins.
+func createKey(path string) error {
+	key := make([]byte, KeySize)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("desccache: making the cache key: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".key-*") // O_EXCL, mode 0600
+	if err != nil {
+		return fmt.Errorf("desccache: making the cache key: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(key)
+	clear(key)
+	if err == nil {
+		err = tmp.Chmod(fileMode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("desccache: making the cache key: %w", err)
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		return fmt.Errorf("desccache: making the cache key: %w", err)
+	}
+	return nil
+}
+
+// Key returns the cache key of an image's bytes under this cache's settings:
+// HMAC-SHA256 under the install's key of the settings' and the image's
+// SHA-256, in hex.
 func (c *Cache) Key(image []byte) string {
-	h := sha256.New()
-	h.Write(c.settings[:])
-	h.Write(image)
-	return hex.EncodeToString(h.Sum(nil))
+	img := sha256.Sum256(image)
+	m := hmac.New(sha256.New, c.key)
+	m.Write(c.settings[:])
+	m.Write(img[:])
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// validKey reports whether key has the form Key returns (so it cannot
+// name a path outside the cache).
+func validKey(key string) bool {
+	if len(key) != 2*sha256.Size {
+		return false
+	}
+	_, err := hex.DecodeString(key)
+	return err == nil
 }
 
 func (c *Cache) path(key string) string {
-	return filepath.Join(c.dir, "descriptors", key[:2], key+".vdc")
+	return filepath.Join(c.dir, entriesDir, key[:2], key+".vdc")
 }
 
 // Get returns the entry for key, and whether it was present and intact.
+// A key not made by Key is a miss.
 func (c *Cache) Get(key string) (Entry, bool) {
+	if !validKey(key) {
+		return Entry{}, false
+	}
 	b, err := os.ReadFile(c.path(key))
 	if err != nil {
 		return Entry{}, false
@@ -94,13 +298,16 @@ func (c *Cache) Get(key string) (Entry, bool) {
 	return e, true
 }
 
-// Put stores the entry for key atomically.
+// Put stores the entry for key atomically, readable by the user only.
 func (c *Cache) Put(key string, e Entry) error {
-	p := c.path(key)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("desccache: %w", err)
+	if !validKey(key) {
+		return errors.New("desccache: malformed entry key (not made by Cache.Key)")
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	p := c.path(key)
+	if err := makePrivateDir(filepath.Dir(p), false); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*") // mode 0600
 	if err != nil {
 		return fmt.Errorf("desccache: %w", err)
 	}
@@ -108,6 +315,10 @@ func (c *Cache) Put(key string, e Entry) error {
 	if _, err := tmp.Write(Marshal(e)); err != nil {
 		tmp.Close()
 		return fmt.Errorf("desccache: writing entry: %w", err)
+	}
+	if err := tmp.Chmod(fileMode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("desccache: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
@@ -124,7 +335,7 @@ func (c *Cache) Put(key string, e Entry) error {
 
 // Entry file format, little-endian:
 //
-//	magic "VDC1" | flags uint8 (bit 0: fallback, bit 1: low score) | n uint16 | n × float32 | crc32 (IEEE) of all before
+//	magic "VDC1" | flags uint8 (bit 0: fallback, bit 1: low score, bit 2: second detector) | n uint16 | n × float32 | crc32 (IEEE) of all before
 const magic = "VDC1"
 
 // maxDims bounds a stored descriptor's length.
