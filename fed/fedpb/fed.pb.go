@@ -467,12 +467,18 @@ func (x *RoundConfig) GetSeed() uint64 {
 	return 0
 }
 
-// JoinRequest announces a client; its identity is its certificate's subject.
+// JoinRequest announces a client; its identity is its certificate's
+// subject. The first join enrols the client with the privacy budget it
+// declares; later joins must declare the same budget.
 type JoinRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ProtocolVersion uint32                 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	BudgetEpsilon   float64                `protobuf:"fixed64,2,opt,name=budget_epsilon,json=budgetEpsilon,proto3" json:"budget_epsilon,omitempty"`
+	BudgetDelta     float64                `protobuf:"fixed64,3,opt,name=budget_delta,json=budgetDelta,proto3" json:"budget_delta,omitempty"`
+	// privacy_unit is the unit the budget protects: "identity" or "example".
+	PrivacyUnit   string `protobuf:"bytes,4,opt,name=privacy_unit,json=privacyUnit,proto3" json:"privacy_unit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JoinRequest) Reset() {
@@ -510,6 +516,27 @@ func (x *JoinRequest) GetProtocolVersion() uint32 {
 		return x.ProtocolVersion
 	}
 	return 0
+}
+
+func (x *JoinRequest) GetBudgetEpsilon() float64 {
+	if x != nil {
+		return x.BudgetEpsilon
+	}
+	return 0
+}
+
+func (x *JoinRequest) GetBudgetDelta() float64 {
+	if x != nil {
+		return x.BudgetDelta
+	}
+	return 0
+}
+
+func (x *JoinRequest) GetPrivacyUnit() string {
+	if x != nil {
+		return x.PrivacyUnit
+	}
+	return ""
 }
 
 // JoinResponse tells a client who the coordinator thinks it is and its budget.
@@ -1345,9 +1372,12 @@ const file_fed_proto_rawDesc = "" +
 	"\x0fmax_update_norm\x18\n" +
 	" \x01(\x01R\rmaxUpdateNorm\x12\x14\n" +
 	"\x05batch\x18\v \x01(\rR\x05batch\x12\x12\n" +
-	"\x04seed\x18\f \x01(\x04R\x04seed\"8\n" +
+	"\x04seed\x18\f \x01(\x04R\x04seed\"\xa5\x01\n" +
 	"\vJoinRequest\x12)\n" +
-	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"\xc5\x01\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12%\n" +
+	"\x0ebudget_epsilon\x18\x02 \x01(\x01R\rbudgetEpsilon\x12!\n" +
+	"\fbudget_delta\x18\x03 \x01(\x01R\vbudgetDelta\x12!\n" +
+	"\fprivacy_unit\x18\x04 \x01(\tR\vprivacyUnit\"\xc5\x01\n" +
 	"\fJoinResponse\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12%\n" +
