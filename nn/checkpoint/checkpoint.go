@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/veil-privacy/veil/nn"
 	"github.com/veil-privacy/veil/nn/arch"
@@ -131,28 +132,95 @@ func (c *Checkpoint) Write(w io.Writer) error {
 	return nil
 }
 
-// Save writes c to path atomically (temporary file then rename).
+// Save writes c to path atomically and durably (WriteFileAtomic), so that
+// after a crash path holds either the previous checkpoint or this one,
+// never a mixture.
 func (c *Checkpoint) Save(path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ckpt-*")
-	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := c.Write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+	if err := WriteFileAtomic(path, c.Write); err != nil {
+		return fmt.Errorf("checkpoint: saving %s: %w", path, err)
 	}
 	return nil
 }
 
-// Read decodes a checkpoint, validating sizes before allocating.
+// WriteFileAtomic replaces the file at path with what write writes,
+// atomically and durably: a temporary file in the same folder, fsynced,
+// renamed over path, then the folder fsynced, so that a crash leaves the
+// old content or the new one, never a mixture, and a write that returned
+// survives power loss. On error path is left as it was and no temporary
+// file remains. Files kept beside a checkpoint (its privacy ledger) use it
+// too.
+func WriteFileAtomic(path string, write func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(name)
+		}
+	}()
+	if err := write(tmp); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("flushing %s to disk: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(name, path); err != nil {
+		return err
+	}
+	done = true
+	return syncDir(dir)
+}
+
+// syncDir fsyncs a folder so that a rename into it is durable. Systems
+// that cannot sync a folder (EINVAL, or no support at all) are not an
+// error: the rename is then as durable as the system makes it.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Errorf("flushing folder %s to disk: %w", dir, err)
+	}
+	return nil
+}
+
+// lengther is a reader that knows how many bytes it has left
+// (bytes.Reader, bytes.Buffer, strings.Reader).
+type lengther interface{ Len() int }
+
+// Read decodes a checkpoint from r. Sizes in the header are untrusted: they
+// are bounded (maxValues), checked against the bytes r holds when r can say
+// (a file, or a reader with a Len method) before any tensor is allocated,
+// and otherwise tensors grow only as their bytes actually arrive, so a
+// short input claiming huge tensors never causes a large allocation.
 func Read(r io.Reader) (*Checkpoint, error) {
+	remaining := int64(-1)
+	switch v := r.(type) {
+	case lengther:
+		remaining = int64(v.Len())
+	case *os.File:
+		if st, err := v.Stat(); err == nil && st.Mode().IsRegular() {
+			if pos, err := v.Seek(0, io.SeekCurrent); err == nil {
+				remaining = st.Size() - pos
+			}
+		}
+	}
+	return read(r, remaining)
+}
+
+// read decodes a checkpoint from r, which holds remaining bytes (-1:
+// unknown).
+func read(r io.Reader, remaining int64) (*Checkpoint, error) {
 	br := bufio.NewReader(r)
 	m := make([]byte, len(magic))
 	if _, err := io.ReadFull(br, m); err != nil || string(m) != magic {
@@ -164,6 +232,10 @@ func Read(r io.Reader) (*Checkpoint, error) {
 	}
 	if n == 0 || n > maxHeader {
 		return nil, fmt.Errorf("checkpoint: header length %d outside (0, %d]", n, maxHeader)
+	}
+	prefix := int64(len(magic)) + 4 + int64(n)
+	if remaining >= 0 && int64(n) > remaining-int64(len(magic))-4 {
+		return nil, fmt.Errorf("checkpoint: header of %d bytes in a file of %d bytes", n, remaining)
 	}
 	hdr := make([]byte, n)
 	if _, err := io.ReadFull(br, hdr); err != nil {
@@ -189,16 +261,35 @@ func Read(r io.Reader) (*Checkpoint, error) {
 			return nil, errors.New("checkpoint: too many values")
 		}
 	}
+	groups := int64(2) // values and first moments
+	if c.Header.SecondMoments {
+		groups++
+	}
+	if c.Header.EMA {
+		groups++
+	}
+	if need := prefix + groups*int64(total)*4; remaining >= 0 && need != remaining {
+		return nil, fmt.Errorf("checkpoint: the header declares %d bytes of tensors, the file holds %d after the header", need-prefix, remaining-prefix)
+	}
+	var buf []byte // reused across tensors, at most chunk bytes
+	const chunk = 1 << 16
 	read := func() ([][]float32, error) {
 		var out [][]float32
-		buf := make([]byte, 4)
 		for i, s := range sizes {
-			t := make([]float32, s)
-			for j := range t {
-				if _, err := io.ReadFull(br, buf); err != nil {
+			// Grow with the data that actually arrives, never by s alone.
+			t := make([]float32, 0, min(s, chunk))
+			for len(t) < s {
+				k := min(s-len(t), chunk)
+				if cap(buf) < 4*k {
+					buf = make([]byte, 4*chunk)
+				}
+				b := buf[:4*k]
+				if _, err := io.ReadFull(br, b); err != nil {
 					return nil, fmt.Errorf("checkpoint: truncated data of %q: %w", c.Header.Params[i].Name, err)
 				}
-				t[j] = math.Float32frombits(binary.LittleEndian.Uint32(buf))
+				for j := 0; j < k; j++ {
+					t = append(t, math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:])))
+				}
 			}
 			out = append(out, t)
 		}
@@ -229,7 +320,8 @@ func Read(r io.Reader) (*Checkpoint, error) {
 	return c, nil
 }
 
-// Load reads the checkpoint at path.
+// Load reads the checkpoint at path, checking the sizes its header
+// declares against the file's length before allocating tensors.
 func Load(path string) (*Checkpoint, error) {
 	f, err := os.Open(path)
 	if err != nil {
