@@ -1,6 +1,7 @@
 package dp
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -13,6 +14,10 @@ type Kind string
 const (
 	// KindSubsampledGaussian is the Poisson-subsampled Gaussian (DP-SGD step).
 	KindSubsampledGaussian Kind = "subsampled_gaussian"
+	// KindSubsampledDiscreteGaussian is the Poisson-subsampled discrete
+	// Gaussian on an integer lattice (DPSGD's exact noise); its
+	// NoiseMultiplier is the effective one after rounding to the grid.
+	KindSubsampledDiscreteGaussian Kind = "subsampled_discrete_gaussian"
 	// KindGaussian is the Gaussian mechanism without subsampling.
 	KindGaussian Kind = "gaussian"
 	// KindLaplace is the Laplace mechanism.
@@ -29,7 +34,7 @@ const (
 // Events are JSON-serialisable and are what a Ledger persists.
 type Event struct {
 	Kind Kind `json:"kind"`
-	// SamplingRate is q for KindSubsampledGaussian.
+	// SamplingRate is q for the subsampled kinds.
 	SamplingRate float64 `json:"sampling_rate,omitempty"`
 	// NoiseMultiplier is σ/Δ₂ for the Gaussian kinds.
 	NoiseMultiplier float64 `json:"noise_multiplier,omitempty"`
@@ -50,6 +55,15 @@ type Event struct {
 // mechanism with sampling rate q ∈ (0, 1] and noise multiplier σ > 0.
 func SubsampledGaussianEvent(q, sigma float64, steps int) (Event, error) {
 	e := Event{Kind: KindSubsampledGaussian, SamplingRate: q, NoiseMultiplier: sigma, Count: steps}
+	return e, e.Validate()
+}
+
+// SubsampledDiscreteGaussianEvent records steps of the Poisson-subsampled
+// discrete Gaussian with sampling rate q ∈ (0, 1] and noise multiplier
+// σ > 0 (integer noise parameter over integer L2 sensitivity; DPSGD.Event
+// builds it with the effective multiplier after rounding).
+func SubsampledDiscreteGaussianEvent(q, sigma float64, steps int) (Event, error) {
+	e := Event{Kind: KindSubsampledDiscreteGaussian, SamplingRate: q, NoiseMultiplier: sigma, Count: steps}
 	return e, e.Validate()
 }
 
@@ -81,13 +95,40 @@ func RDPCurveEvent(orders, rdp []float64, label string) (Event, error) {
 	return e, e.Validate()
 }
 
+// String describes the mechanism in words, for messages.
+func (k Kind) String() string {
+	switch k {
+	case KindSubsampledGaussian:
+		return "DP-SGD (Poisson-subsampled Gaussian)"
+	case KindSubsampledDiscreteGaussian:
+		return "DP-SGD (Poisson-subsampled discrete Gaussian)"
+	case KindGaussian:
+		return "Gaussian mechanism"
+	case KindLaplace:
+		return "Laplace mechanism"
+	case KindPureDP:
+		return "ε-DP mechanism"
+	case KindRDPCurve:
+		return "mechanism given by its Rényi DP curve"
+	}
+	return fmt.Sprintf("unknown mechanism %q", string(k))
+}
+
 // Validate reports whether the event's parameters are usable.
 func (e Event) Validate() error {
+	return inContext(e.Kind.String(), e.validate())
+}
+
+func (e Event) validate() error {
 	if e.Count < 1 {
-		return fmt.Errorf("dp: %s event: count (steps) must be at least 1, got %d", e.Kind, e.Count)
+		what := "number of uses"
+		if e.Kind == KindSubsampledGaussian || e.Kind == KindSubsampledDiscreteGaussian {
+			what = "number of steps"
+		}
+		return fmt.Errorf("the %s must be at least 1, got %d", what, e.Count)
 	}
 	switch e.Kind {
-	case KindSubsampledGaussian:
+	case KindSubsampledGaussian, KindSubsampledDiscreteGaussian:
 		if err := checkSamplingRate(e.SamplingRate); err != nil {
 			return err
 		}
@@ -100,22 +141,22 @@ func (e Event) Validate() error {
 		return checkEpsilon(e.Epsilon)
 	case KindRDPCurve:
 		if len(e.Orders) == 0 || len(e.Orders) != len(e.RDP) {
-			return fmt.Errorf("dp: RDP curve event needs equal, non-zero numbers of orders and values, got %d and %d", len(e.Orders), len(e.RDP))
+			return fmt.Errorf("the curve needs equal, non-zero numbers of orders and values, got %d and %d", len(e.Orders), len(e.RDP))
 		}
 		for i, a := range e.Orders {
 			if err := checkOrder(a); err != nil {
 				return err
 			}
 			if i > 0 && a <= e.Orders[i-1] {
-				return fmt.Errorf("dp: RDP curve orders must be strictly ascending, got %g after %g", a, e.Orders[i-1])
+				return fmt.Errorf("the curve's orders must be strictly ascending, got %g after %g", a, e.Orders[i-1])
 			}
-			if r := e.RDP[i]; math.IsNaN(r) || r < 0 {
-				return fmt.Errorf("dp: RDP curve value at order %g is invalid: %g", a, r)
+			if r := e.RDP[i]; math.IsNaN(r) || r < 0 || math.IsInf(r, 0) {
+				return fmt.Errorf("the curve's value at order %g must be a finite number ≥ 0, got %g (a mechanism with unbounded loss at some order should list only the orders where it is finite)", a, r)
 			}
 		}
 		return nil
 	default:
-		return fmt.Errorf("dp: unknown mechanism kind %q", e.Kind)
+		return errors.New("not a mechanism this accountant knows")
 	}
 }
 
@@ -130,6 +171,8 @@ func (e Event) RDPAt(alpha float64) (float64, error) {
 	switch e.Kind {
 	case KindSubsampledGaussian:
 		r, err = SubsampledGaussianRDP(e.SamplingRate, e.NoiseMultiplier, alpha)
+	case KindSubsampledDiscreteGaussian:
+		r, err = SubsampledDiscreteGaussianRDP(e.SamplingRate, e.NoiseMultiplier, alpha)
 	case KindGaussian:
 		r, err = GaussianRDP(e.NoiseMultiplier, alpha)
 	case KindLaplace:

@@ -8,15 +8,19 @@ import (
 )
 
 // Source is a stream of privacy noise: a ChaCha8 generator seeded with 32
-// bytes from crypto/rand. It draws about a hundred million Gaussian
-// coordinates per second on one core. A Source is not safe for concurrent
-// use; give each goroutine its own.
-//
-// Known limitation: samples are ordinary floating-point values; Veil does
-// not implement the snapping mechanism against floating-point attacks
-// (Mironov 2012).
+// bytes from crypto/rand. Noise is exact by construction: discrete
+// Laplace and discrete Gaussian integers sampled from uniform 64-bit
+// words (Canonne, Kamath & Steinke 2020), placed on a power-of-two grid
+// to which the released value is snapped first (see Grid). Nothing in a
+// release depends on floating-point sampling, so the attack of Mironov
+// (2012) on the low-order bits of floating-point noise has nothing to
+// read. A Source is not safe for concurrent use; give each goroutine its
+// own (Split).
 type Source struct {
-	r *rand.Rand
+	c      *rand.ChaCha8
+	r      *rand.Rand // over c: IntN, Perm
+	coins  uint64     // buffered fair bits
+	ncoins uint
 }
 
 // NewSource returns a Source seeded from crypto/rand. Use it for all
@@ -35,10 +39,28 @@ func NewSource() (*Source, error) {
 // reproducible experiments. Noise from a known seed protects nothing: never
 // use it for released values.
 func NewSeededSource(seed [32]byte) *Source {
-	return &Source{r: rand.New(rand.NewChaCha8(seed))}
+	c := rand.NewChaCha8(seed)
+	return &Source{c: c, r: rand.New(c)}
 }
 
-// Float64 returns a uniform value in [0, 1).
+// Split returns a new Source keyed by 32 bytes of this one's stream, for
+// another goroutine. The two streams are independent for any practical
+// purpose (ChaCha8 keyed by its own output).
+func (s *Source) Split() *Source {
+	var seed [32]byte
+	for i := 0; i < 32; i += 8 {
+		v := s.c.Uint64()
+		for j := range 8 {
+			seed[i+j] = byte(v >> (8 * j))
+		}
+	}
+	n := NewSeededSource(seed)
+	clear(seed[:])
+	return n
+}
+
+// Float64 returns a uniform value in [0, 1). It is for simulations and
+// tests only: no privacy noise is drawn from floating-point uniforms.
 func (s *Source) Float64() float64 { return s.r.Float64() }
 
 // IntN returns a uniform integer in [0, n); n must be positive.
@@ -47,53 +69,114 @@ func (s *Source) IntN(n int) int { return s.r.IntN(n) }
 // Perm returns a uniformly random permutation of 0..n-1.
 func (s *Source) Perm(n int) []int { return s.r.Perm(n) }
 
-// Gaussian returns one sample of N(0, sigma²).
-func (s *Source) Gaussian(sigma float64) float64 { return sigma * s.r.NormFloat64() }
-
-// Laplace returns one sample of Lap(b): density exp(-|x|/b)/(2b).
-func (s *Source) Laplace(b float64) float64 { return b * s.stdLaplace() }
-
-// stdLaplace draws Lap(1) as a random sign times an Exp(1) variate
-// (ziggurat), which is exactly the Laplace distribution.
-func (s *Source) stdLaplace() float64 {
-	x := s.r.ExpFloat64()
-	if s.r.Uint32()&1 == 1 {
-		return -x
+// mustGrid panics on an invalid noise scale: the methods without an error
+// result are programming errors when given one, as math/rand's are.
+func mustGrid(g Grid, err error) Grid {
+	if err != nil {
+		panic(err)
 	}
-	return x
+	return g
 }
 
-// AddGaussian64 adds independent N(0, sigma²) noise to every element of v.
+// Gaussian returns one sample of noise of standard deviation sigma: γ·Z
+// with Z discrete Gaussian on the grid GaussianGrid(sigma, 1). It is noise
+// only, for comparisons that are not released (e.g. a noisy threshold
+// test); to release a value use NoisyGaussian, which snaps the value to the
+// grid first (adding exact noise to an unsnapped value still leaks it).
+// It panics if sigma is not positive and finite.
+func (s *Source) Gaussian(sigma float64) float64 {
+	g := mustGrid(GaussianGrid(sigma, 1))
+	return float64(s.discreteGaussian(g.Scale)) * g.Gamma
+}
+
+// Laplace returns one sample of noise of scale b: γ·Z with Z discrete
+// Laplace on the grid LaplaceGrid(b, 1), density ∝ exp(−|x|/b) on the
+// grid. Noise only, like Gaussian; release values with NoisyLaplace. It
+// panics if b is not positive and finite.
+func (s *Source) Laplace(b float64) float64 {
+	g := mustGrid(LaplaceGrid(b, 1))
+	return float64(s.discreteLaplace(g.Scale)) * g.Gamma
+}
+
+// NoisyGaussian returns v snapped to the grid GaussianGrid(sigma, 1) plus
+// discrete Gaussian noise of standard deviation sigma on that grid: the
+// exact release of one value (see Grid for its accounting). It panics if
+// sigma is not positive and finite.
+func (s *Source) NoisyGaussian(v, sigma float64) float64 {
+	g := mustGrid(GaussianGrid(sigma, 1))
+	return release(snap(v, g.Gamma), s.discreteGaussian(g.Scale), g.Gamma)
+}
+
+// NoisyLaplace returns v snapped to the grid LaplaceGrid(b, 1) plus
+// discrete Laplace noise of scale b on that grid: the exact release of one
+// value, (Δ/γ + 1)/⌈b/γ⌉-DP for sensitivity Δ, i.e. Δ/b plus at most
+// 2^−20. It panics if b is not positive and finite.
+func (s *Source) NoisyLaplace(v, b float64) float64 {
+	g := mustGrid(LaplaceGrid(b, 1))
+	return release(snap(v, g.Gamma), s.discreteLaplace(g.Scale), g.Gamma)
+}
+
+// AddGaussian64 releases v in place with Gaussian noise of standard
+// deviation sigma per coordinate: every element is snapped to the grid
+// GaussianGrid(sigma, len(v)) and discrete Gaussian noise is added on it.
+// Account for it with that grid's GaussianMultiplier (at most a factor
+// 1/(1 + 2^−20·sigma/Δ) below sigma/Δ). It panics if sigma is not
+// positive and finite.
 func (s *Source) AddGaussian64(v []float64, sigma float64) {
-	for i := range v {
-		v[i] += sigma * s.r.NormFloat64()
+	if len(v) == 0 {
+		return
+	}
+	g := mustGrid(GaussianGrid(sigma, len(v)))
+	for i, x := range v {
+		v[i] = release(snap(x, g.Gamma), s.discreteGaussian(g.Scale), g.Gamma)
 	}
 }
 
-// AddGaussian32 adds independent N(0, sigma²) noise to every element of v.
-// Noise is drawn in float64 and rounded once.
+// AddGaussian32 is AddGaussian64 for float32 values (the exact result is
+// rounded to float32 once, which is post-processing).
 func (s *Source) AddGaussian32(v []float32, sigma float64) {
-	for i := range v {
-		v[i] = float32(float64(v[i]) + sigma*s.r.NormFloat64())
+	if len(v) == 0 {
+		return
+	}
+	g := mustGrid(GaussianGrid(sigma, len(v)))
+	s.gaussian32(v, g)
+}
+
+// gaussian32 releases v on grid g (shared by AddGaussian32 and DPSGD).
+func (s *Source) gaussian32(v []float32, g Grid) {
+	for i, x := range v {
+		v[i] = float32(release(snap(float64(x), g.Gamma), s.discreteGaussian(g.Scale), g.Gamma))
 	}
 }
 
-// AddLaplace64 adds independent Lap(b) noise to every element of v.
+// AddLaplace64 releases v in place with Laplace noise of scale b per
+// coordinate, snapped to the grid LaplaceGrid(b, len(v)) with discrete
+// Laplace noise on it: ε = (Δ₁/γ + d)/⌈b/γ⌉ for L1 sensitivity Δ₁, at
+// most Δ₁/b + 2^−20. It panics if b is not positive and finite.
 func (s *Source) AddLaplace64(v []float64, b float64) {
-	for i := range v {
-		v[i] += b * s.stdLaplace()
+	if len(v) == 0 {
+		return
+	}
+	g := mustGrid(LaplaceGrid(b, len(v)))
+	for i, x := range v {
+		v[i] = release(snap(x, g.Gamma), s.discreteLaplace(g.Scale), g.Gamma)
 	}
 }
 
-// AddLaplace32 adds independent Lap(b) noise to every element of v.
+// AddLaplace32 is AddLaplace64 for float32 values.
 func (s *Source) AddLaplace32(v []float32, b float64) {
-	for i := range v {
-		v[i] = float32(float64(v[i]) + b*s.stdLaplace())
+	if len(v) == 0 {
+		return
+	}
+	g := mustGrid(LaplaceGrid(b, len(v)))
+	for i, x := range v {
+		v[i] = float32(release(snap(float64(x), g.Gamma), s.discreteLaplace(g.Scale), g.Gamma))
 	}
 }
 
-// GaussianNoise adds N(0, σ²) noise of a fixed σ to vectors, drawing from
-// its own CSPRNG-seeded Source. Not safe for concurrent use.
+// GaussianNoise releases vectors with Gaussian noise of a fixed standard
+// deviation, drawing from its own CSPRNG-seeded Source (exact discrete
+// noise, as AddGaussian32). Not safe for concurrent use.
 type GaussianNoise struct {
 	sigma float64
 	src   *Source
@@ -115,10 +198,10 @@ func NewGaussianNoise(sigma float64) (*GaussianNoise, error) {
 // Sigma returns the standard deviation of the noise.
 func (g *GaussianNoise) Sigma() float64 { return g.sigma }
 
-// Add32 adds noise to every element of v in place.
+// Add32 releases v in place (AddGaussian32).
 func (g *GaussianNoise) Add32(v []float32) { g.src.AddGaussian32(v, g.sigma) }
 
-// Add64 adds noise to every element of v in place.
+// Add64 releases v in place (AddGaussian64).
 func (g *GaussianNoise) Add64(v []float64) { g.src.AddGaussian64(v, g.sigma) }
 
 // laplaceCDF is the CDF of Lap(b) (used by tests and the PATE analysis).

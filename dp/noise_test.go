@@ -2,6 +2,7 @@ package dp
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -100,14 +101,196 @@ func TestVectorNoiseMomentsAndTails(t *testing.T) {
 	}
 }
 
-func TestAddGaussian64MatchesScalarStream(t *testing.T) {
-	v := make([]float64, 100)
-	seeded(3).AddGaussian64(v, 2.5)
-	s := seeded(3)
-	for i, x := range v {
-		if want := s.Gaussian(2.5); x != want {
-			t.Fatalf("coordinate %d: %g, want %g", i, x, want)
+// chiSquare returns Pearson's statistic of counts against probabilities p
+// (the last cell collects the rest) and its degrees of freedom.
+func chiSquare(counts map[int64]int, n int, pmf func(int64) float64, lo, hi int64) (stat float64, df int) {
+	var rest int = n
+	var restP float64 = 1
+	for x := lo; x <= hi; x++ {
+		e := float64(n) * pmf(x)
+		o := float64(counts[x])
+		stat += (o - e) * (o - e) / e
+		rest -= counts[x]
+		restP -= pmf(x)
+		df++
+	}
+	if e := float64(n) * restP; e > 5 {
+		stat += (float64(rest) - e) * (float64(rest) - e) / e
+		df++
+	}
+	return stat, df - 1
+}
+
+// chiSquareCritical approximates the 0.1% upper quantile of χ²(df)
+// (Wilson–Hilferty).
+func chiSquareCritical(df int) float64 {
+	k := float64(df)
+	z := 3.09
+	c := 1 - 2/(9*k) + z*math.Sqrt(2/(9*k))
+	return k * c * c * c
+}
+
+func TestDiscreteSamplersExactPMF(t *testing.T) {
+	const n = 200000
+	tests := []struct {
+		name   string
+		draw   func(s *Source) int64
+		logW   func(x int64) float64 // unnormalised log pmf
+		lo, hi int64
+	}{
+		{"gaussian σ=3", func(s *Source) int64 { return s.discreteGaussian(3) },
+			func(x int64) float64 { return -float64(x*x) / 18 }, -10, 10},
+		{"gaussian σ=1", func(s *Source) int64 { return s.discreteGaussian(1) },
+			func(x int64) float64 { return -float64(x*x) / 2 }, -4, 4},
+		{"laplace t=2", func(s *Source) int64 { return s.discreteLaplace(2) },
+			func(x int64) float64 { return -math.Abs(float64(x)) / 2 }, -12, 12},
+		{"laplace t=1", func(s *Source) int64 { return s.discreteLaplace(1) },
+			func(x int64) float64 { return -math.Abs(float64(x)) }, -7, 7},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var z float64
+			for x := int64(-200); x <= 200; x++ {
+				z += math.Exp(tc.logW(x))
+			}
+			pmf := func(x int64) float64 { return math.Exp(tc.logW(x)) / z }
+			s := seeded(11)
+			counts := map[int64]int{}
+			for range n {
+				counts[tc.draw(s)]++
+			}
+			stat, df := chiSquare(counts, n, pmf, tc.lo, tc.hi)
+			if crit := chiSquareCritical(df); stat > crit {
+				t.Errorf("χ² = %.1f with %d degrees of freedom, above the 0.1%% critical value %.1f", stat, df, crit)
+			}
+			// The test has power: a 10%% wider distribution is rejected.
+			wide := func(x int64) float64 { return pmf(x*10/11) * 10 / 11 }
+			if stat, df := chiSquare(counts, n, wide, tc.lo, tc.hi); stat <= chiSquareCritical(df) && tc.hi > 8 {
+				t.Errorf("χ² cannot tell a wider distribution apart (%.1f)", stat)
+			}
+		})
+	}
+}
+
+func TestBernoulliExpExact(t *testing.T) {
+	const n = 400000
+	s := seeded(12)
+	for _, g := range []struct{ num, den uint64 }{{0, 5}, {1, 3}, {2, 3}, {1, 1}, {7, 2}, {25, 4}} {
+		var small, big128, bigInt int
+		for range n {
+			if g.num <= g.den {
+				if s.bernoulliExpFrac(g.num, g.den) {
+					small++
+				}
+			} else if s.bernoulliExp128(0, g.num, g.den) {
+				small++
+			}
+			if s.bernoulliExp128(0, g.num, g.den) {
+				big128++
+			}
+			if s.bernoulliExpBig(new(big.Int).SetUint64(g.num), new(big.Int).SetUint64(g.den)) {
+				bigInt++
+			}
 		}
+		p := math.Exp(-float64(g.num) / float64(g.den))
+		se := math.Sqrt(p*(1-p)/n) + 1e-12
+		for name, c := range map[string]int{"64-bit": small, "128-bit": big128, "math/big": bigInt} {
+			if f := float64(c) / n; math.Abs(f-p) > 5*se {
+				t.Errorf("Bernoulli(exp(−%d/%d)) %s: frequency %.5f, want %.5f", g.num, g.den, name, f, p)
+			}
+		}
+	}
+}
+
+func TestUniformIsUniform(t *testing.T) {
+	s := seeded(13)
+	const n, k = 300000, 7
+	var c [k]int
+	var cb [k]int
+	for range n {
+		c[s.uniform(k)]++
+		cb[s.uniformBig(big.NewInt(k)).Int64()]++
+	}
+	for _, counts := range [][k]int{c, cb} {
+		var stat float64
+		e := float64(n) / k
+		for _, o := range counts {
+			stat += (float64(o) - e) * (float64(o) - e) / e
+		}
+		if stat > chiSquareCritical(k-1) {
+			t.Errorf("uniform(7) counts %v: χ² %.1f", counts, stat)
+		}
+	}
+}
+
+func TestReleasesAreOnTheGrid(t *testing.T) {
+	s := seeded(14)
+	v := []float64{0.1, -3.3333, 1e-9, 12345.678}
+	w := []float32{0.1, -3.3333, 1e-9, 12345.678}
+	g, err := GaussianGrid(0.5, len(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, err := LaplaceGrid(0.5, len(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AddGaussian64(v, 0.5)
+	s.AddLaplace32(w, 0.5)
+	for i := range v {
+		if k := v[i] / g.Gamma; k != math.Trunc(k) {
+			t.Errorf("AddGaussian64 coordinate %d = %g is not a multiple of γ = %g", i, v[i], g.Gamma)
+		}
+		if k := float64(w[i]) / gl.Gamma; k != math.Trunc(k) {
+			t.Errorf("AddLaplace32 coordinate %d = %g is not a multiple of γ = %g", i, w[i], gl.Gamma)
+		}
+	}
+	for _, x := range []float64{s.NoisyGaussian(0.3, 2), s.NoisyLaplace(0.3, 2)} {
+		if x/math.Ldexp(1, -60) != math.Trunc(x/math.Ldexp(1, -60)) {
+			t.Errorf("release %g is not on a power-of-two grid", x)
+		}
+	}
+	// The grid is as documented: a power of two with γ√d ≤ 2^−20·σ.
+	if g.Gamma*math.Sqrt(4) > math.Ldexp(0.5, -20) || g.Gamma*math.Sqrt(4) <= math.Ldexp(0.5, -22) {
+		t.Errorf("Gaussian grid γ = %g for σ = 0.5, d = 4", g.Gamma)
+	}
+	if m, _ := g.GaussianMultiplier(1); !(m < 0.5 && m > 0.5*(1-1e-6)) {
+		t.Errorf("effective multiplier %g for σ = 0.5, Δ = 1", m)
+	}
+	if e, _ := gl.LaplaceEpsilon(1); !(e > 2 && e < 2+1e-6) {
+		t.Errorf("discretised Laplace ε = %g for b = 0.5, Δ = 1", e)
+	}
+}
+
+func TestSnapSaturatesAndMapsNaN(t *testing.T) {
+	if k := snap(math.Inf(1), 1); k != maxMagnitude {
+		t.Errorf("snap(+Inf) = %d", k)
+	}
+	if k := snap(-1e300, 1); k != -maxMagnitude {
+		t.Errorf("snap(−1e300) = %d", k)
+	}
+	if k := snap(math.NaN(), 1); k != 0 {
+		t.Errorf("snap(NaN) = %d", k)
+	}
+	if k := snap(2.5, 0.5); k != 5 {
+		t.Errorf("snap(2.5, 0.5) = %d", k)
+	}
+}
+
+func TestInvalidScalesPanic(t *testing.T) {
+	for _, f := range []func(){
+		func() { seeded(1).Gaussian(0) },
+		func() { seeded(1).Laplace(math.NaN()) },
+		func() { seeded(1).AddGaussian32([]float32{1}, -1) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("invalid scale accepted")
+				}
+			}()
+			f()
+		}()
 	}
 }
 
@@ -148,34 +331,35 @@ func TestNewGaussianNoise(t *testing.T) {
 	}
 }
 
-func BenchmarkGaussianNoise32(b *testing.B) {
-	v := make([]float32, 1<<20)
+// The noise benchmarks: go test -bench Noise -run XXX ./dp. The float
+// baseline is the floating-point ziggurat path Veil used before the exact
+// samplers (same ChaCha8 stream), measured in the same run.
+
+func BenchmarkNoiseFloatZigguratBaseline(b *testing.B) {
+	v := make([]float32, 1<<18)
+	r := rand.New(rand.NewChaCha8([32]byte{4}))
+	for b.Loop() {
+		for i := range v {
+			v[i] = float32(float64(v[i]) + r.NormFloat64())
+		}
+	}
+	b.ReportMetric(float64(b.N)*float64(len(v))/b.Elapsed().Seconds(), "coords/s")
+}
+
+func BenchmarkNoiseGaussian32(b *testing.B) {
+	v := make([]float32, 1<<18)
 	s := seeded(4)
-	b.SetBytes(int64(len(v)) * 4)
 	for b.Loop() {
 		s.AddGaussian32(v, 1)
 	}
 	b.ReportMetric(float64(b.N)*float64(len(v))/b.Elapsed().Seconds(), "coords/s")
 }
 
-func BenchmarkLaplaceNoise32(b *testing.B) {
-	v := make([]float32, 1<<20)
+func BenchmarkNoiseLaplace32(b *testing.B) {
+	v := make([]float32, 1<<18)
 	s := seeded(4)
 	for b.Loop() {
 		s.AddLaplace32(v, 1)
-	}
-	b.ReportMetric(float64(b.N)*float64(len(v))/b.Elapsed().Seconds(), "coords/s")
-}
-
-// BenchmarkGaussianNoise32PCGBaseline is the same loop on a non-cryptographic
-// PCG stream, the baseline for the cost of ChaCha8.
-func BenchmarkGaussianNoise32PCGBaseline(b *testing.B) {
-	v := make([]float32, 1<<20)
-	r := rand.New(rand.NewPCG(1, 2))
-	for b.Loop() {
-		for i := range v {
-			v[i] = float32(float64(v[i]) + r.NormFloat64())
-		}
 	}
 	b.ReportMetric(float64(b.N)*float64(len(v))/b.Elapsed().Seconds(), "coords/s")
 }

@@ -22,8 +22,23 @@ func TestMNISTSchedule(t *testing.T) {
 
 func TestDefaultOrders(t *testing.T) {
 	o := DefaultOrders()
-	if len(o) != 99+52 || o[0] != 1.1 || o[98] != 10.9 || o[99] != 12 || o[len(o)-1] != 63 {
-		t.Errorf("default orders: len %d, first %g, o[98] %g, o[99] %g, last %g", len(o), o[0], o[98], o[99], o[len(o)-1])
+	for i := 1; i < len(o); i++ {
+		if !(o[i] > o[i-1]) {
+			t.Fatalf("orders not ascending at %d: %g after %g", i, o[i], o[i-1])
+		}
+	}
+	have := map[float64]bool{}
+	for _, a := range o {
+		have[a] = true
+	}
+	// Opacus's grid, small orders for large ε, large ones for small ε.
+	for _, a := range []float64{1.01, 1.09, 1.1, 2.5, 10.9, 11, 12, 63, 64, 128, 256, 512, 1024, 2048, 4096} {
+		if !have[a] {
+			t.Errorf("default orders lack %g", a)
+		}
+	}
+	if o[0] != 1.01 || o[len(o)-1] != 4096 {
+		t.Errorf("default orders run from %g to %g", o[0], o[len(o)-1])
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // logAdd returns log(exp(a) + exp(b)) without overflow.
@@ -54,14 +55,6 @@ func normCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
 
 // normSF returns 1 - Φ(x) accurately in the upper tail.
 func normSF(x float64) float64 { return 0.5 * math.Erfc(x/math.Sqrt2) }
-
-// logBinom returns log C(n, k) for integers 0 <= k <= n.
-func logBinom(n, k int) float64 {
-	a, _ := math.Lgamma(float64(n) + 1)
-	b, _ := math.Lgamma(float64(k) + 1)
-	c, _ := math.Lgamma(float64(n-k) + 1)
-	return a - b - c
-}
 
 // RegIncBeta returns the regularised incomplete beta function I_x(a, b)
 // for a, b > 0 and x in [0, 1], by the continued fraction of Lentz's method.
@@ -170,4 +163,26 @@ func checkPositive(name string, v float64) error {
 		return fmt.Errorf("dp: %s must be positive, got %g", name, v)
 	}
 	return nil
+}
+
+// contextError adds context to an error of this package without repeating
+// its "dp: " prefix ("dp: ledger: principal "a": sampling rate must be …"
+// rather than "dp: ledger: …: dp: sampling rate …"). It unwraps to err.
+type contextError struct {
+	ctx string
+	err error
+}
+
+func (e *contextError) Error() string {
+	return "dp: " + e.ctx + ": " + strings.TrimPrefix(e.err.Error(), "dp: ")
+}
+
+func (e *contextError) Unwrap() error { return e.err }
+
+// inContext returns err with the context ctx (nil stays nil).
+func inContext(ctx string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &contextError{ctx: ctx, err: err}
 }
