@@ -142,7 +142,7 @@ func DecodeFile(path string, lim Limits) (*RGB, DecodeInfo, error) {
 	// Read at most MaxBytes+1 so a file that grows after Stat is still caught.
 	data, err := io.ReadAll(io.LimitReader(f, lim.MaxBytes+1))
 	if err != nil {
-		return nil, DecodeInfo{}, fmt.Errorf("imaging: reading %s: %w", path, err)
+		return nil, DecodeInfo{}, fmt.Errorf("imaging: %w", err) // an *os.PathError, naming the file
 	}
 	m, info, err := Decode(data, lim)
 	if err != nil {
