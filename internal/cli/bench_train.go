@@ -111,8 +111,9 @@ func benchTrainModel(mc arch.Config, batch, steps int) (benchTrainResult, error)
 			if err != nil {
 				return nil, 0, err
 			}
-			o.DP = &train.DPOptions{NoiseMultiplier: 1, Clip: 1, SamplingRate: float64(batch) / 10000, Delta: 1e-5, DatasetSize: 10000,
-				Accountant: train.RDP{}, Noise: src}
+			// q = 1 on the batch's examples: every DP step samples all of
+			// them, one full micro-batch like the non-private step.
+			o.DP = &train.DPOptions{Unit: train.UnitExample, NoiseMultiplier: 1, Clip: 1, SamplingRate: 1, Delta: 1e-5, DatasetSize: batch, Source: src}
 		}
 		t, err := train.New(m, h, o)
 		return t, m.Params().NumTrainable(), err
@@ -134,11 +135,13 @@ func benchTrainModel(mc arch.Config, batch, steps int) (benchTrainResult, error)
 	for i := range l {
 		l[i] = int32(r.IntN(classes))
 	}
+	data := benchData{x: x, l: l, per: per}
 	// Warm up (compiles), then alternate.
-	for _, t := range []*train.Trainer{plain, private} {
-		if _, err := t.Step(x, l); err != nil {
-			return benchTrainResult{}, err
-		}
+	if _, err := plain.Step(x, l); err != nil {
+		return benchTrainResult{}, err
+	}
+	if _, err := private.DPStep(data, nil); err != nil {
+		return benchTrainResult{}, err
 	}
 	var tPlain, tDP time.Duration
 	for s := 0; s < steps; s++ {
@@ -147,7 +150,7 @@ func benchTrainModel(mc arch.Config, batch, steps int) (benchTrainResult, error)
 			return benchTrainResult{}, err
 		}
 		t1 := time.Now()
-		if _, err := private.Step(x, l); err != nil {
+		if _, err := private.DPStep(data, nil); err != nil {
 			return benchTrainResult{}, err
 		}
 		tPlain += t1.Sub(t0)
@@ -157,4 +160,23 @@ func benchTrainModel(mc arch.Config, batch, steps int) (benchTrainResult, error)
 	dps := float64(batch*steps) / tDP.Seconds()
 	return benchTrainResult{Batch: batch, Steps: steps, ImagesPerS: ips, DPImagesPerS: dps, DPRatio: ips / dps, Params: n,
 		Configuration: "sgd momentum 0.9; DP: sigma 1, clip 1, per-example gradients by expanded weights, dense layers by ghost norms"}, nil
+}
+
+// benchData serves the benchmark's batch to DP-SGD's sampler.
+type benchData struct {
+	x   []float32
+	l   []int32
+	per int
+}
+
+func (d benchData) Len() int { return len(d.l) }
+
+func (d benchData) Batch(idx []int, _ *rand.Rand) ([]float32, []int32, error) {
+	x := make([]float32, 0, len(idx)*d.per)
+	l := make([]int32, 0, len(idx))
+	for _, i := range idx {
+		x = append(x, d.x[i*d.per:(i+1)*d.per]...)
+		l = append(l, d.l[i])
+	}
+	return x, l, nil
 }

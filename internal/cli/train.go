@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/veil-privacy/veil/dataset"
-	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/nn/arch"
@@ -365,7 +364,6 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		}
 		opts.GroupLR = map[string]float64{"frozen": 0}
 	}
-	var sampler train.Sampler
 	if f.dp {
 		q := f.q
 		if q == 0 {
@@ -378,13 +376,8 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 				return fmt.Errorf("train: calibrating σ for ε=%g: %w", f.targetEps, err)
 			}
 		}
-		src, err := dp.NewSource()
-		if err != nil {
-			return err
-		}
-		sampler = src
-		opts.DP = &train.DPOptions{NoiseMultiplier: sigma, Clip: f.clip, SamplingRate: q, Delta: f.delta,
-			DatasetSize: set.Len(), Accountant: train.RDP{}, Noise: src}
+		opts.DP = &train.DPOptions{Unit: train.UnitExample, NoiseMultiplier: sigma, Clip: f.clip, SamplingRate: q, Delta: f.delta,
+			DatasetSize: set.Len()}
 	}
 	tr, err := train.New(model, head, opts)
 	if err != nil {
@@ -426,7 +419,7 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		fmt.Fprintf(e.stderr, "development-pairs accuracy as initialised: %.4f\n", a)
 	}
 	for ep := firstEpoch; ep < f.epochs; ep++ {
-		l, err := tr.Epoch(set, train.EpochOptions{Epoch: ep, Batch: f.batch, Seed: f.seed, Augment: true, Sampler: sampler,
+		l, err := tr.Epoch(set, train.EpochOptions{Epoch: ep, Batch: f.batch, Seed: f.seed, Augment: true,
 			Progress: func(s, n int, l float64) {
 				fmt.Fprintf(e.stderr, "\repoch %d/%d %s step %d/%d loss %.4f   ", ep+1, f.epochs, bar(s, n, 20), s, n, l)
 			}})

@@ -10,18 +10,9 @@ import (
 	"github.com/veil-privacy/veil/eval"
 )
 
-// RDP is the Accountant of package dp: Rényi DP of the Poisson-subsampled
-// Gaussian mechanism over dp's default orders.
-type RDP struct{}
-
-// Epsilon implements Accountant.
-func (RDP) Epsilon(q, sigma float64, steps int, delta float64) (float64, error) {
-	eps, _, err := dp.ScheduleEpsilon(q, sigma, steps, delta)
-	return eps, err
-}
-
 // NoiseForTarget returns the smallest noise multiplier reaching targetEps
-// at δ after the given number of steps at sampling rate q.
+// at δ after the given number of steps at sampling rate q (package dp's RDP
+// accountant of the subsampled Gaussian mechanism).
 func NoiseForTarget(q float64, steps int, targetEps, delta float64) (float64, error) {
 	return dp.NoiseMultiplier(q, steps, targetEps, delta)
 }
@@ -29,27 +20,23 @@ func NoiseForTarget(q float64, steps int, targetEps, delta float64) (float64, er
 // Data serves training batches.
 type Data interface {
 	Len() int
-	// Batch returns the inputs and labels of images idx, augmented with
+	// Batch returns the inputs and labels of examples idx, augmented with
 	// rng when it is non-nil.
 	Batch(idx []int, rng *rand.Rand) ([]float32, []int32, error)
 }
-
-// Sampler draws uniform numbers in [0,1) from a CSPRNG-seeded stream
-// (Poisson sampling of DP-SGD must be secret and random).
-type Sampler interface{ Float64() float64 }
 
 // EpochOptions drive one pass over the data.
 type EpochOptions struct {
 	// Epoch numbers the pass (seeds the data order and augmentation).
 	Epoch int
-	// Batch is the batch size without DP.
+	// Batch is the batch size without DP (DP-SGD's batches are Poisson
+	// samples of expected size q·N).
 	Batch int
-	// Seed seeds data order and augmentation.
+	// Seed seeds data order and augmentation (not privacy randomness:
+	// DP-SGD samples with DPOptions.Source).
 	Seed uint64
 	// Augment turns on random crops and flips.
 	Augment bool
-	// Sampler draws DP-SGD's Poisson samples (required with DP).
-	Sampler Sampler
 	// Progress, if set, is called after each step.
 	Progress func(step, steps int, loss float64)
 }
@@ -64,8 +51,9 @@ func (t *Trainer) StepsPerEpoch(n, batch int) int {
 
 // Epoch runs one pass and returns the mean step loss. Without DP the data
 // are shuffled with a generator seeded by (Seed, Epoch), so a resumed run
-// at an epoch boundary repeats exactly; with DP each step takes a Poisson
-// sample (each image independently with probability q).
+// at an epoch boundary repeats exactly; with DP each of the ⌈1/q⌉ steps is
+// a DPStep (a Poisson sample of examples or identities drawn by the
+// trainer).
 func (t *Trainer) Epoch(d Data, o EpochOptions) (float64, error) {
 	n := d.Len()
 	if n == 0 {
@@ -74,34 +62,35 @@ func (t *Trainer) Epoch(d Data, o EpochOptions) (float64, error) {
 	if t.opts.DP == nil && o.Batch <= 0 {
 		return 0, fmt.Errorf("train: batch size must be positive, got %d", o.Batch)
 	}
-	if t.opts.DP != nil && o.Sampler == nil {
-		return 0, errors.New("train: DP-SGD needs a CSPRNG sampler for Poisson sampling")
+	if t.dp != nil {
+		if _, err := t.dp.checkData(d); err != nil {
+			return 0, err
+		}
 	}
-	order := rand.New(rand.NewPCG(o.Seed, uint64(o.Epoch))).Perm(n)
+	var order []int
+	if t.dp == nil {
+		order = rand.New(rand.NewPCG(o.Seed, uint64(o.Epoch))).Perm(n)
+	}
 	steps := t.StepsPerEpoch(n, o.Batch)
 	var sum float64
 	var counted int
 	for s := 0; s < steps; s++ {
-		var idx []int
-		if t.opts.DP != nil {
-			q := t.opts.DP.SamplingRate
-			for i := 0; i < n; i++ {
-				if o.Sampler.Float64() < q {
-					idx = append(idx, i)
-				}
-			}
-		} else {
-			idx = order[s*o.Batch : min((s+1)*o.Batch, n)]
-		}
 		var aug *rand.Rand
 		if o.Augment {
 			aug = rand.New(rand.NewPCG(o.Seed^0xa5a5, uint64(o.Epoch)<<32|uint64(s)))
 		}
-		x, l, err := d.Batch(idx, aug)
-		if err != nil {
-			return 0, err
+		var r StepResult
+		var err error
+		if t.dp != nil {
+			r, err = t.DPStep(d, aug)
+		} else {
+			var x []float32
+			var l []int32
+			if x, l, err = d.Batch(order[s*o.Batch:min((s+1)*o.Batch, n)], aug); err != nil {
+				return 0, err
+			}
+			r, err = t.Step(x, l)
 		}
-		r, err := t.Step(x, l)
 		if err != nil {
 			return 0, err
 		}

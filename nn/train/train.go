@@ -1,10 +1,16 @@
 // Package train runs training steps of nn models on the GoMLX engine,
-// without privacy (mean gradient) or with DP-SGD: per-example gradients by
-// expanded weights (dense layers: ghost norms, nn.GhostScope), clipping to norm C across all trainable parameters,
-// Gaussian noise of standard deviation σ·C from a CSPRNG-seeded stream,
-// Poisson sampling with rate q, SGD with momentum or Adam, weight decay,
-// frozen parameters and per-group learning rates, and a privacy accountant
-// charged every step.
+// without privacy (mean gradient) or with DP-SGD (Abadi et al. 2016; the
+// DPLH paper's Section on DP-SGD): Poisson sampling with rate q drawn by
+// the trainer from a CSPRNG, per-example or per-identity gradients clipped
+// to norm C across all trainable parameters (expanded weights; dense layers
+// by ghost norms, nn.GhostScope), package dp's DP-SGD noise on the clipped
+// sums, division by the expected batch q·N, and ε from package dp's
+// accountant of that mechanism; then SGD with momentum or Adam, weight
+// decay, frozen parameters and per-group learning rates.
+//
+// Under DP a step can only be taken on a sample the trainer draws itself
+// (DPStep, Epoch), so the accountant's assumption that batches are Poisson
+// samples of the stated data set holds by construction.
 //
 // A step runs the model on fixed-size micro-batches (padding with masked
 // examples), so variable Poisson batch sizes never recompile the graph.
@@ -19,6 +25,7 @@ import (
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/nn"
 	"github.com/veil-privacy/veil/nn/loss"
@@ -37,34 +44,54 @@ type Model interface {
 	UsesBatchNorm() bool
 }
 
-// Accountant converts a DP-SGD schedule into ε at a given δ (RDP of the
-// Poisson-subsampled Gaussian mechanism).
-type Accountant interface {
-	Epsilon(q, sigma float64, steps int, delta float64) (float64, error)
-}
+// Unit is what DP-SGD's adjacency protects: the data sets an (ε, δ)
+// guarantee compares differ by one Unit.
+type Unit string
 
-// Noise adds Gaussian noise of standard deviation sigma to every element;
-// it must be a CSPRNG-seeded stream.
-type Noise interface {
-	AddGaussian32(v []float32, sigma float64)
-}
+const (
+	// UnitExample: neighbouring data sets differ by one example (one
+	// image). On face data a person with m images is protected only at
+	// group-privacy cost (roughly m·ε).
+	UnitExample Unit = "example"
+	// UnitIdentity: neighbouring data sets differ by all the examples of
+	// one person. The trainer Poisson-samples people, not images, and clips
+	// the sum of each sampled person's gradients; the data must implement
+	// Identified.
+	UnitIdentity Unit = "identity"
+)
 
 // DPOptions configures DP-SGD.
 type DPOptions struct {
+	// Unit is the privacy unit (required): UnitExample or UnitIdentity.
+	Unit Unit
 	// NoiseMultiplier σ: noise standard deviation is σ·Clip.
 	NoiseMultiplier float64
-	// Clip C bounds each example's gradient norm across all parameters.
+	// Clip C bounds each unit's gradient norm across all parameters: one
+	// example's gradient, or the sum of one identity's examples' gradients.
 	Clip float64
-	// SamplingRate q of Poisson sampling, in (0, 1].
+	// SamplingRate q of Poisson sampling of units, in (0, 1].
 	SamplingRate float64
 	// Delta is the δ at which ε is reported.
 	Delta float64
-	// DatasetSize N: the gradient sum is divided by the expected batch q·N.
+	// DatasetSize N is the number of units in the data (examples, or
+	// identities): the clipped sum is divided by the expected batch q·N.
+	// Every DP step checks it against the data it samples from.
 	DatasetSize int
+	// MaxPerIdentity caps the examples one sampled identity contributes to
+	// a step (UnitIdentity only; 0 means MicroBatch, the largest allowed).
+	// An identity with more examples contributes MaxPerIdentity of them,
+	// drawn uniformly without replacement. All of a person's examples go to
+	// one micro-batch, where the graph sums and clips them; a cap, rather
+	// than accumulating a person's gradient across micro-batches, keeps one
+	// compiled graph and bounds how much one person weighs in a step. The
+	// cap is public, so it costs no privacy; clipping bounds the person's
+	// influence whatever the cap.
+	MaxPerIdentity int
 	// MaxEpsilon, if positive, refuses steps that would exceed it.
 	MaxEpsilon float64
-	Accountant Accountant
-	Noise      Noise
+	// Source draws both the Poisson samples and the noise. nil means a new
+	// Source seeded from crypto/rand; dp.NewSeededSource is for tests only.
+	Source *dp.Source
 }
 
 // Options configures a Trainer.
@@ -91,18 +118,52 @@ type Options struct {
 	EMA float64
 }
 
-// Privacy is the privacy spent so far.
+// Privacy is the privacy spent so far. It is saved in checkpoints and
+// travels with the weights across resumed runs.
 type Privacy struct {
+	// Unit is the privacy unit ε refers to ("" in checkpoints written
+	// before units existed, which were all example-level).
+	Unit            Unit    `json:"unit,omitempty"`
 	NoiseMultiplier float64 `json:"noise_multiplier"`
 	Clip            float64 `json:"clip"`
 	SamplingRate    float64 `json:"sampling_rate"`
-	Steps           int     `json:"steps"`
-	Delta           float64 `json:"delta"`
-	Epsilon         float64 `json:"epsilon"`
+	// Steps counts DP-SGD steps.
+	Steps int     `json:"steps"`
+	Delta float64 `json:"delta"`
+	// Epsilon is ε at Delta of the Steps DP-SGD steps, by package dp's RDP
+	// accountant of the mechanism that ran (dp.DPSGD.Event). It bounds what
+	// the weights reveal only when Bounded.
+	Epsilon float64 `json:"epsilon"`
+	// NonPrivateSteps counts optimiser steps taken without DP-SGD, in this
+	// run or in any run the weights were resumed from. It never decreases:
+	// such steps may have seen private data with no noise, so the weights
+	// carry no DP guarantee any more, and a DP-SGD run refuses to resume
+	// from them (Restore). Whether those data were public is the caller's
+	// record (checkpoint.Header.Public), not the trainer's.
+	NonPrivateSteps int `json:"non_private_steps,omitempty"`
+}
+
+// Bounded reports whether Epsilon bounds the privacy loss of the weights:
+// every step they took was a DP-SGD step. A report of Epsilon when Bounded
+// is false must say that ε is unbounded.
+func (p Privacy) Bounded() bool { return p.NonPrivateSteps == 0 }
+
+// unit returns the privacy unit, reading "" (old checkpoints) as
+// UnitExample.
+func (p Privacy) unit() Unit {
+	if p.Unit == "" {
+		return UnitExample
+	}
+	return p.Unit
 }
 
 // ErrBudget is returned when a DP step would exceed MaxEpsilon.
 var ErrBudget = errors.New("train: privacy budget exhausted")
+
+// ErrNotSampled is returned by Step under DP-SGD: the accountant's bound
+// holds only for batches the trainer drew itself by Poisson sampling (use
+// DPStep or Epoch).
+var ErrNotSampled = errors.New("train: under DP-SGD a step must run on a Poisson sample the trainer draws itself (DPStep or Epoch), not on a given batch")
 
 // Trainer holds a model, its loss head and optimiser state.
 type Trainer struct {
@@ -110,6 +171,7 @@ type Trainer struct {
 	head    loss.Head
 	params  *nn.Params
 	opts    Options
+	per     int       // values per example
 	lr      []float64 // per-parameter learning-rate multiplier (0: frozen or state)
 	grads   []int     // parameters that receive gradients, in order
 	m, v    [][]float32
@@ -119,6 +181,7 @@ type Trainer struct {
 	stepEx  *graph.Exec
 	embEx   *graph.Exec
 	rng     *rand.Rand
+	dp      *private // nil without DP
 }
 
 // New validates the options and builds a trainer. The head's parameters
@@ -151,26 +214,14 @@ func New(model Model, head loss.Head, o Options) (*Trainer, error) {
 		if head.Coupled() {
 			return nil, errors.New("train: this loss couples examples of a batch (triplet mining), so a per-example gradient bound does not hold; use softmax, cosface, arcface or irene under DP")
 		}
-		if !(d.SamplingRate > 0 && d.SamplingRate <= 1) {
-			return nil, fmt.Errorf("train: sampling rate q must be in (0, 1], got %g", d.SamplingRate)
-		}
-		if !(d.NoiseMultiplier > 0) || math.IsInf(d.NoiseMultiplier, 0) {
-			return nil, fmt.Errorf("train: noise multiplier must be positive and finite, got %g", d.NoiseMultiplier)
-		}
-		if !(d.Clip > 0) || math.IsInf(d.Clip, 0) {
-			return nil, fmt.Errorf("train: clipping norm must be positive and finite, got %g", d.Clip)
-		}
-		if !(d.Delta > 0 && d.Delta < 1) {
-			return nil, fmt.Errorf("train: δ must be in (0, 1), got %g", d.Delta)
-		}
-		if d.DatasetSize <= 0 {
-			return nil, fmt.Errorf("train: DP needs the dataset size, got %d", d.DatasetSize)
-		}
-		if d.Accountant == nil || d.Noise == nil {
-			return nil, errors.New("train: DP needs an accountant and a noise source")
+		if err := d.validate(o.MicroBatch); err != nil {
+			return nil, err
 		}
 	}
-	t := &Trainer{model: model, head: head, params: p, opts: o, rng: rand.New(rand.NewPCG(o.Seed, 0xe57e9))}
+	t := &Trainer{model: model, head: head, params: p, opts: o, per: 1, rng: rand.New(rand.NewPCG(o.Seed, 0xe57e9))}
+	for _, d := range model.InputDims() {
+		t.per *= d
+	}
 	for i, s := range p.Specs() {
 		mult := 1.0
 		if g, ok := o.GroupLR[s.Group]; ok {
@@ -195,7 +246,11 @@ func New(model Model, head loss.Head, o Options) (*Trainer, error) {
 		t.resetEMA()
 	}
 	if d := o.DP; d != nil {
-		t.privacy = Privacy{NoiseMultiplier: d.NoiseMultiplier, Clip: d.Clip, SamplingRate: d.SamplingRate, Delta: d.Delta}
+		var err error
+		if t.dp, err = newPrivate(*d, t.NumTrainable()); err != nil {
+			return nil, err
+		}
+		t.privacy = Privacy{Unit: d.Unit, NoiseMultiplier: d.NoiseMultiplier, Clip: d.Clip, SamplingRate: d.SamplingRate, Delta: d.Delta}
 	}
 	if err := t.compile(); err != nil {
 		return nil, err
@@ -257,9 +312,14 @@ func (t *Trainer) compile() error {
 	}
 	np := t.params.Len()
 	dp := t.opts.DP != nil
+	grouped := dp && t.opts.DP.Unit == UnitIdentity
 	t.stepEx, err = graph.NewExec(be, func(in []*graph.Node) []*graph.Node {
 		pn := in[:np]
 		x, labels, mask, aux := in[np], in[np+1], in[np+2], in[np+3]
+		var groups *graph.Node
+		if grouped {
+			groups = in[np+4]
+		}
 		b := x.Shape().Dimensions[0]
 		var s *nn.Scope
 		var exp []*graph.Node
@@ -282,9 +342,13 @@ func (t *Trainer) compile() error {
 		}
 		res := t.head.Apply(s, t.model.Embed(s, x), loss.Batch{Labels: labels, Mask: mask, Aux: auxNode})
 		sumLoss := graph.ReduceAllSum(res.Loss)
+		// The reported loss leaves out non-finite examples (which DP-SGD
+		// drops); the gradient is taken of the plain sum, whose derivative
+		// does not depend on its value.
+		shownLoss := graph.ReduceAllSum(graph.Where(graph.IsFinite(res.Loss), res.Loss, graph.ScalarZero(res.Loss.Graph(), res.Loss.DType())))
 		// Keep aux used so the graph never holds an unused input.
 		sumW := graph.Add(graph.ReduceAllSum(res.Weight), graph.MulScalar(graph.ReduceAllSum(aux), 0.0))
-		out := []*graph.Node{sumLoss, sumW}
+		out := []*graph.Node{shownLoss, sumW}
 		if !dp {
 			var nodes []*graph.Node
 			for _, i := range t.grads {
@@ -292,7 +356,12 @@ func (t *Trainer) compile() error {
 			}
 			out = append(out, graph.Gradient(sumLoss, nodes...)...)
 		} else {
-			sums, _, err := nn.ClippedSums(s, sumLoss, exp, t.grads, t.opts.DP.Clip, mask)
+			var sums []*graph.Node
+			if grouped {
+				sums, _, err = nn.ClippedGroupSums(s, sumLoss, exp, t.grads, t.opts.DP.Clip, mask, groups)
+			} else {
+				sums, _, err = nn.ClippedSums(s, sumLoss, exp, t.grads, t.opts.DP.Clip, mask)
+			}
 			if err != nil {
 				panic(err)
 			}
@@ -355,72 +424,92 @@ func (t *Trainer) EMAValues(i int) []float32 {
 }
 
 // StepResult reports one optimiser step.
+//
+// Under DP-SGD both fields are computed from the private sample without
+// noise and are not covered by ε: use them to watch a run, and do not
+// publish them as if they were private (with UnitIdentity, Examples also
+// depends on how many images the sampled people have).
 type StepResult struct {
-	// Loss is the mean loss of the examples in the batch.
+	// Loss is the mean loss of the examples in the batch (examples whose
+	// loss is not finite left out).
 	Loss float64
 	// Examples is the batch size (variable under Poisson sampling).
 	Examples int
 }
 
-// Step takes one optimiser step on the n examples in x (n·InputDims
-// values), labels (n). Under DP the batch must come from Poisson sampling
-// with the configured rate; noise is added even to an empty batch.
-func (t *Trainer) Step(x []float32, labels []int32) (StepResult, error) {
-	n := len(labels)
-	per := 1
-	for _, d := range t.model.InputDims() {
-		per *= d
-	}
-	if len(x) != n*per {
-		return StepResult{}, fmt.Errorf("train: batch has %d values for %d examples of %d values", len(x), n, per)
-	}
-	dp := t.opts.DP
-	if dp == nil && n == 0 {
-		return StepResult{}, errors.New("train: empty batch")
-	}
-	if dp != nil && dp.MaxEpsilon > 0 {
-		eps, err := dp.Accountant.Epsilon(dp.SamplingRate, dp.NoiseMultiplier, t.privacy.Steps+1, dp.Delta)
-		if err != nil {
-			return StepResult{}, fmt.Errorf("train: accounting: %w", err)
-		}
-		if eps > dp.MaxEpsilon {
-			return StepResult{}, fmt.Errorf("%w: the next step would spend ε=%.3f > %.3f", ErrBudget, eps, dp.MaxEpsilon)
-		}
-	}
+// micro is the input of one graph execution: MicroBatch examples, the
+// unused ones masked.
+type micro struct {
+	x      []float32
+	labels []int32
+	mask   []float32
+	groups []int32 // UnitIdentity: each example's person's slot in the micro-batch
+	n      int     // examples in use
+}
+
+// newMicro returns an empty micro-batch.
+func (t *Trainer) newMicro() *micro {
 	mb := t.opts.MicroBatch
-	sums := make([][]float32, len(t.grads))
+	m := &micro{x: make([]float32, mb*t.per), labels: make([]int32, mb), mask: make([]float32, mb)}
+	if t.opts.DP != nil && t.opts.DP.Unit == UnitIdentity {
+		m.groups = make([]int32, mb)
+	}
+	return m
+}
+
+// add appends example j of (x, labels) to the micro-batch with group slot g.
+func (m *micro) add(per int, x []float32, labels []int32, j int, g int32) {
+	copy(m.x[m.n*per:(m.n+1)*per], x[j*per:(j+1)*per])
+	m.labels[m.n] = labels[j]
+	m.mask[m.n] = 1
+	if m.groups != nil {
+		m.groups[m.n] = g
+	}
+	m.n++
+}
+
+// chunk splits n examples into consecutive micro-batches.
+func (t *Trainer) chunk(x []float32, labels []int32) []*micro {
+	var ms []*micro
+	for j := range labels {
+		if j%t.opts.MicroBatch == 0 {
+			ms = append(ms, t.newMicro())
+		}
+		ms[len(ms)-1].add(t.per, x, labels, j, 0)
+	}
+	return ms
+}
+
+// run executes the step graph on every micro-batch and returns the summed
+// gradients (clipped under DP), the summed loss and weight, and the state
+// parameters' new values (nil when no micro-batch ran).
+func (t *Trainer) run(ms []*micro) (sums [][]float32, totalLoss, totalW float64, states [][]float32, err error) {
+	sums = make([][]float32, len(t.grads))
 	for k, i := range t.grads {
 		sums[k] = make([]float32, t.params.Spec(i).Size())
 	}
-	var totalLoss, totalW float64
 	params := t.paramTensors()
-	var states [][]float32
-	for start := 0; start < n || (start == 0 && n == 0); start += mb {
-		end := min(start+mb, n)
-		xb := make([]float32, mb*per)
-		copy(xb, x[start*per:end*per])
-		lb := make([]int32, mb)
-		copy(lb, labels[start:end])
-		mask := make([]float32, mb)
+	mb := t.opts.MicroBatch
+	for _, m := range ms {
 		aux := make([]float32, mb)
-		for j := 0; j < end-start; j++ {
-			mask[j] = 1
-		}
 		if p := t.head.AuxProb(); p > 0 {
-			for j := 0; j < end-start; j++ {
+			for j := 0; j < m.n; j++ {
 				if t.rng.Float64() < p {
 					aux[j] = 1
 				}
 			}
 		}
 		args := append(append([]any{}, params...),
-			tensors.FromFlatDataAndDimensions(xb, append([]int{mb}, t.model.InputDims()...)...),
-			tensors.FromFlatDataAndDimensions(lb, mb),
-			tensors.FromFlatDataAndDimensions(mask, mb),
+			tensors.FromFlatDataAndDimensions(m.x, append([]int{mb}, t.model.InputDims()...)...),
+			tensors.FromFlatDataAndDimensions(m.labels, mb),
+			tensors.FromFlatDataAndDimensions(m.mask, mb),
 			tensors.FromFlatDataAndDimensions(aux, mb))
+		if m.groups != nil {
+			args = append(args, tensors.FromFlatDataAndDimensions(m.groups, mb))
+		}
 		out, err := t.stepEx.Call(args...)
 		if err != nil {
-			return StepResult{}, fmt.Errorf("train: running the step graph: %w", err)
+			return nil, 0, 0, nil, fmt.Errorf("train: running the step graph: %w", err)
 		}
 		totalLoss += float64(tensors.MustCopyFlatData[float32](out[0])[0])
 		totalW += float64(tensors.MustCopyFlatData[float32](out[1])[0])
@@ -437,46 +526,51 @@ func (t *Trainer) Step(x []float32, labels []int32) (StepResult, error) {
 		for _, o := range out {
 			o.FinalizeAll()
 		}
-		if n == 0 {
-			break
-		}
 	}
-	// Turn sums into the gradient estimate.
-	var scale float64
-	if dp != nil {
-		for k := range sums {
-			dp.Noise.AddGaussian32(sums[k], dp.NoiseMultiplier*dp.Clip)
-		}
-		scale = 1 / (dp.SamplingRate * float64(dp.DatasetSize))
-	} else {
-		if totalW <= 0 {
-			return StepResult{Examples: n}, errors.New("train: batch has no usable examples (triplet loss needs at least two images of an identity and one other)")
-		}
-		scale = 1 / totalW
-	}
-	t.apply(sums, scale)
-	// Store batch-norm running statistics.
-	si := 0
-	for i := 0; i < t.params.Len(); i++ {
-		if t.params.Spec(i).State {
-			copy(t.params.Values(i), states[si])
-			si++
+	return sums, totalLoss, totalW, states, nil
+}
+
+// finish stores batch-norm running statistics and updates the moving
+// average after an optimiser update.
+func (t *Trainer) finish(states [][]float32) {
+	if states != nil {
+		si := 0
+		for i := 0; i < t.params.Len(); i++ {
+			if t.params.Spec(i).State {
+				copy(t.params.Values(i), states[si])
+				si++
+			}
 		}
 	}
 	t.updateEMA()
-	res := StepResult{Examples: n}
-	if totalW > 0 {
-		res.Loss = totalLoss / totalW
+}
+
+// Step takes one optimiser step without DP on the n examples in x
+// (n·InputDims values), labels (n): the mean gradient of the batch. It
+// counts as a non-private step (Privacy.NonPrivateSteps). Under DP-SGD it
+// returns ErrNotSampled.
+func (t *Trainer) Step(x []float32, labels []int32) (StepResult, error) {
+	if t.dp != nil {
+		return StepResult{}, ErrNotSampled
 	}
-	if dp != nil {
-		t.privacy.Steps++
-		eps, err := dp.Accountant.Epsilon(dp.SamplingRate, dp.NoiseMultiplier, t.privacy.Steps, dp.Delta)
-		if err != nil {
-			return res, fmt.Errorf("train: accounting: %w", err)
-		}
-		t.privacy.Epsilon = eps
+	n := len(labels)
+	if len(x) != n*t.per {
+		return StepResult{}, fmt.Errorf("train: batch has %d values for %d examples of %d values", len(x), n, t.per)
 	}
-	return res, nil
+	if n == 0 {
+		return StepResult{}, errors.New("train: empty batch")
+	}
+	sums, totalLoss, totalW, states, err := t.run(t.chunk(x, labels))
+	if err != nil {
+		return StepResult{}, err
+	}
+	if totalW <= 0 {
+		return StepResult{Examples: n}, errors.New("train: batch has no usable examples (triplet loss needs at least two images of an identity and one other)")
+	}
+	t.apply(sums, 1/totalW)
+	t.finish(states)
+	t.privacy.NonPrivateSteps++
+	return StepResult{Examples: n, Loss: totalLoss / totalW}, nil
 }
 
 // apply does the optimiser update with gradient sums[k]·scale.
@@ -509,10 +603,7 @@ func (t *Trainer) apply(sums [][]float32, scale float64) {
 // Embed returns the L2-normalised embeddings of n examples, computed with
 // the parameters' moving average when Options.EMA is set.
 func (t *Trainer) Embed(x []float32, n int) ([][]float32, error) {
-	per := 1
-	for _, d := range t.model.InputDims() {
-		per *= d
-	}
+	per := t.per
 	if len(x) != n*per {
 		return nil, fmt.Errorf("train: %d values for %d examples of %d values", len(x), n, per)
 	}
@@ -562,6 +653,13 @@ func (t *Trainer) State() State {
 }
 
 // Restore sets the optimiser state (after the parameters were loaded).
+//
+// Without DP the privacy record is kept as it is, and every further step
+// adds to its NonPrivateSteps. Under DP-SGD Restore refuses a state whose
+// weights ever took a step without DP (they may hold private data with no
+// bound: laundering them through a DP run would report an ε that does not
+// cover them), a state trained with another unit, σ, C, q or δ, and
+// recomputes ε from the step count with this trainer's accountant.
 func (t *Trainer) Restore(s State) error {
 	if len(s.M) != len(t.m) || len(s.V) != len(t.v) {
 		return fmt.Errorf("train: restoring %d/%d moment tensors into a trainer with %d/%d", len(s.M), len(s.V), len(t.m), len(t.v))
@@ -581,14 +679,27 @@ func (t *Trainer) Restore(s State) error {
 			}
 		}
 	}
-	if t.opts.DP != nil {
-		p := s.Privacy
-		d := t.opts.DP
+	p := s.Privacy
+	if s.Step < 0 || p.Steps < 0 || p.NonPrivateSteps < 0 {
+		return fmt.Errorf("train: the state has a negative step count (%d steps, %d private, %d not)", s.Step, p.Steps, p.NonPrivateSteps)
+	}
+	privacy := p
+	if d := t.opts.DP; d != nil {
+		if p.NonPrivateSteps > 0 || s.Step != p.Steps {
+			return fmt.Errorf("train: the checkpoint's weights took %d of their %d steps without DP-SGD, so they may hold private data with no bound; a DP-SGD run from them would report an ε that does not cover those steps: start from weights trained only with DP-SGD, or only on public data (a new run, not a resume)", max(p.NonPrivateSteps, s.Step-p.Steps), s.Step)
+		}
+		if p.unit() != d.Unit {
+			return fmt.Errorf("train: the checkpoint was trained with DP-SGD per %s; resuming it per %s would mix two privacy units in one ε", p.unit(), d.Unit)
+		}
 		if p.NoiseMultiplier != d.NoiseMultiplier || p.Clip != d.Clip || p.SamplingRate != d.SamplingRate || p.Delta != d.Delta {
 			return fmt.Errorf("train: checkpoint was trained with σ=%g C=%g q=%g δ=%g, not σ=%g C=%g q=%g δ=%g", p.NoiseMultiplier, p.Clip, p.SamplingRate, p.Delta, d.NoiseMultiplier, d.Clip, d.SamplingRate, d.Delta)
 		}
-	} else if s.Privacy.Steps > 0 {
-		t.privacy = s.Privacy // keep what was spent before, even if continuing without DP noise
+		privacy.Unit = d.Unit
+		eps, err := t.dp.epsilon(p.Steps)
+		if err != nil {
+			return err
+		}
+		privacy.Epsilon = eps
 	}
 	for i := range t.m {
 		copy(t.m[i], s.M[i])
@@ -597,9 +708,7 @@ func (t *Trainer) Restore(s State) error {
 		}
 	}
 	t.step = s.Step
-	if t.opts.DP != nil {
-		t.privacy = s.Privacy
-	}
+	t.privacy = privacy
 	// The average restarts at the restored parameters when the checkpoint
 	// has none (it was trained without EMA).
 	if t.opts.EMA > 0 {

@@ -6,21 +6,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/nn/loss"
 	"github.com/veil-privacy/veil/nn/train"
 )
-
-// fixedAccountant charges a fixed ε per step (tests only check plumbing).
-type fixedAccountant struct{ perStep float64 }
-
-func (a fixedAccountant) Epsilon(q, sigma float64, steps int, delta float64) (float64, error) {
-	return a.perStep * float64(steps), nil
-}
-
-type zeroNoise struct{ calls int }
-
-func (z *zeroNoise) AddGaussian32(v []float32, sigma float64) { z.calls++ }
 
 func build(t testing.TB, mc arch.Config, lc loss.Config, o train.Options) *train.Trainer {
 	t.Helper()
@@ -55,60 +45,90 @@ func batch(n, per, classes int, seed uint64) ([]float32, []int32) {
 
 func TestHeadLearnsWithAndWithoutDP(t *testing.T) {
 	mc := arch.Config{Kind: "head", In: 16, Hidden: 32}
-	for _, dp := range []bool{false, true} {
+	for _, private := range []bool{false, true} {
 		o := train.Options{Optimizer: "adam", LearningRate: 0.01, MicroBatch: 16}
-		var noise zeroNoise
-		if dp {
-			o.DP = &train.DPOptions{NoiseMultiplier: 1, Clip: 1, SamplingRate: 0.5, Delta: 1e-5, DatasetSize: 64,
-				Accountant: fixedAccountant{0.1}, Noise: &noise}
+		x, l := batch(32, 16, 4, 9)
+		d := &memData{x: x, l: l, per: 16}
+		if private {
+			// q = 1: every example in every step, so the loss curve is
+			// comparable with the full-batch run; σ small enough to learn.
+			o.DP = &train.DPOptions{Unit: train.UnitExample, NoiseMultiplier: 0.3, Clip: 1, SamplingRate: 1, Delta: 1e-5, DatasetSize: 32,
+				Source: seeded(1)}
 		}
 		tr := build(t, mc, loss.Config{Kind: "cosface", Classes: 4, Scale: 16}, o)
-		x, l := batch(32, 16, 4, 9)
-		first, err := tr.Step(x, l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var last train.StepResult
-		for i := 0; i < 30; i++ {
-			if last, err = tr.Step(x, l); err != nil {
+		step := func() train.StepResult {
+			t.Helper()
+			var r train.StepResult
+			var err error
+			if private {
+				r, err = tr.DPStep(d, nil)
+			} else {
+				r, err = tr.Step(x, l)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
+			return r
+		}
+		first := step()
+		var last train.StepResult
+		for i := 0; i < 30; i++ {
+			last = step()
 		}
 		if !(last.Loss < first.Loss*0.7) {
-			t.Errorf("dp=%v: loss %g → %g, want a clear decrease", dp, first.Loss, last.Loss)
+			t.Errorf("dp=%v: loss %g → %g, want a clear decrease", private, first.Loss, last.Loss)
 		}
-		if dp {
-			if noise.calls == 0 {
-				t.Error("DP step added no noise")
+		p := tr.Privacy()
+		if private {
+			want, _, err := dp.ScheduleEpsilon(1, 0.3, 31, 1e-5)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if p := tr.Privacy(); p.Steps != 31 || p.Epsilon < 3.09 || p.Epsilon > 3.11 {
-				t.Errorf("privacy = %+v, want 31 steps charged (ε=3.1)", p)
+			if p.Steps != 31 || p.NonPrivateSteps != 0 || p.Unit != train.UnitExample || math.Abs(p.Epsilon-want) > 1e-9*want || !p.Bounded() {
+				t.Errorf("privacy = %+v, want 31 DP steps per example charged (ε=%g)", p, want)
 			}
+		} else if p.NonPrivateSteps != 31 || p.Bounded() {
+			t.Errorf("privacy = %+v, want 31 non-private steps counted", p)
 		}
 	}
 }
 
 func TestBudgetRefusesStep(t *testing.T) {
-	o := train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 8, DP: &train.DPOptions{NoiseMultiplier: 1, Clip: 1,
-		SamplingRate: 0.1, Delta: 1e-5, DatasetSize: 80, MaxEpsilon: 0.25, Accountant: fixedAccountant{0.1}, Noise: &zeroNoise{}}}
+	const q, sigma = 0.1, 1.0
+	eps2, _, err := dp.ScheduleEpsilon(q, sigma, 2, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps3, _, err := dp.ScheduleEpsilon(q, sigma, 3, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 8, DP: &train.DPOptions{Unit: train.UnitExample, NoiseMultiplier: sigma, Clip: 1,
+		SamplingRate: q, Delta: 1e-5, DatasetSize: 40, MaxEpsilon: (eps2 + eps3) / 2, Source: seeded(2)}}
 	tr := build(t, arch.Config{Kind: "head", In: 8, Hidden: 8}, loss.Config{Kind: "softmax", Classes: 3}, o)
-	x, l := batch(4, 8, 3, 1)
+	x, l := batch(40, 8, 3, 1)
+	d := &memData{x: x, l: l, per: 8}
 	for i := 0; i < 2; i++ {
-		if _, err := tr.Step(x, l); err != nil {
+		if _, err := tr.DPStep(d, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := tr.Step(x, l); !errors.Is(err, train.ErrBudget) {
+	if _, err := tr.DPStep(d, nil); !errors.Is(err, train.ErrBudget) {
 		t.Fatalf("third step: err = %v, want ErrBudget", err)
 	}
-	if tr.Privacy().Steps != 2 {
-		t.Errorf("steps charged = %d, want 2", tr.Privacy().Steps)
+	if p := tr.Privacy(); p.Steps != 2 || math.Abs(p.Epsilon-eps2) > 1e-9 {
+		t.Errorf("privacy %+v, want 2 steps charged, ε = %g", p, eps2)
 	}
 }
 
 func TestBadConfigurations(t *testing.T) {
-	dp := func(q float64) *train.DPOptions {
-		return &train.DPOptions{NoiseMultiplier: 1, Clip: 1, SamplingRate: q, Delta: 1e-5, DatasetSize: 10, Accountant: fixedAccountant{1}, Noise: &zeroNoise{}}
+	dpq := func(q float64) *train.DPOptions {
+		return &train.DPOptions{Unit: train.UnitExample, NoiseMultiplier: 1, Clip: 1, SamplingRate: q, Delta: 1e-5, DatasetSize: 10}
+	}
+	withDP := func(f func(*train.DPOptions)) *train.DPOptions {
+		d := dpq(0.1)
+		f(d)
+		return d
 	}
 	cases := []struct {
 		name string
@@ -117,11 +137,23 @@ func TestBadConfigurations(t *testing.T) {
 		o    train.Options
 	}{
 		{"batch norm with DP", arch.Config{Kind: "lightface", Input: 32, Width: 0.25, Norm: "batch"}, loss.Config{Kind: "softmax", Classes: 3},
-			train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dp(0.1)}},
-		{"q zero", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dp(0)}},
-		{"q above one", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dp(1.5)}},
-		{"triplet with DP", arch.Config{Kind: "head"}, loss.Config{Kind: "triplet"}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dp(0.1)}},
+			train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dpq(0.1)}},
+		{"q zero", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dpq(0)}},
+		{"q above one", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dpq(1.5)}},
+		{"triplet with DP", arch.Config{Kind: "head"}, loss.Config{Kind: "triplet"}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, DP: dpq(0.1)}},
 		{"unknown optimizer", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "rmsprop", LearningRate: 0.1, MicroBatch: 4}},
+		{"no privacy unit", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4,
+			DP: withDP(func(d *train.DPOptions) { d.Unit = "" })}},
+		{"unknown privacy unit", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4,
+			DP: withDP(func(d *train.DPOptions) { d.Unit = "image" })}},
+		{"cap above the micro-batch", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4,
+			DP: withDP(func(d *train.DPOptions) { d.Unit, d.MaxPerIdentity = train.UnitIdentity, 5 })}},
+		{"cap per example", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4,
+			DP: withDP(func(d *train.DPOptions) { d.MaxPerIdentity = 2 })}},
+		{"no data set size", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4,
+			DP: withDP(func(d *train.DPOptions) { d.DatasetSize = 0 })}},
+		{"infinite noise", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4,
+			DP: withDP(func(d *train.DPOptions) { d.NoiseMultiplier = math.Inf(1) })}},
 		{"all frozen", arch.Config{Kind: "head"}, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 4, GroupLR: map[string]float64{"": 0}}},
 	}
 	for _, tc := range cases {
@@ -177,21 +209,31 @@ func TestFrozenGroupDoesNotMove(t *testing.T) {
 	}
 }
 
-func benchStep(b *testing.B, input int, dp bool) {
+func benchStep(b *testing.B, input int, private bool) {
 	o := train.Options{Optimizer: "sgd", LearningRate: 0.01, Momentum: 0.9, MicroBatch: 32}
-	if dp {
-		o.DP = &train.DPOptions{NoiseMultiplier: 1, Clip: 1, SamplingRate: 0.01, Delta: 1e-5, DatasetSize: 3200, Accountant: fixedAccountant{0.01}, Noise: &zeroNoise{}}
+	x, l := batch(32, input*input*3, 100, 1)
+	// Under DP, q = 1 on 32 examples: every step samples all of them, one
+	// full micro-batch, like the non-private step.
+	d := &memData{x: x, l: l, per: input * input * 3}
+	if private {
+		o.DP = &train.DPOptions{Unit: train.UnitExample, NoiseMultiplier: 1, Clip: 1, SamplingRate: 1, Delta: 1e-5, DatasetSize: 32}
 	}
 	tr := build(b, arch.Config{Kind: "lightface", Input: input, Width: 0.25, Norm: "group"}, loss.Config{Kind: "arcface", Classes: 100}, o)
-	x, l := batch(32, input*input*3, 100, 1)
-	if _, err := tr.Step(x, l); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := tr.Step(x, l); err != nil {
+	step := func() {
+		var err error
+		if private {
+			_, err = tr.DPStep(d, nil)
+		} else {
+			_, err = tr.Step(x, l)
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
+	}
+	step()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		step()
 	}
 	b.ReportMetric(float64(32*b.N)/b.Elapsed().Seconds(), "images/s")
 }
@@ -218,21 +260,17 @@ func TestVerifyAccuracy(t *testing.T) {
 	}
 }
 
-func TestRDPAccountantMatchesKnownValue(t *testing.T) {
+func TestNoiseForTargetInvertsTheAccountant(t *testing.T) {
 	// TensorFlow Privacy's MNIST tutorial schedule: q = 256/60000,
 	// σ = 1.1, 60 epochs (14063 steps), δ = 1e-5: ε ≈ 3 with the classic
 	// RDP→DP conversion, lower with the tighter one dp uses. The accountant
-	// itself is tested in dp; here: wiring, monotonicity and the inverse.
-	eps, err := train.RDP{}.Epsilon(256.0/60000, 1.1, 14063, 1e-5)
+	// itself is tested in dp; here: the inverse.
+	eps, _, err := dp.ScheduleEpsilon(256.0/60000, 1.1, 14063, 1e-5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if eps < 2 || eps > 3.1 {
 		t.Errorf("ε = %g, want between 2 and 3.1", eps)
-	}
-	more, err := train.RDP{}.Epsilon(256.0/60000, 1.1, 20000, 1e-5)
-	if err != nil || !(more > eps) {
-		t.Errorf("ε after more steps = %g (err %v), want > %g", more, err, eps)
 	}
 	sigma, err := train.NoiseForTarget(256.0/60000, 14063, eps, 1e-5)
 	if err != nil {
