@@ -1,6 +1,7 @@
 package dp
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/big"
@@ -45,27 +46,46 @@ func (s *Source) uniform(n uint64) uint64 {
 	return hi
 }
 
-// coin returns a fair random bit, from a buffered 64-bit word.
-func (s *Source) coin() bool {
+// bit returns a fair random bit (0 or 1) from a buffered 64-bit word.
+func (s *Source) bit() uint64 {
 	if s.ncoins == 0 {
 		s.coins = s.c.Uint64()
 		s.ncoins = 64
 	}
-	b := s.coins&1 == 1
+	b := s.coins & 1
 	s.coins >>= 1
 	s.ncoins--
 	return b
 }
 
-// bernoulliFrac returns true with probability num/den (0 ≤ num ≤ den, den > 0).
+// coin returns a fair random bit as a bool.
+func (s *Source) coin() bool { return s.bit() == 1 }
+
+// bernoulliFrac returns true with probability num/den for 0 ≤ num ≤ den,
+// 0 < den ≤ 2^63. It compares a uniform real U = 0.b₁b₂… (fair bits drawn
+// one at a time) with the binary expansion of p = num/den computed by long
+// division, and stops at the first differing digit: U < p exactly when
+// there U has a 0 and p a 1. Each digit decides with probability 1/2, so
+// a trial costs two random bits on average instead of a 64-bit word.
 func (s *Source) bernoulliFrac(num, den uint64) bool {
 	if num >= den {
 		return true
 	}
-	if num == 0 {
-		return false
+	r := num
+	for r != 0 {
+		r <<= 1 // r < den ≤ 2^63: no overflow
+		var d uint64
+		if r >= den {
+			d = 1
+			r -= den
+		}
+		if b := s.bit(); b != d {
+			return d == 1
+		}
 	}
-	return s.uniform(den) < num
+	// p's expansion has ended and U agrees with it so far: U ≥ p (U = p
+	// has probability 0).
+	return false
 }
 
 // bernoulliExpFrac returns true with probability exp(−num/den) for
@@ -75,7 +95,7 @@ func (s *Source) bernoulliFrac(num, den uint64) bool {
 func (s *Source) bernoulliExpFrac(num, den uint64) bool {
 	k := uint64(1)
 	for {
-		if k > 1 && s.uniform(k) != 0 {
+		if k > 1 && !s.bernoulliFrac(1, k) {
 			break
 		}
 		if !s.bernoulliFrac(num, den) {
@@ -86,8 +106,67 @@ func (s *Source) bernoulliExpFrac(num, den uint64) bool {
 	return k&1 == 1
 }
 
-// bernoulliExpNeg1 returns true with probability 1/e.
-func (s *Source) bernoulliExpNeg1() bool { return s.bernoulliExpFrac(1, 1) }
+// invE64 is ⌊2^64/e⌋, the first 64 binary digits of 1/e, computed exactly
+// at start-up (invEDigits).
+var invE64 = invEDigits(1)[0]
+
+// bernoulliExpNeg1 returns true with probability 1/e: a uniform real U is
+// compared with 1/e, 64 binary digits at a time. The first word decides
+// unless it equals ⌊2^64/e⌋ (probability 2^−64); then further digits of
+// 1/e are computed exactly (invEDigits) and compared with further words.
+func (s *Source) bernoulliExpNeg1() bool {
+	w := s.c.Uint64()
+	if w != invE64 {
+		return w < invE64
+	}
+	for n := 2; ; n *= 2 {
+		digits := invEDigits(n)
+		for i := 1; i < n; i++ {
+			if w := s.c.Uint64(); w != digits[i] {
+				return w < digits[i]
+			}
+		}
+	}
+}
+
+// invEDigits returns the first 64·n binary digits of 1/e as n words, most
+// significant first, computed exactly with rationals: the partial sums of
+// 1/e = Σ (−1)^k/k! bracket it, and terms are added until both brackets
+// have the same first 64·n digits (1/e is irrational, so they eventually
+// do). It is called once at start-up and then with probability 2^−64.
+func invEDigits(n int) []uint64 {
+	scale := new(big.Int).Lsh(big.NewInt(1), uint(64*n))
+	floorScaled := func(r *big.Rat) *big.Int {
+		num := new(big.Int).Mul(r.Num(), scale)
+		return num.Quo(num, r.Denom())
+	}
+	sum := new(big.Rat)   // partial sum S_k
+	fact := big.NewInt(1) // k!
+	var prev *big.Int     // ⌊2^{64n}·S_{k−1}⌋
+	for k := int64(0); ; k++ {
+		if k > 0 {
+			fact.Mul(fact, big.NewInt(k))
+		}
+		term := new(big.Rat).SetFrac(big.NewInt(1), fact)
+		if k%2 == 1 {
+			term.Neg(term)
+		}
+		sum.Add(sum, term)
+		cur := floorScaled(sum)
+		// S_{k−1} and S_k bracket 1/e; consecutive brackets with equal
+		// floors fix the digits (the bracket shrinks below the spacing
+		// well before k = 64n).
+		if prev != nil && cur.Cmp(prev) == 0 && k > 3 {
+			buf := cur.FillBytes(make([]byte, 8*n)) // big-endian
+			words := make([]uint64, n)
+			for i := range words {
+				words[i] = binary.BigEndian.Uint64(buf[8*i:])
+			}
+			return words
+		}
+		prev = cur
+	}
+}
 
 // bernoulliExp128 returns true with probability exp(−N/den) for the
 // 128-bit N = hi·2^64 + lo and den > 0 (CKS Algorithm 1, γ > 1: one
@@ -139,7 +218,7 @@ func (s *Source) bernoulliExpBig(num, den *big.Int) bool {
 	}
 	k := uint64(1)
 	for {
-		if k > 1 && s.uniform(k) != 0 {
+		if k > 1 && !s.bernoulliFrac(1, k) {
 			break
 		}
 		if n.Sign() == 0 || s.uniformBig(den).Cmp(n) >= 0 {

@@ -363,3 +363,14 @@ func BenchmarkNoiseLaplace32(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)*float64(len(v))/b.Elapsed().Seconds(), "coords/s")
 }
+
+func TestInvEDigits(t *testing.T) {
+	// ⌊2^128/e⌋ from an independent 120-digit decimal computation.
+	want := []uint64{0x5e2d58d8b3bcdf1a, 0xbadec7829054f90d}
+	if got := invEDigits(2); got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("digits of 1/e: %#x, want %#x", got, want)
+	}
+	if invE64 != want[0] {
+		t.Errorf("invE64 = %#x", invE64)
+	}
+}
