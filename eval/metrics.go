@@ -65,6 +65,28 @@ func (s Scores) Accuracy(threshold float64) float64 {
 	return float64(right) / float64(len(s.Score))
 }
 
+// ClassRates returns, at threshold, the fraction of matched pairs called
+// "same" (score >= threshold) and the fraction of mismatched pairs called
+// "different" — what a user of the threshold can expect for each kind of
+// pair. A rate is NaN when s holds no pair of that kind.
+func (s Scores) ClassRates(threshold float64) (sameRight, differentRight float64) {
+	var pos, neg, posRight, negRight int
+	for i, v := range s.Score {
+		if s.Same[i] {
+			pos++
+			if v >= threshold {
+				posRight++
+			}
+		} else {
+			neg++
+			if v < threshold {
+				negRight++
+			}
+		}
+	}
+	return float64(posRight) / float64(pos), float64(negRight) / float64(neg)
+}
+
 // BestThreshold returns the threshold that maximises accuracy on s, placed
 // midway between adjacent distinct scores, and that accuracy. Ties in
 // accuracy go to the median of the best thresholds, which is stabler than

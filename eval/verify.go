@@ -40,22 +40,33 @@ type VerifyOptions struct {
 	FARs []float64
 	// Progress, if set, is called after each image.
 	Progress func()
+	// Metric measures the distance of two images' vectors (default
+	// Euclidean).
+	Metric Metric
 }
 
 // VerifyResult is the outcome of a verification run. Distances are
-// Euclidean; Threshold is the distance below which pairs are "same".
+// measured by Metric; Threshold is the distance at or below which pairs
+// are "same".
 type VerifyResult struct {
-	Pairs       int                `json:"pairs"`
-	Folds       int                `json:"folds"`
-	Accuracy    float64            `json:"accuracy"`
-	AccuracyStd float64            `json:"accuracy_std"`
-	Threshold   float64            `json:"threshold"`
-	AUC         float64            `json:"auc"`
-	EER         float64            `json:"eer"`
-	TARAtFAR    map[string]float64 `json:"tar_at_far"`
-	Images      int                `json:"images"`
-	NoFace      int                `json:"no_face"`
-	LowScore    int                `json:"low_score_faces"`
+	Pairs       int     `json:"pairs"`
+	Folds       int     `json:"folds"`
+	Accuracy    float64 `json:"accuracy"`
+	AccuracyStd float64 `json:"accuracy_std"`
+	Threshold   float64 `json:"threshold"`
+	Metric      Metric  `json:"metric"`
+	// SameRight and DifferentRight split Accuracy by kind of test pair:
+	// the fraction of same-person pairs called same and of
+	// different-person pairs called different (with each fold's own
+	// threshold under k-fold).
+	SameRight      float64            `json:"same_pairs_right"`
+	DifferentRight float64            `json:"different_pairs_right"`
+	AUC            float64            `json:"auc"`
+	EER            float64            `json:"eer"`
+	TARAtFAR       map[string]float64 `json:"tar_at_far"`
+	Images         int                `json:"images"`
+	NoFace         int                `json:"no_face"`
+	LowScore       int                `json:"low_score_faces"`
 	// SecondDetector counts faces taken from the second detector.
 	SecondDetector int     `json:"second_detector_faces"`
 	Fallback       string  `json:"fallback"`
@@ -76,6 +87,12 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 	}
 	if opt.FARs == nil {
 		opt.FARs = []float64{1e-1, 1e-2, 1e-3}
+	}
+	if opt.Metric == "" {
+		opt.Metric = Euclidean
+	}
+	if _, err := opt.Metric.similarity([]float32{1}, []float32{1}); err != nil {
+		return nil, err
 	}
 	// Every distinct image, described once.
 	var paths []string
@@ -103,7 +120,7 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &VerifyResult{Pairs: len(opt.Test.Pairs), Folds: opt.Test.Folds, Images: len(paths), TARAtFAR: map[string]float64{}}
+	res := &VerifyResult{Pairs: len(opt.Test.Pairs), Folds: opt.Test.Folds, Images: len(paths), TARAtFAR: map[string]float64{}, Metric: opt.Metric}
 	for _, d := range descs {
 		if d.Fallback {
 			res.NoFace++
@@ -119,11 +136,11 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 		s := Scores{Score: make([]float64, len(pf.Pairs)), Same: make([]bool, len(pf.Pairs))}
 		for i, p := range pf.Pairs {
 			a, b := descs[p.ImagePath(opt.ImagesDir, false)], descs[p.ImagePath(opt.ImagesDir, true)]
-			d, err := Distance(a.Descriptor, b.Descriptor)
+			v, err := opt.Metric.similarity(a.Descriptor, b.Descriptor)
 			if err != nil {
 				return s, fmt.Errorf("eval: pair %d (%s %d / %s %d): %w", i+1, p.Name1, p.Num1, p.Name2, p.Num2, err)
 			}
-			s.Score[i], s.Same[i] = -d, p.Same
+			s.Score[i], s.Same[i] = v, p.Same
 		}
 		return s, nil
 	}
@@ -141,7 +158,14 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 		for _, t := range kf.Thresholds {
 			thr += t
 		}
-		res.Threshold = -thr / float64(len(kf.Thresholds))
+		res.Threshold = opt.Metric.distance(thr / float64(len(kf.Thresholds)))
+		// Each pair judged by its own fold's threshold, pooled.
+		var folded Scores
+		for i, v := range test.Score {
+			folded.Score = append(folded.Score, v-kf.Thresholds[opt.Test.Fold[i]])
+			folded.Same = append(folded.Same, test.Same[i])
+		}
+		res.SameRight, res.DifferentRight = folded.ClassRates(0)
 	} else {
 		train, err := scores(opt.Train)
 		if err != nil {
@@ -151,11 +175,12 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 			return nil, fmt.Errorf("eval: training pairs: %w", err)
 		}
 		thr, trainAcc := train.BestThreshold()
-		res.Threshold, res.TrainPairs, res.TrainAcc = -thr, len(opt.Train.Pairs), trainAcc
+		res.Threshold, res.TrainPairs, res.TrainAcc = opt.Metric.distance(thr), len(opt.Train.Pairs), trainAcc
 		if err := test.Validate(); err != nil {
 			return nil, err
 		}
 		res.Accuracy = test.Accuracy(thr)
+		res.SameRight, res.DifferentRight = test.ClassRates(thr)
 	}
 	roc, err := ComputeROC(test, opt.FARs...)
 	if err != nil {
