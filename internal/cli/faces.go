@@ -88,7 +88,7 @@ func toJSONFace(f *face.Face, ageGender bool) jsonFace {
 type processed struct {
 	img   *imaging.RGB
 	faces []face.Face
-	err   error
+	err   error // names the file
 }
 
 // runImages runs the pipeline over paths with one worker per core and
@@ -103,6 +103,8 @@ func runImages(e *env, p *face.Pipeline, paths []string, quiet bool) []processed
 		go func() {
 			defer wg.Done()
 			for i := range work {
+				// DecodeFile's errors name the file already; the
+				// pipeline's do not.
 				img, _, err := imaging.DecodeFile(paths[i], imaging.DefaultLimits())
 				if err != nil {
 					out[i].err = err
@@ -110,6 +112,9 @@ func runImages(e *env, p *face.Pipeline, paths []string, quiet bool) []processed
 					continue
 				}
 				faces, _, err := p.Run(img)
+				if err != nil {
+					err = fmt.Errorf("%s: %w", paths[i], err)
+				}
 				out[i] = processed{img: img, faces: faces, err: err}
 				bar.Add(1)
 			}
@@ -203,8 +208,9 @@ func reportImages(e *env, pf *pipelineFlags, paths []string, results []processed
 	for i, r := range results {
 		ir := imageResult{Path: paths[i], Faces: []jsonFace{}}
 		if r.err != nil {
+			// r.err names the file (runImages).
 			ir.Error = r.err.Error()
-			failed = append(failed, fmt.Sprintf("%s: %v", paths[i], r.err))
+			failed = append(failed, ir.Error)
 			doc.Images[i] = ir
 			continue
 		}

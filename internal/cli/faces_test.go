@@ -228,3 +228,42 @@ func TestDetectJSONAndDraw(t *testing.T) {
 		t.Fatalf("box corner colour %d,%d,%d is not the drawing green", r>>8, g>>8, bl>>8)
 	}
 }
+
+// TestErrorsNameFileOnce: an error about an input names the file once, on
+// stderr and in the JSON (the issue saw "veil: text.jpg: text.jpg: imaging: …").
+func TestErrorsNameFileOnce(t *testing.T) {
+	dir := t.TempDir()
+	text := writeFile(t, dir, "text.jpg", []byte("these are not pixels"))
+	missing := filepath.Join(dir, "missing.jpg")
+	models := datadir.ModelDirForTest(t)
+	for _, cmd := range []string{"detect", "embed"} {
+		for _, path := range []string{text, missing} {
+			name := filepath.Base(path)
+			t.Run(cmd+" "+name, func(t *testing.T) {
+				code, _, errOut := run(t, cmd, "--models", models, "--detector", "tiny", path)
+				if code != exitFailed {
+					t.Fatalf("exit %d, want %d; stderr %q", code, exitFailed, errOut)
+				}
+				var line string
+				for _, l := range strings.Split(errOut, "\n") {
+					if strings.Contains(l, name) {
+						line = l
+					}
+				}
+				if n := strings.Count(line, name); n != 1 {
+					t.Errorf("stderr line names %s %d times: %q", name, n, line)
+				}
+				code, out, _ := run(t, cmd, "--models", models, "--detector", "tiny", "--json", path)
+				var doc struct {
+					Images []imageResult `json:"images"`
+				}
+				if err := json.Unmarshal([]byte(out), &doc); err != nil || code != exitFailed || len(doc.Images) != 1 {
+					t.Fatalf("exit %d, JSON %q: %v", code, out, err)
+				}
+				if n := strings.Count(doc.Images[0].Error, name); n != 1 {
+					t.Errorf("JSON error names %s %d times: %q", name, n, doc.Images[0].Error)
+				}
+			})
+		}
+	}
+}
