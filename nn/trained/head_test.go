@@ -1,0 +1,239 @@
+package trained
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/veil-privacy/veil/nn/arch"
+	"github.com/veil-privacy/veil/nn/checkpoint"
+	"github.com/veil-privacy/veil/nn/loss"
+	"github.com/veil-privacy/veil/nn/train"
+)
+
+// data returns n random inputs of length per (flat) and class labels.
+func data(n, per, classes int, seed uint64) ([]float32, []int32) {
+	r := rand.New(rand.NewPCG(seed, 2))
+	x := make([]float32, n*per)
+	l := make([]int32, n)
+	for i := range l {
+		l[i] = int32(r.IntN(classes))
+		for j := 0; j < per; j++ {
+			x[i*per+j] = float32(r.NormFloat64()) + float32(l[i])*float32(j%5-2)*0.3
+		}
+	}
+	return x, l
+}
+
+// trainHead takes a few optimiser steps on a small head and returns the
+// trainer and its checkpoint.
+func trainHead(t *testing.T, mc arch.Config, ema float64, microBatch int) (*train.Trainer, *checkpoint.Checkpoint) {
+	t.Helper()
+	m, err := arch.New(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := loss.Config{Kind: "cosface", Classes: 3, Scale: 16}.Defaults()
+	lh, err := loss.New(m.Params(), lc, m.Config().Embedding)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Params().Init(3)
+	tr, err := train.New(m, lh, train.Options{Optimizer: "adam", LearningRate: 0.02, MicroBatch: microBatch, EMA: ema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, l := data(24, m.Config().In, 3, 5)
+	for range 4 {
+		if _, err := tr.Step(x, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tr, checkpoint.FromTrainer(checkpoint.Header{Model: m.Config(), Loss: lc, Optimizer: "adam", Epoch: 1}, tr.Params(), tr.State())
+}
+
+// rows splits flat inputs into vectors of length per.
+func rows(x []float32, per int) [][]float32 {
+	var out [][]float32
+	for i := 0; i+per <= len(x); i += per {
+		out = append(out, x[i:i+per])
+	}
+	return out
+}
+
+// TestHeadEmbedsLikeTheTrainer saves a trained head, loads it back and
+// checks that its embeddings equal the trainer's own, bit for bit, with
+// and without a moving average of the weights, for trainer micro-batches
+// of 8 examples or more (veil train's default is 32). Below 8 rows the
+// backend's matrix product sums in another order, so the two agree to
+// float32 rounding only: that case is held to a relative 1e-5.
+func TestHeadEmbedsLikeTheTrainer(t *testing.T) {
+	cases := []struct {
+		name       string
+		mc         arch.Config
+		ema        float64
+		microBatch int
+		exact      bool
+	}{
+		{"descriptor head, last weights", arch.Config{Kind: "head", In: 128}, 0, 8, true},
+		{"descriptor head, EMA", arch.Config{Kind: "head", In: 128}, 0.9, 32, true},
+		{"age/gender head, EMA", arch.Config{Kind: "head", Features: arch.HeadAgeGender}, 0.5, 16, true},
+		{"age/gender head, small micro-batch", arch.Config{Kind: "head", Features: arch.HeadAgeGender}, 0.5, 4, false},
+		{"small head, other sizes", arch.Config{Kind: "head", Features: arch.HeadAgeGender, Hidden: 8, Embedding: 12}, 0.5, 64, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr, ck := trainHead(t, c.mc, c.ema, c.microBatch)
+			path := filepath.Join(t.TempDir(), "head.ckpt")
+			if err := ck.Save(path); err != nil {
+				t.Fatal(err)
+			}
+			h, err := LoadHead(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.UsesEMA() != (c.ema > 0) {
+				t.Errorf("UsesEMA %v with EMA %g", h.UsesEMA(), c.ema)
+			}
+			wantIn := map[string]string{"": InputDescriptor, arch.HeadAgeGender: InputAgeGender}[c.mc.Features]
+			if h.Input() != wantIn || h.InputDim() != ck.Header.Model.In || h.Dim() != ck.Header.Model.Embedding {
+				t.Errorf("head reads %s[%d] → %d, checkpoint says %+v", h.Input(), h.InputDim(), h.Dim(), ck.Header.Model)
+			}
+			// 37 inputs: more than one of the head's batches, a ragged end.
+			x, _ := data(37, h.InputDim(), 3, 11)
+			want, err := tr.Embed(x, 37)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := h.Embed(rows(x, h.InputDim()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d embeddings, want %d", len(got), len(want))
+			}
+			for i := range got {
+				if len(got[i]) != h.Dim() {
+					t.Fatalf("embedding %d has %d values, want %d", i, len(got[i]), h.Dim())
+				}
+				if c.exact {
+					if !slices.Equal(got[i], want[i]) {
+						t.Fatalf("embedding %d differs from the trainer's:\n got %v\nwant %v", i, got[i][:4], want[i][:4])
+					}
+					continue
+				}
+				for j := range got[i] {
+					// Unit vectors: an absolute bound is a relative one.
+					if d := math.Abs(float64(got[i][j] - want[i][j])); d > 1e-5 {
+						t.Fatalf("embedding %d value %d: %v, the trainer's %v", i, j, got[i][j], want[i][j])
+					}
+				}
+			}
+			// One input alone embeds as it does in a batch.
+			one, err := h.Embed(rows(x, h.InputDim())[3:4])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(one[0], got[3]) {
+				t.Error("an input's embedding depends on the other inputs of the call")
+			}
+		})
+	}
+}
+
+// TestHeadUsesTheAveragedWeights: with EMA the loaded head must embed with
+// the moving average, not the last weights; a head rebuilt from the last
+// weights alone embeds differently.
+func TestHeadUsesTheAveragedWeights(t *testing.T) {
+	tr, ck := trainHead(t, arch.Config{Kind: "head", In: 16, Hidden: 8}, 0.9, 8)
+	avg, err := NewHead(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := *ck
+	last.Header.EMA = false
+	last.State.EMA = nil
+	lastHead, err := NewHead(&last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := data(4, 16, 3, 2)
+	a, err := avg.Embed(rows(x, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := lastHead.Embed(rows(x, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tr.Embed(x, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a[0], want[0]) || slices.Equal(b[0], want[0]) {
+		t.Error("the averaged weights are not the ones used (or the average equals the last weights, making the test vacuous)")
+	}
+}
+
+func TestNewHeadRefusesOtherCheckpoints(t *testing.T) {
+	_, good := trainHead(t, arch.Config{Kind: "head", In: 16, Hidden: 8}, 0, 8)
+	lf, err := arch.New(arch.Config{Kind: "lightface", Input: 32, Width: 0.25, Norm: "group"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lightface := checkpoint.FromTrainer(checkpoint.Header{Model: lf.Config()}, lf.Params(), zeroState(lf.Params().Len()))
+	unknown := *good
+	unknown.Header.Model.Features = "iris"
+	missing := *good
+	missing.Header.Params = missing.Header.Params[1:]
+	missing.Values = missing.Values[1:]
+	wrongSize := *good
+	wrongSize.Header.Model.Hidden = 9
+	nan := *good
+	nan.Values = slices.Clone(good.Values)
+	nan.Values[0] = slices.Clone(good.Values[0])
+	nan.Values[0][0] = float32(math.NaN())
+	cases := []struct {
+		name string
+		c    *checkpoint.Checkpoint
+		want string
+	}{
+		{"LightFace", lightface, "holds lightface, not an embedding head"},
+		{"unknown features", &unknown, `reads features "iris"`},
+		{"missing parameter", &missing, "no parameter"},
+		{"wrong shape", &wrongSize, "parameter"},
+		{"not finite", &nan, "not finite"},
+	}
+	for _, c := range cases {
+		_, err := NewHead(c.c)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+	if _, err := NewHead(lightface); !errors.Is(err, ErrNotHead) {
+		t.Errorf("LightFace checkpoint: %v does not wrap ErrNotHead", err)
+	}
+	if _, err := LoadHead(filepath.Join(t.TempDir(), "none.ckpt")); err == nil {
+		t.Error("missing file accepted")
+	}
+	h, err := NewHead(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Embed([][]float32{make([]float32, 15)}); err == nil || !strings.Contains(err.Error(), "has 15 values, the head reads 16") {
+		t.Errorf("short input: %v", err)
+	}
+	bad := make([]float32, 16)
+	bad[2] = float32(math.Inf(1))
+	if _, err := h.Embed([][]float32{bad}); err == nil {
+		t.Error("infinite input accepted")
+	}
+}
+
+func zeroState(n int) train.State {
+	return train.State{M: make([][]float32, n)}
+}
