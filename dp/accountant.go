@@ -50,7 +50,7 @@ func (a *Accountant) curve(events ...Event) ([]float64, error) {
 		for i, o := range a.orders {
 			r, err := e.RDPAt(o)
 			if err != nil {
-				return nil, fmt.Errorf("dp: charging %s event: %w", e.Kind, err)
+				return nil, err
 			}
 			out[i] += r
 		}

@@ -77,11 +77,11 @@ type principal struct {
 func NewLedger(opts LedgerOptions) (*Ledger, error) {
 	a, err := NewAccountant(opts.Orders)
 	if err != nil {
-		return nil, fmt.Errorf("dp: ledger: %w", err)
+		return nil, inContext("ledger", err)
 	}
 	if opts.UsePLD {
 		if _, err := opts.PLD.withDefaults(); err != nil {
-			return nil, fmt.Errorf("dp: ledger: %w", err)
+			return nil, inContext("ledger", err)
 		}
 	}
 	opts.Orders = a.Orders()
@@ -96,7 +96,7 @@ func (l *Ledger) SetBudget(id string, b Budget) error {
 		return errors.New("dp: ledger: principal id must not be empty")
 	}
 	if err := b.Validate(); err != nil {
-		return fmt.Errorf("dp: ledger: principal %q: %w", id, err)
+		return inContext(fmt.Sprintf("ledger: principal %q", id), err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -201,11 +201,11 @@ func (l *Ledger) Charge(id string, events ...Event) (Spent, error) {
 	}
 	trial := p.acct.Clone()
 	if err := trial.Add(events...); err != nil {
-		return Spent{}, fmt.Errorf("dp: ledger: principal %q: %w", id, err)
+		return Spent{}, inContext(fmt.Sprintf("ledger: principal %q", id), err)
 	}
 	s, err := l.spent(trial, p.budget.Delta)
 	if err != nil {
-		return Spent{}, fmt.Errorf("dp: ledger: principal %q: %w", id, err)
+		return Spent{}, inContext(fmt.Sprintf("ledger: principal %q", id), err)
 	}
 	if !(s.Epsilon <= p.budget.Epsilon) {
 		return s, fmt.Errorf("dp: ledger: principal %q: charge would spend epsilon=%.6g at delta=%g, budget is %.6g: %w",
@@ -249,7 +249,37 @@ type ledgerJSON struct {
 type principalJSON struct {
 	Budget Budget    `json:"budget"`
 	Events []Event   `json:"events"`
-	RDP    []float64 `json:"rdp"`
+	RDP    []rdpJSON `json:"rdp"`
+}
+
+// rdpJSON is one composed Rényi DP value in the ledger file. JSON has no
+// infinity, and a composed curve is +Inf at every order above the last one
+// an RDP-curve event lists (e.g. the PATE bound), so +Inf is written as the
+// string "+Inf". Every other value is a plain JSON number.
+type rdpJSON float64
+
+func (r rdpJSON) MarshalJSON() ([]byte, error) {
+	v := float64(r)
+	if math.IsInf(v, 1) {
+		return []byte(`"+Inf"`), nil
+	}
+	if math.IsNaN(v) || math.IsInf(v, -1) {
+		return nil, fmt.Errorf("dp: ledger: composed Rényi DP value %g cannot be saved", v)
+	}
+	return json.Marshal(v)
+}
+
+func (r *rdpJSON) UnmarshalJSON(b []byte) error {
+	if string(b) == `"+Inf"` {
+		*r = rdpJSON(math.Inf(1))
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("a composed Rényi DP value must be a number or \"+Inf\", got %.40s", b)
+	}
+	*r = rdpJSON(v)
+	return nil
 }
 
 // MarshalJSON writes the ledger in a stable, versioned format: orders,
@@ -267,7 +297,11 @@ func (l *Ledger) MarshalJSON() ([]byte, error) {
 		if ev == nil {
 			ev = []Event{}
 		}
-		out.Principals[id] = principalJSON{Budget: p.budget, Events: ev, RDP: p.acct.rdp}
+		rdp := make([]rdpJSON, len(p.acct.rdp))
+		for i, r := range p.acct.rdp {
+			rdp[i] = rdpJSON(r)
+		}
+		out.Principals[id] = principalJSON{Budget: p.budget, Events: ev, RDP: rdp}
 	}
 	return json.Marshal(out)
 }
@@ -279,13 +313,13 @@ func (l *Ledger) MarshalJSON() ([]byte, error) {
 func UnmarshalLedger(data []byte) (*Ledger, error) {
 	var in ledgerJSON
 	if err := json.Unmarshal(data, &in); err != nil {
-		return nil, fmt.Errorf("dp: reading ledger: %w", err)
+		return nil, inContext("reading ledger", err)
 	}
 	if in.Version != LedgerFormatVersion {
-		return nil, fmt.Errorf("dp: reading ledger: unsupported format version %d (want %d)", in.Version, LedgerFormatVersion)
+		return nil, fmt.Errorf("dp: reading ledger: unsupported format version %d (this program reads version %d)", in.Version, LedgerFormatVersion)
 	}
 	if len(in.Orders) == 0 {
-		return nil, errors.New("dp: reading ledger: no orders")
+		return nil, errors.New("dp: reading ledger: the file lists no Rényi orders")
 	}
 	opts := LedgerOptions{Orders: in.Orders, UsePLD: in.UsePLD}
 	if in.PLD != nil {
@@ -293,14 +327,14 @@ func UnmarshalLedger(data []byte) (*Ledger, error) {
 	}
 	l, err := NewLedger(opts)
 	if err != nil {
-		return nil, fmt.Errorf("dp: reading ledger: %w", err)
+		return nil, inContext("reading ledger", err)
 	}
 	for id, pj := range in.Principals {
 		if id == "" {
 			return nil, errors.New("dp: reading ledger: empty principal id")
 		}
 		if err := pj.Budget.Validate(); err != nil {
-			return nil, fmt.Errorf("dp: reading ledger: principal %q: %w", id, err)
+			return nil, inContext(fmt.Sprintf("reading ledger: principal %q", id), err)
 		}
 		a, err := NewAccountant(l.orders)
 		if err != nil {
@@ -308,21 +342,22 @@ func UnmarshalLedger(data []byte) (*Ledger, error) {
 		}
 		if len(pj.Events) > 0 {
 			if err := a.Add(pj.Events...); err != nil {
-				return nil, fmt.Errorf("dp: reading ledger: principal %q: %w", id, err)
+				return nil, inContext(fmt.Sprintf("reading ledger: principal %q", id), err)
 			}
 		}
 		if len(pj.RDP) != len(a.rdp) {
 			return nil, fmt.Errorf("dp: reading ledger: principal %q: stored RDP curve has %d values, want %d", id, len(pj.RDP), len(a.rdp))
 		}
 		for i, r := range a.rdp {
-			if !(math.Abs(r-pj.RDP[i]) <= 1e-9*math.Max(1, math.Abs(r))) && !(math.IsInf(r, 1) && math.IsInf(pj.RDP[i], 1)) {
-				return nil, fmt.Errorf("dp: reading ledger: principal %q: stored RDP at order %g is %g but events give %g", id, l.orders[i], pj.RDP[i], r)
+			st := float64(pj.RDP[i])
+			if !(math.Abs(r-st) <= 1e-9*math.Max(1, math.Abs(r))) && !(math.IsInf(r, 1) && math.IsInf(st, 1)) {
+				return nil, fmt.Errorf("dp: reading ledger: principal %q: stored Rényi DP at order %g is %g but its events give %g (the file was altered or is corrupt)", id, l.orders[i], st, r)
 			}
 		}
 		l.acct[id] = &principal{budget: pj.Budget, acct: a}
 		s, err := l.spent(a, pj.Budget.Delta)
 		if err != nil {
-			return nil, fmt.Errorf("dp: reading ledger: principal %q: %w", id, err)
+			return nil, inContext(fmt.Sprintf("reading ledger: principal %q", id), err)
 		}
 		if s.Epsilon > pj.Budget.Epsilon*(1+1e-12) {
 			return nil, fmt.Errorf("dp: reading ledger: principal %q has spent epsilon=%.6g, more than its budget %.6g: %w", id, s.Epsilon, pj.Budget.Epsilon, ErrBudgetExceeded)
