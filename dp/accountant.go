@@ -127,23 +127,85 @@ func ScheduleEpsilon(q, sigma float64, steps int, delta float64) (eps, order flo
 // NoiseMultiplier returns the smallest noise multiplier σ (to a relative
 // precision of 1e-4, always on the safe side) for which steps of the
 // subsampled Gaussian mechanism at sampling rate q are (targetEps, δ)-DP by
-// the RDP accountant over the default orders.
+// the RDP accountant over the default orders. A target the accountant
+// cannot certify at any noise level (at or below EpsilonFloor) is refused
+// with an explanation.
 func NoiseMultiplier(q float64, steps int, targetEps, delta float64) (float64, error) {
-	if err := checkSamplingRate(q); err != nil {
+	if err := checkInverseArgs(q, steps, targetEps, delta); err != nil {
 		return 0, err
 	}
-	if steps < 1 {
-		return 0, fmt.Errorf("dp: steps must be at least 1, got %d", steps)
-	}
-	if err := checkEpsilon(targetEps); err != nil {
-		return 0, err
-	}
-	if err := checkDelta(delta); err != nil {
-		return 0, err
-	}
-	epsAt := func(s float64) (float64, error) {
+	return inverseNoise(targetEps, delta, func(s float64) (float64, error) {
 		e, _, err := ScheduleEpsilon(q, s, steps, delta)
 		return e, err
+	})
+}
+
+// SGDNoiseMultiplier returns the smallest noise multiplier σ (relative
+// precision 1e-4, on the safe side) for which steps of DPSGD with the
+// settings cfg (its NoiseMultiplier is ignored) are (targetEps, δ)-DP by
+// the RDP accountant, counting what DPSGD.Event charges: the discrete
+// Gaussian with the effective multiplier after rounding to the grid. It is
+// at most a relative 2^−20 or so above NoiseMultiplier's answer.
+func SGDNoiseMultiplier(cfg SGDConfig, steps int, targetEps, delta float64) (float64, error) {
+	if err := checkInverseArgs(cfg.SamplingRate, steps, targetEps, delta); err != nil {
+		return 0, err
+	}
+	cfg.NoiseMultiplier = 1
+	if err := cfg.Validate(); err != nil {
+		return 0, inContext("DP-SGD settings", err)
+	}
+	return inverseNoise(targetEps, delta, func(s float64) (float64, error) {
+		c := cfg
+		c.NoiseMultiplier = s
+		mu, err := c.EffectiveNoiseMultiplier()
+		if err != nil {
+			return 0, err
+		}
+		ev, err := SubsampledDiscreteGaussianEvent(c.SamplingRate, mu, steps)
+		if err != nil {
+			return 0, err
+		}
+		a, err := NewAccountant(nil)
+		if err != nil {
+			return 0, err
+		}
+		if err := a.Add(ev); err != nil {
+			return 0, err
+		}
+		e, _, err := a.Epsilon(delta)
+		return e, err
+	})
+}
+
+// checkInverseArgs validates the arguments of the noise calibrations, in
+// words a user of the command line understands.
+func checkInverseArgs(q float64, steps int, targetEps, delta float64) error {
+	if err := checkSamplingRate(q); err != nil {
+		return err
+	}
+	if steps < 1 {
+		return fmt.Errorf("dp: the number of steps must be at least 1, got %d", steps)
+	}
+	if err := checkEpsilon(targetEps); err != nil {
+		return err
+	}
+	return checkDelta(delta)
+}
+
+// maxNoiseMultiplier bounds the search of inverseNoise.
+const maxNoiseMultiplier = 1e9
+
+// inverseNoise finds, by doubling then bisection, the smallest σ with
+// epsAt(σ) ≤ target (ε falls as σ grows), to a relative 1e-4, returning
+// the upper end of the final bracket (the safe side).
+func inverseNoise(target, delta float64, epsAt func(float64) (float64, error)) (float64, error) {
+	floor, err := EpsilonFloor(nil, delta)
+	if err != nil {
+		return 0, err
+	}
+	if target <= floor {
+		return 0, fmt.Errorf("dp: ε = %g at δ = %g cannot be reached: with Rényi orders up to %g the accountant certifies no ε below %.4g at this δ, however much noise is added; ask for a larger ε or a larger δ",
+			target, delta, DefaultOrders()[len(DefaultOrders())-1], floor)
 	}
 	lo, hi := 0.0, 1.0
 	for {
@@ -151,13 +213,14 @@ func NoiseMultiplier(q float64, steps int, targetEps, delta float64) (float64, e
 		if err != nil {
 			return 0, err
 		}
-		if e <= targetEps {
+		if e <= target {
 			break
 		}
 		lo = hi
 		hi *= 2
-		if hi > 1e6 {
-			return 0, fmt.Errorf("dp: no noise multiplier up to 1e6 reaches epsilon=%g", targetEps)
+		if hi > maxNoiseMultiplier {
+			return 0, fmt.Errorf("dp: ε = %g at δ = %g would need a noise multiplier above %g (the noise would swamp any signal); ask for a larger ε, a larger δ, fewer steps or a smaller sampling rate",
+				target, delta, float64(maxNoiseMultiplier))
 		}
 	}
 	for hi-lo > 1e-4*hi {
@@ -166,7 +229,7 @@ func NoiseMultiplier(q float64, steps int, targetEps, delta float64) (float64, e
 		if err != nil {
 			return 0, err
 		}
-		if e <= targetEps {
+		if e <= target {
 			hi = mid
 		} else {
 			lo = mid

@@ -2,6 +2,7 @@ package dp
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -134,6 +135,93 @@ func TestRegIncBeta(t *testing.T) {
 	for _, bad := range [][3]float64{{-0.1, 1, 1}, {1.1, 1, 1}, {0.5, 0, 1}, {0.5, 1, -1}, {math.NaN(), 1, 1}} {
 		if _, err := RegIncBeta(bad[0], bad[1], bad[2]); err == nil {
 			t.Errorf("RegIncBeta%v accepted", bad)
+		}
+	}
+}
+
+// TestSmallEpsilon: small targets are normal requests. The inverse must
+// return a σ whose forward ε is within 1% of (and not above) the target,
+// ε must keep falling as σ grows, and a target no noise can reach must be
+// refused in words.
+func TestSmallEpsilon(t *testing.T) {
+	schedules := []struct {
+		q     float64
+		steps int
+	}{{0.01, 1000}, {256.0 / 60000, 14062}, {0.05, 380}, {0.1, 10}}
+	for _, c := range schedules {
+		for _, target := range []float64{0.1, 0.05, 0.01} {
+			sigma, err := NoiseMultiplier(c.q, c.steps, target, 1e-5)
+			if err != nil {
+				t.Errorf("q=%g steps=%d ε=%g: %v", c.q, c.steps, target, err)
+				continue
+			}
+			got, _, err := ScheduleEpsilon(c.q, sigma, c.steps, 1e-5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got > target || got < 0.99*target {
+				t.Errorf("q=%g steps=%d: σ=%g for target ε=%g gives ε=%g", c.q, c.steps, sigma, target, got)
+			}
+		}
+	}
+	prev := math.Inf(1)
+	for _, sigma := range []float64{1, 10, 100, 1000, 1e4, 1e5} {
+		e, _, err := ScheduleEpsilon(0.01, sigma, 1000, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !(e < prev) {
+			t.Errorf("ε stopped falling: %g at σ=%g after %g", e, sigma, prev)
+		}
+		prev = e
+	}
+	if prev > 0.002 {
+		t.Errorf("ε at σ=1e5 is %g; the orders should certify below 0.002", prev)
+	}
+	// No noise reaches ε below the conversion's floor: say so.
+	_, err := NoiseMultiplier(0.01, 1000, 1e-4, 1e-5)
+	if err == nil || !strings.Contains(err.Error(), "cannot be reached") || !strings.Contains(err.Error(), "larger δ") {
+		t.Errorf("unreachable target: %v", err)
+	}
+	for _, bad := range []float64{1, 2, 0} {
+		_, err := NoiseMultiplier(0.01, 1000, 1, bad)
+		if err == nil || !strings.Contains(err.Error(), "between 0 and 1") {
+			t.Errorf("δ=%g: %v", bad, err)
+		}
+	}
+	// The cancellation that used to make order 1.1 negative.
+	for _, a := range []float64{1.01, 1.1, 1.5, 1.9} {
+		r, err := SubsampledGaussianRDP(0.01, 1e4, a)
+		if err != nil || r < 0 {
+			t.Errorf("RDP at order %g with σ=1e4: %g, %v", a, r, err)
+		}
+	}
+}
+
+func TestSGDNoiseMultiplier(t *testing.T) {
+	cfg := SGDConfig{ClipNorm: 1, SamplingRate: 0.054, ExpectedBatchSize: 500, Dimension: 557824}
+	for _, target := range []float64{8, 1, 0.1} {
+		s, err := SGDNoiseMultiplier(cfg, 380, target, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cfg
+		c.NoiseMultiplier = s
+		d, err := NewDPSGD(c, seeded(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := NewAccountant(nil)
+		if err := d.Charge(a, 380); err != nil {
+			t.Fatal(err)
+		}
+		e, _, _ := a.Epsilon(1e-5)
+		if e > target || e < 0.99*target {
+			t.Errorf("σ=%g for ε=%g charges ε=%g", s, target, e)
+		}
+		cont, _ := NoiseMultiplier(0.054, 380, target, 1e-5)
+		if s < cont*(1-2e-4) || s > cont*1.02 {
+			t.Errorf("discrete σ=%g, continuous σ=%g for ε=%g", s, cont, target)
 		}
 	}
 }

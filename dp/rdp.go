@@ -57,7 +57,7 @@ func checkOrder(alpha float64) error {
 // checkSamplingRate validates q in (0, 1].
 func checkSamplingRate(q float64) error {
 	if math.IsNaN(q) || q <= 0 || q > 1 {
-		return fmt.Errorf("dp: sampling rate must be in (0, 1], got %g", q)
+		return fmt.Errorf("dp: the sampling rate must be in (0, 1] (the probability that an example takes part in a step), got %g", q)
 	}
 	return nil
 }

@@ -138,7 +138,7 @@ func checkFinite(name string, v float64) error {
 // checkDelta validates δ in (0, 1).
 func checkDelta(delta float64) error {
 	if math.IsNaN(delta) || delta <= 0 || delta >= 1 {
-		return fmt.Errorf("dp: delta must be in (0, 1), got %g", delta)
+		return fmt.Errorf("dp: δ must be strictly between 0 and 1 (it is the probability that the ε guarantee fails; 1e-5 or below is usual), got %g", delta)
 	}
 	return nil
 }
