@@ -372,7 +372,8 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		sigma := f.sigma
 		steps := f.epochs * int(math.Ceil(1/q))
 		if f.targetEps > 0 {
-			if sigma, err = train.NoiseForTarget(q, steps, f.targetEps, f.delta); err != nil {
+			calib := train.DPOptions{Unit: train.UnitExample, Clip: f.clip, SamplingRate: q, Delta: f.delta, DatasetSize: set.Len()}
+			if sigma, err = train.NoiseForTarget(calib, train.NoisedDimension(model.Params(), opts.GroupLR), steps, f.targetEps); err != nil {
 				return fmt.Errorf("train: calibrating σ for ε=%g: %w", f.targetEps, err)
 			}
 		}

@@ -6,16 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/eval"
 )
-
-// NoiseForTarget returns the smallest noise multiplier reaching targetEps
-// at δ after the given number of steps at sampling rate q (package dp's RDP
-// accountant of the subsampled Gaussian mechanism).
-func NoiseForTarget(q float64, steps int, targetEps, delta float64) (float64, error) {
-	return dp.NoiseMultiplier(q, steps, targetEps, delta)
-}
 
 // Data serves training batches.
 type Data interface {

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/nn"
 )
 
 // Identified is implemented by Data whose examples show people. DP-SGD
@@ -65,6 +66,15 @@ func (d DPOptions) validate(microBatch int) error {
 	return nil
 }
 
+// aggregator is what a DP-SGD step needs of package dp's mechanism
+// (*dp.DPSGD): release of the clipped sums with noise (in place; their
+// total length is fixed) and the privacy event of a number of steps, which
+// accounts for the rounding the release does.
+type aggregator interface {
+	NoiseSums(sums ...[]float32) error
+	Event(steps int) (dp.Event, error)
+}
+
 // private is the DP-SGD machinery of a trainer: the mechanism (package
 // dp's DP-SGD), the CSPRNG that samples and noises, and the accountant's
 // RDP curve of one step.
@@ -86,8 +96,8 @@ func newPrivate(o DPOptions, dim int) (*private, error) {
 			return nil, fmt.Errorf("train: %w", err)
 		}
 	}
-	agg, err := newAggregator(dp.SGDConfig{ClipNorm: o.Clip, NoiseMultiplier: o.NoiseMultiplier, SamplingRate: o.SamplingRate,
-		ExpectedBatchSize: o.SamplingRate * float64(o.DatasetSize)}, dim, src)
+	agg, err := dp.NewDPSGD(dp.SGDConfig{ClipNorm: o.Clip, NoiseMultiplier: o.NoiseMultiplier, SamplingRate: o.SamplingRate,
+		ExpectedBatchSize: o.SamplingRate * float64(o.DatasetSize), Dimension: dim}, src)
 	if err != nil {
 		return nil, fmt.Errorf("train: DP-SGD: %w", err)
 	}
@@ -129,13 +139,111 @@ func (p *private) epsilon(steps int) (float64, error) {
 // restored), for a dp.Accountant or dp.Ledger that composes this training
 // with other mechanisms. It is an error without DP or before any DP step.
 func (t *Trainer) Event() (dp.Event, error) {
+	if t.dp != nil && t.privacy.Steps == 0 {
+		return dp.Event{}, errors.New("train: no DP-SGD step taken yet")
+	}
+	return t.EventOf(t.privacy.Steps)
+}
+
+// EventOf returns the privacy event of steps DP-SGD steps of this
+// trainer's mechanism, taken or not: what a ledger should be charged
+// before they run.
+func (t *Trainer) EventOf(steps int) (dp.Event, error) {
 	if t.dp == nil {
 		return dp.Event{}, errors.New("train: training without DP has no privacy event")
 	}
-	if t.privacy.Steps == 0 {
-		return dp.Event{}, errors.New("train: no DP-SGD step taken yet")
+	ev, err := t.dp.agg.Event(steps)
+	if err != nil {
+		return dp.Event{}, fmt.Errorf("train: %w", err)
 	}
-	return t.dp.agg.Event(t.privacy.Steps)
+	return ev, nil
+}
+
+// NoisedDimension is the number of coordinates DP-SGD noises per step for
+// parameters p with learning-rate multipliers groupLR (Options.GroupLR):
+// every parameter that is neither state nor frozen. It is what
+// Trainer.NumTrainable reports once the trainer exists.
+func NoisedDimension(p *nn.Params, groupLR map[string]float64) int {
+	n := 0
+	for i, m := range multipliers(p, groupLR) {
+		if m > 0 {
+			n += p.Spec(i).Size()
+		}
+	}
+	return n
+}
+
+// NoiseForTarget returns the smallest noise multiplier σ (to a relative
+// precision of 1e-4, on the safe side) for which steps DP-SGD steps of the
+// trainer's mechanism — package dp's DP-SGD with o's clip and sampling
+// rate on dim noised coordinates (NoisedDimension), the noise released on
+// a grid — spend at most targetEps at o.Delta by dp's accountant: what a
+// trainer with these options and that σ reports after those steps.
+// o.NoiseMultiplier is ignored.
+func NoiseForTarget(o DPOptions, dim, steps int, targetEps float64) (float64, error) {
+	if steps < 1 {
+		return 0, fmt.Errorf("train: calibrating σ needs at least one step, got %d", steps)
+	}
+	if !(targetEps > 0) || math.IsInf(targetEps, 0) {
+		return 0, fmt.Errorf("train: the target ε must be positive and finite, got %g", targetEps)
+	}
+	if dim < 1 {
+		return 0, fmt.Errorf("train: calibrating σ needs the number of noised coordinates, got %d", dim)
+	}
+	o.NoiseMultiplier = 1
+	if err := o.validate(max(o.MaxPerIdentity, 1)); err != nil {
+		return 0, err
+	}
+	// The mechanism is only asked for its privacy event; it never draws
+	// noise, so a fixed seed reveals nothing.
+	src := dp.NewSeededSource([32]byte{})
+	epsAt := func(sigma float64) (float64, error) {
+		m, err := dp.NewDPSGD(dp.SGDConfig{ClipNorm: o.Clip, NoiseMultiplier: sigma, SamplingRate: o.SamplingRate,
+			ExpectedBatchSize: o.SamplingRate * float64(o.DatasetSize), Dimension: dim}, src)
+		if err != nil {
+			return 0, fmt.Errorf("train: calibrating σ: %w", err)
+		}
+		ev, err := m.Event(steps)
+		if err != nil {
+			return 0, fmt.Errorf("train: calibrating σ: %w", err)
+		}
+		a, err := dp.NewAccountant(nil)
+		if err != nil {
+			return 0, err
+		}
+		if err := a.Add(ev); err != nil {
+			return 0, fmt.Errorf("train: calibrating σ: %w", err)
+		}
+		eps, _, err := a.Epsilon(o.Delta)
+		return eps, err
+	}
+	lo, hi := 0.0, 1.0
+	for {
+		e, err := epsAt(hi)
+		if err != nil {
+			return 0, err
+		}
+		if e <= targetEps {
+			break
+		}
+		lo, hi = hi, 2*hi
+		if hi > 1e6 {
+			return 0, fmt.Errorf("train: no noise multiplier up to 1e6 reaches ε = %g", targetEps)
+		}
+	}
+	for hi-lo > 1e-4*hi {
+		mid := (lo + hi) / 2
+		e, err := epsAt(mid)
+		if err != nil {
+			return 0, err
+		}
+		if e <= targetEps {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
 }
 
 // checkData compares the data with the size the accountant was given.

@@ -222,16 +222,9 @@ func New(model Model, head loss.Head, o Options) (*Trainer, error) {
 	for _, d := range model.InputDims() {
 		t.per *= d
 	}
+	t.lr = multipliers(p, o.GroupLR)
 	for i, s := range p.Specs() {
-		mult := 1.0
-		if g, ok := o.GroupLR[s.Group]; ok {
-			mult = g
-		}
-		if s.State {
-			mult = 0
-		}
-		t.lr = append(t.lr, mult)
-		if mult > 0 {
+		if t.lr[i] > 0 {
 			t.grads = append(t.grads, i)
 		}
 		t.m = append(t.m, make([]float32, s.Size()))
@@ -256,6 +249,22 @@ func New(model Model, head loss.Head, o Options) (*Trainer, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// multipliers returns every parameter's learning-rate multiplier: its
+// group's in groupLR (default 1), 0 for state.
+func multipliers(p *nn.Params, groupLR map[string]float64) []float64 {
+	lr := make([]float64, p.Len())
+	for i, s := range p.Specs() {
+		lr[i] = 1
+		if g, ok := groupLR[s.Group]; ok {
+			lr[i] = g
+		}
+		if s.State {
+			lr[i] = 0
+		}
+	}
+	return lr
 }
 
 // resetEMA starts the moving average at the current parameters.

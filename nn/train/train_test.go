@@ -80,10 +80,7 @@ func TestHeadLearnsWithAndWithoutDP(t *testing.T) {
 		}
 		p := tr.Privacy()
 		if private {
-			want, _, err := dp.ScheduleEpsilon(1, 0.3, 31, 1e-5)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := mechanismEpsilon(t, dp.SGDConfig{ClipNorm: 1, NoiseMultiplier: 0.3, SamplingRate: 1, ExpectedBatchSize: 32, Dimension: tr.NumTrainable()}, 31, 1e-5)
 			if p.Steps != 31 || p.NonPrivateSteps != 0 || p.Unit != train.UnitExample || math.Abs(p.Epsilon-want) > 1e-9*want || !p.Bounded() {
 				t.Errorf("privacy = %+v, want 31 DP steps per example charged (ε=%g)", p, want)
 			}
@@ -93,19 +90,41 @@ func TestHeadLearnsWithAndWithoutDP(t *testing.T) {
 	}
 }
 
+// mechanismEpsilon is ε at δ of steps of package dp's DP-SGD mechanism with
+// these settings, by dp's accountant.
+func mechanismEpsilon(t *testing.T, cfg dp.SGDConfig, steps int, delta float64) float64 {
+	t.Helper()
+	m, err := dp.NewDPSGD(cfg, dp.NewSeededSource([32]byte{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := m.Event(steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := dp.NewAccountant(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Add(ev); err != nil {
+		t.Fatal(err)
+	}
+	eps, _, err := a.Epsilon(delta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eps
+}
+
 func TestBudgetRefusesStep(t *testing.T) {
 	const q, sigma = 0.1, 1.0
-	eps2, _, err := dp.ScheduleEpsilon(q, sigma, 2, 1e-5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eps3, _, err := dp.ScheduleEpsilon(q, sigma, 3, 1e-5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mc := arch.Config{Kind: "head", In: 8, Hidden: 8}
+	dim := build(t, mc, loss.Config{Kind: "softmax", Classes: 3}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 8}).NumTrainable()
+	mech := dp.SGDConfig{ClipNorm: 1, NoiseMultiplier: sigma, SamplingRate: q, ExpectedBatchSize: q * 40, Dimension: dim}
+	eps2, eps3 := mechanismEpsilon(t, mech, 2, 1e-5), mechanismEpsilon(t, mech, 3, 1e-5)
 	o := train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 8, DP: &train.DPOptions{Unit: train.UnitExample, NoiseMultiplier: sigma, Clip: 1,
 		SamplingRate: q, Delta: 1e-5, DatasetSize: 40, MaxEpsilon: (eps2 + eps3) / 2, Source: seeded(2)}}
-	tr := build(t, arch.Config{Kind: "head", In: 8, Hidden: 8}, loss.Config{Kind: "softmax", Classes: 3}, o)
+	tr := build(t, mc, loss.Config{Kind: "softmax", Classes: 3}, o)
 	x, l := batch(40, 8, 3, 1)
 	d := &memData{x: x, l: l, per: 8}
 	for i := 0; i < 2; i++ {
@@ -116,7 +135,7 @@ func TestBudgetRefusesStep(t *testing.T) {
 	if _, err := tr.DPStep(d, nil); !errors.Is(err, train.ErrBudget) {
 		t.Fatalf("third step: err = %v, want ErrBudget", err)
 	}
-	if p := tr.Privacy(); p.Steps != 2 || math.Abs(p.Epsilon-eps2) > 1e-9 {
+	if p := tr.Privacy(); p.Steps != 2 || math.Abs(p.Epsilon-eps2) > 1e-9*eps2 {
 		t.Errorf("privacy %+v, want 2 steps charged, ε = %g", p, eps2)
 	}
 }
@@ -260,24 +279,60 @@ func TestVerifyAccuracy(t *testing.T) {
 	}
 }
 
-func TestNoiseForTargetInvertsTheAccountant(t *testing.T) {
-	// TensorFlow Privacy's MNIST tutorial schedule: q = 256/60000,
-	// σ = 1.1, 60 epochs (14063 steps), δ = 1e-5: ε ≈ 3 with the classic
-	// RDP→DP conversion, lower with the tighter one dp uses. The accountant
-	// itself is tested in dp; here: the inverse.
-	eps, _, err := dp.ScheduleEpsilon(256.0/60000, 1.1, 14063, 1e-5)
+// TestNoiseForTargetIsTheTrainersMechanism calibrates σ for a target ε and
+// runs that many DP steps: the trainer must report at most the target, and
+// a σ 0.1% lower must exceed it (the calibration is tight).
+func TestNoiseForTargetIsTheTrainersMechanism(t *testing.T) {
+	const steps, target = 12, 3.0
+	m, err := newDenseModel(6, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if eps < 2 || eps > 3.1 {
-		t.Errorf("ε = %g, want between 2 and 3.1", eps)
+	m.Params().SetGroup("d/b", "frozen")
+	groups := map[string]float64{"frozen": 0}
+	dim := train.NoisedDimension(m.Params(), groups)
+	if dim != 6*5 {
+		t.Fatalf("noised dimension %d, want 30 (the bias is frozen)", dim)
 	}
-	sigma, err := train.NoiseForTarget(256.0/60000, 14063, eps, 1e-5)
+	o := train.DPOptions{Unit: train.UnitExample, Clip: 0.7, SamplingRate: 0.4, Delta: 1e-5, DatasetSize: 10, Source: seeded(8)}
+	sigma, err := train.NoiseForTarget(o, dim, steps, target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sigma < 1.09 || sigma > 1.11 {
-		t.Errorf("σ for ε=%g is %g, want 1.1", eps, sigma)
+	o.NoiseMultiplier = sigma
+	tr, err := train.New(m, flatHead{}, train.Options{Optimizer: "sgd", LearningRate: 0.1, MicroBatch: 8, GroupLR: groups, DP: &o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.NumTrainable() != dim {
+		t.Errorf("trainer noises %d coordinates, NoisedDimension said %d", tr.NumTrainable(), dim)
+	}
+	d := randomData(10, 6, 2)
+	for range steps {
+		if _, err := tr.DPStep(d, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if eps := tr.Privacy().Epsilon; !(eps <= target && eps > 0.99*target) {
+		t.Errorf("after %d steps at the calibrated σ = %g: ε = %g, want at most and close to %g", steps, sigma, eps, target)
+	}
+	ev, err := tr.EventOf(steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.NoiseMultiplier *= 0.999
+	a, err := dp.NewAccountant(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Add(ev); err != nil {
+		t.Fatal(err)
+	}
+	if eps, _, err := a.Epsilon(1e-5); err != nil || !(eps > target) {
+		t.Errorf("σ 0.1%% below the calibrated one gives ε = %g (err %v), want above %g: the calibration is not tight", eps, err, target)
+	}
+	if _, err := train.NoiseForTarget(o, 0, steps, target); err == nil {
+		t.Error("calibration for zero noised coordinates accepted")
 	}
 }
 
