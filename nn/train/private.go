@@ -177,9 +177,9 @@ func NoisedDimension(p *nn.Params, groupLR map[string]float64) int {
 // precision of 1e-4, on the safe side) for which steps DP-SGD steps of the
 // trainer's mechanism — package dp's DP-SGD with o's clip and sampling
 // rate on dim noised coordinates (NoisedDimension), the noise released on
-// a grid — spend at most targetEps at o.Delta by dp's accountant: what a
-// trainer with these options and that σ reports after those steps.
-// o.NoiseMultiplier is ignored.
+// a grid — spend at most targetEps at o.Delta by dp's accountant
+// (dp.SGDNoiseMultiplier): what a trainer with these options and that σ
+// reports after those steps. o.NoiseMultiplier is ignored.
 func NoiseForTarget(o DPOptions, dim, steps int, targetEps float64) (float64, error) {
 	if steps < 1 {
 		return 0, fmt.Errorf("train: calibrating σ needs at least one step, got %d", steps)
@@ -194,56 +194,12 @@ func NoiseForTarget(o DPOptions, dim, steps int, targetEps float64) (float64, er
 	if err := o.validate(max(o.MaxPerIdentity, 1)); err != nil {
 		return 0, err
 	}
-	// The mechanism is only asked for its privacy event; it never draws
-	// noise, so a fixed seed reveals nothing.
-	src := dp.NewSeededSource([32]byte{})
-	epsAt := func(sigma float64) (float64, error) {
-		m, err := dp.NewDPSGD(dp.SGDConfig{ClipNorm: o.Clip, NoiseMultiplier: sigma, SamplingRate: o.SamplingRate,
-			ExpectedBatchSize: o.SamplingRate * float64(o.DatasetSize), Dimension: dim}, src)
-		if err != nil {
-			return 0, fmt.Errorf("train: calibrating σ: %w", err)
-		}
-		ev, err := m.Event(steps)
-		if err != nil {
-			return 0, fmt.Errorf("train: calibrating σ: %w", err)
-		}
-		a, err := dp.NewAccountant(nil)
-		if err != nil {
-			return 0, err
-		}
-		if err := a.Add(ev); err != nil {
-			return 0, fmt.Errorf("train: calibrating σ: %w", err)
-		}
-		eps, _, err := a.Epsilon(o.Delta)
-		return eps, err
+	sigma, err := dp.SGDNoiseMultiplier(dp.SGDConfig{ClipNorm: o.Clip, SamplingRate: o.SamplingRate,
+		ExpectedBatchSize: o.SamplingRate * float64(o.DatasetSize), Dimension: dim}, steps, targetEps, o.Delta)
+	if err != nil {
+		return 0, fmt.Errorf("train: calibrating σ for ε = %g: %w", targetEps, err)
 	}
-	lo, hi := 0.0, 1.0
-	for {
-		e, err := epsAt(hi)
-		if err != nil {
-			return 0, err
-		}
-		if e <= targetEps {
-			break
-		}
-		lo, hi = hi, 2*hi
-		if hi > 1e6 {
-			return 0, fmt.Errorf("train: no noise multiplier up to 1e6 reaches ε = %g", targetEps)
-		}
-	}
-	for hi-lo > 1e-4*hi {
-		mid := (lo + hi) / 2
-		e, err := epsAt(mid)
-		if err != nil {
-			return 0, err
-		}
-		if e <= targetEps {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
+	return sigma, nil
 }
 
 // checkData compares the data with the size the accountant was given.
