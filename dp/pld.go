@@ -8,6 +8,16 @@ import (
 	"math/cmplx"
 )
 
+// ErrPLDTooLarge is returned (wrapped) when the privacy loss distribution
+// would need more grid points than PLDOptions.MaxSize allows: a coarser
+// Interval, or the RDP accountant, is the remedy.
+var ErrPLDTooLarge = errors.New("the privacy loss distribution is too large for the chosen discretisation interval")
+
+// ErrPLDTailMass is returned (wrapped) when the probability mass the PLD
+// accountant cuts from the tails already exceeds δ: a smaller
+// PLDOptions.TailMass, or the RDP accountant, is the remedy.
+var ErrPLDTailMass = errors.New("the privacy loss distribution's truncated tails already exceed δ")
+
 // PLDOptions configures the privacy-loss-distribution accountant.
 type PLDOptions struct {
 	// Interval is the width h of the privacy-loss grid; 0 means 1e-4.
@@ -31,13 +41,13 @@ func (o PLDOptions) withDefaults() (PLDOptions, error) {
 		o.MaxSize = 1 << 24
 	}
 	if math.IsNaN(o.Interval) || o.Interval <= 0 || o.Interval > 1 {
-		return o, fmt.Errorf("dp: PLD interval must be in (0, 1], got %g", o.Interval)
+		return o, fmt.Errorf("dp: the PLD discretisation interval must be in (0, 1], got %g", o.Interval)
 	}
 	if math.IsNaN(o.TailMass) || o.TailMass <= 0 || o.TailMass > 1e-3 {
-		return o, fmt.Errorf("dp: PLD tail mass must be in (0, 1e-3], got %g", o.TailMass)
+		return o, fmt.Errorf("dp: the PLD tail mass must be in (0, 1e-3], got %g", o.TailMass)
 	}
 	if o.MaxSize < 1024 {
-		return o, fmt.Errorf("dp: PLD max size must be at least 1024, got %d", o.MaxSize)
+		return o, fmt.Errorf("dp: the PLD size limit must be at least 1024, got %d", o.MaxSize)
 	}
 	return o, nil
 }
@@ -115,7 +125,7 @@ func subsampledGaussianPMF(q, sigma float64, remove bool, o PLDOptions) (stepPMF
 	jmin := int(math.Floor(ylo / h))
 	jmax := int(math.Ceil(yhi / h))
 	if jmax-jmin > o.MaxSize {
-		return stepPMF{}, fmt.Errorf("dp: PLD grid too fine: %d points for one step (raise the interval)", jmax-jmin)
+		return stepPMF{}, fmt.Errorf("dp: %w: one step needs %d points at interval %g, above the limit %d (use a coarser interval, or the RDP accountant)", ErrPLDTooLarge, jmax-jmin, h, o.MaxSize)
 	}
 	n := jmax - jmin + 1
 	probs := make([]float64, n)
@@ -233,7 +243,7 @@ func composePLD(steps []stepPMF, o PLDOptions) (pldComposed, error) {
 	half := max(width, chernoffHalfWidth(steps, shifts, o.Interval)) + 64
 	n := 1 << bits.Len(uint(2*half))
 	if n > o.MaxSize {
-		return pldComposed{}, fmt.Errorf("dp: PLD composition needs an FFT of length %d, above the limit %d (raise the interval)", n, o.MaxSize)
+		return pldComposed{}, fmt.Errorf("dp: %w: composing the steps needs %d points at interval %g, above the limit %d (use a coarser interval, or the RDP accountant)", ErrPLDTooLarge, n, o.Interval, o.MaxSize)
 	}
 	total := make([]complex128, n)
 	for i := range total {
@@ -291,7 +301,7 @@ func (c pldComposed) delta(eps float64) float64 {
 // epsilon returns the smallest ε ≥ 0 with δ(ε) ≤ delta.
 func (c pldComposed) epsilon(delta float64) (float64, error) {
 	if c.inf >= delta {
-		return math.Inf(1), fmt.Errorf("dp: PLD: truncated tail mass %g already exceeds delta=%g (lower the tail mass)", c.inf, delta)
+		return math.Inf(1), fmt.Errorf("dp: %w: %g is cut from the tails, δ = %g (use a smaller tail mass, or the RDP accountant)", ErrPLDTailMass, c.inf, delta)
 	}
 	if c.delta(0) <= delta {
 		return 0, nil
@@ -325,7 +335,7 @@ func pldFor(events []Event, remove bool, o PLDOptions) (pldComposed, error) {
 			q = e.SamplingRate
 		case KindGaussian:
 		default:
-			return pldComposed{}, fmt.Errorf("dp: PLD accountant cannot compose %s events", e.Kind)
+			return pldComposed{}, fmt.Errorf("dp: the PLD accountant composes only Gaussian mechanisms, not the %v", e.Kind)
 		}
 		s, err := subsampledGaussianPMF(q, e.NoiseMultiplier, remove, o)
 		if err != nil {

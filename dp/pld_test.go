@@ -1,8 +1,10 @@
 package dp
 
 import (
+	"errors"
 	"math"
 	"math/cmplx"
+	"strings"
 	"testing"
 )
 
@@ -198,4 +200,20 @@ func TestPLDCompositionAgainstMonteCarlo(t *testing.T) {
 		t.Errorf("PLD δ(%g) = %.5f, Monte Carlo %.5f ± %.5f", eps, got, want, se)
 	}
 	t.Logf("PLD δ(%g) = %.5f, Monte Carlo %.5f ± %.5f", eps, got, want, se)
+}
+
+func TestPLDErrorsSayWhatToDo(t *testing.T) {
+	ev := mustEvent(SubsampledGaussianEvent(0.01, 1, 1000))
+	_, err := PLDEpsilon([]Event{ev}, 1e-5, PLDOptions{MaxSize: 1024})
+	if !errors.Is(err, ErrPLDTooLarge) || !strings.Contains(err.Error(), "coarser interval") || strings.Contains(err.Error(), "raise") {
+		t.Errorf("size limit: %v", err)
+	}
+	_, err = PLDEpsilon([]Event{mustEvent(GaussianEvent(0.5, 1))}, 1e-9, PLDOptions{TailMass: 1e-3})
+	if !errors.Is(err, ErrPLDTailMass) || !strings.Contains(err.Error(), "smaller tail mass") {
+		t.Errorf("tail mass: %v", err)
+	}
+	_, err = PLDEpsilon([]Event{mustEvent(LaplaceEvent(1, 1))}, 1e-5, PLDOptions{})
+	if err == nil || strings.Contains(err.Error(), "laplace") || !strings.Contains(err.Error(), "Laplace mechanism") {
+		t.Errorf("Laplace event: %v", err)
+	}
 }
