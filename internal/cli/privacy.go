@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
+	"reflect"
 
 	"github.com/spf13/cobra"
 
@@ -180,44 +185,84 @@ func openInput(e *env, name string) (io.ReadCloser, error) {
 // privacyDPLCCluster is one released cluster in veil privacy dplc's output.
 type privacyDPLCCluster struct {
 	Center []float32 `json:"center"`
+	// Mass is the norm of the noisy cap sum (released).
+	Mass float64 `json:"mass"`
 	// Diagnostics, computed from private data, only with --diagnostics.
 	Size   int     `json:"size,omitempty"`
-	Sigma  float64 `json:"sigma,omitempty"`
 	Cosine float64 `json:"cosine_to_exact,omitempty"`
+}
+
+// privacyDPLCLedger is the budget state after a veil privacy dplc run.
+type privacyDPLCLedger struct {
+	File          string  `json:"file"`
+	Dataset       string  `json:"dataset"`
+	SpentEpsilon  float64 `json:"spent_epsilon"`
+	BudgetEpsilon float64 `json:"budget_epsilon"`
+	BudgetDelta   float64 `json:"budget_delta"`
 }
 
 // privacyDPLCReport is the --json output of veil privacy dplc.
 type privacyDPLCReport struct {
-	Centres       int                  `json:"centres"`
-	Dimension     int                  `json:"dimension"`
-	Clusters      []privacyDPLCCluster `json:"clusters"`
-	Epsilon       float64              `json:"epsilon"`
-	Delta         float64              `json:"delta"`
-	Occupancy     float64              `json:"occupancy_ratio"`
-	AccountantEps float64              `json:"accountant_epsilon"`
+	PrivacyUnit string               `json:"privacy_unit"`
+	Dimension   int                  `json:"dimension"`
+	Clusters    []privacyDPLCCluster `json:"clusters"`
+	Epsilon     float64              `json:"epsilon"`
+	Delta       float64              `json:"delta"`
+	// AccountantEps is the RDP accountant's ε for this run at Delta.
+	AccountantEps float64           `json:"accountant_epsilon"`
+	SeedNoise     float64           `json:"seed_noise"`
+	CentreNoise   float64           `json:"centre_noise"`
+	Occupancy     float64           `json:"occupancy_ratio"`
+	Ledger        privacyDPLCLedger `json:"ledger"`
+	// Centres (the number of input rows) is private: only with --diagnostics.
+	Centres int `json:"centres,omitempty"`
 }
+
+// dplcLedgerMaxBytes bounds the ledger file veil privacy dplc reads.
+const dplcLedgerMaxBytes = 64 << 20
 
 func newPrivacyDPLCCmd(e *env) *cobra.Command {
 	var p dplc.Params
+	var ledgerFile, dataset string
+	var budget dp.Budget
 	var diagnostics, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "dplc CENTRES.json",
-		Short: "Differentially private local clustering of class centres (PrivacyFace Algorithm 1)",
-		Long: `Cluster a client's class centres greedily into spherical caps of angular
-radius --margin, and release the normalised mean of each cluster of at least
---min-size centres with the Gaussian noise of PrivacyFace's Theorem 2, for at
-most --queries clusters. The cost is (queries·ε, queries·δ).
+		Use:   "dplc CENTRES.json --ledger FILE",
+		Short: "Differentially private local clustering of class centres (PrivacyFace, private end to end)",
+		Long: `Release exactly --clusters noisy, normalised centres of spherical caps of
+angular radius --margin over a client's class centres, after PrivacyFace's
+Algorithm 1 but differentially private end to end: the whole run is
+(--epsilon, --delta)-DP for one class centre, that is one identity, added or
+removed (the privacy unit). The caps are seeded from a noisy histogram of a
+public random partition of the sphere, and each centre is the normalised
+noisy sum of its cap, with noise set by the budget alone (see the dp/dplc
+package documentation for the proof). Nothing else about the data is
+released: not the number of centres in the file, nor the cluster sizes.
 
-Input file (use - for standard input): a JSON array with one array of
-numbers per class centre, all of the same dimension, e.g.
+Every run is charged to the data set's budget in the ledger file --ledger
+(created if missing, mode 0600); a run that would exceed the budget is
+refused before anything is computed or printed. Set the budget once with
+--budget-epsilon and --budget-delta (a budget can later be raised, never
+lowered below what was spent). The data set is named by --dataset (default:
+the absolute path of CENTRES.json).
+
+Input file (use - for standard input, then --dataset is required): a JSON
+array with one array of numbers per class centre, all of the same
+dimension, e.g.
   [[0.12, -0.05, ...], [0.03, 0.22, ...], ...]
 Centres are normalised before clustering; zero or non-finite rows are refused.
 
-The output holds the noisy centres only; --diagnostics adds each cluster's
-size, noise σ and cosine to the exact mean, which are computed from the
-private centres and must not be shared.`,
+Each released centre comes with its mass, the norm of its noisy sum
+(released too); the square of the mass is about the square of the exact
+sum's norm plus centre_noise²·dimension, so a consumer can tell centres
+that are mostly noise. --diagnostics adds the number of input centres, each
+cluster's size and cosine to the exact mean: computed from the private
+centres without noise, they must not be shared.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := p.Validate(); err != nil {
+				return err
+			}
 			in, err := openInput(e, args[0])
 			if err != nil {
 				return err
@@ -227,31 +272,52 @@ private centres and must not be shared.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
+			cal, err := dplc.Calibrate(p, len(centres[0]))
+			if err != nil {
+				return err
+			}
+			if ledgerFile == "" {
+				return errors.New("--ledger is required: every release is charged to the data set's privacy budget kept in that file")
+			}
+			if dataset == "" {
+				if args[0] == "-" {
+					return errors.New("--dataset is required when the centres come from standard input")
+				}
+				if dataset, err = filepath.Abs(args[0]); err != nil {
+					return err
+				}
+			}
+			setBudget := cmd.Flags().Changed("budget-epsilon") || cmd.Flags().Changed("budget-delta")
+			if setBudget && !(cmd.Flags().Changed("budget-epsilon") && cmd.Flags().Changed("budget-delta")) {
+				return errors.New("give both --budget-epsilon and --budget-delta")
+			}
+			// Charge before computing anything: the ledger is on disk before
+			// a single noisy value exists.
+			led, err := chargeDPLCLedger(ledgerFile, dataset, budget, setBudget, cal.Events)
+			if err != nil {
+				return err
+			}
 			res, err := dplc.Run(centres, p, nil)
 			if err != nil {
 				return err
+			}
+			if !reflect.DeepEqual(res.Events, cal.Events) { // calibration is deterministic; never print an uncharged release
+				return errors.New("dplc: the run's privacy charge differs from the one recorded in the ledger; nothing released")
 			}
 			occ, err := dplc.OccupancyRatio(len(centres[0]), p.Margin)
 			if err != nil {
 				return err
 			}
-			acct, err := dp.NewAccountant(nil)
-			if err != nil {
-				return err
+			rep := privacyDPLCReport{PrivacyUnit: "identity", Dimension: len(centres[0]), Clusters: []privacyDPLCCluster{},
+				Epsilon: p.Epsilon, Delta: p.Delta, AccountantEps: res.Epsilon, SeedNoise: res.SeedNoise, CentreNoise: res.CentreNoise,
+				Occupancy: occ, Ledger: led}
+			if diagnostics {
+				rep.Centres = len(centres)
 			}
-			if err := acct.Add(res.Events...); err != nil {
-				return err
-			}
-			accEps, _, err := acct.Epsilon(res.Delta)
-			if err != nil {
-				return err
-			}
-			rep := privacyDPLCReport{Centres: len(centres), Dimension: len(centres[0]), Clusters: []privacyDPLCCluster{},
-				Epsilon: res.Epsilon, Delta: res.Delta, Occupancy: occ, AccountantEps: accEps}
 			for _, c := range res.Clusters {
-				pc := privacyDPLCCluster{Center: c.Center}
+				pc := privacyDPLCCluster{Center: c.Center, Mass: c.Mass}
 				if diagnostics {
-					pc.Size, pc.Sigma = c.Size, c.Sigma
+					pc.Size = c.Size
 					var s float64
 					for i := range c.Center {
 						s += float64(c.Center[i]) * float64(c.Exact[i])
@@ -263,26 +329,131 @@ private centres and must not be shared.`,
 			if asJSON {
 				return writeJSON(e.stdout, rep)
 			}
-			fmt.Fprintf(e.stdout, "%d centres of dimension %d: released %d noisy cluster centres\n", rep.Centres, rep.Dimension, len(rep.Clusters))
+			fmt.Fprintf(e.stdout, "released %d noisy cluster centres of dimension %d (privacy unit: one identity)\n", len(rep.Clusters), rep.Dimension)
 			for i, c := range rep.Clusters {
 				if diagnostics {
-					fmt.Fprintf(e.stdout, "  cluster %d: size %d, σ %.5f, cosine to exact mean %.3f\n", i+1, c.Size, c.Sigma, c.Cosine)
+					fmt.Fprintf(e.stdout, "  cluster %d: mass %.1f, size %d, cosine to exact mean %.3f\n", i+1, c.Mass, c.Size, c.Cosine)
+				} else {
+					fmt.Fprintf(e.stdout, "  cluster %d: mass %.1f\n", i+1, c.Mass)
 				}
 			}
-			_, err = fmt.Fprintf(e.stdout, "cost (ε, δ) = (%g, %g) by the paper (RDP accountant: ε = %.4f at δ = %g); cap occupancy ratio %.3g\n",
-				rep.Epsilon, rep.Delta, accEps, rep.Delta, occ)
+			_, err = fmt.Fprintf(e.stdout, "cost (ε, δ) = (%g, %g) (RDP accountant: ε = %.4f); data set %q has spent ε = %.4f of %g at δ = %g; cap occupancy ratio %.3g\n",
+				rep.Epsilon, rep.Delta, rep.AccountantEps, led.Dataset, led.SpentEpsilon, led.BudgetEpsilon, led.BudgetDelta, occ)
 			return err
 		},
 	}
 	fl := cmd.Flags()
 	fl.Float64Var(&p.Margin, "margin", 1.3, "cluster margin ρ in radians, in (0, π)")
-	fl.IntVar(&p.MinSize, "min-size", 512, "minimum cluster size T")
-	fl.IntVar(&p.MaxQueries, "queries", 1, "maximum number of clusters Q")
-	fl.Float64Var(&p.Epsilon, "epsilon", 1, "ε per query")
-	fl.Float64Var(&p.Delta, "delta", 1e-5, "δ per query")
-	fl.BoolVar(&diagnostics, "diagnostics", false, "also print private diagnostics (sizes, σ, cosine to the exact mean)")
+	fl.IntVar(&p.Clusters, "clusters", 1, "number of centres released, exactly (at most 2^seed-bits)")
+	fl.IntVar(&p.SeedBits, "seed-bits", dplc.DefaultSeedBits, "hyperplanes of the public partition that seeds the caps (2^bits cells)")
+	fl.Float64Var(&p.Epsilon, "epsilon", 1, "ε of the whole run, per identity")
+	fl.Float64Var(&p.Delta, "delta", 1e-5, "δ of the whole run")
+	fl.StringVar(&ledgerFile, "ledger", "", "privacy budget ledger file, created if missing (required)")
+	fl.StringVar(&dataset, "dataset", "", "name of the data set in the ledger (default: the absolute path of CENTRES.json)")
+	fl.Float64Var(&budget.Epsilon, "budget-epsilon", 0, "set the data set's total ε budget (needed on its first run)")
+	fl.Float64Var(&budget.Delta, "budget-delta", 0, "set the δ at which the data set's budget is counted (with --budget-epsilon)")
+	fl.BoolVar(&diagnostics, "diagnostics", false, "also print private diagnostics (number of centres, sizes, cosine to the exact mean)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// chargeDPLCLedger charges events to dataset's budget in the ledger file
+// (created if missing), setting the budget first when setBudget is true,
+// and saves the ledger before returning. A charge over budget is refused
+// and leaves the file as it was. Concurrent runs on the same ledger are
+// serialised by a lock file beside it.
+func chargeDPLCLedger(file, dataset string, budget dp.Budget, setBudget bool, events []dp.Event) (privacyDPLCLedger, error) {
+	lock := file + ".lock"
+	lf, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return privacyDPLCLedger{}, fmt.Errorf("ledger %s is in use by another run (if none is running, remove %s)", file, lock)
+		}
+		return privacyDPLCLedger{}, fmt.Errorf("locking ledger: %w", err)
+	}
+	lf.Close()
+	defer os.Remove(lock)
+
+	var l *dp.Ledger
+	data, err := readFileLimited(file, dplcLedgerMaxBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if l, err = dp.NewLedger(dp.LedgerOptions{}); err != nil {
+			return privacyDPLCLedger{}, err
+		}
+	case err != nil:
+		return privacyDPLCLedger{}, fmt.Errorf("reading ledger: %w", err)
+	default:
+		if l, err = dp.UnmarshalLedger(data); err != nil {
+			return privacyDPLCLedger{}, fmt.Errorf("ledger %s: %w", file, err)
+		}
+	}
+	if setBudget {
+		if err := l.SetBudget(dataset, budget); err != nil {
+			return privacyDPLCLedger{}, fmt.Errorf("setting the budget of data set %q: %w", dataset, err)
+		}
+	}
+	b, err := l.Budget(dataset)
+	if err != nil {
+		return privacyDPLCLedger{}, fmt.Errorf("data set %q has no budget in ledger %s: set one with --budget-epsilon and --budget-delta", dataset, file)
+	}
+	spent, err := l.Charge(dataset, events...)
+	if err != nil {
+		if errors.Is(err, dp.ErrBudgetExceeded) {
+			return privacyDPLCLedger{}, fmt.Errorf("refusing to release: this run would bring data set %q to ε = %.4f at δ = %g, over its budget ε = %g: %w",
+				dataset, spent.Epsilon, b.Delta, b.Epsilon, dp.ErrBudgetExceeded)
+		}
+		return privacyDPLCLedger{}, err
+	}
+	out, err := json.Marshal(l)
+	if err != nil {
+		return privacyDPLCLedger{}, err
+	}
+	if err := writeFilePrivate(file, out); err != nil {
+		return privacyDPLCLedger{}, fmt.Errorf("saving ledger: %w", err)
+	}
+	return privacyDPLCLedger{File: file, Dataset: dataset, SpentEpsilon: spent.Epsilon, BudgetEpsilon: b.Epsilon, BudgetDelta: b.Delta}, nil
+}
+
+// readFileLimited reads a file of at most max bytes.
+func readFileLimited(name string, max int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, max)
+	}
+	return data, nil
+}
+
+// writeFilePrivate replaces name with data atomically (temporary file in
+// the same folder, fsync, rename), mode 0600.
+func writeFilePrivate(name string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(0o600)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), name)
 }
 
 // privacyPATEReport is the --json output of veil privacy pate.

@@ -114,50 +114,110 @@ func TestPrivacyDPLC(t *testing.T) {
 		rows = append(rows, []float64{math.Cos(a), math.Sin(a)})
 	}
 	data, _ := json.Marshal(rows)
-	path := filepath.Join(t.TempDir(), "centres.json")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "centres.json")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := runVeil(t, "", "privacy", "dplc", "--margin", "0.3", "--min-size", "5", "--queries", "3",
-		"--epsilon", "1", "--delta", "1e-5", "--diagnostics", "--json", path)
+	ledger := filepath.Join(dir, "ledger.json")
+	type report struct {
+		PrivacyUnit string `json:"privacy_unit"`
+		Centres     int
+		Clusters    []struct {
+			Center []float64
+			Mass   float64
+			Size   int
+		}
+		Epsilon           float64
+		Delta             float64
+		AccountantEpsilon float64 `json:"accountant_epsilon"`
+		Ledger            struct {
+			Dataset       string
+			SpentEpsilon  float64 `json:"spent_epsilon"`
+			BudgetEpsilon float64 `json:"budget_epsilon"`
+		}
+	}
+	code, out, errs := runVeil(t, "", "privacy", "dplc", "--margin", "0.3", "--clusters", "2", "--epsilon", "1", "--delta", "1e-5",
+		"--ledger", ledger, "--budget-epsilon", "2.5", "--budget-delta", "1e-5", "--diagnostics", "--json", path)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var rep struct {
-		Centres  int
-		Clusters []struct {
-			Center []float64
-			Size   int
-			Cosine float64 `json:"cosine_to_exact"`
-		}
-		Epsilon float64
-		Delta   float64
-	}
+	var rep report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if rep.Centres != 40 || len(rep.Clusters) != 2 || rep.Clusters[0].Size != 30 || rep.Clusters[1].Size != 10 {
-		t.Fatalf("clusters: %s", out)
-	}
-	if rep.Epsilon != 3 || math.Abs(rep.Delta-3e-5) > 1e-18 {
-		t.Errorf("cost (%g, %g), want (3, 3e-5)", rep.Epsilon, rep.Delta)
+	if rep.PrivacyUnit != "identity" || rep.Centres != 40 || len(rep.Clusters) != 2 || rep.Epsilon != 1 || rep.Delta != 1e-5 || !(rep.AccountantEpsilon <= 1) {
+		t.Fatalf("report: %s", out)
 	}
 	for _, c := range rep.Clusters {
-		if n := math.Hypot(c.Center[0], c.Center[1]); math.Abs(n-1) > 1e-5 {
-			t.Errorf("centre norm %g", n)
+		if n := math.Hypot(c.Center[0], c.Center[1]); math.Abs(n-1) > 1e-5 || !(c.Mass > 0) {
+			t.Errorf("centre %v, mass %g", c.Center, c.Mass)
 		}
 	}
-	// Without --diagnostics no sizes leak into the output; stdin works.
-	code, out, errs = runVeil(t, string(data), "privacy", "dplc", "--margin", "0.3", "--min-size", "5", "--json", "-")
+	if rep.Ledger.Dataset != path || !(rep.Ledger.SpentEpsilon > 0.9 && rep.Ledger.SpentEpsilon <= 1) || rep.Ledger.BudgetEpsilon != 2.5 {
+		t.Errorf("ledger after one run: %+v", rep.Ledger)
+	}
+	if st, err := os.Stat(ledger); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("ledger file: %v %v", st, err)
+	}
+	first := rep.Ledger.SpentEpsilon
+
+	// Second run from standard input, same data set: charged on top; without
+	// --diagnostics nothing computed from the data without noise is printed.
+	code, out, errs = runVeil(t, string(data), "privacy", "dplc", "--margin", "0.3", "--clusters", "2", "--ledger", ledger, "--dataset", path, "--json", "-")
 	if code != 0 {
 		t.Fatalf("stdin: exit %d: %s", code, errs)
 	}
-	if strings.Contains(out, `"size"`) {
-		t.Errorf("sizes printed without --diagnostics: %s", out)
+	if strings.Contains(out, `"size"`) || strings.Contains(out, `"centres"`) || strings.Contains(out, "cosine") {
+		t.Errorf("private diagnostics printed without --diagnostics: %s", out)
 	}
-	code, _, errs = runVeil(t, `[[1,0],[0]]`, "privacy", "dplc", "-")
-	if code == 0 || !strings.Contains(errs, "centre 1") {
-		t.Errorf("ragged file: exit %d, %q", code, errs)
+	rep = report{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !(rep.Ledger.SpentEpsilon > first && rep.Ledger.SpentEpsilon <= 2*first) {
+		t.Errorf("second run: spent %g after %g", rep.Ledger.SpentEpsilon, first)
+	}
+
+	// A run past the budget is refused: nothing released, ledger unchanged.
+	before, _ := os.ReadFile(ledger)
+	code, out, errs = runVeil(t, "", "privacy", "dplc", "--margin", "0.3", "--clusters", "2", "--epsilon", "2", "--ledger", ledger, "--json", path)
+	if code == 0 || out != "" || !strings.Contains(errs, "refusing to release") || !strings.Contains(errs, "budget") {
+		t.Errorf("over budget: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if after, _ := os.ReadFile(ledger); !bytes.Equal(before, after) {
+		t.Error("a refused run changed the ledger")
+	}
+	// Raising the budget lets it through.
+	code, _, errs = runVeil(t, "", "privacy", "dplc", "--margin", "0.3", "--clusters", "2", "--epsilon", "2", "--ledger", ledger,
+		"--budget-epsilon", "10", "--budget-delta", "1e-5", path)
+	if code != 0 {
+		t.Errorf("after raising the budget: exit %d: %s", code, errs)
+	}
+
+	for _, tc := range []struct {
+		name, stdin string
+		args        []string
+		want        string
+	}{
+		{"no ledger", "", []string{path}, "--ledger is required"},
+		{"stdin without dataset", string(data), []string{"--ledger", ledger, "-"}, "--dataset"},
+		{"no budget", "", []string{"--ledger", ledger, "--dataset", "other", path}, "no budget"},
+		{"half a budget", "", []string{"--ledger", ledger, "--budget-epsilon", "3", path}, "--budget-delta"},
+		{"ragged", `[[1,0],[0]]`, []string{"--ledger", ledger, "--dataset", "x", "-"}, "centre 1"},
+		{"too many clusters", "", []string{"--ledger", ledger, "--clusters", "17", path}, "clusters"},
+	} {
+		code, _, errs := runVeil(t, tc.stdin, append([]string{"privacy", "dplc"}, tc.args...)...)
+		if code == 0 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q does not mention %q", tc.name, code, errs, tc.want)
+		}
+	}
+	// A second run while one holds the ledger is refused, not interleaved.
+	if err := os.WriteFile(ledger+".lock", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runVeil(t, "", "privacy", "dplc", "--ledger", ledger, path); code == 0 || !strings.Contains(errs, "in use") {
+		t.Errorf("locked ledger: exit %d, %q", code, errs)
 	}
 }
 
