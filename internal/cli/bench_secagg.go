@@ -73,9 +73,9 @@ const baselineNote = "python-paillier 1.5.0 + gmpy2 2.1.2 figures quoted in issu
 
 func newBenchPaillierCmd(e *env) *cobra.Command {
 	var (
-		bits, samples int
-		randomness    string
-		asJSON        bool
+		bits, samples  int
+		randomness     string
+		asJSON, unsafe bool
 	)
 	cmd := &cobra.Command{
 		Use:   "paillier",
@@ -88,7 +88,7 @@ func newBenchPaillierCmd(e *env) *cobra.Command {
 			if samples < 1 {
 				return fmt.Errorf("--samples must be positive, got %d", samples)
 			}
-			r, err := benchPaillier(e, bits, samples, kind)
+			r, err := benchPaillier(e, paillier.KeyOptions{Bits: bits, AllowInsecureTestKeySize: unsafe}, samples, kind)
 			if err != nil {
 				return err
 			}
@@ -110,17 +110,27 @@ func newBenchPaillierCmd(e *env) *cobra.Command {
 	cmd.Flags().IntVar(&samples, "samples", 200, "operations timed per measurement (precomputed and additive operations use 10× more)")
 	cmd.Flags().StringVar(&randomness, "randomness", "short-exponent", "variant reported as encrypt_per_s: full or short-exponent (both are always measured)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON report")
+	insecureKeyFlag(cmd, &unsafe)
 	return cmd
+}
+
+// insecureKeyFlag registers the hidden --insecure-test-key-size flag, which
+// lets the CLI tests time small (factorable) keys quickly. It is hidden
+// from --help and named for what it is; the benchmarks protect no data.
+func insecureKeyFlag(cmd *cobra.Command, v *bool) {
+	cmd.Flags().BoolVar(v, "insecure-test-key-size", false, "allow moduli below 2048 bits (tests only: such keys can be factored)")
+	_ = cmd.Flags().MarkHidden("insecure-test-key-size")
 }
 
 func perSecond(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
 
-func benchPaillier(e *env, bits, samples int, kind paillier.RandomnessKind) (*paillierBenchReport, error) {
+func benchPaillier(e *env, keyOpts paillier.KeyOptions, samples int, kind paillier.RandomnessKind) (*paillierBenchReport, error) {
+	bits := keyOpts.Bits
 	r := &paillierBenchReport{Bits: bits, Randomness: kind.String(), Cores: runtime.GOMAXPROCS(0), Samples: samples, Baseline: baselineNote, ScalarBits: 64}
 	fmt.Fprintf(e.stderr, "generating a %d-bit key...\n", bits)
 	t0 := time.Now()
 	var c0 time.Duration
-	sk, err := paillier.GenerateKey(nil, bits)
+	sk, err := paillier.GenerateKey(keyOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +302,7 @@ func newBenchDPHECmd(e *env) *cobra.Command {
 		dim, classes, users, bits, denseSample, fracBits int
 		sparsity                                         float64
 		randomness                                       string
-		asJSON                                           bool
+		asJSON, unsafe                                   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dphe",
@@ -312,7 +322,7 @@ func newBenchDPHECmd(e *env) *cobra.Command {
 			case denseSample < 2000:
 				return fmt.Errorf("--dense-sample must be at least 2000, got %d", denseSample)
 			}
-			r, err := benchDPHE(e, dim, classes, users, bits, denseSample, fracBits, sparsity, kind)
+			r, err := benchDPHE(e, dim, classes, users, denseSample, fracBits, sparsity, kind, paillier.KeyOptions{Bits: bits, AllowInsecureTestKeySize: unsafe})
 			if err != nil {
 				return err
 			}
@@ -337,10 +347,12 @@ func newBenchDPHECmd(e *env) *cobra.Command {
 	cmd.Flags().IntVar(&fracBits, "frac-bits", dphe.DefaultFracBits, "fixed-point scale 2^frac-bits")
 	cmd.Flags().StringVar(&randomness, "randomness", "short-exponent", "Paillier randomness variant: full or short-exponent")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON report")
+	insecureKeyFlag(cmd, &unsafe)
 	return cmd
 }
 
-func benchDPHE(e *env, dim, classes, users, bits, denseSample, fracBits int, sparsity float64, kind paillier.RandomnessKind) (*dpheBenchReport, error) {
+func benchDPHE(e *env, dim, classes, users, denseSample, fracBits int, sparsity float64, kind paillier.RandomnessKind, keyOpts paillier.KeyOptions) (*dpheBenchReport, error) {
+	bits := keyOpts.Bits
 	d := dim * classes
 	if d > dphe.MaxDim {
 		return nil, fmt.Errorf("dim × classes = %d exceeds %d", d, dphe.MaxDim)
@@ -354,7 +366,7 @@ func benchDPHE(e *env, dim, classes, users, bits, denseSample, fracBits int, spa
 
 	fmt.Fprintf(e.stderr, "key generator: %d-bit key and permutations of %d weights...\n", bits, d)
 	t0 := time.Now()
-	sk, err := paillier.GenerateKey(nil, bits)
+	sk, err := paillier.GenerateKey(keyOpts)
 	if err != nil {
 		return nil, err
 	}

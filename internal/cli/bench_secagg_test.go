@@ -9,7 +9,7 @@ import (
 
 func TestBenchPaillierJSON(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := Main([]string{"bench", "paillier", "--bits", "512", "--samples", "4", "--json"}, nil, &out, &errb)
+	code := Main([]string{"bench", "paillier", "--bits", "512", "--insecure-test-key-size", "--samples", "4", "--json"}, nil, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -31,7 +31,7 @@ func TestBenchPaillierJSON(t *testing.T) {
 func TestBenchDPHEJSON(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := Main([]string{"bench", "dphe", "--dim", "16", "--classes", "4", "--users", "3", "--sparsity", "0.75",
-		"--bits", "512", "--json"}, nil, &out, &errb)
+		"--bits", "512", "--insecure-test-key-size", "--json"}, nil, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -50,6 +50,20 @@ func TestBenchDPHEJSON(t *testing.T) {
 	}
 	if r["dense_extrapolated"] != true || r["dense_sample"].(float64) < 2000 {
 		t.Errorf("dense figures must say they are extrapolated from ≥2000 encryptions: %v %v", r["dense_extrapolated"], r["dense_sample"])
+	}
+}
+
+// TestBenchSecaggSmallKeysNeedTheFlag: the CLI refuses keys under 2048
+// bits unless the hidden test flag asks for them, even in a test binary.
+func TestBenchSecaggSmallKeysNeedTheFlag(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "paillier", "--bits", "512", "--samples", "1", "--json"},
+		{"bench", "dphe", "--dim", "4", "--classes", "2", "--bits", "512", "--json"},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(args, nil, &out, &errb); code == 0 || !strings.Contains(errb.String(), "modulus too small") {
+			t.Errorf("%v: exit %d, stderr %q; want a refusal of the 512-bit key", args, code, errb.String())
+		}
 	}
 }
 

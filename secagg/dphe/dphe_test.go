@@ -19,10 +19,12 @@ var (
 	keyErr  error
 )
 
-// testKey returns a shared 512-bit key (test binaries accept small keys).
+// testKey returns a shared 512-bit key (an insecure size, asked for by name).
 func testKey(t testing.TB) *paillier.PrivateKey {
 	t.Helper()
-	keyOnce.Do(func() { keyVal, keyErr = paillier.GenerateKey(nil, 512) })
+	keyOnce.Do(func() {
+		keyVal, keyErr = paillier.GenerateKey(paillier.KeyOptions{Bits: 512, AllowInsecureTestKeySize: true})
+	})
 	if keyErr != nil {
 		t.Fatal(keyErr)
 	}
@@ -392,7 +394,7 @@ func TestRejectsBadMessages(t *testing.T) {
 		return f(b)
 	}
 	// Another key generator's world: same user id, foreign key.
-	otherKey, _ := paillier.GenerateKey(nil, 512)
+	otherKey, _ := paillier.GenerateKey(paillier.KeyOptions{Bits: 512, AllowInsecureTestKeySize: true})
 	ow := newWorld(t, otherKey, 5, 12, 3, ids, nil)
 	foreign, _ := ow.users[1].Encrypt(upd)
 	// Old round of the same key generator.

@@ -41,6 +41,9 @@ type KeyGeneratorOptions struct {
 	Key *paillier.PrivateKey
 	// KeyBits is the modulus size when generating (0 means 2048).
 	KeyBits int
+	// AllowInsecureTestKeySize lets tests generate keys below
+	// paillier.MinBits; see paillier.KeyOptions.
+	AllowInsecureTestKeySize bool
 	// FracBits is the fixed-point scale 2^FracBits (0 means DefaultFracBits).
 	FracBits int
 	// Random is the CSPRNG for keys, permutations and MAC keys; nil means
@@ -129,7 +132,8 @@ func NewKeyGenerator(opts KeyGeneratorOptions) (*KeyGenerator, error) {
 	sk := opts.Key
 	if sk == nil {
 		var err error
-		if sk, err = paillier.GenerateKey(random, opts.KeyBits); err != nil {
+		if sk, err = paillier.GenerateKey(paillier.KeyOptions{Bits: opts.KeyBits, Random: random,
+			AllowInsecureTestKeySize: opts.AllowInsecureTestKeySize}); err != nil {
 			return nil, fmt.Errorf("dphe: key generator: %w", err)
 		}
 	}

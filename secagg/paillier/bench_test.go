@@ -11,7 +11,7 @@ var benchKey *PrivateKey
 
 func key2048(b *testing.B) *PrivateKey {
 	benchKeyOnce.Do(func() {
-		k, err := GenerateKey(nil, 2048)
+		k, err := GenerateKey(KeyOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -43,6 +43,20 @@ func (pk *PublicKey) Validate(c *Ciphertext) error {
 	return nil
 }
 
+// CheckRange checks that c is present and lies in [1, n²), without the
+// coprimality test of Validate. It is cheap (a comparison), so protocol
+// code can run it on untrusted input before authenticating it, and it
+// accepts a nil or zero-value Ciphertext without panicking.
+func (pk *PublicKey) CheckRange(c *Ciphertext) error {
+	if c == nil || c.c == nil {
+		return fmt.Errorf("%w: nil", ErrInvalidCiphertext)
+	}
+	if c.c.Sign() <= 0 || c.c.Cmp(pk.nSquared) >= 0 {
+		return fmt.Errorf("%w: outside [1, n²)", ErrInvalidCiphertext)
+	}
+	return nil
+}
+
 // NewCiphertext wraps an integer as a ciphertext after validating it.
 func (pk *PublicKey) NewCiphertext(c *big.Int) (*Ciphertext, error) {
 	if c == nil {

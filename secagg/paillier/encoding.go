@@ -65,8 +65,9 @@ func (pk *PublicKey) MarshalBinary() ([]byte, error) {
 	return appendInt([]byte{EncodingVersion, tagPublic}, pk.n), nil
 }
 
-// UnmarshalPublicKey decodes and validates a public key.
-func UnmarshalPublicKey(b []byte) (*PublicKey, error) {
+// UnmarshalPublicKey decodes and validates a public key. Moduli under
+// MinBits are refused unless opts.AllowInsecureTestKeySize is set.
+func UnmarshalPublicKey(b []byte, opts DecodeOptions) (*PublicKey, error) {
 	rest, err := checkHeader(b, tagPublic, "public key")
 	if err != nil {
 		return nil, err
@@ -78,7 +79,7 @@ func UnmarshalPublicKey(b []byte) (*PublicKey, error) {
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes after public key", ErrEncoding, len(rest))
 	}
-	pk, err := newPublicKey(n)
+	pk, err := newPublicKey(n, opts.AllowInsecureTestKeySize)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEncoding, err)
 	}
@@ -96,8 +97,10 @@ func (sk *PrivateKey) MarshalBinary() ([]byte, error) {
 }
 
 // UnmarshalPrivateKey decodes a private key and checks that its factors are
-// primes of equal size that form a valid key.
-func UnmarshalPrivateKey(b []byte) (*PrivateKey, error) {
+// primes of equal size that form a valid key. Moduli under MinBits are
+// refused unless opts.AllowInsecureTestKeySize is set. The primality tests
+// use math/big (not constant-time); they run once per key loaded.
+func UnmarshalPrivateKey(b []byte, opts DecodeOptions) (*PrivateKey, error) {
 	rest, err := checkHeader(b, tagPrivate, "private key")
 	if err != nil {
 		return nil, err
@@ -116,13 +119,13 @@ func UnmarshalPrivateKey(b []byte) (*PrivateKey, error) {
 	if p.BitLen() != q.BitLen() {
 		return nil, fmt.Errorf("%w: primes of different sizes", ErrEncoding)
 	}
-	if p.BitLen()*2 < minBits() {
-		return nil, fmt.Errorf("%w: %w", ErrEncoding, ErrKeyTooSmall)
+	if min := minBitsFor(opts.AllowInsecureTestKeySize); p.BitLen()*2 < min {
+		return nil, fmt.Errorf("%w: %w: factors of %d bits, need a modulus of at least %d", ErrEncoding, ErrKeyTooSmall, p.BitLen(), min)
 	}
 	if !p.ProbablyPrime(20) || !q.ProbablyPrime(20) {
 		return nil, fmt.Errorf("%w: a factor is not prime", ErrEncoding)
 	}
-	sk, err := newPrivateKey(p, q)
+	sk, err := newPrivateKey(p, q, opts.AllowInsecureTestKeySize)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEncoding, err)
 	}

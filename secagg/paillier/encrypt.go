@@ -290,13 +290,21 @@ func (e *Encrypter) EncryptSigned(v *big.Int) (*Ciphertext, error) {
 
 // EncryptVector encrypts every plaintext using all cores.
 func (e *Encrypter) EncryptVector(ms []*big.Int) ([]*Ciphertext, error) {
+	return e.EncryptVectorProgress(ms, nil)
+}
+
+// EncryptVectorProgress is EncryptVector calling progress (if not nil) after
+// each encryption; see Progress.
+func (e *Encrypter) EncryptVectorProgress(ms []*big.Int, progress Progress) ([]*Ciphertext, error) {
 	out := make([]*Ciphertext, len(ms))
+	count := progress.counter(len(ms))
 	err := parallelFor(len(ms), func(i int) error {
 		c, err := e.Encrypt(ms[i])
 		if err != nil {
 			return fmt.Errorf("element %d: %w", i, err)
 		}
 		out[i] = c
+		count()
 		return nil
 	})
 	if err != nil {

@@ -14,7 +14,7 @@ func FuzzUnmarshalPublicKey(f *testing.F) {
 	f.Add([]byte{EncodingVersion, tagPublic, 0, 0, 0, 1, 4})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		pk, err := UnmarshalPublicKey(b)
+		pk, err := UnmarshalPublicKey(b, testDecode)
 		if err != nil {
 			return
 		}
@@ -32,7 +32,7 @@ func FuzzUnmarshalPrivateKey(f *testing.F) {
 	f.Add(sb[:10])
 	f.Add(append(sb, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		k, err := UnmarshalPrivateKey(b)
+		k, err := UnmarshalPrivateKey(b, testDecode)
 		if err != nil {
 			return
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"testing"
 )
 
 // Key sizes.
@@ -16,10 +15,12 @@ const (
 	DefaultBits = 2048
 	// Bits3072 is the larger supported modulus size.
 	Bits3072 = 3072
-	// MinBits is the smallest modulus accepted outside test binaries.
+	// MinBits is the smallest modulus accepted unless a caller explicitly
+	// sets AllowInsecureTestKeySize.
 	MinBits = 2048
-	// minTestBits is the smallest modulus accepted inside test binaries.
-	minTestBits = 256
+	// MinInsecureTestBits is the smallest modulus accepted with
+	// AllowInsecureTestKeySize: small enough for fast tests, and insecure.
+	MinInsecureTestBits = 256
 	// maxBits bounds the modulus size accepted from keys and flags.
 	maxBits = 8192
 )
@@ -29,8 +30,37 @@ var (
 )
 
 // ErrKeyTooSmall is returned when a modulus shorter than MinBits is
-// requested or decoded outside a test binary.
+// requested or decoded without AllowInsecureTestKeySize.
 var ErrKeyTooSmall = errors.New("paillier: modulus too small")
+
+// KeyOptions configures GenerateKey.
+type KeyOptions struct {
+	// Bits is the modulus size; zero means DefaultBits.
+	Bits int
+	// Random is the source of the primes; nil means crypto/rand.
+	Random io.Reader
+	// AllowInsecureTestKeySize accepts moduli from MinInsecureTestBits
+	// instead of MinBits. Such keys can be factored: set it only in tests
+	// and benchmarks that protect nothing. It is never implied by the
+	// environment (not even inside a test binary), so a program's own
+	// tests cannot lower the minimum of the code they test by accident.
+	AllowInsecureTestKeySize bool
+}
+
+// DecodeOptions configures UnmarshalPublicKey and UnmarshalPrivateKey.
+type DecodeOptions struct {
+	// AllowInsecureTestKeySize accepts moduli from MinInsecureTestBits
+	// instead of MinBits; see KeyOptions.
+	AllowInsecureTestKeySize bool
+}
+
+// minBitsFor returns the smallest modulus accepted under the option.
+func minBitsFor(allowInsecure bool) int {
+	if allowInsecure {
+		return MinInsecureTestBits
+	}
+	return MinBits
+}
 
 // PublicKey is a Paillier public key with g = n + 1.
 type PublicKey struct {
@@ -42,35 +72,23 @@ type PublicKey struct {
 }
 
 // PrivateKey is a Paillier private key. Its zero value is not usable; create
-// one with GenerateKey or UnmarshalPrivateKey.
+// one with GenerateKey or UnmarshalPrivateKey. Decryption runs in constant
+// time with respect to the secret factors (see ctKey).
 type PrivateKey struct {
 	PublicKey
-	p, q     *big.Int
-	pSq, qSq *big.Int
-	pm1, qm1 *big.Int // p-1, q-1
-	hp, hq   *big.Int // (L_p(g^{p-1} mod p²))^{-1} mod p, likewise for q
-	qInvModP *big.Int
-	zeroed   bool
-}
-
-func minBits() int { return minBitsFor(testing.Testing()) }
-
-// minBitsFor returns the smallest modulus accepted in or outside a test binary.
-func minBitsFor(inTest bool) int {
-	if inTest {
-		return minTestBits
-	}
-	return MinBits
+	p, q   *big.Int // kept for MarshalBinary and Zero only; never used in arithmetic after set-up
+	ct     *ctKey
+	zeroed bool
 }
 
 // newPublicKey builds a public key from its modulus and validates it.
-func newPublicKey(n *big.Int) (*PublicKey, error) {
+func newPublicKey(n *big.Int, allowInsecure bool) (*PublicKey, error) {
 	if n == nil || n.Sign() <= 0 {
 		return nil, errors.New("paillier: modulus must be positive")
 	}
 	bits := n.BitLen()
-	if bits < minBits() {
-		return nil, fmt.Errorf("%w: %d bits, need at least %d", ErrKeyTooSmall, bits, minBits())
+	if min := minBitsFor(allowInsecure); bits < min {
+		return nil, fmt.Errorf("%w: %d bits, need at least %d", ErrKeyTooSmall, bits, min)
 	}
 	if bits > maxBits {
 		return nil, fmt.Errorf("paillier: modulus of %d bits exceeds the %d-bit limit", bits, maxBits)
@@ -85,19 +103,24 @@ func newPublicKey(n *big.Int) (*PublicKey, error) {
 	return pk, nil
 }
 
-// GenerateKey generates a private key with a modulus of the given number of
-// bits (DefaultBits if bits is 0) from random, which should be crypto/rand's
-// Reader (nil means crypto/rand). Moduli under MinBits are refused outside
-// test binaries.
-func GenerateKey(random io.Reader, bits int) (*PrivateKey, error) {
+// GenerateKey generates a private key. Moduli under MinBits are refused
+// unless opts.AllowInsecureTestKeySize is set.
+//
+// The primes come from crypto/rand.Prime, which uses math/big: its timing
+// depends on the candidates it rejects. It runs once per key, on no input an
+// adversary chooses; decryption, which does run on adversaries' input, is
+// constant-time.
+func GenerateKey(opts KeyOptions) (*PrivateKey, error) {
+	random := opts.Random
 	if random == nil {
 		random = rand.Reader
 	}
+	bits := opts.Bits
 	if bits == 0 {
 		bits = DefaultBits
 	}
-	if bits < minBits() {
-		return nil, fmt.Errorf("%w: %d bits requested, need at least %d", ErrKeyTooSmall, bits, minBits())
+	if min := minBitsFor(opts.AllowInsecureTestKeySize); bits < min {
+		return nil, fmt.Errorf("%w: %d bits requested, need at least %d", ErrKeyTooSmall, bits, min)
 	}
 	if bits > maxBits || bits%2 != 0 {
 		return nil, fmt.Errorf("paillier: unsupported modulus size %d bits (even, at most %d)", bits, maxBits)
@@ -118,7 +141,7 @@ func GenerateKey(random io.Reader, bits int) (*PrivateKey, error) {
 		if n.BitLen() != bits {
 			continue
 		}
-		sk, err := newPrivateKey(p, q)
+		sk, err := newPrivateKey(p, q, opts.AllowInsecureTestKeySize)
 		if err != nil {
 			continue // gcd(n, φ(n)) ≠ 1: try again
 		}
@@ -127,50 +150,37 @@ func GenerateKey(random io.Reader, bits int) (*PrivateKey, error) {
 	return nil, errors.New("paillier: key generation failed after 64 attempts")
 }
 
-// newPrivateKey derives the CRT decryption constants from the primes.
-func newPrivateKey(p, q *big.Int) (*PrivateKey, error) {
+// newPrivateKey checks the primes and derives the constant-time decryption
+// constants. The primes must be prime (GenerateKey and UnmarshalPrivateKey
+// ensure it).
+func newPrivateKey(p, q *big.Int, allowInsecure bool) (*PrivateKey, error) {
 	if p.Cmp(q) == 0 {
 		return nil, errors.New("paillier: primes are equal")
 	}
+	if p.Bit(0) == 0 || q.Bit(0) == 0 {
+		return nil, errors.New("paillier: even factor")
+	}
+	if p.BitLen() != q.BitLen() {
+		return nil, errors.New("paillier: factors of different sizes")
+	}
 	n := new(big.Int).Mul(p, q)
-	pk, err := newPublicKey(n)
+	pk, err := newPublicKey(n, allowInsecure)
 	if err != nil {
 		return nil, err
 	}
-	sk := &PrivateKey{PublicKey: *pk, p: new(big.Int).Set(p), q: new(big.Int).Set(q)}
-	sk.pm1 = new(big.Int).Sub(p, bigOne)
-	sk.qm1 = new(big.Int).Sub(q, bigOne)
-	phi := new(big.Int).Mul(sk.pm1, sk.qm1)
-	if new(big.Int).GCD(nil, nil, n, phi).Cmp(bigOne) != 0 {
+	// gcd(n, φ(n)) = 1 holds for primes of equal length unless one divides
+	// the other's predecessor, which p ∤ q−1 and q ∤ p−1 rule out. These two
+	// remainders are computed once per key with math/big.
+	pm1 := new(big.Int).Sub(p, bigOne)
+	qm1 := new(big.Int).Sub(q, bigOne)
+	if new(big.Int).Mod(qm1, p).Sign() == 0 || new(big.Int).Mod(pm1, q).Sign() == 0 {
 		return nil, errors.New("paillier: gcd(n, φ(n)) ≠ 1")
 	}
-	sk.pSq = new(big.Int).Mul(p, p)
-	sk.qSq = new(big.Int).Mul(q, q)
-	g := new(big.Int).Add(n, bigOne)
-	if sk.hp = hConst(g, p, sk.pm1, sk.pSq); sk.hp == nil {
-		return nil, errors.New("paillier: invalid prime p")
+	ct, err := newCTKey(p, q, n)
+	if err != nil {
+		return nil, err
 	}
-	if sk.hq = hConst(g, q, sk.qm1, sk.qSq); sk.hq == nil {
-		return nil, errors.New("paillier: invalid prime q")
-	}
-	sk.qInvModP = new(big.Int).ModInverse(q, p)
-	if sk.qInvModP == nil {
-		return nil, errors.New("paillier: q not invertible modulo p")
-	}
-	return sk, nil
-}
-
-// hConst computes (L_p(g^{p-1} mod p²))^{-1} mod p, or nil if not invertible.
-func hConst(g, p, pm1, pSq *big.Int) *big.Int {
-	x := new(big.Int).Exp(new(big.Int).Mod(g, pSq), pm1, pSq)
-	lx := lFunc(x, p)
-	return lx.ModInverse(lx, p)
-}
-
-// lFunc is L(x) = (x-1)/d.
-func lFunc(x, d *big.Int) *big.Int {
-	r := new(big.Int).Sub(x, bigOne)
-	return r.Div(r, d)
+	return &PrivateKey{PublicKey: *pk, p: new(big.Int).Set(p), q: new(big.Int).Set(q), ct: ct}, nil
 }
 
 // Public returns the public half of the key.
@@ -210,47 +220,23 @@ func (pk *PublicKey) String() string {
 	return fmt.Sprintf("paillier.PublicKey{bits: %d, fingerprint: %x}", pk.bits, fp[:8])
 }
 
+var errZeroed = errors.New("paillier: private key has been zeroed")
+
 // Decrypt decrypts c with the Chinese remainder theorem and returns the
-// plaintext in [0, n). It fails on a ciphertext that is not valid for this key.
+// plaintext in [0, n). It fails on a ciphertext that is not valid for this
+// key. The arithmetic on secrets runs in constant time.
 func (sk *PrivateKey) Decrypt(c *Ciphertext) (*big.Int, error) {
 	if sk.zeroed {
-		return nil, errors.New("paillier: private key has been zeroed")
+		return nil, errZeroed
 	}
 	if err := sk.PublicKey.Validate(c); err != nil {
 		return nil, err
 	}
-	// The two CRT halves run concurrently: one decryption takes the time
-	// of one exponentiation modulo p² when a second core is free.
-	mq := make(chan *big.Int, 1)
-	go func() { mq <- sk.decryptPart(c.c, sk.q, sk.qSq, sk.qm1, sk.hq) }()
-	mp := sk.decryptPart(c.c, sk.p, sk.pSq, sk.pm1, sk.hp)
-	return sk.combine(mp, <-mq), nil
+	return sk.ct.decrypt(c.c, true), nil
 }
 
 // decrypt decrypts a validated ciphertext on the calling goroutine.
-func (sk *PrivateKey) decrypt(c *big.Int) *big.Int {
-	mp := sk.decryptPart(c, sk.p, sk.pSq, sk.pm1, sk.hp)
-	mq := sk.decryptPart(c, sk.q, sk.qSq, sk.qm1, sk.hq)
-	return sk.combine(mp, mq)
-}
-
-// combine recombines the CRT halves.
-func (sk *PrivateKey) combine(mp, mq *big.Int) *big.Int {
-	// m = mq + q·((mp − mq)·q⁻¹ mod p)
-	t := new(big.Int).Sub(mp, mq)
-	t.Mul(t, sk.qInvModP)
-	t.Mod(t, sk.p)
-	t.Mul(t, sk.q)
-	return t.Add(t, mq)
-}
-
-func (sk *PrivateKey) decryptPart(c, p, pSq, pm1, h *big.Int) *big.Int {
-	x := new(big.Int).Mod(c, pSq)
-	x.Exp(x, pm1, pSq)
-	x = lFunc(x, p)
-	x.Mul(x, h)
-	return x.Mod(x, p)
-}
+func (sk *PrivateKey) decrypt(c *big.Int) *big.Int { return sk.ct.decrypt(c, false) }
 
 // DecryptSigned decrypts c and maps the plaintext to a signed integer:
 // values up to n/3 are positive, values from n − n/3 are negative, and
@@ -265,34 +251,44 @@ func (sk *PrivateKey) DecryptSigned(c *Ciphertext) (*big.Int, error) {
 
 // DecryptVector decrypts every ciphertext using all cores.
 func (sk *PrivateKey) DecryptVector(cs []*Ciphertext) ([]*big.Int, error) {
-	out := make([]*big.Int, len(cs))
+	return sk.DecryptVectorProgress(cs, nil)
+}
+
+// DecryptVectorProgress is DecryptVector calling progress (if not nil)
+// after each decryption; see Progress.
+func (sk *PrivateKey) DecryptVectorProgress(cs []*Ciphertext, progress Progress) ([]*big.Int, error) {
 	if sk.zeroed {
-		return nil, errors.New("paillier: private key has been zeroed")
+		return nil, errZeroed
 	}
 	if err := sk.PublicKey.ValidateAll(cs); err != nil {
 		return nil, err
 	}
+	out := make([]*big.Int, len(cs))
+	count := progress.counter(len(cs))
 	_ = parallelFor(len(cs), func(i int) error {
 		out[i] = sk.decrypt(cs[i].c)
+		count()
 		return nil
 	})
 	return out, nil
 }
 
 // Zero overwrites the secret values held by the key and makes it unusable
-// for decryption. Copies made by the garbage collector or by earlier
-// arithmetic are out of reach, so this reduces but does not eliminate the
-// time secrets stay in memory.
+// for decryption. Copies made by the garbage collector, by earlier
+// arithmetic, or inside the bigmod moduli built from the factors are out of
+// reach, so this reduces but does not eliminate the time secrets stay in
+// memory.
 func (sk *PrivateKey) Zero() {
-	for _, x := range []*big.Int{sk.p, sk.q, sk.pSq, sk.qSq, sk.pm1, sk.qm1, sk.hp, sk.hq, sk.qInvModP} {
+	for _, x := range []*big.Int{sk.p, sk.q} {
 		if x == nil {
 			continue
 		}
-		words := x.Bits()
-		for i := range words {
-			words[i] = 0
-		}
+		clear(x.Bits())
 		x.SetInt64(0)
+	}
+	if sk.ct != nil {
+		sk.ct.zero()
+		sk.ct = nil
 	}
 	sk.zeroed = true
 }

@@ -10,17 +10,22 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// testKey loads the 512-bit fixture key (test binaries accept small keys).
+// testDecode lets the tests load their small fixture keys: insecure sizes
+// must be asked for explicitly, even in tests.
+var testDecode = DecodeOptions{AllowInsecureTestKeySize: true}
+
+// testKey loads the 512-bit fixture key.
 func testKey(t testing.TB) *PrivateKey {
 	t.Helper()
 	b, err := os.ReadFile("testdata/key512.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk, err := UnmarshalPrivateKey(b)
+	sk, err := UnmarshalPrivateKey(b, testDecode)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,15 +52,29 @@ func testEncrypters(t testing.TB, pk *PublicKey) map[string]*Encrypter {
 	return out
 }
 
+// TestMinimumKeySize: small keys are refused unless the caller asks for
+// them by name, even inside a test binary (which used to lower the minimum
+// for every package's tests).
 func TestMinimumKeySize(t *testing.T) {
-	if got := minBitsFor(false); got != 2048 {
-		t.Fatalf("outside tests the minimum is %d, want 2048", got)
+	for _, bits := range []int{128, 512, 1024, 2046} {
+		if _, err := GenerateKey(KeyOptions{Bits: bits}); !errors.Is(err, ErrKeyTooSmall) {
+			t.Errorf("GenerateKey(%d bits) = %v, want ErrKeyTooSmall", bits, err)
+		}
 	}
-	if _, err := GenerateKey(nil, 128); !errors.Is(err, ErrKeyTooSmall) {
-		t.Fatalf("GenerateKey(128) = %v, want ErrKeyTooSmall", err)
+	if _, err := GenerateKey(KeyOptions{Bits: 128, AllowInsecureTestKeySize: true}); !errors.Is(err, ErrKeyTooSmall) {
+		t.Errorf("GenerateKey(128 bits, insecure sizes allowed) = %v, want ErrKeyTooSmall", err)
 	}
-	if _, err := GenerateKey(nil, 1023); err == nil {
-		t.Fatal("odd modulus size accepted")
+	if _, err := GenerateKey(KeyOptions{Bits: 1023, AllowInsecureTestKeySize: true}); err == nil {
+		t.Error("odd modulus size accepted")
+	}
+	sk := testKey(t)
+	pb, _ := sk.Public().MarshalBinary()
+	if _, err := UnmarshalPublicKey(pb, DecodeOptions{}); !errors.Is(err, ErrKeyTooSmall) {
+		t.Errorf("512-bit public key decoded without the option: %v", err)
+	}
+	sb, _ := sk.MarshalBinary()
+	if _, err := UnmarshalPrivateKey(sb, DecodeOptions{}); !errors.Is(err, ErrKeyTooSmall) {
+		t.Errorf("512-bit private key decoded without the option: %v", err)
 	}
 }
 
@@ -66,7 +85,7 @@ func TestGenerateKeySizes(t *testing.T) {
 	}
 	for _, bits := range sizes {
 		t.Run(fmt.Sprint(bits), func(t *testing.T) {
-			sk, err := GenerateKey(rand.Reader, bits)
+			sk, err := GenerateKey(KeyOptions{Bits: bits, Random: rand.Reader, AllowInsecureTestKeySize: bits < MinBits})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -267,12 +286,12 @@ func TestEncodingsRoundTrip(t *testing.T) {
 	sk := testKey(t)
 	pk := sk.Public()
 	pb, _ := pk.MarshalBinary()
-	pk2, err := UnmarshalPublicKey(pb)
+	pk2, err := UnmarshalPublicKey(pb, testDecode)
 	if err != nil || !pk2.Equal(pk) {
 		t.Fatalf("public key round trip: %v", err)
 	}
 	sb, _ := sk.MarshalBinary()
-	sk2, err := UnmarshalPrivateKey(sb)
+	sk2, err := UnmarshalPrivateKey(sb, testDecode)
 	if err != nil || !sk2.Public().Equal(pk) {
 		t.Fatalf("private key round trip: %v", err)
 	}
@@ -349,7 +368,7 @@ func TestPrivateKeyNeverPrinted(t *testing.T) {
 }
 
 func TestZero(t *testing.T) {
-	sk, err := GenerateKey(nil, 512)
+	sk, err := GenerateKey(KeyOptions{Bits: 512, AllowInsecureTestKeySize: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,5 +480,61 @@ func TestPublicKeyStringHidesNothingSecret(t *testing.T) {
 	pb, _ := sk.Public().MarshalBinary()
 	if !bytes.Equal(pb[:2], []byte{EncodingVersion, tagPublic}) {
 		t.Fatal("public key encoding lacks its version header")
+	}
+}
+
+func TestCheckRange(t *testing.T) {
+	sk := testKey(t)
+	pk := sk.Public()
+	e, _ := NewEncrypter(pk, EncrypterOptions{})
+	good, _ := e.Encrypt(big.NewInt(3))
+	for name, c := range map[string]*Ciphertext{
+		"nil":        nil,
+		"zero value": {},
+		"zero":       {c: new(big.Int)},
+		"n squared":  {c: pk.NSquared()},
+		"negative":   {c: big.NewInt(-5)},
+	} {
+		if err := pk.CheckRange(c); !errors.Is(err, ErrInvalidCiphertext) {
+			t.Errorf("%s: CheckRange = %v, want ErrInvalidCiphertext", name, err)
+		}
+	}
+	if err := pk.CheckRange(good); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVectorProgress: the vector operations report every step, with the
+// right total, and their results do not depend on reporting.
+func TestVectorProgress(t *testing.T) {
+	sk := testKey(t)
+	e, _ := NewEncrypter(sk.Public(), EncrypterOptions{Randomness: RandomnessShortExponent})
+	ms := make([]*big.Int, 23)
+	for i := range ms {
+		ms[i] = big.NewInt(int64(i * i))
+	}
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	report := func(done, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if total != len(ms) || done < 1 || done > total || seen[done] {
+			t.Errorf("progress(%d, %d)", done, total)
+		}
+		seen[done] = true
+	}
+	cs, err := e.EncryptVectorProgress(ms, report)
+	if err != nil || len(seen) != len(ms) {
+		t.Fatalf("encryption: %v, %d reports", err, len(seen))
+	}
+	clear(seen)
+	got, err := sk.DecryptVectorProgress(cs, report)
+	if err != nil || len(seen) != len(ms) {
+		t.Fatalf("decryption: %v, %d reports", err, len(seen))
+	}
+	for i := range ms {
+		if got[i].Cmp(ms[i]) != 0 {
+			t.Fatalf("element %d decrypts to %v", i, got[i])
+		}
 	}
 }
