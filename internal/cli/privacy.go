@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -23,17 +24,78 @@ func newPrivacyCmd(e *env) *cobra.Command {
 		Use:   "privacy",
 		Short: "Privacy accounting and mechanisms: ε of a DP-SGD schedule, noise calibration, DPLC, noisy votes",
 		Long: `Differential-privacy tools. ε is reported in nats for the add/remove-one
-adjacency. The RDP accountant computes ε as Opacus and TF Privacy do (Mironov et al.
-2019 bounds, Balle et al. 2020 conversion, orders 1.1…10.9 and 12…63); the PLD
+adjacency, and every report names its privacy unit (--unit): identity (one
+person with all their faces, the default for face data) or example (one
+image). The RDP accountant computes ε as Opacus and TF Privacy do (Mironov et
+al. 2019 bounds, Balle et al. 2020 conversion) over orders 1.01…1.09,
+1.1…10.9, 11…63 and 64…4096 (so small ε such as 0.01 are reachable); the PLD
 accountant composes the privacy loss distribution by FFT and is tighter.`,
 	}
 	cmd.AddCommand(newPrivacyEpsilonCmd(e), newPrivacyNoiseCmd(e), newPrivacyDPLCCmd(e), newPrivacyPATECmd(e))
 	return cmd
 }
 
+// privacyUnitHelp documents --unit.
+const privacyUnitHelp = "privacy unit the ε protects: identity (one person and all their faces; records must then be sampled and clipped per person) or example (one image)"
+
+// checkUnit validates --unit.
+func checkUnit(u string) error {
+	switch u {
+	case "identity", "example":
+		return nil
+	}
+	return fmt.Errorf("--unit must be identity or example, got %q", u)
+}
+
+// floatFlag is a float64 flag with no default value: help shows no
+// "(default NaN)", and cobra's required-flag check sees whether it was set.
+type floatFlag struct {
+	v   float64
+	set bool
+}
+
+func (f *floatFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return strconv.FormatFloat(f.v, 'g', -1, 64)
+}
+
+func (f *floatFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a number", s)
+	}
+	f.v, f.set = v, true
+	return nil
+}
+
+func (f *floatFlag) Type() string { return "float" }
+
+// checkScheduleFlags validates the flags of a DP-SGD schedule, naming the
+// flag at fault.
+func checkScheduleFlags(q float64, steps int) error {
+	if math.IsNaN(q) || q <= 0 || q > 1 {
+		return fmt.Errorf("--sampling-rate must be in (0, 1] (the probability that a record takes part in a step), got %g", q)
+	}
+	if steps < 1 {
+		return fmt.Errorf("--steps must be at least 1, got %d", steps)
+	}
+	return nil
+}
+
+// checkPositiveFlag validates a flag that must be a positive finite number.
+func checkPositiveFlag(name string, v float64) error {
+	if !(v > 0) || math.IsInf(v, 0) {
+		return fmt.Errorf("--%s must be a positive number, got %g", name, v)
+	}
+	return nil
+}
+
 // privacyEpsilonReport is the --json output of veil privacy epsilon.
 type privacyEpsilonReport struct {
 	Epsilon         float64  `json:"epsilon"`
+	PrivacyUnit     string   `json:"privacy_unit"`
 	Order           *float64 `json:"order,omitempty"`
 	Accountant      string   `json:"accountant"`
 	SamplingRate    float64  `json:"sampling_rate"`
@@ -43,9 +105,10 @@ type privacyEpsilonReport struct {
 }
 
 func newPrivacyEpsilonCmd(e *env) *cobra.Command {
-	var q, sigma, delta float64
+	var q, sigma floatFlag
+	var delta, pldInterval float64
 	var steps int
-	var accountant string
+	var accountant, unit string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "epsilon",
@@ -56,29 +119,48 @@ mechanism with sampling rate --sampling-rate and noise multiplier
 (ε, --delta)-differentially private.
 
 --accountant rdp (default) reports the minimising Rényi order as well;
---accountant pld uses the privacy loss distribution (tighter).
+--accountant pld uses the privacy loss distribution (tighter; its grid is
+--pld-interval wide).
+
+The ε is per --unit: with identity (the default), each sampled record must
+hold all of one person's faces and be clipped as one; with example, a person
+with k images is protected only at about k times the ε.
 
 Example: veil privacy epsilon --sampling-rate 0.004267 --noise-multiplier 1.1 --steps 14062 --delta 1e-5 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rep := privacyEpsilonReport{Accountant: accountant, SamplingRate: q, NoiseMultiplier: sigma, Steps: steps, Delta: delta}
+			if err := checkScheduleFlags(q.v, steps); err != nil {
+				return err
+			}
+			if err := checkPositiveFlag("noise-multiplier", sigma.v); err != nil {
+				return err
+			}
+			if err := checkDeltaFlag(delta); err != nil {
+				return err
+			}
+			if err := checkUnit(unit); err != nil {
+				return err
+			}
+			rep := privacyEpsilonReport{PrivacyUnit: unit, Accountant: accountant, SamplingRate: q.v, NoiseMultiplier: sigma.v, Steps: steps, Delta: delta}
 			switch accountant {
 			case "rdp":
-				eps, order, err := dp.ScheduleEpsilon(q, sigma, steps, delta)
+				eps, order, err := dp.ScheduleEpsilon(q.v, sigma.v, steps, delta)
 				if err != nil {
 					return err
 				}
 				rep.Epsilon, rep.Order = eps, &order
 			case "pld":
-				ev, err := dp.SubsampledGaussianEvent(q, sigma, steps)
+				ev, err := dp.SubsampledGaussianEvent(q.v, sigma.v, steps)
 				if err != nil {
 					return err
 				}
-				if err := checkDeltaFlag(delta); err != nil {
-					return err
-				}
-				eps, err := dp.PLDEpsilon([]dp.Event{ev}, delta, dp.PLDOptions{})
-				if err != nil {
+				eps, err := dp.PLDEpsilon([]dp.Event{ev}, delta, dp.PLDOptions{Interval: pldInterval})
+				switch {
+				case errors.Is(err, dp.ErrPLDTooLarge):
+					return fmt.Errorf("%w; try --pld-interval %g, or --accountant rdp", err, 10*pldInterval)
+				case errors.Is(err, dp.ErrPLDTailMass):
+					return fmt.Errorf("%w; --accountant rdp has no such limit", err)
+				case err != nil:
 					return err
 				}
 				rep.Epsilon = eps
@@ -89,19 +171,21 @@ Example: veil privacy epsilon --sampling-rate 0.004267 --noise-multiplier 1.1 --
 				return writeJSON(e.stdout, rep)
 			}
 			if rep.Order != nil {
-				_, err := fmt.Fprintf(e.stdout, "ε = %.4f at δ = %g (RDP, order %g)\n", rep.Epsilon, delta, *rep.Order)
+				_, err := fmt.Fprintf(e.stdout, "ε = %.4f per %s at δ = %g (RDP, order %g)\n", rep.Epsilon, unit, delta, *rep.Order)
 				return err
 			}
-			_, err := fmt.Fprintf(e.stdout, "ε = %.4f at δ = %g (PLD)\n", rep.Epsilon, delta)
+			_, err := fmt.Fprintf(e.stdout, "ε = %.4f per %s at δ = %g (PLD)\n", rep.Epsilon, unit, delta)
 			return err
 		},
 	}
 	fl := cmd.Flags()
-	fl.Float64Var(&q, "sampling-rate", math.NaN(), "Poisson sampling rate q in (0, 1] (required)")
-	fl.Float64Var(&sigma, "noise-multiplier", math.NaN(), "noise multiplier σ > 0 (required)")
+	fl.Var(&q, "sampling-rate", "Poisson sampling rate q in (0, 1] (required)")
+	fl.Var(&sigma, "noise-multiplier", "noise multiplier σ > 0: noise standard deviation over the clip norm (required)")
 	fl.IntVar(&steps, "steps", 0, "number of steps (required)")
 	fl.Float64Var(&delta, "delta", 1e-5, "δ in (0, 1)")
 	fl.StringVar(&accountant, "accountant", "rdp", "accountant: rdp or pld")
+	fl.Float64Var(&pldInterval, "pld-interval", 1e-4, "width of the privacy-loss grid of the PLD accountant (coarser is faster and looser)")
+	fl.StringVar(&unit, "unit", "identity", privacyUnitHelp)
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	markRequired(cmd, "sampling-rate", "noise-multiplier", "steps")
 	return cmd
@@ -116,7 +200,7 @@ func markRequired(cmd *cobra.Command, names ...string) {
 
 func checkDeltaFlag(d float64) error {
 	if math.IsNaN(d) || d <= 0 || d >= 1 {
-		return fmt.Errorf("--delta must be in (0, 1), got %g", d)
+		return fmt.Errorf("--delta must be strictly between 0 and 1 (the probability that the ε guarantee fails; 1e-5 or below is usual), got %g", d)
 	}
 	return nil
 }
@@ -125,6 +209,7 @@ func checkDeltaFlag(d float64) error {
 type privacyNoiseReport struct {
 	NoiseMultiplier float64 `json:"noise_multiplier"`
 	Epsilon         float64 `json:"epsilon"`
+	PrivacyUnit     string  `json:"privacy_unit"`
 	Order           float64 `json:"order"`
 	TargetEpsilon   float64 `json:"target_epsilon"`
 	SamplingRate    float64 `json:"sampling_rate"`
@@ -133,38 +218,55 @@ type privacyNoiseReport struct {
 }
 
 func newPrivacyNoiseCmd(e *env) *cobra.Command {
-	var q, eps, delta float64
+	var q, eps floatFlag
+	var delta float64
 	var steps int
+	var unit string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "noise",
 		Short: "Smallest noise multiplier for which a DP-SGD schedule meets a target ε (RDP)",
 		Long: `Print the smallest noise multiplier σ (relative precision 1e-4, rounded up)
 for which --steps steps at sampling rate --sampling-rate are
-(--epsilon, --delta)-DP by the RDP accountant, and the ε it actually gives.`,
+(--epsilon, --delta)-DP by the RDP accountant, and the ε it actually gives,
+per --unit (see veil privacy epsilon --help). A target no amount of noise
+can reach (below about 0.0008 at δ = 1e-5) is refused with the reason.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sigma, err := dp.NoiseMultiplier(q, steps, eps, delta)
+			if err := checkScheduleFlags(q.v, steps); err != nil {
+				return err
+			}
+			if err := checkPositiveFlag("epsilon", eps.v); err != nil {
+				return err
+			}
+			if err := checkDeltaFlag(delta); err != nil {
+				return err
+			}
+			if err := checkUnit(unit); err != nil {
+				return err
+			}
+			sigma, err := dp.NoiseMultiplier(q.v, steps, eps.v, delta)
 			if err != nil {
 				return err
 			}
-			got, order, err := dp.ScheduleEpsilon(q, sigma, steps, delta)
+			got, order, err := dp.ScheduleEpsilon(q.v, sigma, steps, delta)
 			if err != nil {
 				return err
 			}
-			rep := privacyNoiseReport{NoiseMultiplier: sigma, Epsilon: got, Order: order, TargetEpsilon: eps, SamplingRate: q, Steps: steps, Delta: delta}
+			rep := privacyNoiseReport{NoiseMultiplier: sigma, Epsilon: got, PrivacyUnit: unit, Order: order, TargetEpsilon: eps.v, SamplingRate: q.v, Steps: steps, Delta: delta}
 			if asJSON {
 				return writeJSON(e.stdout, rep)
 			}
-			_, err = fmt.Fprintf(e.stdout, "noise multiplier σ = %.4f (ε = %.4f at δ = %g, order %g)\n", sigma, got, delta, order)
+			_, err = fmt.Fprintf(e.stdout, "noise multiplier σ = %.4f (ε = %.4f per %s at δ = %g, order %g)\n", sigma, got, unit, delta, order)
 			return err
 		},
 	}
 	fl := cmd.Flags()
-	fl.Float64Var(&q, "sampling-rate", math.NaN(), "Poisson sampling rate q in (0, 1] (required)")
+	fl.Var(&q, "sampling-rate", "Poisson sampling rate q in (0, 1] (required)")
 	fl.IntVar(&steps, "steps", 0, "number of steps (required)")
-	fl.Float64Var(&eps, "epsilon", math.NaN(), "target ε > 0 (required)")
+	fl.Var(&eps, "epsilon", "target ε > 0 (required)")
 	fl.Float64Var(&delta, "delta", 1e-5, "δ in (0, 1)")
+	fl.StringVar(&unit, "unit", "identity", privacyUnitHelp)
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	markRequired(cmd, "sampling-rate", "steps", "epsilon")
 	return cmd
@@ -459,12 +561,14 @@ func writeFilePrivate(name string, data []byte) error {
 // privacyPATEReport is the --json output of veil privacy pate.
 type privacyPATEReport struct {
 	pate.Analysis
-	Gamma  float64 `json:"gamma"`
-	Labels []int   `json:"labels,omitempty"`
+	PrivacyUnit string  `json:"privacy_unit"`
+	Gamma       float64 `json:"gamma"`
+	Labels      []int   `json:"labels,omitempty"`
 }
 
 func newPrivacyPATECmd(e *env) *cobra.Command {
 	var gamma, delta float64
+	var unit string
 	var labels, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "pate HISTOGRAMS.json",
@@ -475,7 +579,9 @@ vote histograms, one per released label: the data-dependent moments bound
 paper's strong-composition figure, each as ε at --delta. --labels also
 draws the noisy labels.
 
-The data-dependent ε depends on the votes and is not itself private.
+The data-dependent ε depends on the votes and is not itself private. The ε
+values are per --unit: identity (the default) when each teacher's data holds
+all the faces of its people, so one person changes one teacher's vote.
 
 Input file (use - for standard input): a JSON array with one array of
 non-negative vote counts per answer (at least 2 classes each), e.g.
@@ -484,6 +590,10 @@ non-negative vote counts per answer (at least 2 classes each), e.g.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, err := openInput(e, args[0])
 			if err != nil {
+				return err
+			}
+			if err := checkUnit(unit); err != nil {
+				in.Close()
 				return err
 			}
 			hists, err := pate.ReadHistograms(in)
@@ -495,7 +605,7 @@ non-negative vote counts per answer (at least 2 classes each), e.g.
 			if err != nil {
 				return err
 			}
-			rep := privacyPATEReport{Analysis: a, Gamma: gamma}
+			rep := privacyPATEReport{Analysis: a, PrivacyUnit: unit, Gamma: gamma}
 			if labels {
 				src, err := dp.NewSource()
 				if err != nil {
@@ -512,7 +622,7 @@ non-negative vote counts per answer (at least 2 classes each), e.g.
 			if asJSON {
 				return writeJSON(e.stdout, rep)
 			}
-			fmt.Fprintf(e.stdout, "%d answers, γ = %g, δ = %g\n", a.Answers, gamma, delta)
+			fmt.Fprintf(e.stdout, "%d answers, γ = %g, δ = %g, ε per %s\n", a.Answers, gamma, delta, unit)
 			fmt.Fprintf(e.stdout, "  data-dependent ε     %.4f (moment %g)\n", a.Epsilon, a.Moment)
 			fmt.Fprintf(e.stdout, "  data-independent ε   %.4f\n", a.DataIndependentEpsilon)
 			fmt.Fprintf(e.stdout, "  strong composition ε %.4f\n", a.StrongCompositionEpsilon)
@@ -526,6 +636,7 @@ non-negative vote counts per answer (at least 2 classes each), e.g.
 	fl.Float64Var(&gamma, "gamma", 0.05, "γ: the noise is Lap(1/γ)")
 	fl.Float64Var(&delta, "delta", 1e-5, "δ in (0, 1)")
 	fl.BoolVar(&labels, "labels", false, "also draw and print the noisy labels")
+	fl.StringVar(&unit, "unit", "identity", privacyUnitHelp)
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

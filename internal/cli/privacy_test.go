@@ -75,11 +75,11 @@ func TestPrivacyBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"q above one", []string{"privacy", "epsilon", "--sampling-rate", "1.5", "--noise-multiplier", "1", "--steps", "3"}, "sampling rate"},
-		{"q zero", []string{"privacy", "epsilon", "--sampling-rate", "0", "--noise-multiplier", "1", "--steps", "3"}, "sampling rate"},
-		{"sigma zero", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "0", "--steps", "3"}, "noise multiplier"},
-		{"sigma NaN", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "NaN", "--steps", "3"}, "noise multiplier"},
-		{"negative steps", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "-4"}, "count"},
+		{"q above one", []string{"privacy", "epsilon", "--sampling-rate", "1.5", "--noise-multiplier", "1", "--steps", "3"}, "--sampling-rate"},
+		{"q zero", []string{"privacy", "epsilon", "--sampling-rate", "0", "--noise-multiplier", "1", "--steps", "3"}, "--sampling-rate"},
+		{"sigma zero", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "0", "--steps", "3"}, "--noise-multiplier"},
+		{"sigma NaN", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "NaN", "--steps", "3"}, "--noise-multiplier"},
+		{"negative steps", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "-4"}, "--steps must be at least 1"},
 		{"delta one", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--delta", "1"}, "delta"},
 		{"pld delta", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--delta", "2", "--accountant", "pld"}, "delta"},
 		{"accountant", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--accountant", "moments"}, "accountant"},
@@ -251,5 +251,93 @@ func TestPrivacyPATE(t *testing.T) {
 	code, _, errs = runVeil(t, `[[1]]`, "privacy", "pate", "-")
 	if code == 0 || !strings.Contains(errs, "histogram 0") {
 		t.Errorf("one-class histogram: exit %d, %q", code, errs)
+	}
+}
+
+// TestPrivacyMessagesAndUnits: help shows no "(default NaN)", errors name
+// flags that exist and no internal identifiers, small ε works, an
+// unreachable ε is explained, and every ε report names its privacy unit.
+func TestPrivacyMessagesAndUnits(t *testing.T) {
+	for _, sub := range []string{"epsilon", "noise"} {
+		code, out, errs := runVeil(t, "", "privacy", sub, "--help")
+		if code != 0 {
+			t.Fatalf("%s --help: exit %d: %s", sub, code, errs)
+		}
+		if strings.Contains(out, "NaN") || !strings.Contains(out, "(required)") || !strings.Contains(out, "--unit") {
+			t.Errorf("%s --help:\n%s", sub, out)
+		}
+	}
+	internal := []string{"subsampled_gaussian", "count (steps)", "raise the interval", "lower the tail mass", "dp: dp:"}
+	errCases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"zero steps", []string{"epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "0"}, "--steps must be at least 1"},
+		{"noise zero steps", []string{"noise", "--sampling-rate", "0.1", "--epsilon", "1", "--steps", "0"}, "--steps must be at least 1"},
+		{"pld too fine", []string{"epsilon", "--sampling-rate", "0.5", "--noise-multiplier", "0.3", "--steps", "3", "--accountant", "pld", "--pld-interval", "1e-6"}, "--pld-interval"},
+		{"unreachable ε", []string{"noise", "--sampling-rate", "0.01", "--steps", "1000", "--epsilon", "0.0001"}, "cannot be reached"},
+		{"δ of one", []string{"noise", "--sampling-rate", "0.01", "--steps", "1000", "--epsilon", "1", "--delta", "1"}, "between 0 and 1"},
+		{"bad unit", []string{"epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--unit", "face"}, "--unit must be identity or example"},
+		{"not a number", []string{"epsilon", "--sampling-rate", "ten", "--noise-multiplier", "1", "--steps", "3"}, "not a number"},
+	}
+	for _, tc := range errCases {
+		code, _, errs := runVeil(t, "", append([]string{"privacy"}, tc.args...)...)
+		if code == 0 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q does not mention %q", tc.name, code, errs, tc.want)
+		}
+		for _, bad := range internal {
+			if strings.Contains(errs, bad) {
+				t.Errorf("%s: stderr %q contains %q", tc.name, errs, bad)
+			}
+		}
+	}
+	// Small ε is a normal request.
+	for _, target := range []string{"0.1", "0.05", "0.01"} {
+		code, out, errs := runVeil(t, "", "privacy", "noise", "--sampling-rate", "0.01", "--steps", "1000", "--epsilon", target, "--json")
+		if code != 0 {
+			t.Fatalf("ε = %s: exit %d: %s", target, code, errs)
+		}
+		var rep struct {
+			Epsilon       float64 `json:"epsilon"`
+			TargetEpsilon float64 `json:"target_epsilon"`
+			PrivacyUnit   string  `json:"privacy_unit"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Epsilon > rep.TargetEpsilon || rep.Epsilon < 0.99*rep.TargetEpsilon || rep.PrivacyUnit != "identity" {
+			t.Errorf("ε = %s: %s", target, out)
+		}
+	}
+	// Every ε report states its unit; --unit example is reported as such.
+	units := []struct {
+		args  []string
+		stdin string
+		want  string
+	}{
+		{[]string{"epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "10", "--json"}, "", "identity"},
+		{[]string{"epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "10", "--accountant", "pld", "--unit", "example", "--json"}, "", "example"},
+		{[]string{"noise", "--sampling-rate", "0.01", "--steps", "10", "--epsilon", "2", "--unit", "example", "--json"}, "", "example"},
+		{[]string{"pate", "--json", "-"}, `[[5,1],[3,3]]`, "identity"},
+	}
+	for _, u := range units {
+		code, out, errs := runVeil(t, u.stdin, append([]string{"privacy"}, u.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", u.args, code, errs)
+		}
+		var rep struct {
+			PrivacyUnit *string `json:"privacy_unit"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.PrivacyUnit == nil || *rep.PrivacyUnit != u.want {
+			t.Errorf("%v: privacy_unit missing or wrong: %s", u.args, out)
+		}
+	}
+	code, out, _ := runVeil(t, "", "privacy", "epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "10", "--unit", "example")
+	if code != 0 || !strings.Contains(out, "per example") {
+		t.Errorf("human output %q", out)
 	}
 }
