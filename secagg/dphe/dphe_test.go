@@ -19,16 +19,19 @@ var (
 	keyErr  error
 )
 
-// testKey returns a shared 512-bit key (an insecure size, asked for by name).
+// testKey returns a shared 512-bit key (test binaries accept small keys).
 func testKey(t testing.TB) *paillier.PrivateKey {
 	t.Helper()
-	keyOnce.Do(func() {
-		keyVal, keyErr = paillier.GenerateKey(paillier.KeyOptions{Bits: 512, AllowInsecureTestKeySize: true})
-	})
+	keyOnce.Do(func() { keyVal, keyErr = smallKey() })
 	if keyErr != nil {
 		t.Fatal(keyErr)
 	}
 	return keyVal
+}
+
+// smallKey generates a 512-bit key, an insecure size the tests ask for by name.
+func smallKey() (*paillier.PrivateKey, error) {
+	return paillier.GenerateKey(paillier.KeyOptions{Bits: 512, AllowInsecureTestKeySize: true})
 }
 
 // seeded returns a deterministic ChaCha8 byte stream for reproducible tests.
@@ -335,7 +338,12 @@ func TestKeyGeneratorSeesOnlySums(t *testing.T) {
 			}
 		}
 		short := *agg
-		short.Users = agg.Users[:2]
+		short.Contributions = nil
+		for _, c := range agg.Contributions {
+			if c.UserID != ids[2] {
+				short.Contributions = append(short.Contributions, c)
+			}
+		}
 		if _, err := kg.Decrypt(&short); !errors.Is(err, ErrTooFewUsers) {
 			t.Fatalf("two-user aggregate: %v, want ErrTooFewUsers", err)
 		}
@@ -376,7 +384,9 @@ func TestAggregatorRefusesFewerThanThreeUsers(t *testing.T) {
 func TestRejectsBadMessages(t *testing.T) {
 	key := testKey(t)
 	ids := []uint32{1, 2, 3}
-	w := newWorld(t, key, 5, 12, 3, ids, nil)
+	// An earlier round of the same key generator, then the round under test.
+	old := newWorld(t, key, 4, 12, 3, ids, nil)
+	w := newRoundWorld(t, old.kg, 5, 12, 3, ids)
 	upd := []float64{1, 0, 2, 0, 0, 3, 0, 4, 0, 0, 0, 5} // 5 non-zeros → 2 shards
 	msgs, err := w.users[1].Encrypt(upd)
 	if err != nil || len(msgs) != 2 {
@@ -394,11 +404,13 @@ func TestRejectsBadMessages(t *testing.T) {
 		return f(b)
 	}
 	// Another key generator's world: same user id, foreign key.
-	otherKey, _ := paillier.GenerateKey(paillier.KeyOptions{Bits: 512, AllowInsecureTestKeySize: true})
+	otherKey, err := smallKey()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ow := newWorld(t, otherKey, 5, 12, 3, ids, nil)
 	foreign, _ := ow.users[1].Encrypt(upd)
-	// Old round of the same key generator.
-	old := newRoundWorld(t, w.kg, 4, 12, 3, ids)
+	// The old round of the same key generator.
 	oldMsgs, _ := old.users[1].Encrypt(upd)
 
 	cases := []struct {
@@ -409,7 +421,7 @@ func TestRejectsBadMessages(t *testing.T) {
 		{"truncated", good[:len(good)-1], ErrMalformed},
 		{"truncated header", good[:20], ErrMalformed},
 		{"padded", append(append([]byte(nil), good...), 0), ErrMalformed},
-		{"bad version", mutate(func(b []byte) []byte { b[4] = 2; return b }), ErrMalformed},
+		{"bad version", mutate(func(b []byte) []byte { b[4] = 1; return b }), ErrMalformed},
 		{"reordered indices", mutate(func(b []byte) []byte {
 			copy(b[idxOff:idxOff+4], good[idxOff+4:idxOff+8])
 			copy(b[idxOff+4:idxOff+8], good[idxOff:idxOff+4])
@@ -420,9 +432,13 @@ func TestRejectsBadMessages(t *testing.T) {
 			copy(b[ctOff+size:ctOff+2*size], good[ctOff:ctOff+size])
 			return b
 		}), ErrAuth},
-		{"ciphertext not coprime to n", mutate(func(b []byte) []byte {
+		{"ciphertext not coprime to n, unauthenticated", mutate(func(b []byte) []byte {
 			pk.N().FillBytes(b[ctOff : ctOff+size])
 			return b
+		}), ErrAuth},
+		{"ciphertext not coprime to n, authenticated", mutate(func(b []byte) []byte {
+			pk.N().FillBytes(b[ctOff : ctOff+size])
+			return remac(b, w.setup.Users[1].MACKey)
 		}), paillier.ErrInvalidCiphertext},
 		{"ciphertext zero", mutate(func(b []byte) []byte {
 			clear(b[ctOff : ctOff+size])
@@ -471,7 +487,11 @@ func TestRejectsBadMessages(t *testing.T) {
 		t.Fatalf("message after Sum: %v, want ErrClosed", err)
 	}
 	// The aggregate round-trips through its encoding and decrypts correctly.
-	dec, err := DecodeAggregate(agg.Encode(pk), pk)
+	enc, err := agg.Encode(pk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := DecodeAggregate(enc, pk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,6 +512,14 @@ func TestRejectsBadMessages(t *testing.T) {
 	if _, err := w.users[1].Encrypt(upd); err == nil {
 		t.Fatal("second Encrypt in a round accepted")
 	}
+}
+
+// remac recomputes the aggregator MAC of an encoded message, as its user
+// (who holds the key) could.
+func remac(b []byte, key [32]byte) []byte {
+	mac := computeMAC(key, b[:len(b)-32])
+	copy(b[len(b)-32:], mac[:])
+	return b
 }
 
 func TestPermutationsAreIndexArrays(t *testing.T) {

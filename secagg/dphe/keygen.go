@@ -1,10 +1,13 @@
 package dphe
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"slices"
 	"sync"
 
@@ -21,18 +24,28 @@ const MaxDim = 1 << 26
 // DefaultFracBits is the default fixed-point scale 2^32.
 const DefaultFracBits = 32
 
+// DefaultMaxOpenRounds is how many rounds a key generator keeps open
+// (set up but not yet decrypted) by default.
+const DefaultMaxOpenRounds = 16
+
 // Errors returned by the protocol.
 var (
-	ErrMalformed        = errors.New("dphe: malformed message")
-	ErrForeignKey       = errors.New("dphe: message under a foreign key")
-	ErrWrongRound       = errors.New("dphe: message for another round")
-	ErrUnknownUser      = errors.New("dphe: unknown user")
-	ErrAuth             = errors.New("dphe: message authentication failed")
-	ErrReplay           = errors.New("dphe: replayed message")
-	ErrTooFewUsers      = errors.New("dphe: too few users")
-	ErrIncomplete       = errors.New("dphe: incomplete user contribution")
-	ErrAlreadyDecrypted = errors.New("dphe: round already decrypted")
+	ErrMalformed   = errors.New("dphe: malformed message")
+	ErrForeignKey  = errors.New("dphe: message under a foreign key")
+	ErrWrongRound  = errors.New("dphe: message for another round")
+	ErrUnknownUser = errors.New("dphe: unknown user")
+	ErrAuth        = errors.New("dphe: message authentication failed")
+	ErrReplay      = errors.New("dphe: replayed message")
+	ErrTooFewUsers = errors.New("dphe: too few users")
+	ErrIncomplete  = errors.New("dphe: incomplete user contribution")
+	// ErrAlreadyDecrypted is returned for a round that is finished: it was
+	// decrypted, a decryption of it was refused after it had begun, or it
+	// expired. A round is never decrypted twice.
+	ErrAlreadyDecrypted = errors.New("dphe: round already decrypted or expired")
 	ErrClosed           = errors.New("dphe: round closed")
+	// ErrForgedAggregate is returned when an aggregate's plaintext is not
+	// the sum of the messages its contributions name.
+	ErrForgedAggregate = errors.New("dphe: aggregate is not the sum of the messages it names")
 )
 
 // KeyGeneratorOptions configures a KeyGenerator.
@@ -46,14 +59,17 @@ type KeyGeneratorOptions struct {
 	AllowInsecureTestKeySize bool
 	// FracBits is the fixed-point scale 2^FracBits (0 means DefaultFracBits).
 	FracBits int
-	// Random is the CSPRNG for keys, permutations and MAC keys; nil means
-	// crypto/rand. Tests may pass a seeded stream.
+	// MaxOpenRounds bounds the rounds set up but not yet decrypted (0 means
+	// DefaultMaxOpenRounds). Setting up one more expires the oldest.
+	MaxOpenRounds int
+	// Random is the CSPRNG for keys, permutations, MAC keys and checksum
+	// secrets; nil means crypto/rand. Tests may pass a seeded stream.
 	Random io.Reader
 }
 
 // RoundParams describes one aggregation round.
 type RoundParams struct {
-	// Round identifies the round; each round may be set up once.
+	// Round identifies the round; rounds must be set up in increasing order.
 	Round uint64
 	// Dim is the dimension D of an update.
 	Dim int
@@ -77,6 +93,15 @@ type UserKeys struct {
 	PhiUser []uint32
 	// MACKey authenticates this user's messages to the aggregator.
 	MACKey [32]byte
+	// TagKey authenticates this user's contributions to the key generator;
+	// the aggregator never has it.
+	TagKey [32]byte
+	// ChecksumKey seeds the round's checksum coefficients, shared by the
+	// round's users and the key generator, never the aggregator.
+	ChecksumKey [32]byte
+	// ChecksumOffset is this user's secret offset t in [0, n), known only
+	// to the user and the key generator.
+	ChecksumOffset *big.Int
 }
 
 // AggregatorKeys is what the key generator sends to the aggregator.
@@ -107,16 +132,37 @@ type KeyGenerator struct {
 	sk       *paillier.PrivateKey
 	fp       *paillier.FixedPoint
 	fracBits int
+	maxOpen  int
 	random   io.Reader
 
-	mu     sync.Mutex
-	rounds map[uint64]*roundState
+	mu      sync.Mutex
+	open    map[uint64]*roundState // rounds set up and not yet finished
+	started bool                   // a round has been set up
+	last    uint64                 // the last round set up
 }
 
+// roundState is the key generator's secret state of one open round. It is
+// dropped (and its secrets overwritten) when the round is finished.
 type roundState struct {
-	params    RoundParams
-	phi       []uint32
-	decrypted bool
+	params      RoundParams
+	phi         []uint32
+	users       map[uint32]*userSecrets
+	checksumKey [32]byte
+}
+
+// userSecrets is what the key generator shares with one user for a round.
+type userSecrets struct {
+	tagKey [32]byte
+	offset *big.Int
+}
+
+func (rs *roundState) zero() {
+	clear(rs.phi)
+	clear(rs.checksumKey[:])
+	for _, u := range rs.users {
+		clear(u.tagKey[:])
+		clear(u.offset.Bits())
+	}
 }
 
 // NewKeyGenerator validates the options and returns a key generator.
@@ -128,6 +174,13 @@ func NewKeyGenerator(opts KeyGeneratorOptions) (*KeyGenerator, error) {
 	fracBits := opts.FracBits
 	if fracBits == 0 {
 		fracBits = DefaultFracBits
+	}
+	maxOpen := opts.MaxOpenRounds
+	if maxOpen == 0 {
+		maxOpen = DefaultMaxOpenRounds
+	}
+	if maxOpen < 1 {
+		return nil, fmt.Errorf("dphe: key generator: MaxOpenRounds %d is negative", maxOpen)
 	}
 	sk := opts.Key
 	if sk == nil {
@@ -141,13 +194,24 @@ func NewKeyGenerator(opts KeyGeneratorOptions) (*KeyGenerator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dphe: key generator: %w", err)
 	}
-	return &KeyGenerator{sk: sk, fp: fp, fracBits: fracBits, random: random, rounds: map[uint64]*roundState{}}, nil
+	return &KeyGenerator{sk: sk, fp: fp, fracBits: fracBits, maxOpen: maxOpen, random: random, open: map[uint64]*roundState{}}, nil
 }
 
 // PublicKey returns the Paillier public key.
 func (g *KeyGenerator) PublicKey() *paillier.PublicKey { return g.sk.Public() }
 
-// NewRound draws fresh permutations and MAC keys for a round.
+// OpenRounds returns how many rounds are set up and not yet finished; the
+// key generator holds secrets for those only.
+func (g *KeyGenerator) OpenRounds() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.open)
+}
+
+// NewRound draws fresh permutations, MAC keys and checksum secrets for a
+// round. Rounds must be set up in increasing order of Round: a finished
+// round needs no memory to be refused again. If MaxOpenRounds rounds are
+// already open, the oldest expires (it can no longer be decrypted).
 func (g *KeyGenerator) NewRound(p RoundParams) (*RoundSetup, error) {
 	if p.Dim < 1 || p.Dim > MaxDim {
 		return nil, fmt.Errorf("dphe: dimension %d outside [1, %d]", p.Dim, MaxDim)
@@ -165,31 +229,54 @@ func (g *KeyGenerator) NewRound(p RoundParams) (*RoundSetup, error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, ok := g.rounds[p.Round]; ok {
-		return nil, fmt.Errorf("dphe: round %d already set up", p.Round)
+	if g.started && p.Round <= g.last {
+		return nil, fmt.Errorf("%w: round %d is not after round %d, the last one set up", ErrWrongRound, p.Round, g.last)
 	}
+	pk := g.sk.Public()
 	rng, err := newStream(g.random)
 	if err != nil {
 		return nil, err
 	}
-	phi := randomPerm(rng, p.Dim)
+	rs := &roundState{phi: randomPerm(rng, p.Dim), users: make(map[uint32]*userSecrets, len(users))}
+	if _, err := io.ReadFull(g.random, rs.checksumKey[:]); err != nil {
+		return nil, fmt.Errorf("dphe: reading checksum key: %w", err)
+	}
 	setup := &RoundSetup{
 		Users:      make(map[uint32]*UserKeys, len(users)),
-		Aggregator: &AggregatorKeys{PublicKey: g.sk.Public(), Round: p.Round, Dim: p.Dim, Capacity: p.Capacity, Users: map[uint32]AggregatorUserKeys{}},
+		Aggregator: &AggregatorKeys{PublicKey: pk, Round: p.Round, Dim: p.Dim, Capacity: p.Capacity, Users: map[uint32]AggregatorUserKeys{}},
 	}
 	for _, id := range users {
 		phiUser := randomPerm(rng, p.Dim)
+		us := &userSecrets{}
 		var mac [32]byte
 		if _, err := io.ReadFull(g.random, mac[:]); err != nil {
 			return nil, fmt.Errorf("dphe: reading MAC key: %w", err)
 		}
-		setup.Users[id] = &UserKeys{PublicKey: g.sk.Public(), FracBits: g.fracBits, Round: p.Round, UserID: id,
-			Dim: p.Dim, Capacity: p.Capacity, Phi: phi, PhiUser: phiUser, MACKey: mac}
-		setup.Aggregator.Users[id] = AggregatorUserKeys{PhiUser: phiUser, MACKey: mac}
+		if _, err := io.ReadFull(g.random, us.tagKey[:]); err != nil {
+			return nil, fmt.Errorf("dphe: reading tag key: %w", err)
+		}
+		if us.offset, err = rand.Int(g.random, pk.N()); err != nil {
+			return nil, fmt.Errorf("dphe: drawing checksum offset: %w", err)
+		}
+		rs.users[id] = us
+		setup.Users[id] = &UserKeys{PublicKey: pk, FracBits: g.fracBits, Round: p.Round, UserID: id,
+			Dim: p.Dim, Capacity: p.Capacity, Phi: slices.Clone(rs.phi), PhiUser: phiUser, MACKey: mac,
+			TagKey: us.tagKey, ChecksumKey: rs.checksumKey, ChecksumOffset: new(big.Int).Set(us.offset)}
+		setup.Aggregator.Users[id] = AggregatorUserKeys{PhiUser: slices.Clone(phiUser), MACKey: mac}
 	}
 	params := p
 	params.Users = users
-	g.rounds[p.Round] = &roundState{params: params, phi: phi}
+	rs.params = params
+	for len(g.open) >= g.maxOpen {
+		oldest := p.Round
+		for r := range g.open {
+			oldest = min(oldest, r)
+		}
+		g.open[oldest].zero()
+		delete(g.open, oldest)
+	}
+	g.open[p.Round] = rs
+	g.started, g.last = true, p.Round
 	return setup, nil
 }
 
@@ -211,40 +298,123 @@ func (r *Result) Mean() []float64 {
 	return out
 }
 
-// Decrypt decrypts an aggregate and undoes φ (Algorithm 1, step 6). It
-// accepts only aggregates of at least MinUsers users of the round, under
-// its key, and decrypts each round at most once.
-func (g *KeyGenerator) Decrypt(a *Aggregate) (*Result, error) {
+// Decrypt decrypts an aggregate and undoes φ (Algorithm 1, step 6); it is
+// DecryptWithProgress without progress reports.
+func (g *KeyGenerator) Decrypt(a *Aggregate) (*Result, error) { return g.DecryptWithProgress(a, nil) }
+
+// DecryptWithProgress decrypts an aggregate and undoes φ (Algorithm 1,
+// step 6), reporting the decryptions to progress (nil means none).
+//
+// In order, cheapest first: it checks the aggregate's shape; that its round
+// is open; that its contributions carry valid tags (under the keys the key
+// generator shares with each user) from at least MinUsers distinct users
+// of the round, each with all of its shards; and that every ciphertext is
+// a unit. Failing any of these decrypts nothing and leaves the round open.
+// Then it closes the round, so no round is decrypted twice, decrypts, and
+// releases the sum only if the checksum proves it is the sum of exactly
+// the named messages (ErrForgedAggregate otherwise).
+func (g *KeyGenerator) DecryptWithProgress(a *Aggregate, progress paillier.Progress) (*Result, error) {
+	pk := g.sk.Public()
 	if a == nil {
 		return nil, fmt.Errorf("%w: nil aggregate", ErrMalformed)
 	}
-	if a.KeyFingerprint != g.sk.Public().Fingerprint() {
+	if a.KeyFingerprint != pk.Fingerprint() {
 		return nil, fmt.Errorf("%w: aggregate fingerprint does not match the key generator's key", ErrForeignKey)
 	}
-	g.mu.Lock()
-	rs, ok := g.rounds[a.Round]
-	if !ok {
-		g.mu.Unlock()
-		return nil, fmt.Errorf("%w: round %d was never set up", ErrWrongRound, a.Round)
+	if err := a.checkShape(pk); err != nil {
+		return nil, err
 	}
-	if rs.decrypted {
+	g.mu.Lock()
+	rs, err := g.openRound(a.Round)
+	if err == nil && len(a.Ciphertexts) != rs.params.Dim {
+		err = fmt.Errorf("%w: aggregate has %d ciphertexts, round dimension is %d", ErrMalformed, len(a.Ciphertexts), rs.params.Dim)
+	}
+	var users []uint32
+	if err == nil {
+		users, err = rs.authenticate(a, pk.Fingerprint())
+	}
+	g.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	n := len(a.Ciphertexts)
+	if err := pk.ValidateAll(append(a.Ciphertexts[:n:n], a.Checksum)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	// Close the round before decrypting anything.
+	g.mu.Lock()
+	if g.open[a.Round] != rs {
 		g.mu.Unlock()
 		return nil, fmt.Errorf("%w: round %d", ErrAlreadyDecrypted, a.Round)
 	}
-	if err := checkAggregateUsers(a.Users, rs.params.Users); err != nil {
-		g.mu.Unlock()
-		return nil, err
-	}
-	if len(a.Ciphertexts) != rs.params.Dim {
-		g.mu.Unlock()
-		return nil, fmt.Errorf("%w: aggregate has %d ciphertexts, round dimension is %d", ErrMalformed, len(a.Ciphertexts), rs.params.Dim)
-	}
-	rs.decrypted = true // a failed decryption below still consumes the round
-	phi := rs.phi
+	delete(g.open, a.Round)
 	g.mu.Unlock()
+	defer rs.zero()
+	return g.decryptRound(a, rs, users, progress)
+}
 
+// openRound returns the state of an open round. Call with g.mu held.
+func (g *KeyGenerator) openRound(round uint64) (*roundState, error) {
+	if rs, ok := g.open[round]; ok {
+		return rs, nil
+	}
+	if g.started && round <= g.last {
+		return nil, fmt.Errorf("%w: round %d is not open", ErrAlreadyDecrypted, round)
+	}
+	return nil, fmt.Errorf("%w: round %d was never set up", ErrWrongRound, round)
+}
+
+// authenticate checks the contributions: ordered by user and shard, each
+// user of the round with shards 0 … S−1 of one announced count S, every
+// tag valid, at least MinUsers users. It returns the users.
+func (rs *roundState) authenticate(a *Aggregate, fpr [32]byte) ([]uint32, error) {
+	maxShards := maxShardsFor(rs.params.Dim, rs.params.Capacity)
+	var users []uint32
+	for i, c := range a.Contributions {
+		us, ok := rs.users[c.UserID]
+		if !ok {
+			return nil, fmt.Errorf("%w: user %d is not in round %d", ErrUnknownUser, c.UserID, a.Round)
+		}
+		newUser := i == 0 || a.Contributions[i-1].UserID != c.UserID
+		switch {
+		case newUser && i > 0 && a.Contributions[i-1].UserID > c.UserID:
+			return nil, fmt.Errorf("%w: contributions not ordered by user", ErrMalformed)
+		case newUser && i > 0 && a.Contributions[i-1].Shard+1 != a.Contributions[i-1].Shards:
+			return nil, fmt.Errorf("%w: user %d has %d of %d shards", ErrIncomplete, a.Contributions[i-1].UserID, a.Contributions[i-1].Shard+1, a.Contributions[i-1].Shards)
+		case newUser && c.Shard != 0:
+			return nil, fmt.Errorf("%w: user %d's contributions do not start at shard 0", ErrIncomplete, c.UserID)
+		case !newUser && (c.Shard != a.Contributions[i-1].Shard+1 || c.Shards != a.Contributions[i-1].Shards):
+			return nil, fmt.Errorf("%w: user %d's shards are not consecutive under one count", ErrMalformed, c.UserID)
+		case c.Shards == 0 || int64(c.Shards) > int64(maxShards):
+			return nil, fmt.Errorf("%w: user %d announces %d shards, at most %d possible", ErrMalformed, c.UserID, c.Shards, maxShards)
+		}
+		want := contributionTag(us.tagKey, fpr, a.Round, c.UserID, c.Shard, c.Shards, c.Digest)
+		if !hmac.Equal(want[:], c.Tag[:]) {
+			return nil, fmt.Errorf("%w: contribution of user %d, shard %d, round %d", ErrAuth, c.UserID, c.Shard, a.Round)
+		}
+		if newUser {
+			users = append(users, c.UserID)
+		}
+	}
+	if k := len(a.Contributions); k > 0 && a.Contributions[k-1].Shard+1 != a.Contributions[k-1].Shards {
+		last := a.Contributions[k-1]
+		return nil, fmt.Errorf("%w: user %d has %d of %d shards", ErrIncomplete, last.UserID, last.Shard+1, last.Shards)
+	}
+	if len(users) < MinUsers {
+		return nil, fmt.Errorf("%w: aggregate of %d authenticated users, need at least %d", ErrTooFewUsers, len(users), MinUsers)
+	}
+	return users, nil
+}
+
+// maxShardsFor is the most shards a user can need: ⌈D/M⌉.
+func maxShardsFor(dim, capacity int) int { return (dim + capacity - 1) / capacity }
+
+// decryptRound decrypts a closed round's authenticated aggregate, checks
+// the checksum and decodes the sum.
+func (g *KeyGenerator) decryptRound(a *Aggregate, rs *roundState, users []uint32, progress paillier.Progress) (*Result, error) {
+	pk := g.sk.Public()
 	// Positions no message covered all hold the same encryption of zero:
-	// decrypt each distinct ciphertext once.
+	// decrypt each distinct ciphertext once. The checksum comes last.
 	first := make(map[string]int, len(a.Ciphertexts))
 	var uniq []*paillier.Ciphertext
 	slot := make([]int, len(a.Ciphertexts))
@@ -258,36 +428,45 @@ func (g *KeyGenerator) Decrypt(a *Aggregate) (*Result, error) {
 		}
 		slot[j] = u
 	}
-	plain, err := g.sk.DecryptVector(uniq)
+	plain, err := g.sk.DecryptVectorProgress(append(uniq, a.Checksum), progress)
 	if err != nil {
 		return nil, fmt.Errorf("dphe: decrypting aggregate of round %d: %w", a.Round, err)
 	}
+	defer func() {
+		for _, m := range plain {
+			clear(m.Bits())
+		}
+	}()
+	checksum := plain[len(plain)-1]
+	// want = Σ_{users} t_u + Σ_j α_j·S_j (mod n), S_j the sum at coordinate j.
+	want := new(big.Int)
+	for _, u := range users {
+		want.Add(want, rs.users[u].offset)
+	}
+	coeffs := newCoefficients(rs.checksumKey)
+	alpha, term := new(big.Int), new(big.Int)
+	for _, pos := range rs.phi {
+		s := plain[slot[pos]]
+		if s.Sign() == 0 {
+			coeffs.skip()
+			continue
+		}
+		want.Add(want, term.Mul(coeffs.next(alpha), s))
+	}
+	want.Mod(want, pk.N())
+	size := (pk.Bits() + 7) / 8
+	if subtle.ConstantTimeCompare(want.FillBytes(make([]byte, size)), checksum.FillBytes(make([]byte, size))) != 1 {
+		return nil, fmt.Errorf("%w: round %d", ErrForgedAggregate, a.Round)
+	}
 	vals := make([]float64, len(uniq))
-	for i, m := range plain {
+	for i, m := range plain[:len(uniq)] {
 		if vals[i], err = g.fp.Decode(m); err != nil {
 			return nil, fmt.Errorf("dphe: decoding aggregate of round %d: %w", a.Round, err)
 		}
 	}
-	sum := make([]float64, len(phi))
-	for k := range sum {
-		sum[k] = vals[slot[phi[k]]]
+	sum := make([]float64, len(rs.phi))
+	for k, pos := range rs.phi {
+		sum[k] = vals[slot[pos]]
 	}
-	return &Result{Round: a.Round, Users: slices.Clone(a.Users), Sum: sum}, nil
-}
-
-// checkAggregateUsers checks the aggregate's users: sorted, distinct, part
-// of the round, at least MinUsers.
-func checkAggregateUsers(got, round []uint32) error {
-	if len(got) < MinUsers {
-		return fmt.Errorf("%w: aggregate of %d users, need at least %d", ErrTooFewUsers, len(got), MinUsers)
-	}
-	for i, u := range got {
-		if i > 0 && got[i-1] >= u {
-			return fmt.Errorf("%w: aggregate users not strictly increasing", ErrMalformed)
-		}
-		if _, ok := slices.BinarySearch(round, u); !ok {
-			return fmt.Errorf("%w: user %d is not in the round", ErrUnknownUser, u)
-		}
-	}
-	return nil
+	return &Result{Round: a.Round, Users: users, Sum: sum}, nil
 }

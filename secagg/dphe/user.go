@@ -16,16 +16,20 @@ import (
 type UserOptions struct {
 	// Encrypter configures Paillier encryption (randomness variant, pool).
 	Encrypter paillier.EncrypterOptions
-	// Random drives shard assignment and padding positions; nil means crypto/rand.
+	// Random drives shard assignment, padding positions and the checksum
+	// shares; nil means crypto/rand.
 	Random io.Reader
+	// Progress, if not nil, is told about every encryption of Encrypt.
+	Progress paillier.Progress
 }
 
 // User is one data owner U⁽ⁿ⁾ in one round (Algorithm 1, steps 3–4).
 type User struct {
-	keys   *UserKeys
-	enc    *paillier.Encrypter
-	fp     *paillier.FixedPoint
-	random io.Reader
+	keys     *UserKeys
+	enc      *paillier.Encrypter
+	fp       *paillier.FixedPoint
+	random   io.Reader
+	progress paillier.Progress
 
 	mu   sync.Mutex
 	sent bool
@@ -48,6 +52,9 @@ func NewUser(keys *UserKeys, opts UserOptions) (*User, error) {
 	if _, err := invertPerm(keys.PhiUser); err != nil {
 		return nil, fmt.Errorf("dphe: user %d: φ⁽ⁿ⁾: %w", keys.UserID, err)
 	}
+	if t := keys.ChecksumOffset; t == nil || t.Sign() < 0 || t.Cmp(keys.PublicKey.N()) >= 0 {
+		return nil, fmt.Errorf("dphe: user %d: checksum offset missing or outside [0, n)", keys.UserID)
+	}
 	enc, err := paillier.NewEncrypter(keys.PublicKey, opts.Encrypter)
 	if err != nil {
 		return nil, fmt.Errorf("dphe: user %d: %w", keys.UserID, err)
@@ -60,7 +67,7 @@ func NewUser(keys *UserKeys, opts UserOptions) (*User, error) {
 	if random == nil {
 		random = rand.Reader
 	}
-	return &User{keys: keys, enc: enc, fp: fp, random: random}, nil
+	return &User{keys: keys, enc: enc, fp: fp, random: random, progress: opts.Progress}, nil
 }
 
 // Encrypter returns the user's Paillier encrypter, e.g. to precompute randomness.
@@ -116,9 +123,28 @@ func (u *User) EncryptMessages(update []float64) ([]*Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The checksum coefficients α_j of the support, in support order.
+	alphas := make([]*big.Int, len(support))
+	coeffs := newCoefficients(k.ChecksumKey)
+	for j, si := 0, 0; si < len(support); j++ {
+		if uint32(j) == support[si] {
+			alphas[si] = coeffs.next(new(big.Int))
+			si++
+		} else {
+			coeffs.skip()
+		}
+	}
 	// Shard: random assignment of non-zeros to ⌈nz/M⌉ shards of at most M.
-	rng.Shuffle(len(support), func(i, j int) { support[i], support[j] = support[j], support[i] })
+	rng.Shuffle(len(support), func(i, j int) {
+		support[i], support[j] = support[j], support[i]
+		alphas[i], alphas[j] = alphas[j], alphas[i]
+	})
 	shards := max(1, (len(support)+k.Capacity-1)/k.Capacity)
+	shares, err := u.checksumShares(shards)
+	if err != nil {
+		return nil, err
+	}
+	n := k.PublicKey.N()
 	msgs := make([]*Message, shards)
 	fpr := k.PublicKey.Fingerprint()
 	for f := 0; f < shards; f++ {
@@ -131,22 +157,59 @@ func (u *User) EncryptMessages(update []float64) ([]*Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		plain := make([]*big.Int, len(entries))
+		// This shard's checksum: its share of t plus Σ α_j·m_j over its own
+		// non-zeros (the padding encrypts zeros and adds nothing).
+		checksum := shares[f]
+		for i, j := range own {
+			m, err := u.fp.Encode(update[j])
+			if err != nil {
+				return nil, fmt.Errorf("dphe: user %d: coordinate %d: %w", k.UserID, j, err)
+			}
+			checksum.Add(checksum, m.Mul(m, alphas[lo+i]))
+		}
+		checksum.Mod(checksum, n)
+		plain := make([]*big.Int, len(entries), len(entries)+1)
 		idx := make([]uint32, len(entries))
 		for i, e := range entries {
 			idx[i], plain[i] = e.pos, e.m
 		}
-		cts, err := u.enc.EncryptVector(plain)
+		var progress paillier.Progress
+		if u.progress != nil {
+			base, total := f*(k.Capacity+1), shards*(k.Capacity+1)
+			progress = func(done, _ int) { u.progress(base+done, total) }
+		}
+		cts, err := u.enc.EncryptVectorProgress(append(plain, checksum), progress)
 		if err != nil {
 			return nil, fmt.Errorf("dphe: user %d: encrypting shard %d: %w", k.UserID, f, err)
 		}
 		m := &Message{KeyFingerprint: fpr, Round: k.Round, UserID: k.UserID, Shard: uint32(f), Shards: uint32(shards),
-			Dim: uint32(k.Dim), Indices: idx, Ciphertexts: cts}
-		m.MAC = computeMAC(k.MACKey, m.body(k.PublicKey))
+			Dim: uint32(k.Dim), Indices: idx, Ciphertexts: cts[:len(entries)], Checksum: cts[len(entries)]}
+		body := m.body(k.PublicKey)
+		m.Tag = contributionTag(k.TagKey, fpr, k.Round, k.UserID, m.Shard, m.Shards, digestBody(body))
+		m.MAC = computeMAC(k.MACKey, macInput(body, m.Tag))
 		msgs[f] = m
 	}
 	u.sent = true
 	return msgs, nil
+}
+
+// checksumShares splits the user's checksum offset t into one additive
+// share per shard (uniform in [0, n) except the last, which completes the
+// sum), so dropping or repeating a shard breaks the checksum.
+func (u *User) checksumShares(shards int) ([]*big.Int, error) {
+	n := u.keys.PublicKey.N()
+	shares := make([]*big.Int, shards)
+	last := new(big.Int).Set(u.keys.ChecksumOffset)
+	for f := 0; f < shards-1; f++ {
+		s, err := rand.Int(u.random, n)
+		if err != nil {
+			return nil, fmt.Errorf("dphe: user %d: drawing checksum shares: %w", u.keys.UserID, err)
+		}
+		shares[f] = s
+		last.Sub(last, s)
+	}
+	shares[shards-1] = last.Mod(last, n)
+	return shares, nil
 }
 
 type entry struct {
