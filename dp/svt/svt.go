@@ -194,7 +194,7 @@ func Irene(p IreneParams, tmp []float64, src *dp.Source) (IreneResult, error) {
 		}
 		res.Examined++
 		if clip(tmp[i])+src.Laplace(s.Compare) >= gamma5 {
-			res.Gradient[i] = clip(tmp[i] + src.Laplace(s.Answer))
+			res.Gradient[i] = clip(src.NoisyLaplace(tmp[i], s.Answer)) // snapped: noise alone added to tmp[i] would reveal it
 			res.Selected = append(res.Selected, i)
 			gamma5 = p.Threshold + src.Laplace(s.Threshold)
 			count++
