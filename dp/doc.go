@@ -1,14 +1,17 @@
-// Package dp is Veil's differential-privacy core: noise, calibration,
+// Package dp is Veil's differential-privacy core: exact noise, calibration,
 // accountants, the DP-SGD step and a per-client budget ledger. It does not
 // import the tensor engine; gradients are flat float32 vectors.
 //
 // # API summary
 //
-// Noise (CSPRNG-seeded ChaCha8 stream):
+// Noise (CSPRNG-seeded ChaCha8 stream, exact discrete samplers):
 //
 //	src, err := dp.NewSource()              // crypto/rand seed
-//	src.AddGaussian32(vec, sigma)           // in place; also AddLaplace32/64, Gaussian, Laplace
-//	g, err := dp.NewGaussianNoise(sigma)    // fixed-σ adder: g.Add32(vec)
+//	src.AddGaussian32(vec, sigma)           // release in place; also AddGaussian64, AddLaplace32/64
+//	y := src.NoisyLaplace(v, b)             // release one value; also NoisyGaussian
+//	z := src.Laplace(b)                     // noise only, for unreleased comparisons; also Gaussian
+//	g, err := dp.GaussianGrid(sigma, d)     // the grid of a release and its accounting:
+//	mu, err := g.GaussianMultiplier(Δ2)     //   effective noise multiplier after rounding
 //
 // Calibration:
 //
@@ -18,29 +21,33 @@
 //
 // Accounting by Rényi DP (Mironov, Talwar & Zhang 2019; Opacus conversion):
 //
-//	acct, err := dp.NewAccountant(nil)      // default orders 1.1…10.9, 12…63
-//	err = acct.Step(q, sigma, steps)        // one DP-SGD phase; call per phase
+//	acct, err := dp.NewAccountant(nil)      // default orders 1.01…1.09, 1.1…10.9, 11…63, 64…4096
+//	err = acct.Step(q, sigma, steps)        // one continuous-Gaussian DP-SGD phase
 //	eps, order, err := acct.Epsilon(delta)
 //	eps, order, err := dp.ScheduleEpsilon(q, sigma, steps, delta)
-//	sigma, err := dp.NoiseMultiplier(q, steps, targetEps, delta) // inverse
+//	sigma, err := dp.NoiseMultiplier(q, steps, targetEps, delta)   // inverse (continuous)
+//	sigma, err := dp.SGDNoiseMultiplier(cfg, steps, targetEps, delta) // inverse for DPSGD's exact noise
+//	floor, err := dp.EpsilonFloor(nil, delta) // smallest ε any noise can certify
 //	acct.Add(dp.LaplaceEvent(...), dp.GaussianEvent(...), dp.PureDPEvent(...), dp.RDPCurveEvent(...))
 //
 // Tighter accounting by the privacy loss distribution (FFT composition):
 //
 //	eps, err := dp.PLDEpsilon(events, delta, dp.PLDOptions{})
 //
-// DP-SGD step (clip to C, sum, add N(0, σ²C²), divide by expected batch):
+// DP-SGD step (clip to C in the graph, sum, NoiseSums, divide by the
+// expected batch, charge Event):
 //
-//	s, err := dp.NewDPSGD(dp.SGDConfig{ClipNorm: C, NoiseMultiplier: σ, SamplingRate: q, ExpectedBatchSize: q*N}, nil)
-//	clipped, err := s.Aggregate(perExampleGrads, out)
-//	err = s.Charge(acct, 1)  // or ledger.Charge(client, s.Event(1))
+//	s, err := dp.NewDPSGD(dp.SGDConfig{ClipNorm: C, NoiseMultiplier: σ, SamplingRate: q,
+//		ExpectedBatchSize: q*N, Dimension: d, Workers: 2}, nil)
+//	err = s.NoiseSums(sums...)              // or s.Aggregate(perExampleGrads, out)
+//	ev, err := s.Event(steps)               // or s.Charge(acct, steps)
 //
 // Budgets per client:
 //
 //	l, err := dp.NewLedger(dp.LedgerOptions{})
 //	err = l.SetBudget("client-7", dp.Budget{Epsilon: 3, Delta: 1e-5})
 //	spent, err := l.Charge("client-7", ev)  // refuses (ErrBudgetExceeded), unchanged, if over budget
-//	data, err := json.Marshal(l); l2, err := dp.UnmarshalLedger(data)
+//	data, err := json.Marshal(l); l2, err := dp.UnmarshalLedger(data) // exact round trip
 //
 // Subpackages hold the paper-specific mechanisms: dp/svt (sparse vector,
 // Irene Algorithm 3 and Lyu et al. 2017), dp/dplc (PrivacyFace's
@@ -48,11 +55,60 @@
 // aggregation and its data-dependent moments analysis, LightFace
 // Section 4). Each returns Events to charge to an Accountant or Ledger.
 //
+// # Exact noise
+//
+// Floating-point noise leaks its input: samples of a ziggurat sampler lie
+// on a coarse lattice, and testing whether y − v lies on it identifies the
+// true v almost always (Mironov 2012; TestFloatingPointAttackFails plays
+// that attacker). Veil's noise is exact by construction. The integers are
+// discrete Laplace and discrete Gaussian samples (Canonne, Kamath & Steinke
+// 2020, Algorithms 1–3) drawn only from uniform 64-bit integers of the
+// ChaCha8 stream: every Bernoulli trial compares uniform bits with the
+// binary digits of an exact rational (or of 1/e, whose digits are computed
+// exactly), never a floating-point uniform. A real value v is released as
+// γ·(round(v/γ) + Z): γ is a power of two, so the output is a multiple of
+// γ and its float representation carries only the integer result.
+//
+// The grid. For Gaussian noise of standard deviation σ on d coordinates, γ
+// is the largest power of two with γ ≤ 2^−20·ref/√d, where ref is σ (or,
+// for DP-SGD, the clip norm C), and the integer parameter is ⌈σ/γ⌉
+// (≤ 2^31, coarsening γ if needed). For Laplace noise of scale b,
+// γ ≤ 2^−20·b/d and the integer scale is ⌈b/γ⌉. Rounding moves each
+// coordinate by at most γ/2, so the L2 sensitivity Δ becomes at most
+// Δ/γ + √d in grid units (L1: Δ/γ + d). The discrete Gaussian with integer
+// sensitivity has the Rényi DP α·Δ_Z²/(2σ_Z²) of the continuous one (CKS
+// Theorem 4, multivariate form), so the release is accounted with the
+// effective noise multiplier σ_Z/(Δ/γ + √d) (Grid.GaussianMultiplier);
+// with γ√d ≤ 2^−20·C this is σ/(1 + 2^−20) at worst, a relative loss below
+// 1e-6 in the multiplier and about 2e-6 in ε. Discrete Laplace of integer
+// scale t is (Δ/γ + d)/t-DP (Grid.LaplaceEpsilon): Δ/b plus at most 2^−20.
+//
+// DP-SGD. DPSGD.Event charges the Poisson-subsampled discrete Gaussian
+// (KindSubsampledDiscreteGaussian) with the effective multiplier. Its RDP
+// at integer orders equals the continuous sampled Gaussian's exactly: in
+// the binomial expansion of E_μ0[(1 − q + q·μ1/μ0)^α] the moments
+// E_μ0[(μ1/μ0)^k] of lattice Gaussians shifted by a lattice vector are
+// those of the continuous ones, because a sum over Z^d is invariant under
+// integer shifts. The add direction never exceeds the remove direction
+// (the pair is symmetric, its loss law is a mixture of randomized-response
+// laws, and for those the inequality follows from the convexity of
+// x^α − x^{1−α} on [1, ∞)); fractional orders use the chord between
+// neighbouring integer orders, valid because (α−1)·D_α is convex in α.
+// The full argument is on SubsampledDiscreteGaussianRDP, and
+// TestSubsampledDiscreteGaussianRDPExact checks it against exact lattice
+// sums in one and two dimensions.
+//
+// Speed. Exact sampling costs more than a ziggurat: measure with
+// go test -bench Noise -run XXX ./dp, which runs the old floating-point
+// path beside the new one; SGDConfig.Workers spreads NoiseSums over
+// goroutines with independent Sources.
+//
 // # Layout
 //
-//	dp          noise.go (Source, GaussianNoise), calibrate.go, rdp.go (RDP of
-//	            mechanisms, conversion), event.go (Event = one charged mechanism),
-//	            accountant.go (Accountant, ScheduleEpsilon, NoiseMultiplier),
+//	dp          noise.go (Source, the public noise API), discrete.go (exact
+//	            samplers, Grid), calibrate.go, rdp.go (RDP of mechanisms,
+//	            conversion), event.go (Event = one charged mechanism),
+//	            accountant.go (Accountant, ScheduleEpsilon, the inverses),
 //	            pld.go + fft.go (PLD accountant), sgd.go (DPSGD), ledger.go,
 //	            special.go (log-space helpers, regularised incomplete beta)
 //	dp/svt      sparse vector: Irene Algorithm 3 and Lyu et al. Algorithm 1
@@ -61,12 +117,19 @@
 //
 // # Known limits
 //
-// The PLD accountant handles Gaussian-family events only (the ledger falls
-// back to RDP otherwise); it costs an FFT of up to a few million points per
-// evaluation, so the ledger uses it only when LedgerOptions.UsePLD is set.
-// Noise samples are plain floating-point values (no snapping against
-// floating-point attacks).
+// The PLD accountant handles the continuous Gaussian family only (the
+// ledger falls back to RDP otherwise, including for DPSGD's discrete
+// events); it costs an FFT of up to a few million points per evaluation, so
+// the ledger uses it only when LedgerOptions.UsePLD is set. The RDP
+// conversion cannot certify ε below EpsilonFloor (about 0.0008 at
+// δ = 1e-5 with orders up to 4096). The sensitivity bound of NoiseSums
+// assumes the sums it is given are exact sums of clipped gradients;
+// floating-point summation in the caller can exceed C by a relative error
+// of order (batch size)·2^−24 for float32. Gaussian and Laplace return
+// noise only: adding it to an unsnapped value leaks that value through the
+// grid, so releases must use the Add* or Noisy* methods.
 //
-// Adjacency is add/remove of one record (one example, one face, one class
-// centre as the papers state it). ε values are in nats.
+// Adjacency is add/remove of one record; the record is the privacy unit
+// the caller chooses (one identity with all its faces, Veil's default for
+// face data, or one example). ε values are in nats.
 package dp
