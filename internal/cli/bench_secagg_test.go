@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -26,12 +27,79 @@ func TestBenchPaillierJSON(t *testing.T) {
 	if r["bits"].(float64) != 512 {
 		t.Errorf("bits = %v", r["bits"])
 	}
+	// The baseline cites its measurement (tool, versions, machine), never an issue a user cannot read.
+	base, _ := r["baseline"].(string)
+	for _, want := range []string{"python-paillier 1.5.0", "gmpy2 2.1.2", "phe_baseline.py", "AMD EPYC"} {
+		if !strings.Contains(base, want) {
+			t.Errorf("baseline %q does not say %q", base, want)
+		}
+	}
+	if strings.Contains(strings.ToLower(base), "issue") {
+		t.Errorf("baseline %q cites an issue instead of the measurement", base)
+	}
+}
+
+// TestBenchSecaggSmallKeysNeedTheFlag: the CLI refuses keys under 2048
+// bits unless the hidden test flag asks for them, even in a test binary.
+func TestBenchSecaggSmallKeysNeedTheFlag(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "paillier", "--bits", "512", "--samples", "1", "--json"},
+		{"bench", "dphe", "--dim", "4", "--classes", "2", "--bits", "512", "--json"},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(args, nil, &out, &errb); code == 0 || !strings.Contains(errb.String(), "modulus too small") {
+			t.Errorf("%v: exit %d, stderr %q; want a refusal of the 512-bit key", args, code, errb.String())
+		}
+	}
+}
+
+// TestBenchDPHEProgress: the long steps (users' encryption, the key
+// generator's decryption) report progress on stderr, and --quiet silences
+// all of it; --json keeps stdout machine-readable either way.
+func TestBenchDPHEProgress(t *testing.T) {
+	args := []string{"bench", "dphe", "--dim", "8", "--classes", "4", "--users", "3", "--sparsity", "0.5",
+		"--bits", "512", "--insecure-test-key-size", "--json"}
+	var out, errb bytes.Buffer
+	if code := Main(args, nil, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r map[string]any
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("stdout is not JSON: %v: %s", err, out.String())
+	}
+	stderr := errb.String()
+	// 16 non-zeros with M = 16: one shard of 16 entries plus its checksum per user.
+	for _, want := range []string{
+		"user 1: encrypting 16 non-zeros of 32 (with padding): 17/17 (100%)",
+		"user 3: encrypting 16 non-zeros of 32 (with padding): 17/17 (100%)",
+		"key generator: decrypting the sum of 32 positions: ",
+		"aggregating 3 messages...",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	decrypt := regexp.MustCompile(`key generator: decrypting the sum of 32 positions: (\d+)/(\d+) \(100%\)`).FindStringSubmatch(stderr)
+	if decrypt == nil || decrypt[1] != decrypt[2] {
+		t.Errorf("no completed decryption progress in:\n%s", stderr)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := Main(append(args, "--quiet"), nil, &out, &errb); code != 0 {
+		t.Fatalf("exit %d with --quiet: %s", code, errb.String())
+	}
+	if errb.Len() != 0 {
+		t.Errorf("--quiet still wrote to stderr:\n%s", errb.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("stdout with --quiet is not JSON: %v", err)
+	}
 }
 
 func TestBenchDPHEJSON(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := Main([]string{"bench", "dphe", "--dim", "16", "--classes", "4", "--users", "3", "--sparsity", "0.75",
-		"--bits", "512", "--insecure-test-key-size", "--json"}, nil, &out, &errb)
+		"--bits", "512", "--insecure-test-key-size", "--quiet", "--json"}, nil, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -50,20 +118,6 @@ func TestBenchDPHEJSON(t *testing.T) {
 	}
 	if r["dense_extrapolated"] != true || r["dense_sample"].(float64) < 2000 {
 		t.Errorf("dense figures must say they are extrapolated from ≥2000 encryptions: %v %v", r["dense_extrapolated"], r["dense_sample"])
-	}
-}
-
-// TestBenchSecaggSmallKeysNeedTheFlag: the CLI refuses keys under 2048
-// bits unless the hidden test flag asks for them, even in a test binary.
-func TestBenchSecaggSmallKeysNeedTheFlag(t *testing.T) {
-	for _, args := range [][]string{
-		{"bench", "paillier", "--bits", "512", "--samples", "1", "--json"},
-		{"bench", "dphe", "--dim", "4", "--classes", "2", "--bits", "512", "--json"},
-	} {
-		var out, errb bytes.Buffer
-		if code := Main(args, nil, &out, &errb); code == 0 || !strings.Contains(errb.String(), "modulus too small") {
-			t.Errorf("%v: exit %d, stderr %q; want a refusal of the 512-bit key", args, code, errb.String())
-		}
 	}
 }
 
