@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"sync"
 )
 
 // Exact samplers of Canonne, Kamath & Steinke (2020), "The Discrete
@@ -89,16 +90,38 @@ func (s *Source) bernoulliFrac(num, den uint64) bool {
 }
 
 // bernoulliExpFrac returns true with probability exp(−num/den) for
-// 0 ≤ num ≤ den (CKS Algorithm 1, γ ∈ [0, 1]): count K while Bernoulli(γ/K)
-// succeeds; the result is K odd. Bernoulli(γ/K) is drawn as
-// Bernoulli(num/den)·Bernoulli(1/K), two independent exact trials.
+// 0 ≤ num ≤ den ≤ 2^63, den > 0. It splits x = num/den as j/256 + r with
+// j = ⌊256·x⌋ and 0 ≤ r < 1/256: exp(−x) = exp(−j/256)·exp(−r), two
+// independent trials. The first compares a uniform word with the exact
+// binary digits of exp(−j/256) (expTable); the second is CKS Algorithm 1,
+// whose first Bernoulli(r) fails at once with probability above 255/256.
 func (s *Source) bernoulliExpFrac(num, den uint64) bool {
+	if num >= den {
+		return s.bernoulliExpNeg1()
+	}
+	hi, lo := num>>(64-expTableBits), num<<expTableBits
+	j, rem := bits.Div64(hi, lo, den) // hi < den since num < den
+	if !s.bernoulliExpTable(j) {
+		return false
+	}
+	return s.bernoulliExpSmall(rem, den)
+}
+
+// bernoulliExpSmall returns true with probability exp(−r) for
+// r = rem/(den·2^expTableBits) < 2^−expTableBits (CKS Algorithm 1: count K
+// while Bernoulli(r/K) succeeds, true if K is odd). Bernoulli(r/K) is the
+// conjunction of independent exact trials: expTableBits fair bits all 0,
+// Bernoulli(rem/den) and Bernoulli(1/K).
+func (s *Source) bernoulliExpSmall(rem, den uint64) bool {
 	k := uint64(1)
 	for {
-		if k > 1 && !s.bernoulliFrac(1, k) {
+		if s.bits(expTableBits) != 0 {
 			break
 		}
-		if !s.bernoulliFrac(num, den) {
+		if !s.bernoulliFrac(rem, den) {
+			break
+		}
+		if k > 1 && !s.bernoulliFrac(1, k) {
 			break
 		}
 		k++
@@ -106,21 +129,45 @@ func (s *Source) bernoulliExpFrac(num, den uint64) bool {
 	return k&1 == 1
 }
 
-// invE64 is ⌊2^64/e⌋, the first 64 binary digits of 1/e, computed exactly
-// at start-up (invEDigits).
-var invE64 = invEDigits(1)[0]
+// bits returns n < 64 fair random bits.
+func (s *Source) bits(n uint) uint64 {
+	if s.ncoins < n {
+		s.coins = s.c.Uint64()
+		s.ncoins = 64
+	}
+	b := s.coins & (1<<n - 1)
+	s.coins >>= n
+	s.ncoins -= n
+	return b
+}
 
-// bernoulliExpNeg1 returns true with probability 1/e: a uniform real U is
-// compared with 1/e, 64 binary digits at a time. The first word decides
-// unless it equals ⌊2^64/e⌋ (probability 2^−64); then further digits of
-// 1/e are computed exactly (invEDigits) and compared with further words.
-func (s *Source) bernoulliExpNeg1() bool {
-	w := s.c.Uint64()
-	if w != invE64 {
-		return w < invE64
+// expTableBits sets the table of exp(−j/2^expTableBits).
+const expTableBits = 8
+
+// expTable holds ⌊2^64·exp(−j/256)⌋ for j = 0…255 (j = 0: 2^64 − 1, and
+// the comparison below treats it as certain), computed exactly once.
+var expTable = sync.OnceValue(func() *[1 << expTableBits]uint64 {
+	var t [1 << expTableBits]uint64
+	for j := range t {
+		t[j] = expNegDigits(int64(j), 1<<expTableBits, 1)[0]
+	}
+	return &t
+})
+
+// bernoulliExpTable returns true with probability exp(−j/256): a uniform
+// real is compared with exp(−j/256) one 64-bit word of digits at a time;
+// beyond the first word (probability 2^−64) the digits are computed
+// exactly.
+func (s *Source) bernoulliExpTable(j uint64) bool {
+	if j == 0 {
+		return true
+	}
+	d := expTable()[j]
+	if w := s.c.Uint64(); w != d {
+		return w < d
 	}
 	for n := 2; ; n *= 2 {
-		digits := invEDigits(n)
+		digits := expNegDigits(int64(j), 1<<expTableBits, n)
 		for i := 1; i < n; i++ {
 			if w := s.c.Uint64(); w != digits[i] {
 				return w < digits[i]
@@ -129,36 +176,66 @@ func (s *Source) bernoulliExpNeg1() bool {
 	}
 }
 
-// invEDigits returns the first 64·n binary digits of 1/e as n words, most
-// significant first, computed exactly with rationals: the partial sums of
-// 1/e = Σ (−1)^k/k! bracket it, and terms are added until both brackets
-// have the same first 64·n digits (1/e is irrational, so they eventually
-// do). It is called once at start-up and then with probability 2^−64.
-func invEDigits(n int) []uint64 {
+// invE64 is ⌊2^64/e⌋, the first 64 binary digits of 1/e, computed exactly
+// at start-up (expNegDigits).
+var invE64 = expNegDigits(1, 1, 1)[0]
+
+// bernoulliExpNeg1 returns true with probability 1/e: a uniform real U is
+// compared with 1/e, 64 binary digits at a time. The first word decides
+// unless it equals ⌊2^64/e⌋ (probability 2^−64); then further digits of
+// 1/e are computed exactly and compared with further words.
+func (s *Source) bernoulliExpNeg1() bool {
+	w := s.c.Uint64()
+	if w != invE64 {
+		return w < invE64
+	}
+	for n := 2; ; n *= 2 {
+		digits := expNegDigits(1, 1, n)
+		for i := 1; i < n; i++ {
+			if w := s.c.Uint64(); w != digits[i] {
+				return w < digits[i]
+			}
+		}
+	}
+}
+
+// expNegDigits returns the first 64·n binary digits of exp(−num/den) for
+// 0 ≤ num ≤ den (den > 0) as n words, most significant first, computed
+// exactly with rationals: the partial sums of Σ (−x)^k/k! bracket exp(−x)
+// (alternating terms of decreasing size for x ≤ 1), and terms are added
+// until two consecutive partial sums have the same first 64·n digits.
+// exp(−x) for rational x ≠ 0 is irrational, so they eventually do; for
+// x = 0 the digits are all ones (the value 1 is never below a uniform
+// real, which the callers treat separately).
+func expNegDigits(num, den int64, n int) []uint64 {
+	words := make([]uint64, n)
+	if num == 0 {
+		for i := range words {
+			words[i] = ^uint64(0)
+		}
+		return words
+	}
 	scale := new(big.Int).Lsh(big.NewInt(1), uint(64*n))
 	floorScaled := func(r *big.Rat) *big.Int {
-		num := new(big.Int).Mul(r.Num(), scale)
-		return num.Quo(num, r.Denom())
+		v := new(big.Int).Mul(r.Num(), scale)
+		return v.Quo(v, r.Denom()) // r > 0: truncation is the floor
 	}
-	sum := new(big.Rat)   // partial sum S_k
-	fact := big.NewInt(1) // k!
-	var prev *big.Int     // ⌊2^{64n}·S_{k−1}⌋
+	x := big.NewRat(num, den)
+	sum := new(big.Rat)
+	term := big.NewRat(1, 1) // (−x)^k/k!
+	var prev *big.Int
 	for k := int64(0); ; k++ {
 		if k > 0 {
-			fact.Mul(fact, big.NewInt(k))
-		}
-		term := new(big.Rat).SetFrac(big.NewInt(1), fact)
-		if k%2 == 1 {
-			term.Neg(term)
+			term.Mul(term, x)
+			term.Quo(term, new(big.Rat).SetInt64(-k))
 		}
 		sum.Add(sum, term)
+		if k == 0 {
+			continue // S_0 = 1 does not bracket from below yet
+		}
 		cur := floorScaled(sum)
-		// S_{k−1} and S_k bracket 1/e; consecutive brackets with equal
-		// floors fix the digits (the bracket shrinks below the spacing
-		// well before k = 64n).
-		if prev != nil && cur.Cmp(prev) == 0 && k > 3 {
+		if prev != nil && cur.Cmp(prev) == 0 {
 			buf := cur.FillBytes(make([]byte, 8*n)) // big-endian
-			words := make([]uint64, n)
 			for i := range words {
 				words[i] = binary.BigEndian.Uint64(buf[8*i:])
 			}

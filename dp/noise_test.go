@@ -175,7 +175,7 @@ func TestDiscreteSamplersExactPMF(t *testing.T) {
 func TestBernoulliExpExact(t *testing.T) {
 	const n = 400000
 	s := seeded(12)
-	for _, g := range []struct{ num, den uint64 }{{0, 5}, {1, 3}, {2, 3}, {1, 1}, {7, 2}, {25, 4}} {
+	for _, g := range []struct{ num, den uint64 }{{0, 5}, {1, 3}, {2, 3}, {1, 1}, {7, 2}, {25, 4}, {1<<62 + 5, 1<<63 - 1}, {1, 1 << 63}, {999, 1000}} {
 		var small, big128, bigInt int
 		for range n {
 			if g.num <= g.den {
@@ -364,13 +364,19 @@ func BenchmarkNoiseLaplace32(b *testing.B) {
 	b.ReportMetric(float64(b.N)*float64(len(v))/b.Elapsed().Seconds(), "coords/s")
 }
 
-func TestInvEDigits(t *testing.T) {
+func TestExpDigits(t *testing.T) {
 	// ⌊2^128/e⌋ from an independent 120-digit decimal computation.
 	want := []uint64{0x5e2d58d8b3bcdf1a, 0xbadec7829054f90d}
-	if got := invEDigits(2); got[0] != want[0] || got[1] != want[1] {
+	if got := expNegDigits(1, 1, 2); got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("digits of 1/e: %#x, want %#x", got, want)
 	}
 	if invE64 != want[0] {
 		t.Errorf("invE64 = %#x", invE64)
+	}
+	// ⌊2^64·exp(−j/256)⌋, also from decimal arithmetic.
+	for j, w := range map[uint64]uint64{1: 0xff007fd55ffdde38, 100: 0xad37e030a19e3f45, 255: 0x5e8bb557ef03c6b4} {
+		if got := expTable()[j]; got != w {
+			t.Errorf("exp(−%d/256) digits %#x, want %#x", j, got, w)
+		}
 	}
 }
