@@ -106,6 +106,24 @@ func TestFloatingPointAttackFails(t *testing.T) {
 			s.AddGaussian64(x, 1)
 			return x[0]
 		}},
+		{"NoisyLaplace b=1", 1, 1, 0, func(s *Source, v float64) float64 { return s.NoisyLaplace(v, 1) }},
+		{"NoisyGaussian σ=1", 1, 3, gaussDelta, func(s *Source, v float64) float64 { return s.NoisyGaussian(v, 1) }},
+		{"AddGaussian32 σ=1", 1, 3, gaussDelta, func(s *Source, v float64) float64 {
+			x := []float32{float32(v)}
+			s.AddGaussian32(x, 1)
+			return float64(x[0])
+		}},
+		{"DPSGD.NoiseSums C=1 σ=1", 1, 3, gaussDelta, func(s *Source, v float64) float64 {
+			d, err := NewDPSGD(SGDConfig{ClipNorm: 1, NoiseMultiplier: 1, SamplingRate: 1, ExpectedBatchSize: 1, Dimension: 1}, s)
+			if err != nil {
+				panic(err)
+			}
+			x := []float32{float32(v)}
+			if err := d.NoiseSums(x); err != nil {
+				panic(err)
+			}
+			return float64(x[0])
+		}},
 	}
 	attacks := []struct {
 		name   string
@@ -121,7 +139,7 @@ func TestFloatingPointAttackFails(t *testing.T) {
 		for _, a := range attacks {
 			var hitTrue, hitNeighbour int
 			for range trials {
-				v := 0.25 + pick.Float64() // an arbitrary real input
+				v := float64(float32(0.25 + pick.Float64())) // an arbitrary input, exact in float32 too
 				neighbour := v + 1         // sensitivity 1
 				y := m.run(src, v)
 				if a.accept(y, v, m.scale) {
