@@ -129,6 +129,21 @@ func (s *Source) bernoulliExpSmall(rem, den uint64) bool {
 	return k&1 == 1
 }
 
+// compareWord compares the next 64 bits of a uniform real U with the
+// 64-bit digit word d, a byte at a time (most significant first): ok is
+// false only if all 64 bits are equal (probability 2^−64), and then lt is
+// meaningless and the caller compares further digits. A decision costs 8
+// random bits with probability 255/256, instead of a whole word.
+func (s *Source) compareWord(d uint64) (lt, ok bool) {
+	for shift := 56; shift >= 0; shift -= 8 {
+		b, db := s.bits(8), (d>>uint(shift))&0xff
+		if b != db {
+			return b < db, true
+		}
+	}
+	return false, false
+}
+
 // bits returns n < 64 fair random bits.
 func (s *Source) bits(n uint) uint64 {
 	if s.ncoins < n {
@@ -162,9 +177,8 @@ func (s *Source) bernoulliExpTable(j uint64) bool {
 	if j == 0 {
 		return true
 	}
-	d := expTable()[j]
-	if w := s.c.Uint64(); w != d {
-		return w < d
+	if lt, ok := s.compareWord(s.exp[j]); ok {
+		return lt
 	}
 	for n := 2; ; n *= 2 {
 		digits := expNegDigits(int64(j), 1<<expTableBits, n)
@@ -185,9 +199,8 @@ var invE64 = expNegDigits(1, 1, 1)[0]
 // unless it equals ⌊2^64/e⌋ (probability 2^−64); then further digits of
 // 1/e are computed exactly and compared with further words.
 func (s *Source) bernoulliExpNeg1() bool {
-	w := s.c.Uint64()
-	if w != invE64 {
-		return w < invE64
+	if lt, ok := s.compareWord(invE64); ok {
+		return lt
 	}
 	for n := 2; ; n *= 2 {
 		digits := expNegDigits(1, 1, n)

@@ -21,6 +21,7 @@ type Source struct {
 	r      *rand.Rand // over c: IntN, Perm
 	coins  uint64     // buffered fair bits
 	ncoins uint
+	exp    *[1 << expTableBits]uint64 // digits of exp(−j/256), shared and read-only
 }
 
 // NewSource returns a Source seeded from crypto/rand. Use it for all
@@ -40,7 +41,7 @@ func NewSource() (*Source, error) {
 // use it for released values.
 func NewSeededSource(seed [32]byte) *Source {
 	c := rand.NewChaCha8(seed)
-	return &Source{c: c, r: rand.New(c)}
+	return &Source{c: c, r: rand.New(c), exp: expTable()}
 }
 
 // Split returns a new Source keyed by 32 bytes of this one's stream, for
