@@ -140,7 +140,7 @@ func TestFloatingPointAttackFails(t *testing.T) {
 			var hitTrue, hitNeighbour int
 			for range trials {
 				v := float64(float32(0.25 + pick.Float64())) // an arbitrary input, exact in float32 too
-				neighbour := v + 1         // sensitivity 1
+				neighbour := v + 1                           // sensitivity 1
 				y := m.run(src, v)
 				if a.accept(y, v, m.scale) {
 					hitTrue++
