@@ -183,13 +183,15 @@ func benchPaillier(e *env, keyOpts paillier.KeyOptions, samples int, kind pailli
 		if err != nil {
 			return nil, err
 		}
-		status(e, quiet, "encrypting %d values (%s randomness, every core)...", samples, k)
+		report, finish := barProgress(e, fmt.Sprintf("encrypting %d values (%s randomness, every core)", samples, k), quiet)
 		t0, c0 = time.Now(), processCPU()
-		if _, err := enc.EncryptVector(plain); err != nil {
-			return nil, err
-		}
+		_, err = enc.EncryptVectorProgress(plain, report)
 		rate := perSecond(samples, time.Since(t0))
 		cpuRate := perSecond(samples, processCPU()-c0)
+		finish()
+		if err != nil {
+			return nil, err
+		}
 		if k == paillier.RandomnessFull {
 			r.EncryptFullPerS = rate
 			r.CPU.EncryptFull = cpuRate
@@ -221,14 +223,15 @@ func benchPaillier(e *env, keyOpts paillier.KeyOptions, samples int, kind pailli
 	}
 	r.EncryptPrecomputedPerS = perSecond(nPre, time.Since(t0))
 	r.CPU.EncryptPrecomputed = perSecond(nPre, processCPU()-c0)
-	status(e, quiet, "decrypting %d values...", samples)
+	report, finish := barProgress(e, fmt.Sprintf("decrypting %d values (every core)", samples), quiet)
 	t0, c0 = time.Now(), processCPU()
-	got, err := sk.DecryptVector(cts[:samples])
+	got, err := sk.DecryptVectorProgress(cts[:samples], report)
+	r.DecryptPerS = perSecond(samples, time.Since(t0))
+	r.CPU.Decrypt = perSecond(samples, processCPU()-c0)
+	finish()
 	if err != nil {
 		return nil, err
 	}
-	r.DecryptPerS = perSecond(samples, time.Since(t0))
-	r.CPU.Decrypt = perSecond(samples, processCPU()-c0)
 	for i, m := range got {
 		if m.Cmp(plain[i]) != 0 {
 			return nil, fmt.Errorf("decryption self-check failed at element %d", i)
@@ -473,8 +476,9 @@ func benchDPHE(e *env, p dpheBenchParams) (*dpheBenchReport, error) {
 		// Dense element-wise baseline, measured right after this user so both
 		// see the same machine load: encode, encrypt and serialize a sample
 		// of the user's weights, then extrapolate to all of them.
-		status(e, p.quiet, "user %d: dense baseline sample of %d encryptions...", id, perUserSample)
-		wall, cpu, err := denseSampleRun(dense, fp, pk, rng, perUserSample)
+		report, finish = barProgress(e, fmt.Sprintf("user %d: dense baseline, %d encryptions", id, perUserSample), p.quiet)
+		wall, cpu, err := denseSampleRun(dense, fp, pk, rng, perUserSample, report)
+		finish()
 		if err != nil {
 			return nil, err
 		}
@@ -518,19 +522,23 @@ func benchDPHE(e *env, p dpheBenchParams) (*dpheBenchReport, error) {
 	}
 
 	// Dense decryption: decrypt a sample of dense ciphertexts and extrapolate.
-	status(e, p.quiet, "dense baseline: encrypting and decrypting %d values...", r.DenseSample)
 	sample := make([]*big.Int, r.DenseSample)
 	for i := range sample {
 		if sample[i], err = fp.Encode(rng.NormFloat64() * 0.01); err != nil {
 			return nil, err
 		}
 	}
-	cts, err := dense.EncryptVector(sample)
+	report, finish = barProgress(e, fmt.Sprintf("dense baseline: encrypting %d values to decrypt", r.DenseSample), p.quiet)
+	cts, err := dense.EncryptVectorProgress(sample, report)
+	finish()
 	if err != nil {
 		return nil, err
 	}
+	report, finish = barProgress(e, fmt.Sprintf("dense baseline: decrypting %d values", r.DenseSample), p.quiet)
 	t0 = time.Now()
-	if _, err := sk.DecryptVector(cts); err != nil {
+	_, err = sk.DecryptVectorProgress(cts, report)
+	finish()
+	if err != nil {
 		return nil, err
 	}
 	r.DenseDecryptS = time.Since(t0).Seconds() / float64(len(cts)) * float64(d)
@@ -545,9 +553,10 @@ func benchDPHE(e *env, p dpheBenchParams) (*dpheBenchReport, error) {
 	return r, nil
 }
 
-// denseSampleRun encodes, encrypts (every core) and serializes n random weights
-// and returns the wall and process-CPU seconds taken.
-func denseSampleRun(enc *paillier.Encrypter, fp *paillier.FixedPoint, pk *paillier.PublicKey, rng *mrand.Rand, n int) (wall, cpu float64, err error) {
+// denseSampleRun encodes, encrypts (every core, reporting to progress) and
+// serializes n random weights and returns the wall and process-CPU seconds
+// taken.
+func denseSampleRun(enc *paillier.Encrypter, fp *paillier.FixedPoint, pk *paillier.PublicKey, rng *mrand.Rand, n int, progress paillier.Progress) (wall, cpu float64, err error) {
 	vals := make([]float64, n)
 	for i := range vals {
 		vals[i] = float64(float32(rng.NormFloat64() * 0.01))
@@ -559,7 +568,7 @@ func denseSampleRun(enc *paillier.Encrypter, fp *paillier.FixedPoint, pk *pailli
 			return 0, 0, err
 		}
 	}
-	cts, err := enc.EncryptVector(plain)
+	cts, err := enc.EncryptVectorProgress(plain, progress)
 	if err != nil {
 		return 0, 0, err
 	}

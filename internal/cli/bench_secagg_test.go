@@ -53,6 +53,30 @@ func TestBenchSecaggSmallKeysNeedTheFlag(t *testing.T) {
 	}
 }
 
+// TestBenchPaillierProgress: the vector steps report progress on stderr;
+// --quiet silences every line.
+func TestBenchPaillierProgress(t *testing.T) {
+	args := []string{"bench", "paillier", "--bits", "512", "--insecure-test-key-size", "--samples", "5"}
+	var out, errb bytes.Buffer
+	if code := Main(args, nil, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{
+		"encrypting 5 values (full randomness, every core): 5/5 (100%)",
+		"encrypting 5 values (short-exponent randomness, every core): 5/5 (100%)",
+		"decrypting 5 values (every core): 5/5 (100%)",
+	} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	out.Reset()
+	errb.Reset()
+	if code := Main(append(args, "-q"), nil, &out, &errb); code != 0 || errb.Len() != 0 || !strings.Contains(out.String(), "Paillier 512-bit") {
+		t.Errorf("-q: exit %d, stderr %q, stdout %q", code, errb.String(), out.String())
+	}
+}
+
 // TestBenchDPHEProgress: the long steps (users' encryption, the key
 // generator's decryption) report progress on stderr, and --quiet silences
 // all of it; --json keeps stdout machine-readable either way.
@@ -74,6 +98,8 @@ func TestBenchDPHEProgress(t *testing.T) {
 		"user 3: encrypting 16 non-zeros of 32 (with padding): 17/17 (100%)",
 		"key generator: decrypting the sum of 32 positions: ",
 		"aggregating 3 messages...",
+		"user 2: dense baseline, 667 encryptions: 667/667 (100%)",
+		"dense baseline: decrypting 2001 values: 2001/2001 (100%)",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
