@@ -36,13 +36,16 @@
 // callers choose it through EncrypterOptions.Randomness.
 //
 // The zero EncrypterOptions select RandomnessFull. On the project's 2-core
-// machine with Go's math/big, full encryption runs at about 80 per second
-// per core, slower than python-paillier with GMP (12.25 ms per encryption,
-// 82 per second, measured by testdata/phe_baseline.py: python-paillier
+// machine with Go's math/big, full encryption runs at about 70 per
+// CPU-second (`veil bench paillier --samples 100`, 2048-bit key,
+// 2026-11-23, machine shared at load average 20), slower than
+// python-paillier with GMP (12.25 ms CPU per encryption, 82 per second,
+// measured by testdata/phe_baseline.py: python-paillier
 // 1.5.0, gmpy2 2.1.2 on GMP 6.2.1, CPython 3.11.2, 2048-bit key, process CPU
 // time per operation, median of three runs on the project's 2-core AMD EPYC
 // virtual machine on 2026-11-23); the short-exponent variant (1024-bit
-// exponent for a 2048-bit key) runs about 7× faster per core, which is why
+// exponent for a 2048-bit key) runs about 6× faster per core (400 per
+// CPU-second in the same run), which is why
 // `veil bench paillier` and `veil bench dphe` report it by default and
 // always report the full variant beside it. The fixed-base table is a pure
 // speed-up (same values, no change of distribution).
