@@ -3,13 +3,14 @@ package dphe
 import (
 	"crypto/hmac"
 	"crypto/rand"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"slices"
 	"sync"
+
+	"filippo.io/bigmod"
 
 	"github.com/veil-privacy/veil/secagg/paillier"
 )
@@ -406,6 +407,56 @@ func (rs *roundState) authenticate(a *Aggregate, fpr [32]byte) ([]uint32, error)
 	return users, nil
 }
 
+// checksumHolds reports whether Σ_{users} t_u + Σ_j α_j·S_j ≡ checksum
+// (mod n), S_j = uniq[slot[φ(j)]] the decrypted sum at coordinate j. The
+// plaintexts may be a forgery the key generator must not leak, so the
+// arithmetic is constant-time (bigmod, fixed-size operands, every
+// coordinate multiplied, zeros included) and the comparison too.
+func (rs *roundState) checksumHolds(pk *paillier.PublicKey, users []uint32, uniq []*big.Int, slot []int, checksum *big.Int) (bool, error) {
+	nMod, err := bigmod.NewModulus(pk.N().Bytes())
+	if err != nil {
+		return false, fmt.Errorf("dphe: checksum modulus: %w", err)
+	}
+	size := nMod.Size()
+	buf := make([]byte, size)
+	nat := func(x *big.Int) (*bigmod.Nat, error) {
+		return bigmod.NewNat().SetBytes(x.FillBytes(buf), nMod)
+	}
+	// The distinct plaintexts as Nats, once.
+	vals := make([]*bigmod.Nat, len(uniq))
+	for i, m := range uniq {
+		if vals[i], err = nat(m); err != nil {
+			return false, fmt.Errorf("dphe: checksum: %w", err)
+		}
+	}
+	acc := bigmod.NewNat().ExpandFor(nMod)
+	for _, u := range users {
+		t, err := nat(rs.users[u].offset)
+		if err != nil {
+			return false, fmt.Errorf("dphe: checksum: %w", err)
+		}
+		acc.Add(t, nMod)
+	}
+	coeffs := newCoefficients(rs.checksumKey)
+	alpha, term := new(big.Int), bigmod.NewNat()
+	for _, pos := range rs.phi {
+		// α_j < 2^128 < n: a fixed-size Nat; term = α_j·S_j mod n.
+		if _, err := term.SetBytes(coeffs.next(alpha).FillBytes(buf), nMod); err != nil {
+			return false, fmt.Errorf("dphe: checksum: %w", err)
+		}
+		acc.Add(term.Mul(vals[slot[pos]], nMod), nMod)
+	}
+	want, err := nat(checksum)
+	if err != nil {
+		return false, fmt.Errorf("dphe: checksum: %w", err)
+	}
+	equal := acc.Equal(want) == 1
+	for _, x := range append(vals, acc, term, want) {
+		clear(x.Bits())
+	}
+	return equal, nil
+}
+
 // maxShardsFor is the most shards a user can need: ⌈D/M⌉.
 func maxShardsFor(dim, capacity int) int { return (dim + capacity - 1) / capacity }
 
@@ -437,25 +488,11 @@ func (g *KeyGenerator) decryptRound(a *Aggregate, rs *roundState, users []uint32
 			clear(m.Bits())
 		}
 	}()
-	checksum := plain[len(plain)-1]
-	// want = Σ_{users} t_u + Σ_j α_j·S_j (mod n), S_j the sum at coordinate j.
-	want := new(big.Int)
-	for _, u := range users {
-		want.Add(want, rs.users[u].offset)
+	ok, err := rs.checksumHolds(pk, users, plain[:len(uniq)], slot, plain[len(plain)-1])
+	if err != nil {
+		return nil, err
 	}
-	coeffs := newCoefficients(rs.checksumKey)
-	alpha, term := new(big.Int), new(big.Int)
-	for _, pos := range rs.phi {
-		s := plain[slot[pos]]
-		if s.Sign() == 0 {
-			coeffs.skip()
-			continue
-		}
-		want.Add(want, term.Mul(coeffs.next(alpha), s))
-	}
-	want.Mod(want, pk.N())
-	size := (pk.Bits() + 7) / 8
-	if subtle.ConstantTimeCompare(want.FillBytes(make([]byte, size)), checksum.FillBytes(make([]byte, size))) != 1 {
+	if !ok {
 		return nil, fmt.Errorf("%w: round %d", ErrForgedAggregate, a.Round)
 	}
 	vals := make([]float64, len(uniq))
