@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -12,10 +11,7 @@ import (
 	"github.com/veil-privacy/veil/face/desccache"
 	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/imaging"
-	"github.com/veil-privacy/veil/internal/engine"
-	"github.com/veil-privacy/veil/internal/progress"
 	"github.com/veil-privacy/veil/nn/arch"
-	"github.com/veil-privacy/veil/nn/train"
 )
 
 // headFlags configure the face pipeline that computes --model head's
@@ -37,7 +33,7 @@ func (h *headFlags) register(cmd *cobra.Command) {
 	fl.Float64Var(&h.minScore, "min-score", 0.5, "--model head, --loss distill: minimum detection score, in (0, 1)")
 	fl.StringVar(&h.cache, "cache", "", "--model head, --loss distill: descriptor cache folder, shared with veil verify (default $"+desccache.EnvCache+", else the user's cache folder)")
 	fl.BoolVar(&h.noCache, "no-cache", false, "--model head, --loss distill: do not read or write the descriptor cache")
-	fl.BoolVarP(&h.quiet, "quiet", "q", false, "no progress bar while describing images")
+	fl.BoolVarP(&h.quiet, "quiet", "q", false, "no progress output: no bars (describing images, epochs) and no notes")
 }
 
 // descCacheSettings is the cache settings string of a descriptor pipeline;
@@ -128,82 +124,4 @@ func (h *headFlags) openInputs() (eval.Describer, int, error) {
 		return d, nets.AgeGenderRegionFeatures, err
 	}
 	return nil, 0, fmt.Errorf("train: unknown --features %q (want descriptor or %s)", h.features, arch.HeadAgeGender)
-}
-
-// describeAll runs desc on every path with the engine's parallelism and
-// returns the descriptors by path and how many used the fallback box.
-func describeAll(e *env, label string, paths []string, desc eval.Describer, quiet bool) (map[string][]float32, int, error) {
-	bar := progress.New(e.stderr, label, len(paths), quiet)
-	got, err := eval.DescribeAll(paths, engine.Parallelism(), desc, func() { bar.Add(1) })
-	bar.Done()
-	if err != nil {
-		return nil, 0, fmt.Errorf("train: describing: %w", err)
-	}
-	out := make(map[string][]float32, len(got))
-	fallback := 0
-	for p, d := range got {
-		out[p] = d.Descriptor
-		if d.Fallback {
-			fallback++
-		}
-	}
-	return out, fallback, nil
-}
-
-// loadHeadData describes the training images and the pair images; the
-// head trains on the former and its embed maps the latter's descriptors.
-func loadHeadData(e *env, f *trainFlags, lfw dataset.LFW, images []dataset.Image, pairs []dataset.Pair) (trainSource, error) {
-	desc, dim, err := f.head.openInputs()
-	if err != nil {
-		return trainSource{}, err
-	}
-	paths := make([]string, len(images))
-	for i, im := range images {
-		paths[i] = im.Path
-	}
-	got, fb, err := describeAll(e, "describing training images", paths, desc, f.head.quiet)
-	if err != nil {
-		return trainSource{}, err
-	}
-	vecs := make([][]float32, len(images))
-	for i, im := range images {
-		vecs[i] = got[im.Path]
-	}
-	set, err := dataset.NewVectors(images, vecs)
-	if err != nil {
-		return trainSource{}, err
-	}
-	if set.Dim != dim {
-		return trainSource{}, fmt.Errorf("train: input vectors have %d values, the head takes %d", set.Dim, dim)
-	}
-	var pairPaths []string
-	for _, im := range lfw.PairImages(pairs) {
-		pairPaths = append(pairPaths, im.Path)
-	}
-	raw, pfb, err := describeAll(e, "describing pair images", pairPaths, desc, f.head.quiet)
-	if err != nil {
-		return trainSource{}, err
-	}
-	if f.head.features == "descriptor" {
-		fmt.Fprintf(e.stderr, "%d training and %d pair images described (%d and %d without a detected face: central box)\n", len(paths), len(pairPaths), fb, pfb)
-	}
-	embed := func(tr *train.Trainer) (map[string][]float32, error) {
-		if len(pairPaths) == 0 {
-			return nil, errors.New("train: no pair images")
-		}
-		x := make([]float32, 0, len(pairPaths)*set.Dim)
-		for _, p := range pairPaths {
-			x = append(x, raw[p]...)
-		}
-		emb, err := tr.Embed(x, len(pairPaths))
-		if err != nil {
-			return nil, err
-		}
-		out := make(map[string][]float32, len(emb))
-		for i, p := range pairPaths {
-			out[p] = emb[i]
-		}
-		return out, nil
-	}
-	return trainSource{train: set, embed: embed, raw: raw}, nil
 }
