@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 func seeded(b byte) *Source {
@@ -379,4 +380,29 @@ func TestExpDigits(t *testing.T) {
 			t.Errorf("exp(−%d/256) digits %#x, want %#x", j, got, w)
 		}
 	}
+}
+
+// BenchmarkNoiseInterleaved alternates the floating-point baseline and the
+// exact sampler on the same 2^16 coordinates, so both see the same machine
+// load; it reports both rates and their ratio.
+func BenchmarkNoiseInterleaved(b *testing.B) {
+	v := make([]float32, 1<<16)
+	r := rand.New(rand.NewChaCha8([32]byte{4}))
+	s := seeded(4)
+	var tFloat, tExact time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		for i := range v {
+			v[i] = float32(float64(v[i]) + r.NormFloat64())
+		}
+		t1 := time.Now()
+		s.AddGaussian32(v, 1)
+		t2 := time.Now()
+		tFloat += t1.Sub(t0)
+		tExact += t2.Sub(t1)
+	}
+	n := float64(b.N) * float64(len(v))
+	b.ReportMetric(n/tFloat.Seconds(), "float-coords/s")
+	b.ReportMetric(n/tExact.Seconds(), "exact-coords/s")
+	b.ReportMetric(tExact.Seconds()/tFloat.Seconds(), "slowdown")
 }
