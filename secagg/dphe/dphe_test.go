@@ -580,18 +580,26 @@ func TestKeysNeverPrinted(t *testing.T) {
 		t.Fatal(err)
 	}
 	uk := setup.Users[1]
-	mac := fmt.Sprintf("%x", uk.MACKey[:])
 	phi := fmt.Sprint(uk.Phi)
+	secrets := []string{fmt.Sprintf("%x", uk.MACKey[:]), fmt.Sprintf("%x", uk.TagKey[:]), fmt.Sprintf("%x", uk.ChecksumKey[:]),
+		uk.ChecksumOffset.String(), uk.ChecksumOffset.Text(16), phi[1 : len(phi)-1]}
 	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
 		for _, v := range []any{uk, setup.Aggregator, setup} {
 			out := fmt.Sprintf(format, v)
-			if strings.Contains(out, mac) || strings.Contains(out, phi[1:len(phi)-1]) {
-				t.Fatalf("%s of %T printed a secret: %s", format, v, out)
+			for _, s := range secrets {
+				if strings.Contains(out, s) {
+					t.Fatalf("%s of %T printed a secret: %s", format, v, out)
+				}
 			}
 		}
 	}
 	uk.Zero()
-	if uk.MACKey != [32]byte{} || uk.Phi[5] != 0 || uk.Phi[7] != 0 {
+	if uk.MACKey != [32]byte{} || uk.TagKey != [32]byte{} || uk.ChecksumKey != [32]byte{} || uk.ChecksumOffset.Sign() != 0 ||
+		uk.Phi[5] != 0 || uk.Phi[7] != 0 {
 		t.Fatal("Zero left secrets in place")
+	}
+	// The user's copy is its own: zeroing it leaves the key generator's φ intact.
+	if kg.open[1].phi[5] == 0 && kg.open[1].phi[7] == 0 {
+		t.Fatal("UserKeys.Zero cleared the key generator's φ")
 	}
 }
