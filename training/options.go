@@ -3,7 +3,6 @@ package training
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 
 	"github.com/veil-privacy/veil/eval"
@@ -138,10 +137,8 @@ type Options struct {
 	// Workers is how many images are described at once (0: the engine's
 	// parallelism).
 	Workers int
-	// Progress, if set, is called as the run advances.
+	// Progress, if set, is called as the run advances (notes included).
 	Progress func(Event)
-	// Log receives notes about the run (nil: none).
-	Log *slog.Logger
 }
 
 // validate checks the model options and fills defaults; dp says whether

@@ -141,7 +141,7 @@ that have seen private data without accounting would void the guarantee.`,
 
 // options turns the flags into the library's options; Validate (via
 // training.New) checks them.
-func (f *trainFlags) options(cmd *cobra.Command, e *env) (training.Options, error) {
+func (f *trainFlags) options(cmd *cobra.Command) (training.Options, error) {
 	changed := cmd.Flags().Changed
 	if f.trainSet == "mtfl" {
 		for _, n := range []string{"min-images", "max-people"} {
@@ -181,7 +181,6 @@ func (f *trainFlags) options(cmd *cobra.Command, e *env) (training.Options, erro
 			Inputs:  f.head.openInputs,
 			Teacher: f.head.openDescriber,
 		},
-		Log: e.log,
 	}
 	if f.model == "head" || changed("features") {
 		o.Model.Features = f.head.features
@@ -212,7 +211,7 @@ func (f *trainFlags) options(cmd *cobra.Command, e *env) (training.Options, erro
 }
 
 func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
-	o, err := f.options(cmd, e)
+	o, err := f.options(cmd)
 	if err != nil {
 		return err
 	}
