@@ -28,9 +28,10 @@ const (
 	maxGaussianScale = 1 << 31
 	// maxLaplaceScale bounds the integer discrete-Laplace scale.
 	maxLaplaceScale = 1 << 52
-	// maxMagnitude is where released integers saturate (post-processing:
-	// the exact sample is drawn first, then clamped).
-	maxMagnitude = 1 << 62
+	// maxMagnitude is where snapped values and noise samples saturate
+	// (post-processing: the exact sample is drawn first, then clamped); the
+	// sum of two such values cannot overflow int64.
+	maxMagnitude = 1<<62 - 1
 )
 
 // uniform returns a uniform integer in [0, n), n > 0, by Lemire's
@@ -362,7 +363,7 @@ func saturate(hi, lo uint64, neg bool) int64 {
 
 // discreteLaplace returns one sample of the discrete Laplace distribution
 // with integer scale t ≥ 1, P(x) ∝ exp(−|x|/t) on the integers (CKS
-// Algorithm 2 with s = 1), clamped to ±2^62 after sampling.
+// Algorithm 2 with s = 1), clamped to ±(2^62 − 1) after sampling.
 func (s *Source) discreteLaplace(t uint64) int64 {
 	for {
 		hi, lo := s.laplaceMagnitude(t)
@@ -377,7 +378,7 @@ func (s *Source) discreteLaplace(t uint64) int64 {
 // discreteGaussian returns one sample of the discrete Gaussian N_Z(0, σ²)
 // with integer parameter 1 ≤ σ ≤ 2^31, P(x) ∝ exp(−x²/(2σ²)) (CKS
 // Algorithm 3 with t = σ: a discrete Laplace proposal of scale σ accepted
-// with probability exp(−(|y| − σ)²/(2σ²))), clamped to ±2^62 after sampling.
+// with probability exp(−(|y| − σ)²/(2σ²))), clamped to ±(2^62 − 1) after sampling.
 func (s *Source) discreteGaussian(sigma uint64) int64 {
 	den := 2 * sigma * sigma // ≤ 2^63
 	for {
@@ -523,7 +524,7 @@ func (g Grid) LaplaceEpsilon(l1Sensitivity float64) (float64, error) {
 func roundDown(x float64) float64 { return x * (1 - 4e-16) }
 func roundUp(x float64) float64   { return x * (1 + 4e-16) }
 
-// snap returns x/γ rounded to the nearest integer, saturated at ±2^62
+// snap returns x/γ rounded to the nearest integer, saturated at ±(2^62 − 1)
 // (a contraction, so it never grows the sensitivity). NaN maps to 0.
 func snap(x, gamma float64) int64 {
 	r := math.Round(x / gamma)

@@ -406,3 +406,17 @@ func BenchmarkNoiseInterleaved(b *testing.B) {
 	b.ReportMetric(n/tExact.Seconds(), "exact-coords/s")
 	b.ReportMetric(tExact.Seconds()/tFloat.Seconds(), "slowdown")
 }
+
+func TestReleaseOfSaturatedValuesDoesNotOverflow(t *testing.T) {
+	if got := release(maxMagnitude, maxMagnitude, 1); !(got > 9e18) {
+		t.Errorf("release of two saturated values = %g", got)
+	}
+	if got := release(-maxMagnitude, -maxMagnitude, 1); !(got < -9e18) {
+		t.Errorf("release of two negative saturated values = %g", got)
+	}
+	v := []float64{math.Inf(1), -1e300}
+	seeded(16).AddGaussian64(v, 1)
+	if !(v[0] > 0 && v[1] < 0) {
+		t.Errorf("saturated releases changed sign: %v", v)
+	}
+}
