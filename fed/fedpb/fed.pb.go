@@ -347,8 +347,13 @@ type RoundConfig struct {
 	DeadlineUnixMs int64 `protobuf:"varint,9,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
 	// max_update_norm bounds the L2 norm of the update the coordinator accepts.
 	MaxUpdateNorm float64 `protobuf:"fixed64,10,opt,name=max_update_norm,json=maxUpdateNorm,proto3" json:"max_update_norm,omitempty"`
-	Batch         uint32  `protobuf:"varint,11,opt,name=batch,proto3" json:"batch,omitempty"`
-	Seed          uint64  `protobuf:"varint,12,opt,name=seed,proto3" json:"seed,omitempty"`
+	// batch is the expected batch size of local steps (the client derives
+	// its sampling rate from it and its data size).
+	Batch uint32 `protobuf:"varint,11,opt,name=batch,proto3" json:"batch,omitempty"`
+	Seed  uint64 `protobuf:"varint,12,opt,name=seed,proto3" json:"seed,omitempty"`
+	// rounds is the run's planned number of rounds: a client calibrating its
+	// own noise spreads its budget over them.
+	Rounds        uint64 `protobuf:"varint,13,opt,name=rounds,proto3" json:"rounds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -463,6 +468,13 @@ func (x *RoundConfig) GetBatch() uint32 {
 func (x *RoundConfig) GetSeed() uint64 {
 	if x != nil {
 		return x.Seed
+	}
+	return 0
+}
+
+func (x *RoundConfig) GetRounds() uint64 {
+	if x != nil {
+		return x.Rounds
 	}
 	return 0
 }
@@ -1357,7 +1369,7 @@ const file_fed_proto_rawDesc = "" +
 	"\rsampling_rate\x18\x03 \x01(\x01R\fsamplingRate\x12\x14\n" +
 	"\x05steps\x18\x04 \x01(\x04R\x05steps\x12\x14\n" +
 	"\x05delta\x18\x05 \x01(\x01R\x05delta\x12!\n" +
-	"\fprivacy_unit\x18\x06 \x01(\tR\vprivacyUnit\"\x9b\x03\n" +
+	"\fprivacy_unit\x18\x06 \x01(\tR\vprivacyUnit\"\xb3\x03\n" +
 	"\vRoundConfig\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x12#\n" +
@@ -1372,7 +1384,8 @@ const file_fed_proto_rawDesc = "" +
 	"\x0fmax_update_norm\x18\n" +
 	" \x01(\x01R\rmaxUpdateNorm\x12\x14\n" +
 	"\x05batch\x18\v \x01(\rR\x05batch\x12\x12\n" +
-	"\x04seed\x18\f \x01(\x04R\x04seed\"\xa5\x01\n" +
+	"\x04seed\x18\f \x01(\x04R\x04seed\x12\x16\n" +
+	"\x06rounds\x18\r \x01(\x04R\x06rounds\"\xa5\x01\n" +
 	"\vJoinRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12%\n" +
 	"\x0ebudget_epsilon\x18\x02 \x01(\x01R\rbudgetEpsilon\x12!\n" +

@@ -7,7 +7,9 @@ import (
 	"github.com/veil-privacy/veil/fed/wire"
 )
 
-func vec(v ...float32) wire.Weights { return wire.Weights{{Name: "w", Shape: []int{len(v)}, Values: v}} }
+func vec(v ...float32) wire.Weights {
+	return wire.Weights{{Name: "w", Shape: []int{len(v)}, Values: v}}
+}
 
 func near(t *testing.T, what string, got wire.Weights, want ...float64) {
 	t.Helper()

@@ -1,0 +1,372 @@
+// Package client is a federation client: it joins a coordinator over
+// mutual TLS with the privacy budget its owner set, waits to be selected,
+// downloads the round's model, trains on its own data with the local
+// trainer it is given, and sends back only the update with the privacy
+// metadata of what it ran.
+//
+// The client keeps its own privacy ledger on disk (a dp.Ledger written
+// atomically). Before training in a round it works out what the round
+// would cost, refuses (and says so) if that would take it past its budget,
+// and otherwise charges the ledger before touching its data, so a crash
+// can never lose a charge. It also keeps the last model it received.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/wire"
+	"github.com/veil-privacy/veil/nn/checkpoint"
+)
+
+// Update is what local training produced.
+type Update struct {
+	// Weights is the update: new weights minus the round's model (FedAvg),
+	// or the gradient at the round's model (FedSGD).
+	Weights wire.Weights
+	// DP is what the training ran (nil without DP).
+	DP *fedpb.DPParams
+	// Examples is the local example count, sent only without DP.
+	Examples uint64
+}
+
+// Trainer trains on the client's own data.
+type Trainer interface {
+	// Plan returns the DP-SGD the trainer would run for task (noise
+	// multiplier, sampling rate, steps, clip, δ, unit), before any data is
+	// used for training, so the client can check its budget. remaining is
+	// the ε the client may still spend; a trainer calibrating its own noise
+	// spreads it over the rounds left.
+	Plan(task *fedpb.RoundConfig, remaining float64) (*fedpb.DPParams, error)
+	// Train runs the task from model with the planned DP settings.
+	Train(ctx context.Context, model wire.Weights, task *fedpb.RoundConfig, plan *fedpb.DPParams) (Update, error)
+}
+
+// Options configures a client.
+type Options struct {
+	// Addr is the coordinator's host:port; ServerName the name its
+	// certificate must carry (default: the host of Addr).
+	Addr       string
+	ServerName string
+	// TLS is the client's mutual-TLS configuration (pki.ClientTLS).
+	Creds credentials.TransportCredentials
+	// Budget is the client's total privacy budget and its unit.
+	Budget dp.Budget
+	Unit   string
+	// Dir holds the client's ledger (ledger.json) and last model.
+	Dir     string
+	Trainer Trainer
+	Logger  *slog.Logger
+	// MaxModelBytes bounds a downloaded model (default 256 MiB).
+	MaxModelBytes uint64
+	// Progress, if set, is told what the client is doing.
+	Progress func(event string)
+}
+
+// ErrBudgetExhausted is returned when the next round would take the
+// client past its budget.
+var ErrBudgetExhausted = errors.New("privacy budget exhausted")
+
+// Client is a federation client.
+type Client struct {
+	o      Options
+	conn   *grpc.ClientConn
+	api    fedpb.CoordinatorClient
+	ledger *dp.Ledger
+	id     string
+}
+
+// New validates o, opens the client's folder and ledger, and dials the
+// coordinator (the connection is made lazily by gRPC).
+func New(o Options) (*Client, error) {
+	if o.Addr == "" || o.Creds == nil || o.Trainer == nil || o.Dir == "" {
+		return nil, errors.New("client: an address, TLS credentials, a trainer and a folder are required")
+	}
+	if err := o.Budget.Validate(); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if o.Unit != "identity" && o.Unit != "example" {
+		return nil, fmt.Errorf("client: privacy unit %q (want identity or example)", o.Unit)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxModelBytes == 0 {
+		o.MaxModelBytes = 256 << 20
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	l, err := loadLedger(o.Dir, o.Budget)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(o.Creds))
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return &Client{o: o, conn: conn, api: fedpb.NewCoordinatorClient(conn), ledger: l}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+const principal = "self"
+
+func ledgerPath(dir string) string { return dir + "/ledger.json" }
+
+func loadLedger(dir string, b dp.Budget) (*dp.Ledger, error) {
+	data, err := os.ReadFile(ledgerPath(dir))
+	if errors.Is(err, os.ErrNotExist) {
+		l, err := dp.NewLedger(dp.LedgerOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if err := l.SetBudget(principal, b); err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		return l, saveLedger(dir, l)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client: reading the ledger: %w", err)
+	}
+	l, err := dp.UnmarshalLedger(data)
+	if err != nil {
+		return nil, fmt.Errorf("client: the ledger in %s: %w", dir, err)
+	}
+	old, err := l.Budget(principal)
+	if err != nil {
+		return nil, fmt.Errorf("client: the ledger in %s: %w", dir, err)
+	}
+	if old != b {
+		return nil, fmt.Errorf("client: the ledger in %s has budget ε = %g, δ = %g; a client's budget cannot change", dir, old.Epsilon, old.Delta)
+	}
+	return l, nil
+}
+
+func saveLedger(dir string, l *dp.Ledger) error {
+	data, err := json.Marshal(l)
+	if err != nil {
+		return fmt.Errorf("client: encoding the ledger: %w", err)
+	}
+	err = checkpoint.WriteFileAtomic(ledgerPath(dir), func(w io.Writer) error { _, err := w.Write(data); return err })
+	if err != nil {
+		return fmt.Errorf("client: saving the ledger: %w", err)
+	}
+	return nil
+}
+
+// Spent returns what the client has spent.
+func (c *Client) Spent() (dp.Spent, error) { return c.ledger.Spent(principal) }
+
+// Run joins and takes part in rounds until the coordinator says the run is
+// over (nil), the budget is exhausted (ErrBudgetExhausted, wrapped), or ctx
+// ends.
+func (c *Client) Run(ctx context.Context) error {
+	j, err := c.api.Join(ctx, &fedpb.JoinRequest{ProtocolVersion: fedpb.ProtocolVersion,
+		BudgetEpsilon: c.o.Budget.Epsilon, BudgetDelta: c.o.Budget.Delta, PrivacyUnit: c.o.Unit})
+	if err != nil {
+		return fmt.Errorf("client: joining: %w", err)
+	}
+	c.id = j.GetClientId()
+	c.o.Logger.Info("joined", "client", c.id)
+	for {
+		resp, err := c.api.Poll(ctx, &fedpb.PollRequest{ProtocolVersion: fedpb.ProtocolVersion})
+		if err != nil {
+			return fmt.Errorf("client: polling: %w", err)
+		}
+		switch r := resp.GetReply().(type) {
+		case *fedpb.PollResponse_Done:
+			c.o.Progress("done: " + r.Done)
+			return nil
+		case *fedpb.PollResponse_RetryAfterMs:
+			wait := time.Duration(min(max(r.RetryAfterMs, 10), 10_000)) * time.Millisecond
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		case *fedpb.PollResponse_Task:
+			if err := c.round(ctx, r.Task); err != nil {
+				return err
+			}
+		default:
+			return errors.New("client: the coordinator's reply is empty")
+		}
+	}
+}
+
+// round takes part in one round.
+func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
+	s, err := c.ledger.Spent(principal)
+	if err != nil {
+		return err
+	}
+	var plan *fedpb.DPParams
+	var ev dp.Event
+	if task.GetDp() != nil {
+		plan, err = c.o.Trainer.Plan(task, c.o.Budget.Epsilon-s.Epsilon)
+		if err != nil {
+			return fmt.Errorf("client: planning round %d: %w", task.GetRound(), err)
+		}
+		model, err := c.fetch(ctx, task.GetModelVersion())
+		if err != nil {
+			return err
+		}
+		ev, err = Event(plan, model.Len())
+		if err != nil {
+			return fmt.Errorf("client: round %d: %w", task.GetRound(), err)
+		}
+		ok, err := c.ledger.CanCharge(principal, ev)
+		if err != nil {
+			return fmt.Errorf("client: %w", err)
+		}
+		if !ok {
+			c.o.Progress(fmt.Sprintf("budget: round %d would take this client past ε = %g (spent %.4g); stopping", task.GetRound(), c.o.Budget.Epsilon, s.Epsilon))
+			return fmt.Errorf("client: round %d would take this client past its budget ε = %g at δ = %g (spent %.4g): %w",
+				task.GetRound(), c.o.Budget.Epsilon, c.o.Budget.Delta, s.Epsilon, ErrBudgetExhausted)
+		}
+		// Charge before the data are touched: a crash after this point
+		// over-counts at worst, never under-counts.
+		if _, err := c.ledger.Charge(principal, ev); err != nil {
+			return fmt.Errorf("client: %w", err)
+		}
+		if err := saveLedger(c.o.Dir, c.ledger); err != nil {
+			return err
+		}
+	}
+	model, err := c.fetch(ctx, task.GetModelVersion())
+	if err != nil {
+		return err
+	}
+	c.o.Progress(fmt.Sprintf("round %d: training", task.GetRound()))
+	up, err := c.o.Trainer.Train(ctx, model, task, plan)
+	if err != nil {
+		return fmt.Errorf("client: training in round %d: %w", task.GetRound(), err)
+	}
+	return c.submit(ctx, task, up)
+}
+
+// Event is the privacy cost of local DP-SGD with the given metadata on a
+// model of dim values (the discretised Gaussian's effective multiplier).
+func Event(m *fedpb.DPParams, dim int) (dp.Event, error) {
+	if m.GetSteps() < 1 {
+		return dp.Event{}, fmt.Errorf("DP-SGD needs at least one step, the plan has %d", m.GetSteps())
+	}
+	cfg := dp.SGDConfig{ClipNorm: m.GetClip(), NoiseMultiplier: m.GetNoiseMultiplier(), SamplingRate: m.GetSamplingRate(), ExpectedBatchSize: 1, Dimension: dim}
+	sigma, err := cfg.EffectiveNoiseMultiplier()
+	if err != nil {
+		return dp.Event{}, err
+	}
+	return dp.SubsampledDiscreteGaussianEvent(m.GetSamplingRate(), sigma, int(m.GetSteps()))
+}
+
+// fetch returns the model version, downloading it unless it is the one
+// kept on disk.
+func (c *Client) fetch(ctx context.Context, version string) (wire.Weights, error) {
+	path := c.o.Dir + "/model.bin"
+	if w, err := readModel(path); err == nil && wire.Version(w.Header()) == version {
+		return w, nil
+	}
+	stream, err := c.api.DownloadModel(ctx, &fedpb.ModelRequest{ProtocolVersion: fedpb.ProtocolVersion, ModelVersion: version})
+	if err != nil {
+		return nil, fmt.Errorf("client: downloading model %s: %w", short(version), err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return nil, fmt.Errorf("client: downloading model %s: %w", short(version), err)
+	}
+	dec, err := wire.NewDecoder(first.GetHeader(), wire.Limits{MaxBytes: c.o.MaxModelBytes})
+	if err != nil {
+		return nil, fmt.Errorf("client: model %s: %w", short(version), err)
+	}
+	for {
+		ch, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("client: downloading model %s: %w", short(version), err)
+		}
+		if err := dec.Write(ch.GetData()); err != nil {
+			return nil, fmt.Errorf("client: model %s: %w", short(version), err)
+		}
+	}
+	w, err := dec.Finish()
+	if err != nil {
+		return nil, fmt.Errorf("client: model %s: %w", short(version), err)
+	}
+	if got := wire.Version(w.Header()); got != version {
+		return nil, fmt.Errorf("client: asked for model %s and received %s", short(version), short(got))
+	}
+	if err := w.CheckFinite(); err != nil {
+		return nil, fmt.Errorf("client: model %s: %w", short(version), err)
+	}
+	if err := writeModel(path, w); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func short(v string) string {
+	if len(v) > 12 {
+		return v[:12]
+	}
+	return v
+}
+
+// submit streams the update to the coordinator.
+func (c *Client) submit(ctx context.Context, task *fedpb.RoundConfig, up Update) error {
+	if err := up.Weights.Validate(); err != nil {
+		return fmt.Errorf("client: the update: %w", err)
+	}
+	h := &fedpb.UpdateHeader{ProtocolVersion: fedpb.ProtocolVersion, Round: task.GetRound(), ModelVersion: task.GetModelVersion(),
+		Dp: up.DP, Weights: up.Weights.Header()}
+	if up.DP == nil {
+		h.Examples = up.Examples
+	}
+	resp, err := SendUpdate(ctx, c.api, h, up.Weights)
+	if err != nil {
+		return fmt.Errorf("client: sending the update of round %d: %w", task.GetRound(), err)
+	}
+	if !resp.GetAccepted() {
+		c.o.Progress(fmt.Sprintf("round %d: update refused: %s", task.GetRound(), resp.GetReason()))
+		c.o.Logger.Warn("update refused", "round", task.GetRound(), "reason", resp.GetReason())
+		return nil
+	}
+	c.o.Progress(fmt.Sprintf("round %d: update accepted (coordinator's ledger: ε = %.4g)", task.GetRound(), resp.GetSpentEpsilon()))
+	return nil
+}
+
+// SendUpdate streams one update (header, then its payload in chunks) and
+// returns the coordinator's answer.
+func SendUpdate(ctx context.Context, api fedpb.CoordinatorClient, h *fedpb.UpdateHeader, w wire.Weights) (*fedpb.SubmitResponse, error) {
+	stream, err := api.SubmitUpdate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Header{Header: h}}); err != nil {
+		return nil, err
+	}
+	err = w.Chunks(wire.DefaultChunk, func(b []byte) error {
+		return stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Data{Data: b}})
+	})
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return stream.CloseAndRecv()
+}

@@ -1,0 +1,752 @@
+// Package coord is the federation's coordinator: it holds the shared model,
+// runs rounds (selects clients, sends the round's task, folds accepted
+// updates into a running sum, aggregates at the deadline), keeps every
+// client's privacy ledger and refuses what would take a client past its
+// budget, and serves all of it over gRPC with mutual TLS. Its whole state
+// lives in one SQLite file, changed one transaction at a time, so a
+// coordinator killed at any moment continues where it stopped.
+//
+// An update is accepted only if it is bound to the open round, the model
+// version of that round and a client selected for it that has not been
+// counted yet; its DP metadata match the round's settings and fit the
+// client's budget; and its tensors have the model's names and shapes,
+// finite values and a norm within the bound. Anything else is refused with
+// a reason and changes nothing. Update values are never logged.
+package coord
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/strategy"
+	"github.com/veil-privacy/veil/fed/wire"
+)
+
+// Task is what every selected client is asked to do in a round.
+type Task struct {
+	LocalEpochs  int
+	LocalSteps   int
+	LearningRate float64
+	Batch        int
+	// DP, if non-nil, is the DP-SGD clients must run: Clip, Delta and
+	// Unit are fixed; NoiseMultiplier 0 lets each client calibrate its own
+	// noise to its budget over the planned rounds.
+	DP *fedpb.DPParams
+}
+
+// Options configures a coordinator.
+type Options struct {
+	// StatePath is the SQLite file of the coordinator's state.
+	StatePath string
+	// Init is the initial model, used when the state file is new; a state
+	// file that already holds a model ignores it.
+	Init     wire.Weights
+	Strategy strategy.Options
+	// Rounds is the number of rounds to run (successful or failed).
+	Rounds int
+	// Fraction of the available clients selected per round, in (0, 1].
+	Fraction float64
+	// MinAvailable clients must be available before a round starts.
+	MinAvailable int
+	// MinUpdates is the least number of accepted updates a round needs to
+	// be aggregated; fewer by the deadline fail the round.
+	MinUpdates int
+	// RoundTimeout is a round's deadline after its start.
+	RoundTimeout time.Duration
+	Task         Task
+	// MaxUpdateNorm bounds an update's L2 norm (required, > 0).
+	MaxUpdateNorm float64
+	// Available is how recently a client must have polled to count as
+	// available (default 10 s).
+	Available time.Duration
+	// Logger receives structured logs (default: discard).
+	Logger *slog.Logger
+	// Metrics, if non-nil, is told what happens.
+	Metrics Observer
+}
+
+// Observer is told of the coordinator's events (metrics).
+type Observer interface {
+	RoundClosed(state string, d time.Duration, aggregation time.Duration)
+	UpdateAccepted(client string, bytes int, spentEpsilon float64)
+	UpdateRefused(reason string)
+	BytesOut(n int)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) RoundClosed(string, time.Duration, time.Duration) {}
+func (nopObserver) UpdateAccepted(string, int, float64)              {}
+func (nopObserver) UpdateRefused(string)                             {}
+func (nopObserver) BytesOut(int)                                     {}
+
+func (o *Options) validate() error {
+	if o.StatePath == "" {
+		return errors.New("coordinator: a state file is required")
+	}
+	if _, err := strategy.New(o.Strategy); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	if o.Rounds < 1 {
+		return fmt.Errorf("coordinator: rounds must be at least 1, got %d", o.Rounds)
+	}
+	if !(o.Fraction > 0 && o.Fraction <= 1) {
+		return fmt.Errorf("coordinator: fraction of clients per round must be in (0, 1], got %g", o.Fraction)
+	}
+	if o.MinUpdates < 1 {
+		return fmt.Errorf("coordinator: the minimum number of updates to aggregate must be at least 1, got %d", o.MinUpdates)
+	}
+	if o.MinAvailable < o.MinUpdates {
+		return fmt.Errorf("coordinator: minimum available clients (%d) is below the minimum to aggregate (%d)", o.MinAvailable, o.MinUpdates)
+	}
+	if o.RoundTimeout <= 0 {
+		return errors.New("coordinator: the round timeout must be positive")
+	}
+	if !(o.MaxUpdateNorm > 0) || math.IsInf(o.MaxUpdateNorm, 0) {
+		return fmt.Errorf("coordinator: the update norm bound must be positive and finite, got %g", o.MaxUpdateNorm)
+	}
+	t := o.Task
+	if t.LocalEpochs < 0 || t.LocalSteps < 0 || (t.LocalEpochs == 0 && t.LocalSteps == 0) {
+		return errors.New("coordinator: the task needs local epochs or local steps")
+	}
+	if !(t.LearningRate > 0) || t.Batch < 1 {
+		return fmt.Errorf("coordinator: the task needs a learning rate > 0 and a batch ≥ 1, got %g and %d", t.LearningRate, t.Batch)
+	}
+	if d := t.DP; d != nil {
+		if !(d.GetClip() > 0) || !(d.GetDelta() > 0 && d.GetDelta() < 1) || d.GetNoiseMultiplier() < 0 {
+			return errors.New("coordinator: DP settings need clip > 0, δ in (0, 1) and a noise multiplier ≥ 0")
+		}
+		if u := d.GetPrivacyUnit(); u != "identity" && u != "example" {
+			return fmt.Errorf("coordinator: privacy unit %q (want identity or example)", u)
+		}
+	}
+	if o.Available == 0 {
+		o.Available = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = nopObserver{}
+	}
+	return nil
+}
+
+// Coordinator runs a federation.
+type Coordinator struct {
+	o     Options
+	st    *store
+	strat strategy.Strategy
+	log   *slog.Logger
+
+	queue chan *pending
+
+	mu        sync.Mutex
+	model     wire.Weights // current model
+	version   string
+	stratSt   wire.Weights
+	round     *openRound // nil between rounds
+	completed int        // rounds closed (done or failed)
+	lastPoll  map[string]time.Time
+	done      bool
+	rng       *mrand.Rand
+}
+
+type openRound struct {
+	n        uint64
+	cfg      *fedpb.RoundConfig
+	deadline time.Time
+	selected map[string]bool
+	counted  map[string]bool
+	sum      *strategy.Sum
+	started  time.Time
+}
+
+type pending struct {
+	client   string
+	round    uint64
+	version  string
+	update   wire.Weights
+	examples uint64
+	dp       *fedpb.DPParams
+	bytes    int
+	reply    chan result
+}
+
+type result struct {
+	spent float64
+	err   error
+}
+
+// New opens (or creates) the state file and restores the coordinator:
+// the current model, the open round with its running sum and the clients
+// already counted, and the ledgers.
+func New(o Options) (*Coordinator, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	strat, err := strategy.New(o.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(o.StatePath)
+	if err != nil {
+		return nil, err
+	}
+	var seed [16]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, err
+	}
+	c := &Coordinator{o: o, st: st, strat: strat, log: o.Logger, queue: make(chan *pending, 256),
+		lastPoll: map[string]time.Time{},
+		rng:      mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))}
+	if err := c.restore(); err != nil {
+		st.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close closes the state file.
+func (c *Coordinator) Close() error { return c.st.close() }
+
+func (c *Coordinator) restore() error {
+	cur, err := getMeta(c.st.db, "model")
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	if cur == nil {
+		if c.o.Init == nil {
+			return errors.New("coordinator: the state file is new and no initial model was given")
+		}
+		if err := c.o.Init.Validate(); err != nil {
+			return fmt.Errorf("coordinator: initial model: %w", err)
+		}
+		if err := c.o.Init.CheckFinite(); err != nil {
+			return fmt.Errorf("coordinator: initial model: %w", err)
+		}
+		v := wire.Version(c.o.Init.Header())
+		err := c.st.tx(context.Background(), func(tx *sql.Tx) error {
+			if err := putModel(tx, v, 0, c.o.Init, nil); err != nil {
+				return err
+			}
+			if err := setMeta(tx, "strategy", []byte(c.strat.Name())); err != nil {
+				return err
+			}
+			return setMeta(tx, "model", []byte(v))
+		})
+		if err != nil {
+			return fmt.Errorf("coordinator: initialising the state file: %w", err)
+		}
+		cur = []byte(v)
+	} else if s, _ := getMeta(c.st.db, "strategy"); string(s) != c.strat.Name() {
+		return fmt.Errorf("coordinator: the state file was run with strategy %q, not %q", s, c.strat.Name())
+	}
+	c.version = string(cur)
+	if c.model, c.stratSt, err = c.st.loadModel(c.version); err != nil {
+		return err
+	}
+	var completed int
+	if err := c.st.db.QueryRow(`SELECT COUNT(*) FROM rounds WHERE state != 'open'`).Scan(&completed); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	c.completed = completed
+	// The open round, if any, continues with its sum and counted set.
+	var (
+		n                uint64
+		cfgB, sumB       []byte
+		deadline         int64
+		weight           float64
+		updates          int
+		version          string
+		rowsErr          error
+		selected, counts = map[string]bool{}, map[string]bool{}
+	)
+	err = c.st.db.QueryRow(`SELECT round, config, deadline_ms, sum, sum_weight, updates, model_version FROM rounds WHERE state = 'open'`).
+		Scan(&n, &cfgB, &deadline, &sumB, &weight, &updates, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		c.done = c.completed >= c.o.Rounds
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("coordinator: reading the open round: %w", err)
+	}
+	if version != c.version {
+		return fmt.Errorf("coordinator: the open round %d is on model %s but the current model is %s", n, short(version), short(c.version))
+	}
+	cfg := &fedpb.RoundConfig{}
+	if err := proto.Unmarshal(cfgB, cfg); err != nil {
+		return fmt.Errorf("coordinator: round %d config: %w", n, err)
+	}
+	rows, err := c.st.db.Query(`SELECT client, counted FROM round_clients WHERE round = ?`, n)
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var counted bool
+		if err := rows.Scan(&id, &counted); err != nil {
+			rowsErr = err
+			break
+		}
+		selected[id] = true
+		if counted {
+			counts[id] = true
+		}
+	}
+	rows.Close()
+	if rowsErr != nil {
+		return fmt.Errorf("coordinator: %w", rowsErr)
+	}
+	sum := strategy.NewSum(c.model)
+	if sumB != nil {
+		if sum.Values, err = decodeSum(sumB, c.model.Len()); err != nil {
+			return err
+		}
+	}
+	sum.Weight, sum.Count = weight, updates
+	if updates != len(counts) {
+		return fmt.Errorf("coordinator: round %d has %d updates but %d clients counted", n, updates, len(counts))
+	}
+	c.round = &openRound{n: n, cfg: cfg, deadline: time.UnixMilli(deadline), selected: selected, counted: counts, sum: sum, started: time.Now()}
+	c.log.Info("continuing the open round", "round", n, "updates", updates, "selected", len(selected))
+	return nil
+}
+
+func short(v string) string {
+	if len(v) > 12 {
+		return v[:12]
+	}
+	return v
+}
+
+// Run runs rounds until the configured number have closed or ctx ends.
+// It returns nil when every round has closed.
+func (c *Coordinator) Run(ctx context.Context) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c.mu.Lock()
+		done := c.done
+		c.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case p := <-c.queue:
+			batch := []*pending{p}
+		drain:
+			for len(batch) < 64 {
+				select {
+				case q := <-c.queue:
+					batch = append(batch, q)
+				default:
+					break drain
+				}
+			}
+			c.fold(ctx, batch)
+		case <-tick.C:
+		}
+		if err := c.advance(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// advance closes the open round when it is complete or past its
+// deadline, and starts the next one when enough clients are available.
+func (c *Coordinator) advance(ctx context.Context) error {
+	c.mu.Lock()
+	r := c.round
+	c.mu.Unlock()
+	now := time.Now()
+	if r != nil {
+		if len(r.counted) < len(r.selected) && now.Before(r.deadline) {
+			return nil
+		}
+		return c.closeRound(ctx, r)
+	}
+	c.mu.Lock()
+	if c.completed >= c.o.Rounds {
+		c.done = true
+		c.mu.Unlock()
+		return nil
+	}
+	var avail []string
+	for id, t := range c.lastPoll {
+		if now.Sub(t) <= c.o.Available {
+			avail = append(avail, id)
+		}
+	}
+	c.mu.Unlock()
+	if len(avail) < c.o.MinAvailable {
+		return nil
+	}
+	return c.startRound(ctx, avail)
+}
+
+func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
+	sort.Strings(avail)
+	k := max(c.o.MinUpdates, int(math.Ceil(c.o.Fraction*float64(len(avail)))))
+	k = min(k, len(avail))
+	c.mu.Lock()
+	c.rng.Shuffle(len(avail), func(i, j int) { avail[i], avail[j] = avail[j], avail[i] })
+	sel := slices.Clone(avail[:k])
+	n := uint64(c.completed + 1)
+	var last uint64
+	if err := c.st.db.QueryRow(`SELECT COALESCE(MAX(round), 0) FROM rounds`).Scan(&last); err == nil && last >= n {
+		n = last + 1
+	}
+	deadline := time.Now().Add(c.o.RoundTimeout)
+	t := c.o.Task
+	cfg := &fedpb.RoundConfig{
+		ProtocolVersion: fedpb.ProtocolVersion, Round: n, ModelVersion: c.version, Strategy: c.strat.Name(),
+		LocalEpochs: uint32(t.LocalEpochs), LocalSteps: uint32(t.LocalSteps), LearningRate: t.LearningRate,
+		DeadlineUnixMs: deadline.UnixMilli(), MaxUpdateNorm: c.o.MaxUpdateNorm, Batch: uint32(t.Batch),
+		Seed: c.rng.Uint64(), Rounds: uint64(c.o.Rounds),
+	}
+	if t.DP != nil {
+		cfg.Dp = proto.Clone(t.DP).(*fedpb.DPParams)
+	}
+	c.mu.Unlock()
+	cfgB, err := proto.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	err = c.st.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`INSERT INTO rounds (round, state, model_version, config, deadline_ms) VALUES (?, 'open', ?, ?, ?)`,
+			n, cfg.ModelVersion, cfgB, deadline.UnixMilli()); err != nil {
+			return err
+		}
+		for _, id := range sel {
+			if _, err := tx.Exec(`INSERT INTO round_clients (round, client) VALUES (?, ?)`, n, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("coordinator: starting round %d: %w", n, err)
+	}
+	r := &openRound{n: n, cfg: cfg, deadline: deadline, selected: map[string]bool{}, counted: map[string]bool{}, sum: strategy.NewSum(c.model), started: time.Now()}
+	for _, id := range sel {
+		r.selected[id] = true
+	}
+	c.mu.Lock()
+	c.round = r
+	c.mu.Unlock()
+	c.log.Info("round started", "round", n, "selected", len(sel), "available", len(avail), "model", short(cfg.ModelVersion))
+	return nil
+}
+
+func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
+	state, reason := "done", ""
+	var next, nextState wire.Weights
+	aggStart := time.Now()
+	if len(r.counted) < c.o.MinUpdates {
+		state = "failed"
+		reason = fmt.Sprintf("%d of the %d updates needed arrived by the deadline", len(r.counted), c.o.MinUpdates)
+	} else {
+		mean, err := r.sum.Mean()
+		if err == nil {
+			next, nextState, err = c.strat.Apply(c.model, mean, c.stratSt)
+		}
+		if err == nil {
+			err = next.CheckFinite()
+		}
+		if err != nil {
+			state, reason, next = "failed", "aggregation: "+err.Error(), nil
+		}
+	}
+	aggTime := time.Since(aggStart)
+	var v string
+	if next != nil {
+		v = wire.Version(next.Header())
+	}
+	err := c.st.tx(ctx, func(tx *sql.Tx) error {
+		if next != nil {
+			if err := putModel(tx, v, r.n, next, nextState); err != nil {
+				return err
+			}
+			if err := setMeta(tx, "model", []byte(v)); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(`UPDATE rounds SET state = ?, reason = ?, sum = NULL WHERE round = ? AND state = 'open'`, state, reason, r.n)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("coordinator: closing round %d: %w", r.n, err)
+	}
+	c.mu.Lock()
+	if next != nil {
+		c.model, c.stratSt, c.version = next, nextState, v
+	}
+	c.round = nil
+	c.completed++
+	c.done = c.completed >= c.o.Rounds
+	c.mu.Unlock()
+	c.o.Metrics.RoundClosed(state, time.Since(r.started), aggTime)
+	c.log.Info("round closed", "round", r.n, "state", state, "updates", len(r.counted), "reason", reason)
+	return nil
+}
+
+// refusal is an update refused for a reason that names no value.
+type refusal struct{ reason, msg string }
+
+func (e *refusal) Error() string { return e.msg }
+
+func refuse(reason, format string, a ...any) error {
+	return &refusal{reason: reason, msg: fmt.Sprintf(format, a...)}
+}
+
+// check validates an update's binding, metadata and budget against the
+// current state (without its payload). It is called before the payload is
+// read, and again when the update is folded in.
+func (c *Coordinator) check(client string, h *fedpb.UpdateHeader) error {
+	if h.GetProtocolVersion() != fedpb.ProtocolVersion {
+		return refuse("protocol", "protocol version %d, this coordinator speaks %d", h.GetProtocolVersion(), fedpb.ProtocolVersion)
+	}
+	c.mu.Lock()
+	r := c.round
+	version := c.version
+	c.mu.Unlock()
+	switch {
+	case r == nil || h.GetRound() != r.n:
+		return refuse("stale", "round %d is not open", h.GetRound())
+	case h.GetModelVersion() != version:
+		return refuse("stale", "the update is for model %s, round %d trains model %s", short(h.GetModelVersion()), r.n, short(version))
+	case !r.selected[client]:
+		return refuse("not_selected", "client %q was not selected for round %d", client, r.n)
+	case r.counted[client]:
+		return refuse("replay", "client %q has already been counted in round %d", client, r.n)
+	}
+	if want := r.cfg.GetDp(); want != nil {
+		got := h.GetDp()
+		if got == nil {
+			return refuse("dp", "round %d requires DP-SGD and the update states none", r.n)
+		}
+		if got.GetClip() != want.GetClip() || got.GetDelta() != want.GetDelta() || got.GetPrivacyUnit() != want.GetPrivacyUnit() {
+			return refuse("dp", "the update's clip, δ or unit differ from round %d's", r.n)
+		}
+		if want.GetNoiseMultiplier() > 0 && got.GetNoiseMultiplier() < want.GetNoiseMultiplier() {
+			return refuse("dp", "the update's noise multiplier is below round %d's", r.n)
+		}
+	}
+	return nil
+}
+
+// event is the privacy cost an update's metadata state.
+func event(m *fedpb.DPParams, dim int) (dp.Event, error) {
+	if m == nil {
+		return dp.Event{}, errors.New("no DP metadata")
+	}
+	if m.GetSteps() < 1 || m.GetSteps() > 1<<30 {
+		return dp.Event{}, fmt.Errorf("the update states %d DP-SGD steps", m.GetSteps())
+	}
+	cfg := dp.SGDConfig{ClipNorm: m.GetClip(), NoiseMultiplier: m.GetNoiseMultiplier(), SamplingRate: m.GetSamplingRate(), ExpectedBatchSize: 1, Dimension: dim}
+	sigma, err := cfg.EffectiveNoiseMultiplier()
+	if err != nil {
+		return dp.Event{}, err
+	}
+	return dp.SubsampledDiscreteGaussianEvent(m.GetSamplingRate(), sigma, int(m.GetSteps()))
+}
+
+// fold charges and folds a batch of validated updates in one transaction
+// and answers each.
+func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
+	c.mu.Lock()
+	r := c.round
+	c.mu.Unlock()
+	results := make([]result, len(batch))
+	type charge struct {
+		i     int
+		spent float64
+	}
+	var accepted []charge
+	var sum *strategy.Sum
+	if r != nil {
+		sum = &strategy.Sum{Layout: r.sum.Layout, Values: slices.Clone(r.sum.Values), Weight: r.sum.Weight, Count: r.sum.Count}
+	}
+	counted := map[string]bool{}
+	err := c.st.tx(ctx, func(tx *sql.Tx) error {
+		for i, p := range batch {
+			h := &fedpb.UpdateHeader{ProtocolVersion: fedpb.ProtocolVersion, Round: p.round, ModelVersion: p.version, Dp: p.dp}
+			if err := c.check(p.client, h); err != nil {
+				results[i].err = err
+				continue
+			}
+			if counted[p.client] {
+				results[i].err = refuse("replay", "client %q has already been counted in round %d", p.client, p.round)
+				continue
+			}
+			var lb []byte
+			if err := tx.QueryRow(`SELECT ledger FROM clients WHERE id = ?`, p.client).Scan(&lb); err != nil {
+				results[i].err = refuse("unknown_client", "client %q is not enrolled", p.client)
+				continue
+			}
+			var spent float64
+			if r.cfg.GetDp() != nil {
+				l, err := clientLedger(lb)
+				if err != nil {
+					return err
+				}
+				ev, err := event(p.dp, c.model.Len())
+				if err != nil {
+					results[i].err = refuse("dp", "the update's DP metadata: %v", err)
+					continue
+				}
+				s, err := l.Charge(p.client, ev)
+				if err != nil {
+					if errors.Is(err, dp.ErrBudgetExceeded) {
+						results[i].err = refuse("budget", "accepting this update would take client %q past its privacy budget (it would have spent ε = %.4g)", p.client, s.Epsilon)
+					} else {
+						results[i].err = refuse("dp", "charging the update: %v", err)
+					}
+					continue
+				}
+				spent = s.Epsilon
+				if lb, err = marshalLedger(l); err != nil {
+					return err
+				}
+			}
+			w, err := c.strat.Weight(p.examples)
+			if err != nil {
+				results[i].err = refuse("weight", "%v", err)
+				continue
+			}
+			if err := sum.Add(p.update, w); err != nil {
+				results[i].err = refuse("shape", "%v", err)
+				continue
+			}
+			if _, err := tx.Exec(`UPDATE clients SET ledger = ?, updates = updates + 1 WHERE id = ?`, lb, p.client); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(`UPDATE round_clients SET counted = 1 WHERE round = ? AND client = ?`, p.round, p.client); err != nil {
+				return err
+			}
+			counted[p.client] = true
+			accepted = append(accepted, charge{i: i, spent: spent})
+		}
+		if len(accepted) == 0 {
+			return nil
+		}
+		_, err := tx.Exec(`UPDATE rounds SET sum = ?, sum_weight = ?, updates = ? WHERE round = ? AND state = 'open'`,
+			encodeSum(sum.Values), sum.Weight, sum.Count, r.n)
+		return err
+	})
+	if err != nil {
+		for i := range results {
+			if results[i].err == nil {
+				results[i].err = fmt.Errorf("coordinator: storing the update: %w", err)
+			}
+		}
+	} else if len(accepted) > 0 {
+		c.mu.Lock()
+		r.sum = sum
+		for id := range counted {
+			r.counted[id] = true
+		}
+		c.mu.Unlock()
+		for _, a := range accepted {
+			results[a.i].spent = a.spent
+			c.o.Metrics.UpdateAccepted(batch[a.i].client, batch[a.i].bytes, a.spent)
+			c.log.Info("update accepted", "round", batch[a.i].round, "client", batch[a.i].client)
+		}
+	}
+	for i, p := range batch {
+		if results[i].err != nil {
+			reason := "internal"
+			var rf *refusal
+			if errors.As(results[i].err, &rf) {
+				reason = rf.reason
+			}
+			c.o.Metrics.UpdateRefused(reason)
+			c.log.Warn("update refused", "round", p.round, "client", p.client, "reason", reason)
+		}
+		p.reply <- results[i]
+	}
+}
+
+// enrol records a client's budget at its first join; later joins must
+// declare the same budget.
+func (c *Coordinator) enrol(ctx context.Context, client string, eps, delta float64, unit string) (spent float64, err error) {
+	b := dp.Budget{Epsilon: eps, Delta: delta}
+	if err := b.Validate(); err != nil {
+		return 0, fmt.Errorf("the declared budget: %w", err)
+	}
+	if unit != "identity" && unit != "example" {
+		return 0, fmt.Errorf("privacy unit %q (want identity or example)", unit)
+	}
+	err = c.st.tx(ctx, func(tx *sql.Tx) error {
+		var e, d float64
+		var u string
+		var lb []byte
+		err := tx.QueryRow(`SELECT budget_epsilon, budget_delta, unit, ledger FROM clients WHERE id = ?`, client).Scan(&e, &d, &u, &lb)
+		if errors.Is(err, sql.ErrNoRows) {
+			l, err := dp.NewLedger(dp.LedgerOptions{})
+			if err != nil {
+				return err
+			}
+			if err := l.SetBudget(client, b); err != nil {
+				return err
+			}
+			lb, err := marshalLedger(l)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(`INSERT INTO clients (id, budget_epsilon, budget_delta, unit, ledger, enrolled_ms) VALUES (?, ?, ?, ?, ?, ?)`,
+				client, eps, delta, unit, lb, time.Now().UnixMilli())
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if e != eps || d != delta || u != unit {
+			return fmt.Errorf("client %q enrolled with budget ε = %g, δ = %g per %s and cannot change it", client, e, d, u)
+		}
+		l, err := clientLedger(lb)
+		if err != nil {
+			return err
+		}
+		s, err := l.Spent(client)
+		spent = s.Epsilon
+		return err
+	})
+	return spent, err
+}
+
+// Round returns the open round's number (0 if none) and the number of
+// rounds closed.
+func (c *Coordinator) Round() (open uint64, completed int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.round != nil {
+		open = c.round.n
+	}
+	return open, c.completed
+}
+
+// Model returns the current model and its version.
+func (c *Coordinator) Model() (wire.Weights, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.model, c.version
+}

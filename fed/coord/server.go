@@ -1,0 +1,255 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/pki"
+	"github.com/veil-privacy/veil/fed/wire"
+)
+
+// Service returns the gRPC service of the coordinator. Register it on a
+// server whose transport credentials come from pki.ServerTLS; each call
+// identifies its client by the verified certificate, and rev (may be nil)
+// is consulted on every call, so a revoked client is cut off even on a
+// connection opened before the revocation.
+func (c *Coordinator) Service(rev *pki.Revocations) fedpb.CoordinatorServer {
+	return &service{c: c, rev: rev}
+}
+
+type service struct {
+	fedpb.UnimplementedCoordinatorServer
+	c   *Coordinator
+	rev *pki.Revocations
+}
+
+// who returns the calling client's identity from its verified certificate.
+func (s *service) who(ctx context.Context) (string, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "", status.Error(codes.Unauthenticated, "no peer")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return "", status.Error(codes.Unauthenticated, "the connection is not mutual TLS")
+	}
+	name, leaf, err := pki.PeerName(ti.State)
+	if err != nil {
+		return "", status.Error(codes.Unauthenticated, err.Error())
+	}
+	if s.rev != nil {
+		revoked, err := s.rev.IsRevoked(leaf.SerialNumber)
+		if err != nil {
+			return "", status.Error(codes.Unavailable, "the revocation list cannot be read")
+		}
+		if revoked {
+			return "", status.Errorf(codes.PermissionDenied, "the certificate of %q is revoked", name)
+		}
+	}
+	return name, nil
+}
+
+func checkVersion(v uint32) error {
+	if v != fedpb.ProtocolVersion {
+		return status.Errorf(codes.FailedPrecondition, "protocol version %d, this coordinator speaks %d", v, fedpb.ProtocolVersion)
+	}
+	return nil
+}
+
+func (s *service) Join(ctx context.Context, req *fedpb.JoinRequest) (*fedpb.JoinResponse, error) {
+	id, err := s.who(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVersion(req.GetProtocolVersion()); err != nil {
+		return nil, err
+	}
+	spent, err := s.c.enrol(ctx, id, req.GetBudgetEpsilon(), req.GetBudgetDelta(), req.GetPrivacyUnit())
+	if err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	s.c.mu.Lock()
+	s.c.lastPoll[id] = time.Now()
+	s.c.mu.Unlock()
+	s.c.log.Info("client joined", "client", id)
+	return &fedpb.JoinResponse{ProtocolVersion: fedpb.ProtocolVersion, ClientId: id,
+		BudgetEpsilon: req.GetBudgetEpsilon(), BudgetDelta: req.GetBudgetDelta(), SpentEpsilon: spent}, nil
+}
+
+func (s *service) enrolled(ctx context.Context, id string) error {
+	var n int
+	if err := s.c.st.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM clients WHERE id = ?`, id).Scan(&n); err != nil {
+		return status.Error(codes.Internal, "reading the state file")
+	}
+	if n == 0 {
+		return status.Errorf(codes.PermissionDenied, "client %q has not joined", id)
+	}
+	return nil
+}
+
+func (s *service) Poll(ctx context.Context, req *fedpb.PollRequest) (*fedpb.PollResponse, error) {
+	id, err := s.who(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVersion(req.GetProtocolVersion()); err != nil {
+		return nil, err
+	}
+	if err := s.enrolled(ctx, id); err != nil {
+		return nil, err
+	}
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastPoll[id] = time.Now()
+	resp := &fedpb.PollResponse{ProtocolVersion: fedpb.ProtocolVersion}
+	switch r := c.round; {
+	case c.done:
+		resp.Reply = &fedpb.PollResponse_Done{Done: fmt.Sprintf("the run is over after %d rounds", c.completed)}
+	case r != nil && r.selected[id] && !r.counted[id] && time.Now().Before(r.deadline):
+		resp.Reply = &fedpb.PollResponse_Task{Task: r.cfg}
+	default:
+		resp.Reply = &fedpb.PollResponse_RetryAfterMs{RetryAfterMs: 200}
+	}
+	return resp, nil
+}
+
+func (s *service) DownloadModel(req *fedpb.ModelRequest, stream grpc.ServerStreamingServer[fedpb.WeightsChunk]) error {
+	ctx := stream.Context()
+	id, err := s.who(ctx)
+	if err != nil {
+		return err
+	}
+	if err := checkVersion(req.GetProtocolVersion()); err != nil {
+		return err
+	}
+	if err := s.enrolled(ctx, id); err != nil {
+		return err
+	}
+	c := s.c
+	c.mu.Lock()
+	w, v := c.model, c.version
+	c.mu.Unlock()
+	if req.GetModelVersion() != "" && req.GetModelVersion() != v {
+		// Older versions are kept in the state file.
+		var err error
+		if w, _, err = c.st.loadModel(req.GetModelVersion()); err != nil {
+			return status.Errorf(codes.NotFound, "no model version %s", short(req.GetModelVersion()))
+		}
+	}
+	if err := stream.Send(&fedpb.WeightsChunk{Part: &fedpb.WeightsChunk_Header{Header: w.Header()}}); err != nil {
+		return err
+	}
+	return w.Chunks(wire.DefaultChunk, func(b []byte) error {
+		c.o.Metrics.BytesOut(len(b))
+		return stream.Send(&fedpb.WeightsChunk{Part: &fedpb.WeightsChunk_Data{Data: b}})
+	})
+}
+
+func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChunk, fedpb.SubmitResponse]) error {
+	ctx := stream.Context()
+	id, err := s.who(ctx)
+	if err != nil {
+		return err
+	}
+	c := s.c
+	first, err := stream.Recv()
+	if err != nil {
+		return status.Error(codes.InvalidArgument, "the update stream ended before its header")
+	}
+	h := first.GetHeader()
+	if h == nil {
+		c.o.Metrics.UpdateRefused("malformed")
+		return status.Error(codes.InvalidArgument, "an update stream must start with its header")
+	}
+	reply := func(err error) error {
+		var rf *refusal
+		if errors.As(err, &rf) {
+			c.o.Metrics.UpdateRefused(rf.reason)
+			c.log.Warn("update refused", "client", id, "round", h.GetRound(), "reason", rf.reason)
+			return stream.SendAndClose(&fedpb.SubmitResponse{ProtocolVersion: fedpb.ProtocolVersion, Reason: rf.reason + ": " + rf.msg})
+		}
+		return err
+	}
+	// Authenticate and bind before reading (and allocating for) the payload.
+	if err := s.enrolled(ctx, id); err != nil {
+		return err
+	}
+	if err := c.check(id, h); err != nil {
+		return reply(err)
+	}
+	c.mu.Lock()
+	layout := c.model
+	c.mu.Unlock()
+	dec, err := wire.NewDecoder(h.GetWeights(), wire.Limits{MaxBytes: uint64(4 * layout.Len()), Layout: layout})
+	if err != nil {
+		return reply(refuse("shape", "%v", err))
+	}
+	for {
+		ch, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		data := ch.GetData()
+		if data == nil {
+			return reply(refuse("malformed", "a second header in the update stream"))
+		}
+		if err := dec.Write(data); err != nil {
+			return reply(refuse("size", "%v", err))
+		}
+	}
+	update, err := dec.Finish()
+	if err != nil {
+		return reply(refuse("size", "%v", err))
+	}
+	if err := update.CheckFinite(); err != nil {
+		return reply(refuse("non_finite", "%v", err))
+	}
+	if n := update.Norm(); n > c.o.MaxUpdateNorm {
+		return reply(refuse("norm", "the update's L2 norm %.4g is above the bound %.4g", n, c.o.MaxUpdateNorm))
+	}
+	p := &pending{client: id, round: h.GetRound(), version: h.GetModelVersion(), update: update,
+		examples: h.GetExamples(), dp: h.GetDp(), bytes: int(dec.Received()), reply: make(chan result, 1)}
+	select {
+	case c.queue <- p:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var res result
+	select {
+	case res = <-p.reply:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if res.err != nil {
+		return reply(res.err)
+	}
+	return stream.SendAndClose(&fedpb.SubmitResponse{ProtocolVersion: fedpb.ProtocolVersion, Accepted: true, SpentEpsilon: res.spent})
+}
+
+func (s *service) Status(ctx context.Context, req *fedpb.StatusRequest) (*fedpb.StatusResponse, error) {
+	if _, err := s.who(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkVersion(req.GetProtocolVersion()); err != nil {
+		return nil, err
+	}
+	st, err := ReadStatus(ctx, s.c.st.db)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return st, nil
+}

@@ -1,0 +1,234 @@
+package coord
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver
+
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/wire"
+)
+
+// schemaVersion is the version of the database layout this build writes;
+// migrations bring older files up to it.
+const schemaVersion = 1
+
+var migrations = []string{
+	// 1: the first layout.
+	`CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+	CREATE TABLE clients (
+		id TEXT PRIMARY KEY,
+		budget_epsilon REAL NOT NULL,
+		budget_delta REAL NOT NULL,
+		unit TEXT NOT NULL,
+		updates INTEGER NOT NULL DEFAULT 0,
+		ledger BLOB NOT NULL,
+		enrolled_ms INTEGER NOT NULL);
+	CREATE TABLE models (
+		version TEXT PRIMARY KEY,
+		round INTEGER NOT NULL,
+		header BLOB NOT NULL,
+		payload BLOB NOT NULL,
+		state BLOB,
+		created_ms INTEGER NOT NULL);
+	CREATE TABLE rounds (
+		round INTEGER PRIMARY KEY,
+		state TEXT NOT NULL CHECK (state IN ('open', 'done', 'failed')),
+		model_version TEXT NOT NULL,
+		config BLOB NOT NULL,
+		deadline_ms INTEGER NOT NULL,
+		updates INTEGER NOT NULL DEFAULT 0,
+		reason TEXT NOT NULL DEFAULT '',
+		sum BLOB,
+		sum_weight REAL NOT NULL DEFAULT 0);
+	CREATE TABLE round_clients (
+		round INTEGER NOT NULL,
+		client TEXT NOT NULL,
+		counted INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (round, client));`,
+}
+
+// store is the coordinator's state in one SQLite file (WAL): enrolled
+// clients with their budgets and ledgers, model versions, the round log, and
+// for the open round its selection, the clients already counted and the
+// running sum. Every change is one transaction, so after a crash the file
+// holds each accepted update exactly once or not at all.
+type store struct {
+	db *sql.DB
+}
+
+func openStore(path string) (*store, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(ON)")
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: opening %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1) // one writer; SQLite serialises anyway
+	s := &store{db: db}
+	if err := s.migrate(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("coordinator: %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *store) close() error { return s.db.Close() }
+
+func (s *store) migrate() error {
+	var v int
+	if err := s.db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		return err
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("the state file has schema version %d, newer than this build's %d: use a newer veil", v, schemaVersion)
+	}
+	for ; v < schemaVersion; v++ {
+		tx, err := s.db.Begin()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(migrations[v]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrating the state file to version %d: %w", v+1, err)
+		}
+		if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, v+1)); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *store) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func getMeta(q interface {
+	QueryRow(string, ...any) *sql.Row
+}, key string) ([]byte, error) {
+	var b []byte
+	err := q.QueryRow(`SELECT value FROM meta WHERE key = ?`, key).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return b, err
+}
+
+func setMeta(tx *sql.Tx, key string, value []byte) error {
+	_, err := tx.Exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
+	return err
+}
+
+// putModel stores a model version (idempotent).
+func putModel(tx *sql.Tx, version string, round uint64, w wire.Weights, state wire.Weights) error {
+	h, err := proto.Marshal(w.Header())
+	if err != nil {
+		return err
+	}
+	var st []byte
+	if state != nil {
+		st = state.Payload()
+	}
+	_, err = tx.Exec(`INSERT OR IGNORE INTO models (version, round, header, payload, state, created_ms) VALUES (?, ?, ?, ?, ?, ?)`,
+		version, round, h, w.Payload(), st, time.Now().UnixMilli())
+	return err
+}
+
+// loadModel reads a model version and its strategy state (nil if none).
+func (s *store) loadModel(version string) (w, state wire.Weights, err error) {
+	var h, payload, st []byte
+	if err := s.db.QueryRow(`SELECT header, payload, state FROM models WHERE version = ?`, version).Scan(&h, &payload, &st); err != nil {
+		return nil, nil, fmt.Errorf("coordinator: model %s: %w", version, err)
+	}
+	var hdr fedpb.WeightsHeader
+	if err := proto.Unmarshal(h, &hdr); err != nil {
+		return nil, nil, fmt.Errorf("coordinator: model %s: %w", version, err)
+	}
+	w, err = decodeStored(&hdr, payload)
+	if err != nil {
+		return nil, nil, fmt.Errorf("coordinator: model %s: %w", version, err)
+	}
+	if len(st) > 0 {
+		state = w.Clone()
+		if err := fillValues(state, st); err != nil {
+			return nil, nil, fmt.Errorf("coordinator: model %s state: %w", version, err)
+		}
+	}
+	return w, state, nil
+}
+
+func decodeStored(h *fedpb.WeightsHeader, payload []byte) (wire.Weights, error) {
+	d, err := wire.NewDecoder(h, wire.Limits{MaxBytes: uint64(len(payload)) + 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(payload) > 0 {
+		if err := d.Write(payload); err != nil {
+			return nil, err
+		}
+	}
+	return d.Finish()
+}
+
+func fillValues(w wire.Weights, b []byte) error {
+	if len(b) != 4*w.Len() {
+		return fmt.Errorf("%d bytes for %d values", len(b), w.Len())
+	}
+	off := 0
+	for i := range w {
+		for j := range w[i].Values {
+			w[i].Values[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[off:]))
+			off += 4
+		}
+	}
+	return nil
+}
+
+func encodeSum(v []float64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+	}
+	return b
+}
+
+func decodeSum(b []byte, n int) ([]float64, error) {
+	if len(b) != 8*n {
+		return nil, fmt.Errorf("coordinator: stored running sum has %d bytes, want %d", len(b), 8*n)
+	}
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return v, nil
+}
+
+// clientLedger decodes a client's ledger.
+func clientLedger(b []byte) (*dp.Ledger, error) {
+	l, err := dp.UnmarshalLedger(b)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: a stored ledger: %w", err)
+	}
+	return l, nil
+}
+
+func marshalLedger(l *dp.Ledger) ([]byte, error) { return json.Marshal(l) }
