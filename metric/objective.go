@@ -1,0 +1,455 @@
+package metric
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Unnamed is the label of a face nobody has named. Any negative label means
+// the same: such a face has no target neighbours and is an impostor only for
+// the people it was rejected as (see Rejection).
+const Unnamed = -1
+
+// Data is one library's training set: input vectors (faceprints), their
+// labels (people; negative = Unnamed) and the user's rejections.
+type Data struct {
+	X          [][]float64
+	Labels     []int
+	Rejections []Rejection
+}
+
+// Rejection records that the user said face X[Face] is not person Label.
+// It makes the face an impostor for every anchor labelled Label: LMNN must
+// keep it farther from them than their target neighbours, by the margin.
+type Rejection struct {
+	Face, Label int
+}
+
+// problem holds one task's fixed data: inputs, target neighbours (chosen
+// once, in the input space) and the current impostor active set.
+type problem struct {
+	n, in    int
+	x        []float64 // n × in
+	labels   []int
+	targets  [][]int32
+	rejected map[int][]int32 // label → faces rejected as that label
+	pairs    int             // Σ |targets[i]|
+	margin   float64
+	mu       float64
+
+	impostors int
+	workers   int
+	cands     [][]int32 // per anchor: impostor candidates (active set)
+
+	// workspace
+	z, y   []float64
+	deg    []float64
+	tw, cw [][]float64
+	pull   []float64
+	hinge  []float64
+	active []int
+}
+
+func newProblem(d Data, k int, margin, mu float64, impostors, workers int) (*problem, error) {
+	n := len(d.X)
+	if n == 0 {
+		return nil, errors.New("metric: no training vectors")
+	}
+	if len(d.Labels) != n {
+		return nil, fmt.Errorf("metric: %d vectors but %d labels", n, len(d.Labels))
+	}
+	in := len(d.X[0])
+	if in == 0 || in > MaxDim {
+		return nil, fmt.Errorf("metric: vector size %d outside 1…%d", in, MaxDim)
+	}
+	if n > math.MaxInt32 {
+		return nil, fmt.Errorf("metric: %d vectors is too many", n)
+	}
+	p := &problem{n: n, in: in, x: make([]float64, n*in), labels: make([]int, n),
+		margin: margin, mu: mu, impostors: impostors, workers: workers,
+		rejected: map[int][]int32{}}
+	for i, xi := range d.X {
+		if len(xi) != in {
+			return nil, fmt.Errorf("metric: vector %d has size %d, vector 0 has %d", i, len(xi), in)
+		}
+		for _, v := range xi {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("metric: vector %d has a non-finite entry", i)
+			}
+		}
+		copy(p.x[i*in:], xi)
+		p.labels[i] = d.Labels[i]
+		if p.labels[i] < 0 {
+			p.labels[i] = Unnamed
+		}
+	}
+	seen := map[[2]int]bool{}
+	for _, r := range d.Rejections {
+		if r.Face < 0 || r.Face >= n {
+			return nil, fmt.Errorf("metric: rejection of face %d, but there are %d faces", r.Face, n)
+		}
+		if r.Label < 0 {
+			return nil, fmt.Errorf("metric: rejection of face %d names no person (label %d)", r.Face, r.Label)
+		}
+		if p.labels[r.Face] == r.Label {
+			return nil, fmt.Errorf("metric: face %d is both named and rejected as person %d", r.Face, r.Label)
+		}
+		if seen[[2]int{r.Face, r.Label}] {
+			continue
+		}
+		seen[[2]int{r.Face, r.Label}] = true
+		p.rejected[r.Label] = append(p.rejected[r.Label], int32(r.Face))
+	}
+	for _, faces := range p.rejected {
+		sort.Slice(faces, func(a, b int) bool { return faces[a] < faces[b] })
+	}
+	p.chooseTargets(k)
+	if p.pairs == 0 {
+		return nil, errors.New("metric: no person has two named faces, so there are no target neighbours to learn from")
+	}
+	p.z = nil
+	p.y = make([]float64, n*in)
+	p.deg = make([]float64, n)
+	p.pull = make([]float64, n)
+	p.hinge = make([]float64, n)
+	p.active = make([]int, n)
+	p.tw = make([][]float64, n)
+	for i := range n {
+		p.tw[i] = make([]float64, len(p.targets[i]))
+	}
+	return p, nil
+}
+
+// chooseTargets picks, for every named face, its k nearest faces of the same
+// person in the input space (Euclidean; ties by index), as LMNN does: the
+// targets stay fixed while the metric is learned.
+func (p *problem) chooseTargets(k int) {
+	byLabel := map[int][]int32{}
+	for i, l := range p.labels {
+		if l >= 0 {
+			byLabel[l] = append(byLabel[l], int32(i))
+		}
+	}
+	p.targets = make([][]int32, p.n)
+	p.pairs = 0
+	parallelFor(p.n, p.workers, func(lo, hi int) {
+		var h nearest
+		for i := lo; i < hi; i++ {
+			if p.labels[i] < 0 {
+				continue
+			}
+			h.reset(k)
+			xi := p.x[i*p.in : (i+1)*p.in]
+			for _, j := range byLabel[p.labels[i]] {
+				if int(j) != i {
+					h.offer(sqDist(xi, p.x[int(j)*p.in:(int(j)+1)*p.in]), j)
+				}
+			}
+			p.targets[i] = h.sorted()
+		}
+	})
+	for i := range p.n {
+		p.pairs += len(p.targets[i])
+	}
+}
+
+// transform fills p.z = X Vᵀ for V out × in.
+func (p *problem) transform(v []float64, out int) {
+	if len(p.z) != p.n*out {
+		p.z = make([]float64, p.n*out)
+	}
+	parallelFor(p.n, p.workers, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xi := p.x[i*p.in : (i+1)*p.in]
+			zi := p.z[i*out : (i+1)*out]
+			for r := range out {
+				zi[r] = dot(v[r*p.in:(r+1)*p.in], xi)
+			}
+		}
+	})
+}
+
+// refresh rebuilds the active set under V: for every anchor with targets,
+// its p.impostors nearest differently-named faces in the transformed space,
+// plus every face rejected as the anchor's person.
+func (p *problem) refresh(v []float64, out int) {
+	p.transform(v, out)
+	if len(p.cands) != p.n {
+		p.cands = make([][]int32, p.n)
+		p.cw = make([][]float64, p.n)
+	}
+	parallelFor(p.n, p.workers, func(lo, hi int) {
+		var h nearest
+		for i := lo; i < hi; i++ {
+			if len(p.targets[i]) == 0 {
+				p.cands[i], p.cw[i] = p.cands[i][:0], p.cw[i][:0]
+				continue
+			}
+			li := p.labels[i]
+			zi := p.z[i*out : (i+1)*out]
+			h.reset(p.impostors)
+			for l := range p.n {
+				if p.labels[l] >= 0 && p.labels[l] != li {
+					h.offer(sqDist(zi, p.z[l*out:(l+1)*out]), int32(l))
+				}
+			}
+			c := append(p.cands[i][:0], h.sorted()...)
+			for _, f := range p.rejected[li] {
+				if p.labels[f] < 0 || !contains(c, f) {
+					c = append(c, f)
+				}
+			}
+			p.cands[i] = c
+			if cap(p.cw[i]) < len(c) {
+				p.cw[i] = make([]float64, len(c))
+			}
+			p.cw[i] = p.cw[i][:len(c)]
+		}
+	})
+}
+
+func contains(s []int32, x int32) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// evalResult is one task's unweighted loss parts under the active set.
+type evalResult struct {
+	pull, hinge float64 // Σ target d², Σ hinge
+	active      int     // violated triplets
+}
+
+// eval computes the pull and hinge sums under V (out × in) over the active
+// set, and, when grad is non-nil, adds scale·∂/∂V of
+// (1−μ)·pull + μ·hinge to grad (out × in).
+func (p *problem) eval(v []float64, out int, scale float64, grad []float64) evalResult {
+	p.transform(v, out)
+	mu := p.mu
+	parallelFor(p.n, p.workers, func(lo, hi int) {
+		dt := make([]float64, 0, 16)
+		for i := lo; i < hi; i++ {
+			t := p.targets[i]
+			p.pull[i], p.hinge[i], p.active[i] = 0, 0, 0
+			if len(t) == 0 {
+				continue
+			}
+			zi := p.z[i*out : (i+1)*out]
+			dt = dt[:0]
+			tw := p.tw[i]
+			for a, j := range t {
+				d := sqDist(zi, p.z[int(j)*out:(int(j)+1)*out])
+				dt = append(dt, d)
+				p.pull[i] += d
+				tw[a] = 1 - mu
+			}
+			cw := p.cw[i]
+			for b, l := range p.cands[i] {
+				dl := sqDist(zi, p.z[int(l)*out:(int(l)+1)*out])
+				cw[b] = 0
+				for a, d := range dt {
+					if h := p.margin + d - dl; h > 0 {
+						p.hinge[i] += h
+						p.active[i]++
+						tw[a] += mu
+						cw[b] -= mu
+					}
+				}
+			}
+		}
+	})
+	var r evalResult
+	for i := range p.n {
+		r.pull += p.pull[i]
+		r.hinge += p.hinge[i]
+		r.active += p.active[i]
+	}
+	if grad == nil {
+		return r
+	}
+	// Σ_pairs w (z_i − z_j)(x_i − x_j)ᵀ = Σ_i z_i y_iᵀ with
+	// y_i = deg_i x_i − Σ_{j~i} w_ij x_j (a weighted graph Laplacian times X).
+	clear(p.y)
+	clear(p.deg)
+	in := p.in
+	pair := func(i, j int, w float64) {
+		p.deg[i] += w
+		p.deg[j] += w
+		axpy(-w, p.x[j*in:(j+1)*in], p.y[i*in:(i+1)*in])
+		axpy(-w, p.x[i*in:(i+1)*in], p.y[j*in:(j+1)*in])
+	}
+	for i := range p.n {
+		for a, j := range p.targets[i] {
+			pair(i, int(j), p.tw[i][a])
+		}
+		for b, l := range p.cands[i] {
+			if w := p.cw[i][b]; w != 0 {
+				pair(i, int(l), w)
+			}
+		}
+	}
+	for i := range p.n {
+		if p.deg[i] != 0 {
+			axpy(p.deg[i], p.x[i*in:(i+1)*in], p.y[i*in:(i+1)*in])
+		}
+	}
+	s := 2 * scale
+	parallelFor(out, p.workers, func(lo, hi int) {
+		for i := range p.n {
+			yi := p.y[i*in : (i+1)*in]
+			for r := lo; r < hi; r++ {
+				if zr := p.z[i*out+r]; zr != 0 {
+					axpy(s*zr, yi, grad[r*in:(r+1)*in])
+				}
+			}
+		}
+	})
+	return r
+}
+
+// exact computes the pull and hinge sums under V with every impostor (no
+// active set): O(n²·out).
+func (p *problem) exact(v []float64, out int) evalResult {
+	p.transform(v, out)
+	parallelFor(p.n, p.workers, func(lo, hi int) {
+		dt := make([]float64, 0, 16)
+		for i := lo; i < hi; i++ {
+			t := p.targets[i]
+			p.pull[i], p.hinge[i], p.active[i] = 0, 0, 0
+			if len(t) == 0 {
+				continue
+			}
+			zi := p.z[i*out : (i+1)*out]
+			dt = dt[:0]
+			maxT := 0.0
+			for _, j := range t {
+				d := sqDist(zi, p.z[int(j)*out:(int(j)+1)*out])
+				dt = append(dt, d)
+				p.pull[i] += d
+				maxT = max(maxT, d)
+			}
+			li := p.labels[i]
+			try := func(l int) {
+				dl := sqDist(zi, p.z[l*out:(l+1)*out])
+				if dl >= maxT+p.margin {
+					return
+				}
+				for _, d := range dt {
+					if h := p.margin + d - dl; h > 0 {
+						p.hinge[i] += h
+						p.active[i]++
+					}
+				}
+			}
+			for l := range p.n {
+				if p.labels[l] >= 0 && p.labels[l] != li {
+					try(l)
+				}
+			}
+			for _, f := range p.rejected[li] {
+				if p.labels[f] < 0 {
+					try(int(f))
+				}
+			}
+		}
+	})
+	var r evalResult
+	for i := range p.n {
+		r.pull += p.pull[i]
+		r.hinge += p.hinge[i]
+		r.active += p.active[i]
+	}
+	return r
+}
+
+func sqDist(a, b []float64) float64 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		d0, d1, d2, d3 := a[i]-b[i], a[i+1]-b[i+1], a[i+2]-b[i+2], a[i+3]-b[i+3]
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	for ; i < len(a); i++ {
+		d := a[i] - b[i]
+		s0 += d * d
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// nearest keeps the k smallest (distance, index) pairs offered, as a
+// max-heap; ties are broken towards the smaller index.
+type nearest struct {
+	k   int
+	d   []float64
+	idx []int32
+}
+
+func (h *nearest) reset(k int) { h.k, h.d, h.idx = k, h.d[:0], h.idx[:0] }
+
+func (h *nearest) less(a, b int) bool { // a is "greater" (worse) than b
+	return h.d[a] > h.d[b] || (h.d[a] == h.d[b] && h.idx[a] > h.idx[b])
+}
+
+func (h *nearest) offer(d float64, i int32) {
+	if h.k <= 0 {
+		return
+	}
+	if len(h.d) < h.k {
+		h.d, h.idx = append(h.d, d), append(h.idx, i)
+		for c := len(h.d) - 1; c > 0; {
+			par := (c - 1) / 2
+			if !h.less(c, par) {
+				break
+			}
+			h.swap(c, par)
+			c = par
+		}
+		return
+	}
+	if d > h.d[0] || (d == h.d[0] && i > h.idx[0]) {
+		return
+	}
+	h.d[0], h.idx[0] = d, i
+	for c := 0; ; {
+		l, r, m := 2*c+1, 2*c+2, c
+		if l < len(h.d) && h.less(l, m) {
+			m = l
+		}
+		if r < len(h.d) && h.less(r, m) {
+			m = r
+		}
+		if m == c {
+			break
+		}
+		h.swap(c, m)
+		c = m
+	}
+}
+
+func (h *nearest) swap(a, b int) {
+	h.d[a], h.d[b] = h.d[b], h.d[a]
+	h.idx[a], h.idx[b] = h.idx[b], h.idx[a]
+}
+
+// sorted returns the kept indices, nearest first, in a new slice.
+func (h *nearest) sorted() []int32 {
+	o := make([]int, len(h.d))
+	for i := range o {
+		o[i] = i
+	}
+	sort.Slice(o, func(a, b int) bool { return h.less(o[b], o[a]) })
+	r := make([]int32, len(o))
+	for i, j := range o {
+		r[i] = h.idx[j]
+	}
+	return r
+}
