@@ -30,6 +30,7 @@ var commandGroups = []func(*env) *cobra.Command{
 	newTrainCmd,
 	newPrivacyCmd,
 	newBenchCmd,
+	newFedCmd,
 }
 
 // env is what every command needs from the process: its streams and logger.

@@ -1,0 +1,305 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/fed/coord"
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/pki"
+)
+
+// fedCommands lists the constructors of the `veil fed` subcommands; add a
+// line here when adding one (veil fed sim lives in its own file).
+var fedCommands = []func(*env) *cobra.Command{
+	newFedCertsCmd,
+	newFedStatusCmd,
+}
+
+func newFedCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "fed",
+		Short: "Federated training: certificates, the coordinator, clients and their status",
+		Long: `Federated training of a face model: a coordinator holds the shared model and
+runs rounds; clients train on their own data under DP-SGD and send back only
+their updates, over gRPC with mutual TLS. Every client keeps its own privacy
+ledger and refuses a round that would take it past its budget; the
+coordinator keeps a ledger of every client and refuses updates that would.
+
+A federation across machines:
+
+  1. On the operator's machine, make a certificate authority and certificates
+     (veil fed certs init, veil fed certs issue coordinator --role coordinator
+     --host HOSTNAME, veil fed certs issue alice ...), and hand each client
+     its NAME.crt, NAME.key and ca.crt (never ca.key).
+  2. Start veil fed coordinator --listen 0.0.0.0:7443 on the coordinator's
+     machine with its certificate.
+  3. On each client machine, veil fed client --coordinator HOSTNAME:7443
+     with its certificate, budget and data folder.
+  4. Watch with veil fed status, or the /metrics endpoint.`,
+	}
+	for _, c := range fedCommands {
+		cmd.AddCommand(c(e))
+	}
+	return cmd
+}
+
+// ---- veil fed certs ----
+
+func newFedCertsCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "certs",
+		Short: "The federation's certificate authority: init, issue, revoke",
+		Long: `The federation's small certificate authority, kept in a folder (--pki, 0700):
+ca.crt and ca.key, one NAME.crt/NAME.key pair per issued certificate, and
+revoked.crl, the revocation list the authority signs. A client's identity is
+its certificate's name. Keys are ECDSA P-256; connections are TLS 1.3 with
+certificates checked on both sides.
+
+Keep ca.key on the operator's machine only; give a client its NAME.crt,
+NAME.key and ca.crt, and the coordinator its own pair, ca.crt and
+revoked.crl (a revocation takes effect on the coordinator once the new
+revoked.crl is in its folder).`,
+	}
+	cmd.AddCommand(newFedCertsInitCmd(e), newFedCertsIssueCmd(e), newFedCertsRevokeCmd(e))
+	return cmd
+}
+
+// certInfo is a certificate in JSON output.
+type certInfo struct {
+	Name     string    `json:"name"`
+	Role     string    `json:"role,omitempty"`
+	Cert     string    `json:"cert"`
+	Key      string    `json:"key,omitempty"`
+	Serial   string    `json:"serial"`
+	NotAfter time.Time `json:"not_after"`
+	Hosts    []string  `json:"hosts,omitempty"`
+}
+
+func newFedCertsInitCmd(e *env) *cobra.Command {
+	var dir, name string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create a new certificate authority in the --pki folder",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ca, err := pki.Init(dir, name)
+			if err != nil {
+				return err
+			}
+			c := ca.Cert()
+			info := certInfo{Name: c.Subject.CommonName, Role: "authority", Cert: filepath.Join(dir, "ca.crt"),
+				Key: filepath.Join(dir, "ca.key"), Serial: c.SerialNumber.String(), NotAfter: c.NotAfter}
+			if asJSON {
+				return writeJSON(e.stdout, info)
+			}
+			fmt.Fprintf(e.stdout, "authority %q in %s (valid until %s); keep ca.key here, hand out ca.crt\n",
+				info.Name, dir, c.NotAfter.Format(time.DateOnly))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "pki", "pki", "folder of the authority (created; must not hold one already)")
+	cmd.Flags().StringVar(&name, "name", "veil-federation", "the authority's name")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newFedCertsIssueCmd(e *env) *cobra.Command {
+	var dir, role string
+	var hosts []string
+	var validity time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "issue NAME",
+		Short: "Issue a certificate for a client (its id) or for the coordinator",
+		Long: `Issue a certificate and key, NAME.crt and NAME.key in the --pki folder.
+
+A client's NAME is its identity in the federation: its budget, ledger and
+updates are recorded under it. The coordinator's certificate (--role
+coordinator) must name every host name or IP address clients dial (--host,
+repeatable); localhost, 127.0.0.1 and ::1 are always included. An existing
+name is never overwritten: revoke it and issue another name.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r pki.Role
+			switch role {
+			case "client":
+				r = pki.Client
+			case "coordinator", "server":
+				r = pki.Server
+			default:
+				return fmt.Errorf("--role %q: want client or coordinator", role)
+			}
+			ca, err := pki.Load(dir)
+			if err != nil {
+				return err
+			}
+			c, err := ca.Issue(pki.IssueOptions{Name: args[0], Role: r, Hosts: hosts, Validity: validity})
+			if err != nil {
+				return err
+			}
+			info := certInfo{Name: args[0], Role: role, Cert: filepath.Join(dir, args[0]+".crt"), Key: filepath.Join(dir, args[0]+".key"),
+				Serial: c.SerialNumber.String(), NotAfter: c.NotAfter}
+			info.Hosts = append(info.Hosts, c.DNSNames...)
+			for _, ip := range c.IPAddresses {
+				info.Hosts = append(info.Hosts, ip.String())
+			}
+			if asJSON {
+				return writeJSON(e.stdout, info)
+			}
+			fmt.Fprintf(e.stdout, "issued %s certificate %q: %s and %s (valid until %s)\n", role, info.Name, info.Cert, info.Key,
+				c.NotAfter.Format(time.DateOnly))
+			if len(info.Hosts) > 0 {
+				fmt.Fprintf(e.stdout, "valid for hosts: %s\n", strings.Join(info.Hosts, ", "))
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&dir, "pki", "pki", "folder of the authority")
+	fl.StringVar(&role, "role", "client", "client or coordinator")
+	fl.StringArrayVar(&hosts, "host", nil, "a host name or IP address the coordinator is reached at (repeatable; --role coordinator only)")
+	fl.DurationVar(&validity, "validity", 365*24*time.Hour, "how long the certificate is valid")
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newFedCertsRevokeCmd(e *env) *cobra.Command {
+	var dir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke a certificate (adds it to the signed revocation list)",
+		Long: `Add the certificate NAME.crt of the --pki folder to the authority's signed
+revocation list (revoked.crl). A coordinator reading this folder refuses the
+certificate from its next call on, also on connections already open; copy
+revoked.crl to a coordinator running elsewhere. Revoking twice is harmless.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ca, err := pki.Load(dir)
+			if err != nil {
+				return err
+			}
+			if err := ca.Revoke(args[0]); err != nil {
+				return err
+			}
+			c, err := pki.ReadCert(filepath.Join(dir, args[0]+".crt"))
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, struct {
+					Name    string `json:"name"`
+					Serial  string `json:"serial"`
+					Revoked bool   `json:"revoked"`
+					CRL     string `json:"crl"`
+				}{args[0], c.SerialNumber.String(), true, filepath.Join(dir, "revoked.crl")})
+			}
+			fmt.Fprintf(e.stdout, "revoked %q (serial %s); the list is %s\n", args[0], c.SerialNumber, filepath.Join(dir, "revoked.crl"))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "pki", "pki", "folder of the authority")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// ---- veil fed status ----
+
+// fedStatus is veil fed status's JSON output.
+type fedStatus struct {
+	Round        uint64            `json:"round"`
+	ModelVersion string            `json:"model_version"`
+	Clients      []fedClientStatus `json:"clients"`
+	Rounds       []fedRoundStatus  `json:"rounds"`
+}
+
+type fedClientStatus struct {
+	ID      string  `json:"id"`
+	Epsilon float64 `json:"epsilon"`
+	Budget  float64 `json:"budget"`
+	Updates uint64  `json:"updates"`
+}
+
+type fedRoundStatus struct {
+	Round   uint64 `json:"round"`
+	State   string `json:"state"`
+	Updates uint64 `json:"updates"`
+	Model   string `json:"model_version,omitempty"`
+}
+
+func statusFromPB(s *fedpb.StatusResponse) fedStatus {
+	out := fedStatus{Round: s.GetRound(), ModelVersion: s.GetModelVersion(), Clients: []fedClientStatus{}, Rounds: []fedRoundStatus{}}
+	for _, c := range s.GetClients() {
+		out.Clients = append(out.Clients, fedClientStatus{ID: c.GetId(), Epsilon: c.GetEpsilon(), Budget: c.GetBudget(), Updates: c.GetUpdates()})
+	}
+	for _, r := range s.GetRounds() {
+		out.Rounds = append(out.Rounds, fedRoundStatus{Round: r.GetRound(), State: r.GetState(), Updates: r.GetUpdates(), Model: r.GetModelVersion()})
+	}
+	return out
+}
+
+func newFedStatusCmd(e *env) *cobra.Command {
+	var state string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "The federation's rounds, clients and the ε each has spent",
+		Long: `Print the coordinator's state: the latest round, the current model version,
+every enrolled client with its budget, the ε its ledger records (at the
+client's δ, in its privacy unit) and its accepted updates, and the log of
+rounds (open, done or failed, with their accepted updates).
+
+It reads the coordinator's state file (--state), also while the coordinator
+runs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if state == "" {
+				return errors.New("--state is required: the coordinator's state file")
+			}
+			db, err := coord.OpenStatus(state)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			st, err := coord.ReadStatus(ctx, db)
+			if err != nil {
+				return err
+			}
+			out := statusFromPB(st)
+			if asJSON {
+				return writeJSON(e.stdout, out)
+			}
+			printFedStatus(e, out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "the coordinator's state file")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printFedStatus(e *env, s fedStatus) {
+	model := s.ModelVersion
+	if len(model) > 12 {
+		model = model[:12]
+	}
+	fmt.Fprintf(e.stdout, "round %d, model %s\n", s.Round, model)
+	fmt.Fprintf(e.stdout, "%-24s %12s %12s %8s\n", "client", "ε spent", "ε budget", "updates")
+	for _, c := range s.Clients {
+		fmt.Fprintf(e.stdout, "%-24s %12.4g %12.4g %8d\n", c.ID, c.Epsilon, c.Budget, c.Updates)
+	}
+	fmt.Fprintf(e.stdout, "%-8s %-8s %8s\n", "round", "state", "updates")
+	for _, r := range s.Rounds {
+		fmt.Fprintf(e.stdout, "%-8d %-8s %8d\n", r.Round, r.State, r.Updates)
+	}
+}
