@@ -21,9 +21,9 @@ type Solver struct {
 	// step applied to V is LearningRate / s, s the mean squared distance to
 	// a target neighbour under the initial map (default 0.05).
 	LearningRate float64
-	// Tolerance stops the descent when a kept step lowers the objective by
-	// less than this fraction and a fresh active set does not raise it
-	// (default 1e-6).
+	// Tolerance stops the descent when five kept steps in a row each lower
+	// the objective by less than this fraction and a fresh active set does
+	// not raise it (default 1e-6).
 	Tolerance float64
 	// Impostors bounds the active set: each anchor's impostor candidates are
 	// its Impostors nearest differently-named faces under the current map
@@ -100,7 +100,7 @@ func descend(ctx context.Context, f objectiveFunc, params []float64, s Solver, s
 	}
 	eta := s.LearningRate / scale
 	pr.InitialStep = eta
-	sinceRefresh := 0
+	sinceRefresh, small := 0, 0
 	for pr.Iterations < s.Iterations {
 		if err := ctx.Err(); err != nil {
 			copy(out, params)
@@ -125,7 +125,10 @@ func descend(ctx context.Context, f objectiveFunc, params []float64, s Solver, s
 			fv = ft
 			eta *= 1.1
 			pr.Accepted++
-			if rel < s.Tolerance {
+			if rel >= s.Tolerance {
+				small = 0
+			} else if small++; small >= 5 {
+				small = 0
 				f.refresh(params)
 				pr.Refreshes++
 				sinceRefresh = 0
