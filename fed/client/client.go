@@ -72,6 +72,11 @@ type Options struct {
 	MaxModelBytes uint64
 	// Progress, if set, is told what the client is doing.
 	Progress func(event string)
+	// SitOut, if set, is asked about each round the client is selected
+	// for; true makes the client drop out of that round (no training, no
+	// charge, no update) until the round's deadline. Simulations inject
+	// drop-outs with it.
+	SitOut func(task *fedpb.RoundConfig) bool
 }
 
 // ErrBudgetExhausted is returned when the next round would take the
@@ -212,6 +217,15 @@ func (c *Client) Run(ctx context.Context) error {
 
 // round takes part in one round.
 func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
+	if c.o.SitOut != nil && c.o.SitOut(task) {
+		c.o.Progress(fmt.Sprintf("round %d: dropping out", task.GetRound()))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(time.UnixMilli(task.GetDeadlineUnixMs()))):
+		}
+		return nil
+	}
 	s, err := c.ledger.Spent(principal)
 	if err != nil {
 		return err

@@ -113,6 +113,16 @@ func New(o Options) (*Trainer, error) {
 // parameter), the dimension DP-SGD noises.
 func (t *Trainer) Dimension() int { return t.dim }
 
+// Mechanism is the DP-SGD this client runs (nil before its first plan).
+func (t *Trainer) Mechanism() *fedpb.DPParams {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.plan == nil {
+		return nil
+	}
+	return clonePlan(t.plan)
+}
+
 // LastLoss is the mean step loss of the last local epoch.
 func (t *Trainer) LastLoss() float64 {
 	t.mu.Lock()

@@ -1,0 +1,500 @@
+// Package sim runs a federation in one process: a coordinator (package
+// coord, its state in a SQLite file) and N clients (package client with
+// package local's trainer), each client holding a partition of LFW's
+// development training identities, all talking gRPC over real sockets on
+// 127.0.0.1 with mutual TLS from a temporary certificate authority
+// (package pki). Nothing is short-circuited: models and updates travel
+// through the protocol, budgets are enforced by the clients' and the
+// coordinator's ledgers.
+//
+// Faults are injected as a deployment would see them. Drop-outs: each
+// client selected for a round sits it out with probability Dropout (no
+// training, no charge, no update), drawn from a generator seeded per
+// client. Stragglers: a fraction of the clients (chosen with the seed)
+// train, then wait until the round's deadline has passed before sending,
+// so their updates are refused as stale (their own ledgers have been
+// charged; the coordinator's have not). A round with fewer than
+// MinUpdates accepted updates at its deadline fails.
+//
+// The pure-Go backend runs one graph execution per core, so at most
+// Parallel clients (default 2) train at once.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/veil-privacy/veil/dataset"
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/fed/client"
+	"github.com/veil-privacy/veil/fed/coord"
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/local"
+	"github.com/veil-privacy/veil/fed/pki"
+	"github.com/veil-privacy/veil/fed/strategy"
+	"github.com/veil-privacy/veil/fed/wire"
+	"github.com/veil-privacy/veil/training"
+)
+
+// DP are the clients' privacy settings.
+type DP struct {
+	// Epsilon is each client's budget; each client calibrates its noise
+	// so that the run's rounds spend it.
+	Epsilon, Delta float64
+	// Clip is the clipping norm of one unit's gradient.
+	Clip float64
+	// Unit is "identity" (default) or "example".
+	Unit string
+	// MaxPerIdentity caps a sampled person's images per step (0: the
+	// micro-batch).
+	MaxPerIdentity int
+}
+
+// Options configure a simulation.
+type Options struct {
+	// Data are the whole training set and the evaluation pairs (as
+	// training.LoadData reads them); Model and Optim veil train's model
+	// and local optimiser (Optim.Seed also seeds the initial model).
+	Data  *training.Data
+	Model training.ModelOptions
+	Optim training.OptimOptions
+	// Partition splits the identities among Partition.Clients clients.
+	Partition dataset.PartitionOptions
+	// Strategy is "fedavg" or "fedsgd".
+	Strategy string
+	Rounds   int
+	// LocalEpochs per round (FedAvg); Batch the expected local batch.
+	LocalEpochs, Batch int
+	// LearningRate is the clients' local learning rate; ServerLR and
+	// Momentum the coordinator's (FedAvg: η, default 1; FedSGD: required).
+	LearningRate, ServerLR, Momentum float64
+	// DP, if set, makes every client run DP-SGD.
+	DP *DP
+	// Dropout is the probability a selected client sits a round out;
+	// Stragglers the fraction of clients that always miss the deadline.
+	Dropout, Stragglers float64
+	// RoundTimeout is a round's deadline (default 10 minutes).
+	RoundTimeout time.Duration
+	// MinUpdates a round needs (default 1).
+	MinUpdates int
+	// Parallel is how many clients train at once (default 2).
+	Parallel int
+	// Seed seeds the fault injection.
+	Seed uint64
+	// Dir holds the state file, the CA and the clients' folders (default:
+	// a temporary folder, removed at the end).
+	Dir string
+	// Progress, if set, is told what happens.
+	Progress func(string)
+	Logger   *slog.Logger
+}
+
+func (o *Options) validate() error {
+	if o.Data == nil || o.Data.Train == nil || o.Data.Pairs == nil {
+		return errors.New("sim: training data with evaluation pairs are required")
+	}
+	if o.Partition.Clients < 1 {
+		return fmt.Errorf("sim: at least one client is required, got %d", o.Partition.Clients)
+	}
+	if o.Strategy != "fedavg" && o.Strategy != "fedsgd" {
+		return fmt.Errorf("sim: unknown strategy %q (want fedavg or fedsgd)", o.Strategy)
+	}
+	if o.Rounds < 1 {
+		return fmt.Errorf("sim: the number of rounds must be positive, got %d", o.Rounds)
+	}
+	if o.Strategy == "fedavg" && o.LocalEpochs < 1 {
+		return fmt.Errorf("sim: FedAvg needs at least one local epoch, got %d", o.LocalEpochs)
+	}
+	if o.Batch < 1 || !(o.LearningRate > 0) {
+		return fmt.Errorf("sim: the batch and learning rate must be positive, got %d and %g", o.Batch, o.LearningRate)
+	}
+	if !(o.Dropout >= 0 && o.Dropout < 1) || !(o.Stragglers >= 0 && o.Stragglers <= 1) {
+		return fmt.Errorf("sim: the drop-out probability must be in [0, 1) and the straggler fraction in [0, 1], got %g and %g", o.Dropout, o.Stragglers)
+	}
+	if d := o.DP; d != nil {
+		if d.Unit == "" {
+			d.Unit = "identity"
+		}
+		if err := (dp.Budget{Epsilon: d.Epsilon, Delta: d.Delta}).Validate(); err != nil {
+			return fmt.Errorf("sim: the clients' budget: %w", err)
+		}
+		if !(d.Clip > 0) || math.IsInf(d.Clip, 0) {
+			return fmt.Errorf("sim: the clipping norm must be positive and finite, got %g", d.Clip)
+		}
+	}
+	if o.RoundTimeout == 0 {
+		o.RoundTimeout = 10 * time.Minute
+	}
+	if o.MinUpdates == 0 {
+		o.MinUpdates = 1
+	}
+	if o.Parallel == 0 {
+		o.Parallel = 2
+	}
+	if o.Parallel < 1 {
+		return fmt.Errorf("sim: the number of clients training at once must be positive, got %d", o.Parallel)
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Report is what a simulation measured.
+type Report struct {
+	Strategy string `json:"strategy"`
+	Clients  int    `json:"clients"`
+	Rounds   int    `json:"rounds"`
+	// DevAccuracy is the final model's development-pairs accuracy
+	// (threshold from the tuning pairs), InitAccuracy the initial model's.
+	DevAccuracy  float64 `json:"dev_accuracy"`
+	Threshold    float64 `json:"threshold"`
+	InitAccuracy float64 `json:"init_accuracy"`
+	// EpsilonPerClient is what each client's own ledger has spent, at
+	// Delta, per PrivacyUnit (absent without DP).
+	EpsilonPerClient map[string]float64 `json:"epsilon_per_client,omitempty"`
+	Delta            float64            `json:"delta,omitempty"`
+	PrivacyUnit      string             `json:"privacy_unit,omitempty"`
+	// NoiseMultiplier and SamplingRate are each client's DP-SGD settings.
+	NoiseMultiplier map[string]float64 `json:"noise_multiplier,omitempty"`
+	SamplingRate    map[string]float64 `json:"sampling_rate,omitempty"`
+	// IdentitiesPerClient and ImagesPerClient describe the partition.
+	IdentitiesPerClient map[string]int `json:"identities_per_client"`
+	ImagesPerClient     map[string]int `json:"images_per_client"`
+	// BytesPerClientRound is the bytes on the wire (TLS records both ways,
+	// polls included) per accepted update; UpdateBytes and ModelBytes the
+	// payload of one update and one model.
+	BytesPerClientRound float64 `json:"bytes_per_client_round"`
+	UpdateBytes         int     `json:"update_bytes"`
+	ModelBytes          int     `json:"model_bytes"`
+	// Updates were accepted, Refused refused (stragglers' stale updates
+	// among them), DropOuts rounds sat out.
+	Updates  int `json:"updates"`
+	Refused  int `json:"refused"`
+	DropOuts int `json:"drop_outs"`
+	// Stragglers names the clients that always missed the deadline.
+	Stragglers   []string `json:"stragglers,omitempty"`
+	FailedRounds int      `json:"failed_rounds"`
+	// Parameters is the number of values a model (and an update) holds.
+	Parameters int     `json:"parameters"`
+	WallS      float64 `json:"wall_s"`
+}
+
+// metrics counts the coordinator's events.
+type metrics struct {
+	mu                sync.Mutex
+	updates, refused  int
+	failed            int
+	updateBytes, outs int
+}
+
+func (m *metrics) RoundClosed(state string, _, _ time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if state == "failed" {
+		m.failed++
+	}
+}
+func (m *metrics) UpdateAccepted(_ string, bytes int, _ float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.updates++
+	m.updateBytes = bytes
+}
+func (m *metrics) UpdateRefused(string) { m.mu.Lock(); m.refused++; m.mu.Unlock() }
+func (m *metrics) BytesOut(n int)       { m.mu.Lock(); m.outs += n; m.mu.Unlock() }
+
+// countingListener counts the bytes of every connection it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{Conn: c, n: l.n}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(b []byte) (int, error) {
+	k, err := c.Conn.Read(b)
+	c.n.Add(int64(k))
+	return k, err
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	k, err := c.Conn.Write(b)
+	c.n.Add(int64(k))
+	return k, err
+}
+
+// faulty wraps a client's trainer: at most Parallel train at once, and a
+// straggler waits past the deadline before answering.
+type faulty struct {
+	client.Trainer
+	sem       chan struct{}
+	straggler bool
+}
+
+func (f *faulty) Train(ctx context.Context, model wire.Weights, task *fedpb.RoundConfig, plan *fedpb.DPParams) (client.Update, error) {
+	select {
+	case f.sem <- struct{}{}:
+	case <-ctx.Done():
+		return client.Update{}, ctx.Err()
+	}
+	up, err := f.Trainer.Train(ctx, model, task, plan)
+	<-f.sem
+	if err == nil && f.straggler {
+		select {
+		case <-ctx.Done():
+			return client.Update{}, ctx.Err()
+		case <-time.After(time.Until(time.UnixMilli(task.GetDeadlineUnixMs())) + 200*time.Millisecond):
+		}
+	}
+	return up, err
+}
+
+// Run runs the simulation and scores the final model.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	start := time.Now()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	dir := o.Dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "veil-fed-sim-"); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	parts, err := local.Split(o.Data, o.Partition)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	eval, err := local.NewEvaluator(o.Model, o.Optim, o.Data)
+	if err != nil {
+		return nil, err
+	}
+	initial := eval.Initial()
+	rep := &Report{Strategy: o.Strategy, Clients: len(parts), Rounds: o.Rounds, Parameters: initial.Len(),
+		IdentitiesPerClient: map[string]int{}, ImagesPerClient: map[string]int{}}
+	if rep.InitAccuracy, _, err = eval.Accuracy(initial); err != nil {
+		return nil, err
+	}
+	o.Progress(fmt.Sprintf("development-pairs accuracy as initialised: %.4f", rep.InitAccuracy))
+
+	// A certificate authority, the coordinator's certificate and one per client.
+	caDir := filepath.Join(dir, "pki")
+	ca, err := pki.Init(caDir, "veil fed sim")
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if _, err := ca.Issue(pki.IssueOptions{Name: "coordinator", Role: pki.Server}); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	names := make([]string, len(parts))
+	for k := range parts {
+		names[k] = fmt.Sprintf("client-%d", k+1)
+		if _, err := ca.Issue(pki.IssueOptions{Name: names[k], Role: pki.Client}); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+	}
+	identity := func(name string) (*pki.Identity, error) {
+		return pki.LoadIdentity(filepath.Join(caDir, name+".crt"), filepath.Join(caDir, name+".key"), filepath.Join(caDir, "ca.crt"))
+	}
+
+	// The coordinator.
+	task := coord.Task{LocalEpochs: o.LocalEpochs, LearningRate: o.LearningRate, Batch: o.Batch}
+	if o.Strategy == "fedsgd" {
+		task.LocalEpochs, task.LocalSteps = 0, 1
+	}
+	if o.DP != nil {
+		task.DP = &fedpb.DPParams{Clip: o.DP.Clip, Delta: o.DP.Delta, PrivacyUnit: o.DP.Unit}
+	}
+	// An update's norm: FedAvg's is bounded by the local steps' movement,
+	// FedSGD's (a gradient) by the clip plus the noise; the bound only
+	// screens out broken updates.
+	met := &metrics{}
+	co, err := coord.New(coord.Options{StatePath: filepath.Join(dir, "state.db"), Init: initial,
+		Strategy: strategy.Options{Name: o.Strategy, DP: o.DP != nil, ServerLR: o.ServerLR, Momentum: o.Momentum},
+		Rounds:   o.Rounds, Fraction: 1, MinAvailable: len(parts), MinUpdates: o.MinUpdates, RoundTimeout: o.RoundTimeout,
+		Task: task, MaxUpdateNorm: 1e6, Logger: o.Logger, Metrics: met})
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	defer co.Close()
+	sid, err := identity("coordinator")
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	rev := pki.NewRevocations(filepath.Join(caDir, "revoked.crl"), ca.Cert())
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.ServerTLS(sid, rev))))
+	fedpb.RegisterCoordinatorServer(srv, co.Service(rev))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	var wireBytes atomic.Int64
+	go srv.Serve(countingListener{Listener: ln, n: &wireBytes})
+	defer srv.Stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	coordDone := make(chan error, 1)
+	go func() { coordDone <- co.Run(ctx) }()
+
+	// The clients.
+	sem := make(chan struct{}, o.Parallel)
+	frng := rand.New(rand.NewPCG(o.Seed, 0x57a6))
+	stragglers := map[int]bool{}
+	for _, k := range frng.Perm(len(parts))[:int(math.Round(o.Stragglers*float64(len(parts))))] {
+		stragglers[k] = true
+	}
+	type running struct {
+		c  *client.Client
+		tr *local.Trainer
+	}
+	clients := make([]running, len(parts))
+	var dropMu sync.Mutex
+	for k, d := range parts {
+		name := names[k]
+		if stragglers[k] {
+			rep.Stragglers = append(rep.Stragglers, name)
+		}
+		rep.IdentitiesPerClient[name], rep.ImagesPerClient[name] = d.Identities, d.Train.Len()
+		tr, err := local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: d, MaxPerIdentity: maxPer(o.DP)})
+		if err != nil {
+			return nil, fmt.Errorf("sim: %s: %w", name, err)
+		}
+		cid, err := identity(name)
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		budget, unit := dp.Budget{Epsilon: 1e9, Delta: 1e-5}, "identity"
+		if o.DP != nil {
+			budget, unit = dp.Budget{Epsilon: o.DP.Epsilon, Delta: o.DP.Delta}, o.DP.Unit
+		}
+		drops := rand.New(rand.NewPCG(o.Seed, uint64(k)+1))
+		decided := map[uint64]bool{}
+		c, err := client.New(client.Options{Addr: ln.Addr().String(), Creds: credentials.NewTLS(pki.ClientTLS(cid, "localhost")),
+			Budget: budget, Unit: unit, Dir: filepath.Join(dir, "clients", name),
+			Trainer: &faulty{Trainer: tr, sem: sem, straggler: stragglers[k]}, Logger: o.Logger,
+			Progress: func(ev string) { o.Progress(name + ": " + ev) },
+			SitOut: func(t *fedpb.RoundConfig) bool {
+				if o.Dropout == 0 {
+					return false
+				}
+				dropMu.Lock()
+				defer dropMu.Unlock()
+				out, ok := decided[t.GetRound()]
+				if !ok {
+					out = drops.Float64() < o.Dropout
+					decided[t.GetRound()] = out
+					if out {
+						rep.DropOuts++
+					}
+				}
+				return out
+			}})
+		if err != nil {
+			return nil, fmt.Errorf("sim: %s: %w", name, err)
+		}
+		defer c.Close()
+		clients[k] = running{c: c, tr: tr}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(clients))
+	for k, r := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = r.c.Run(ctx)
+		}()
+	}
+	var coordErr error
+	select {
+	case coordErr = <-coordDone:
+	case <-ctx.Done():
+		coordErr = ctx.Err()
+	}
+	if coordErr != nil {
+		cancel()
+		wg.Wait()
+		return nil, fmt.Errorf("sim: the coordinator: %w", coordErr)
+	}
+	wg.Wait()
+	for k, err := range errs {
+		if err != nil && !errors.Is(err, client.ErrBudgetExhausted) {
+			return nil, fmt.Errorf("sim: %s: %w", names[k], err)
+		}
+	}
+
+	final, _ := co.Model()
+	if rep.DevAccuracy, rep.Threshold, err = eval.Accuracy(final); err != nil {
+		return nil, err
+	}
+	met.mu.Lock()
+	rep.Updates, rep.Refused, rep.FailedRounds, rep.UpdateBytes = met.updates, met.refused, met.failed, met.updateBytes
+	met.mu.Unlock()
+	rep.ModelBytes = 4 * initial.Len()
+	if rep.Updates > 0 {
+		rep.BytesPerClientRound = float64(wireBytes.Load()) / float64(rep.Updates)
+	}
+	if o.DP != nil {
+		rep.Delta, rep.PrivacyUnit = o.DP.Delta, o.DP.Unit
+		rep.EpsilonPerClient, rep.NoiseMultiplier, rep.SamplingRate = map[string]float64{}, map[string]float64{}, map[string]float64{}
+		for k, r := range clients {
+			s, err := r.c.Spent()
+			if err != nil {
+				return nil, err
+			}
+			rep.EpsilonPerClient[names[k]] = s.Epsilon
+			if p := r.tr.Mechanism(); p != nil {
+				rep.NoiseMultiplier[names[k]], rep.SamplingRate[names[k]] = p.GetNoiseMultiplier(), p.GetSamplingRate()
+			}
+		}
+	}
+	rep.WallS = time.Since(start).Seconds()
+	return rep, nil
+}
+
+func maxPer(d *DP) int {
+	if d == nil {
+		return 0
+	}
+	return d.MaxPerIdentity
+}
+
+// Names lists a report's clients in order.
+func (r *Report) Names() []string {
+	var n []string
+	for k := range r.IdentitiesPerClient {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}

@@ -1,0 +1,143 @@
+package sim_test
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/veil-privacy/veil/dataset"
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/fed/client"
+	"github.com/veil-privacy/veil/fed/coord"
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/local/localtest"
+	"github.com/veil-privacy/veil/fed/sim"
+)
+
+func options(t *testing.T, people, clients int) sim.Options {
+	t.Helper()
+	d, o := localtest.Data(t, t.TempDir(), people)
+	return sim.Options{Data: d, Model: o.Model, Optim: o.Optim, Partition: dataset.PartitionOptions{Clients: clients, Seed: 1},
+		Strategy: "fedavg", Rounds: 2, LocalEpochs: 1, Batch: 1, LearningRate: 0.01,
+		DP: &sim.DP{Epsilon: 8, Delta: 1e-5, Clip: 1}, Dir: t.TempDir(), RoundTimeout: time.Minute, Seed: 3}
+}
+
+// status reads the coordinator's state file after a run.
+func status(t *testing.T, dir string) *fedpb.StatusResponse {
+	t.Helper()
+	db, err := coord.OpenStatus(filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := coord.ReadStatus(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// spent is ε after rounds rounds of plan (what a client's ledger holds).
+func spent(t *testing.T, q, sigma float64, steps uint64, dim, rounds int) float64 {
+	t.Helper()
+	ev, err := client.Event(&fedpb.DPParams{NoiseMultiplier: sigma, Clip: 1, SamplingRate: q, Steps: steps, Delta: 1e-5, PrivacyUnit: "identity"}, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := dp.NewLedger(dp.LedgerOptions{})
+	_ = l.SetBudget("c", dp.Budget{Epsilon: 1e9, Delta: 1e-5})
+	var s dp.Spent
+	for range rounds {
+		if s, err = l.Charge("c", ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s.Epsilon
+}
+
+// TestThreeClientsTwoRounds runs FedAvg under DP over mutual TLS on
+// loopback: every client takes part in both rounds, spends its whole
+// budget and not more, and the coordinator's ledgers agree.
+func TestThreeClientsTwoRounds(t *testing.T) {
+	o := options(t, 6, 3)
+	rep, err := sim.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Strategy != "fedavg" || rep.Clients != 3 || rep.Rounds != 2 || rep.FailedRounds != 0 || rep.Updates != 6 || rep.Refused != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	if !(rep.DevAccuracy >= 0 && rep.DevAccuracy <= 1) || rep.PrivacyUnit != "identity" || rep.Delta != 1e-5 {
+		t.Errorf("accuracy %g, unit %q, δ %g", rep.DevAccuracy, rep.PrivacyUnit, rep.Delta)
+	}
+	if rep.BytesPerClientRound < float64(rep.ModelBytes+rep.UpdateBytes) || rep.UpdateBytes != rep.ModelBytes || rep.ModelBytes != 4*rep.Parameters {
+		t.Errorf("%g bytes per client and round for a model of %d bytes and updates of %d", rep.BytesPerClientRound, rep.ModelBytes, rep.UpdateBytes)
+	}
+	st := status(t, o.Dir)
+	if len(st.Rounds) != 2 || st.Rounds[1].State != "done" {
+		t.Fatalf("rounds %v", st.Rounds)
+	}
+	if st.Rounds[0].ModelVersion == st.Rounds[1].ModelVersion {
+		t.Error("the second round trained the same model as the first")
+	}
+	for _, c := range st.Clients {
+		eps := rep.EpsilonPerClient[c.Id]
+		if c.Updates != 2 || eps > 8 || eps < 7.99 || math.Abs(c.Epsilon-eps) > 1e-9 {
+			t.Errorf("%s: %d updates, its ledger ε = %g, the coordinator's %g; want 2 updates and ε just under 8 in both", c.Id, c.Updates, eps, c.Epsilon)
+		}
+		if rep.IdentitiesPerClient[c.Id] != 2 || rep.SamplingRate[c.Id] != 0.5 {
+			t.Errorf("%s: %d identities at q = %g, want 2 at 0.5", c.Id, rep.IdentitiesPerClient[c.Id], rep.SamplingRate[c.Id])
+		}
+	}
+}
+
+// TestDropOutsAndStragglers: a client that drops out of a round is not
+// charged for it, a straggler's late update is refused (its own ledger
+// has paid for the training, the coordinator's has not), and rounds
+// without enough updates fail.
+func TestDropOutsAndStragglers(t *testing.T) {
+	o := options(t, 6, 3)
+	o.Dropout, o.Stragglers, o.Seed = 0.25, 1.0/3, 1
+	o.RoundTimeout = 6 * time.Second
+	o.MinUpdates = 2
+	rep, err := sim.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d updates, %d refused, %d drop-outs, %d failed rounds", rep.Updates, rep.Refused, rep.DropOuts, rep.FailedRounds)
+	st := status(t, o.Dir)
+	if rep.DropOuts == 0 || rep.Refused == 0 {
+		t.Fatalf("seed %d gave %d drop-outs and %d refusals: choose a seed that injects both", o.Seed, rep.DropOuts, rep.Refused)
+	}
+	failed := 0
+	for _, r := range st.Rounds {
+		if r.State == "failed" {
+			failed++
+		}
+	}
+	if failed != rep.FailedRounds || rep.Updates+rep.Refused+rep.DropOuts != 6 {
+		t.Errorf("report %+v, rounds %v", rep, st.Rounds)
+	}
+	for _, c := range st.Clients {
+		eps := rep.EpsilonPerClient[c.Id]
+		q, sigma := rep.SamplingRate[c.Id], rep.NoiseMultiplier[c.Id]
+		if sigma == 0 {
+			if eps != 0 || c.Epsilon != 0 {
+				t.Errorf("%s never planned but spent ε = %g", c.Id, eps)
+			}
+			continue
+		}
+		want := spent(t, q, sigma, 2, rep.Parameters, int(c.Updates))
+		if math.Abs(c.Epsilon-want) > 1e-9 {
+			t.Errorf("%s: the coordinator charged ε = %g for %d updates, want %g", c.Id, c.Epsilon, c.Updates, want)
+		}
+		// A drop-out costs nothing; a straggler pays for training the
+		// coordinator refused.
+		straggler := len(rep.Stragglers) == 1 && rep.Stragglers[0] == c.Id
+		if (!straggler && math.Abs(eps-c.Epsilon) > 1e-9) || (straggler && !(eps > c.Epsilon)) || eps > 8 {
+			t.Errorf("%s (straggler %v): its ledger ε = %g, the coordinator's %g", c.Id, straggler, eps, c.Epsilon)
+		}
+	}
+}
