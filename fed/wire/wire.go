@@ -257,6 +257,7 @@ var ErrRefused = errors.New("refused")
 type Decoder struct {
 	w    Weights
 	buf  []byte
+	got  uint64 // payload bytes received (buf is released by Finish)
 	want uint64
 	sum  []byte
 	h    hash.Hash
@@ -341,12 +342,13 @@ func (d *Decoder) Write(p []byte) error {
 		return fmt.Errorf("wire: %w: payload longer than the %d bytes declared", ErrRefused, d.want)
 	}
 	d.buf = append(d.buf, p...)
+	d.got += uint64(len(p))
 	d.h.Write(p)
 	return nil
 }
 
-// Received returns the payload bytes received so far.
-func (d *Decoder) Received() uint64 { return uint64(len(d.buf)) }
+// Received returns the payload bytes received so far (also after Finish).
+func (d *Decoder) Received() uint64 { return d.got }
 
 // Finish checks the length and the checksum and returns the weights.
 func (d *Decoder) Finish() (Weights, error) {

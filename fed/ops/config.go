@@ -1,0 +1,145 @@
+package ops
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/veil-privacy/veil/fed/coord"
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/strategy"
+)
+
+// MaxConfigBytes bounds a configuration file.
+const MaxConfigBytes = 1 << 20
+
+// Config is a coordinator's configuration: veil fed coordinator's flags,
+// and the keys of its JSON configuration file, which are the flags' names
+// (a file sets what the flags do not: flags given on the command line
+// override it).
+type Config struct {
+	State         string `json:"state"`
+	PKI           string `json:"pki"`
+	Cert          string `json:"cert"`
+	Key           string `json:"key"`
+	CA            string `json:"ca"`
+	CRL           string `json:"crl"`
+	Listen        string `json:"listen"`
+	MetricsListen string `json:"metrics-listen"`
+	// Init is a veil train checkpoint: the initial model.
+	Init string `json:"init"`
+	// Out is where the final model is written as a checkpoint.
+	Out string `json:"out"`
+
+	Strategy  string   `json:"strategy"`
+	Weighting string   `json:"weighting"`
+	ServerLR  float64  `json:"server-lr"`
+	Momentum  float64  `json:"momentum"`
+	Rounds    int      `json:"rounds"`
+	Fraction  float64  `json:"fraction"`
+	MinAvail  int      `json:"min-available"`
+	MinUpdate int      `json:"min-updates"`
+	Deadline  Duration `json:"deadline"`
+	Available Duration `json:"available"`
+	Linger    Duration `json:"linger"`
+
+	LocalEpochs     int     `json:"local-epochs"`
+	LocalSteps      int     `json:"local-steps"`
+	LR              float64 `json:"lr"`
+	Batch           int     `json:"batch"`
+	DP              bool    `json:"dp"`
+	Clip            float64 `json:"clip"`
+	Delta           float64 `json:"delta"`
+	Unit            string  `json:"privacy-unit"`
+	NoiseMultiplier float64 `json:"noise-multiplier"`
+	MaxUpdateNorm   float64 `json:"max-update-norm"`
+}
+
+// Duration is a time.Duration written in JSON as Go's duration text
+// ("90s", "2m30s").
+type Duration time.Duration
+
+// MarshalJSON writes d as text.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads Go's duration text.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New(`a duration is text such as "90s" or "2m"`)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", s, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// DefaultConfig returns the defaults of veil fed coordinator.
+func DefaultConfig() Config {
+	return Config{
+		Listen: "127.0.0.1:7443", Strategy: "fedavg", Rounds: 10, Fraction: 1, MinAvail: 2, MinUpdate: 2,
+		Deadline: Duration(10 * time.Minute), Available: Duration(30 * time.Second), Linger: Duration(10 * time.Second),
+		LocalEpochs: 1, LR: 0.01, Batch: 32, DP: true, Clip: 1, Delta: 1e-5, Unit: "identity", MaxUpdateNorm: 100,
+	}
+}
+
+// DecodeConfig reads a JSON configuration file over c (keys it does not
+// name keep c's values). It refuses unknown keys, a value of the wrong
+// type, more than one JSON value and files over MaxConfigBytes.
+func DecodeConfig(r io.Reader, c *Config) error {
+	b, err := io.ReadAll(io.LimitReader(r, MaxConfigBytes+1))
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	if len(b) > MaxConfigBytes {
+		return fmt.Errorf("configuration: larger than %d bytes", MaxConfigBytes)
+	}
+	next := *c
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&next); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("configuration: more than one JSON value")
+	}
+	*c = next
+	return nil
+}
+
+// Options returns the coordinator's options (without the initial model,
+// logger and metrics) after checking the configuration.
+func (c *Config) Options() (coord.Options, error) {
+	if c.State == "" {
+		return coord.Options{}, errors.New("a state file is required (--state)")
+	}
+	for name, v := range map[string]float64{"server-lr": c.ServerLR, "momentum": c.Momentum, "fraction": c.Fraction, "lr": c.LR,
+		"clip": c.Clip, "delta": c.Delta, "noise-multiplier": c.NoiseMultiplier, "max-update-norm": c.MaxUpdateNorm} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return coord.Options{}, fmt.Errorf("--%s must be a finite number, got %g", name, v)
+		}
+	}
+	if c.Deadline <= 0 || c.Available <= 0 || c.Linger < 0 {
+		return coord.Options{}, errors.New("--deadline and --available must be positive and --linger not negative")
+	}
+	o := coord.Options{
+		StatePath: c.State,
+		Strategy:  strategy.Options{Name: c.Strategy, Weighting: c.Weighting, DP: c.DP, ServerLR: c.ServerLR, Momentum: c.Momentum},
+		Rounds:    c.Rounds, Fraction: c.Fraction, MinAvailable: c.MinAvail, MinUpdates: c.MinUpdate,
+		RoundTimeout: time.Duration(c.Deadline), Available: time.Duration(c.Available), MaxUpdateNorm: c.MaxUpdateNorm,
+		Task: coord.Task{LocalEpochs: c.LocalEpochs, LocalSteps: c.LocalSteps, LearningRate: c.LR, Batch: c.Batch},
+	}
+	if c.DP {
+		o.Task.DP = &fedpb.DPParams{Clip: c.Clip, Delta: c.Delta, PrivacyUnit: c.Unit, NoiseMultiplier: c.NoiseMultiplier}
+	}
+	if _, err := strategy.New(o.Strategy); err != nil {
+		return coord.Options{}, err
+	}
+	return o, nil
+}

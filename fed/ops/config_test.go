@@ -1,0 +1,128 @@
+package ops_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/veil-privacy/veil/fed/ops"
+)
+
+func TestDecodeConfig(t *testing.T) {
+	full := ops.DefaultConfig()
+	full.State, full.PKI, full.Listen, full.MetricsListen = "/var/lib/veil/coordinator.db", "/etc/veil/pki", "0.0.0.0:7443", "127.0.0.1:9464"
+	full.Init, full.Out, full.Rounds, full.Fraction, full.MinAvail, full.MinUpdate = "head.ckpt", "federated.ckpt", 20, 0.5, 4, 3
+	full.Deadline, full.LocalEpochs, full.LR, full.Batch = ops.Duration(5*time.Minute), 2, 0.05, 16
+	full.Clip, full.Delta, full.MaxUpdateNorm = 1.5, 1e-6, 50
+	partial := ops.DefaultConfig()
+	partial.DP, partial.Strategy, partial.ServerLR, partial.Momentum = false, "fedsgd", 0.5, 0.9
+	cases := []struct {
+		file    string
+		want    *ops.Config
+		errPart string
+	}{
+		{"full.json", &full, ""},
+		{"partial.json", &partial, ""},
+		{"unknown-key.json", nil, `unknown field "roundz"`},
+		{"wrong-type.json", nil, "rounds"},
+		{"bad-duration.json", nil, `duration "soon"`},
+		{"two-values.json", nil, "more than one JSON value"},
+		{"truncated.json", nil, "configuration"},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("testdata", "config", c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ops.DefaultConfig()
+			err = ops.DecodeConfig(bytes.NewReader(b), &got)
+			if c.want == nil {
+				if err == nil || !strings.Contains(err.Error(), c.errPart) {
+					t.Fatalf("got %v, want an error containing %q", err, c.errPart)
+				}
+				if !reflect.DeepEqual(got, ops.DefaultConfig()) {
+					t.Fatal("a refused file changed the configuration")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, *c.want) {
+				t.Fatalf("got %+v\nwant %+v", got, *c.want)
+			}
+		})
+	}
+}
+
+func TestDecodeConfigRefusesLargeFiles(t *testing.T) {
+	b := []byte(`{"state": "` + strings.Repeat("x", ops.MaxConfigBytes) + `"}`)
+	c := ops.DefaultConfig()
+	if err := ops.DecodeConfig(bytes.NewReader(b), &c); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestConfigOptions(t *testing.T) {
+	c := ops.DefaultConfig()
+	if _, err := c.Options(); err == nil || !strings.Contains(err.Error(), "--state") {
+		t.Fatalf("no state file: %v", err)
+	}
+	c.State = "s.db"
+	o, err := c.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Task.DP == nil || o.Task.DP.GetClip() != 1 || o.Task.DP.GetPrivacyUnit() != "identity" || o.RoundTimeout != 10*time.Minute {
+		t.Fatalf("options %+v", o)
+	}
+	c.DP = false
+	if o, _ := c.Options(); o.Task.DP != nil {
+		t.Fatal("--dp=false still sets DP")
+	}
+	c.Strategy = "fedprox"
+	if _, err := c.Options(); err == nil {
+		t.Fatal("an unknown strategy was accepted")
+	}
+}
+
+// FuzzDecodeConfig: no input panics; a refused input leaves the
+// configuration as it was; an accepted one survives a round trip.
+func FuzzDecodeConfig(f *testing.F) {
+	for _, name := range []string{"full.json", "partial.json", "unknown-key.json", "two-values.json", "bad-duration.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "config", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"deadline": "-1s", "rounds": -3, "fraction": 1e999}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := ops.DefaultConfig()
+		if err := ops.DecodeConfig(bytes.NewReader(b), &c); err != nil {
+			if !reflect.DeepEqual(c, ops.DefaultConfig()) {
+				t.Fatal("a refused input changed the configuration")
+			}
+			return
+		}
+		_, _ = c.Options()
+		enc, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var again ops.Config
+		if err := ops.DecodeConfig(bytes.NewReader(enc), &again); err != nil {
+			t.Fatalf("re-decoding %s: %v", enc, err)
+		}
+		if !reflect.DeepEqual(c, again) {
+			t.Fatalf("round trip changed %+v into %+v", c, again)
+		}
+	})
+}
