@@ -20,6 +20,7 @@ import (
 var fedCommands = []func(*env) *cobra.Command{
 	newFedCertsCmd,
 	newFedStatusCmd,
+	newFedSimCmd,
 }
 
 func newFedCmd(e *env) *cobra.Command {
