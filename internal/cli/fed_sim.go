@@ -20,14 +20,14 @@ import (
 
 type fedSimFlags struct {
 	clients, rounds, localEpochs, batch, microBatch, minImages, parallel, minUpdates int
-	centreCount, maxPerIdentity                                                     int
-	strategy, data, centreDir, optimizer, unit, dir                                 string
-	targetEps, delta, clip, dropout, stragglers, alpha                              float64
-	lr, serverLR, momentum, weightDecay                                             float64
-	noDP, json                                                                      bool
-	seed, partitionSeed                                                             uint64
-	roundTimeout                                                                    time.Duration
-	head                                                                            headFlags
+	centreCount, maxPerIdentity                                                      int
+	strategy, data, centreDir, optimizer, unit, dir                                  string
+	targetEps, delta, clip, dropout, stragglers, alpha                               float64
+	lr, serverLR, momentum, weightDecay                                              float64
+	noDP, json                                                                       bool
+	seed, partitionSeed                                                              uint64
+	roundTimeout                                                                     time.Duration
+	head                                                                             headFlags
 }
 
 func newFedSimCmd(e *env) *cobra.Command {
@@ -133,7 +133,7 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 	def := datadir.Default()
 	o := training.Options{
 		Model: training.ModelOptions{Kind: "head", Features: f.head.features, Loss: "distill"},
-		Data: training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, CentreImages: f.centreDir, CentreCount: f.centreCount},
+		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, CentreImages: f.centreDir, CentreCount: f.centreCount},
 		Optim: training.OptimOptions{Batch: f.batch, MicroBatch: f.microBatch, Optimizer: f.optimizer, LearningRate: f.lr,
 			WeightDecay: f.weightDecay, Seed: f.seed},
 		Epochs: 1,
