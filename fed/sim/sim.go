@@ -37,6 +37,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/dp"
@@ -497,4 +498,141 @@ func (r *Report) Names() []string {
 	}
 	sort.Strings(n)
 	return n
+}
+
+// AloneReport is what the clients reach each on its own: the same local
+// training, rounds and budget, without the federation.
+type AloneReport struct {
+	Strategy string `json:"strategy"`
+	Clients  int    `json:"clients"`
+	Rounds   int    `json:"rounds"`
+	// Accuracy is each client's final development-pairs accuracy; Mean
+	// and Best summarise them.
+	Accuracy         map[string]float64 `json:"accuracy"`
+	MeanAccuracy     float64            `json:"mean_accuracy"`
+	BestAccuracy     float64            `json:"best_accuracy"`
+	InitAccuracy     float64            `json:"init_accuracy"`
+	EpsilonPerClient map[string]float64 `json:"epsilon_per_client,omitempty"`
+	Delta            float64            `json:"delta,omitempty"`
+	PrivacyUnit      string             `json:"privacy_unit,omitempty"`
+	WallS            float64            `json:"wall_s"`
+}
+
+// Alone trains every client of o on its own partition, as it would in the
+// federation (the same trainer, rounds, local epochs and budget; its own
+// update applied to its own model each round, server learning rate 1), and
+// scores each final model. Each round is charged to the client's ledger
+// before it trains, as package client does. Clients train one after
+// another, up to o.Parallel at once.
+func Alone(ctx context.Context, o Options) (*AloneReport, error) {
+	start := time.Now()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.Strategy != "fedavg" {
+		return nil, errors.New("sim: a client alone trains as in FedAvg (its own epochs); FedSGD has no meaning for one client")
+	}
+	parts, err := local.Split(o.Data, o.Partition)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	eval, err := local.NewEvaluator(o.Model, o.Optim, o.Data)
+	if err != nil {
+		return nil, err
+	}
+	initial := eval.Initial()
+	rep := &AloneReport{Strategy: o.Strategy, Clients: len(parts), Rounds: o.Rounds, Accuracy: map[string]float64{}}
+	if rep.InitAccuracy, _, err = eval.Accuracy(initial); err != nil {
+		return nil, err
+	}
+	task := &fedpb.RoundConfig{Strategy: "fedavg", LocalEpochs: uint32(o.LocalEpochs), Batch: uint32(o.Batch), LearningRate: o.LearningRate,
+		Rounds: uint64(o.Rounds)}
+	if o.DP != nil {
+		task.Dp = &fedpb.DPParams{Clip: o.DP.Clip, Delta: o.DP.Delta, PrivacyUnit: o.DP.Unit}
+		rep.EpsilonPerClient, rep.Delta, rep.PrivacyUnit = map[string]float64{}, o.DP.Delta, o.DP.Unit
+	}
+	type result struct {
+		acc, eps float64
+		err      error
+	}
+	results := make([]result, len(parts))
+	sem := make(chan struct{}, o.Parallel)
+	var wg sync.WaitGroup
+	for k, d := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[k].acc, results[k].eps, results[k].err = alone(ctx, o, d, task, initial, eval)
+		}()
+	}
+	wg.Wait()
+	var sum float64
+	for k, r := range results {
+		name := fmt.Sprintf("client-%d", k+1)
+		if r.err != nil {
+			return nil, fmt.Errorf("sim: %s alone: %w", name, r.err)
+		}
+		rep.Accuracy[name] = r.acc
+		sum += r.acc
+		rep.BestAccuracy = max(rep.BestAccuracy, r.acc)
+		if o.DP != nil {
+			rep.EpsilonPerClient[name] = r.eps
+		}
+	}
+	rep.MeanAccuracy = sum / float64(len(parts))
+	rep.WallS = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// alone trains one client's rounds on its own and returns its accuracy and
+// the ε its ledger spent.
+func alone(ctx context.Context, o Options, d *training.Data, task *fedpb.RoundConfig, initial wire.Weights, eval *local.Evaluator) (float64, float64, error) {
+	tr, err := local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: d, MaxPerIdentity: maxPer(o.DP)})
+	if err != nil {
+		return 0, 0, err
+	}
+	var ledger *dp.Ledger
+	if o.DP != nil {
+		if ledger, err = dp.NewLedger(dp.LedgerOptions{}); err != nil {
+			return 0, 0, err
+		}
+		if err := ledger.SetBudget("self", dp.Budget{Epsilon: o.DP.Epsilon, Delta: o.DP.Delta}); err != nil {
+			return 0, 0, err
+		}
+	}
+	model := initial.Clone()
+	var s dp.Spent
+	for r := 1; r <= o.Rounds; r++ {
+		t := proto.Clone(task).(*fedpb.RoundConfig)
+		t.Round = uint64(r)
+		var plan *fedpb.DPParams
+		if ledger != nil {
+			if s, err = ledger.Spent("self"); err != nil {
+				return 0, 0, err
+			}
+			if plan, err = tr.Plan(t, o.DP.Epsilon-s.Epsilon); err != nil {
+				return 0, 0, err
+			}
+			ev, err := client.Event(plan, tr.Dimension())
+			if err != nil {
+				return 0, 0, err
+			}
+			if s, err = ledger.Charge("self", ev); err != nil {
+				return 0, 0, err
+			}
+		}
+		up, err := tr.Train(ctx, model, t, plan)
+		if err != nil {
+			return 0, 0, err
+		}
+		for i := range model {
+			for j := range model[i].Values {
+				model[i].Values[j] += up.Weights[i].Values[j]
+			}
+		}
+	}
+	acc, _, err := eval.Accuracy(model)
+	return acc, s.Epsilon, err
 }

@@ -141,3 +141,25 @@ func TestDropOutsAndStragglers(t *testing.T) {
 		}
 	}
 }
+
+// TestAlone: each client trains its own rounds without the federation,
+// each round charged first, the whole budget spent and not more.
+func TestAlone(t *testing.T) {
+	o := options(t, 6, 3)
+	rep, err := sim.Alone(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Clients != 3 || len(rep.Accuracy) != 3 || rep.BestAccuracy < rep.MeanAccuracy || rep.PrivacyUnit != "identity" {
+		t.Fatalf("report %+v", rep)
+	}
+	for name, eps := range rep.EpsilonPerClient {
+		if eps > 8 || eps < 7.99 {
+			t.Errorf("%s spent ε = %g alone, want just under 8", name, eps)
+		}
+	}
+	o.Strategy = "fedsgd"
+	if _, err := sim.Alone(context.Background(), o); err == nil {
+		t.Error("FedSGD alone was accepted")
+	}
+}

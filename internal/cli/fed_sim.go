@@ -24,7 +24,7 @@ type fedSimFlags struct {
 	strategy, data, centreDir, optimizer, unit, dir                                  string
 	targetEps, delta, clip, dropout, stragglers, alpha                               float64
 	lr, serverLR, momentum, weightDecay                                              float64
-	noDP, json                                                                       bool
+	noDP, json, alone                                                                bool
 	seed, partitionSeed                                                              uint64
 	roundTimeout                                                                     time.Duration
 	head                                                                             headFlags
@@ -102,6 +102,7 @@ more.`,
 	fl.IntVar(&f.centreCount, "centre-count", 512, "how many of --centre-images to average")
 	fl.StringVar(&f.dir, "dir", "", "keep the CA, the coordinator's state and the clients' ledgers in this folder (default: a temporary folder, removed)")
 	fl.BoolVar(&f.json, "json", false, "print a JSON report")
+	fl.BoolVar(&f.alone, "alone", false, "instead of federating, train each client alone on its own identities (same rounds, epochs and budget) and report each one's accuracy, their mean and the best")
 	f.head.register(cmd)
 	_ = fl.Set("features", arch.HeadAgeGender)
 	return cmd
@@ -169,6 +170,18 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 	if !quiet {
 		start := time.Now()
 		so.Progress = func(s string) { fmt.Fprintf(e.stderr, "[%5.0fs] %s\n", time.Since(start).Seconds(), s) }
+	}
+	if f.alone {
+		rep, err := sim.Alone(cmd.Context(), so)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return writeJSON(e.stdout, rep)
+		}
+		fmt.Fprintf(e.stdout, "%d clients alone, %d rounds: development-pairs accuracy mean %.4f, best %.4f (as initialised %.4f)\n",
+			rep.Clients, rep.Rounds, rep.MeanAccuracy, rep.BestAccuracy, rep.InitAccuracy)
+		return nil
 	}
 	rep, err := sim.Run(cmd.Context(), so)
 	if err != nil {
