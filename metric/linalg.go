@@ -6,8 +6,8 @@ import (
 	"sync"
 )
 
-// dot returns Σ a[i]·b[i] with four accumulators (len(b) ≥ len(a)).
-func dot(a, b []float64) float64 {
+// dotScalar returns Σ a[i]·b[i] with four accumulators (len(b) ≥ len(a)).
+func dotScalar(a, b []float64) float64 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float64
 	i := 0
@@ -23,8 +23,8 @@ func dot(a, b []float64) float64 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// axpy adds alpha·x to y.
-func axpy(alpha float64, x, y []float64) {
+// axpyScalar adds alpha·x to y.
+func axpyScalar(alpha float64, x, y []float64) {
 	y = y[:len(x)]
 	for i, v := range x {
 		y[i] += alpha * v

@@ -45,6 +45,7 @@ type problem struct {
 
 	// workspace
 	z, y   []float64
+	nz     []float64 // ‖z_i‖², for refresh
 	deg    []float64
 	tw, cw [][]float64
 	pull   []float64
@@ -164,8 +165,13 @@ func (p *problem) transform(v []float64, out int) {
 		for i := lo; i < hi; i++ {
 			xi := p.x[i*p.in : (i+1)*p.in]
 			zi := p.z[i*out : (i+1)*out]
-			for r := range out {
-				zi[r] = dot(v[r*p.in:(r+1)*p.in], xi)
+			in := p.in
+			r := 0
+			for ; r+4 <= out; r += 4 {
+				zi[r], zi[r+1], zi[r+2], zi[r+3] = dot4(xi, v[r*in:(r+1)*in], v[(r+1)*in:(r+2)*in], v[(r+2)*in:(r+3)*in], v[(r+3)*in:(r+4)*in])
+			}
+			for ; r < out; r++ {
+				zi[r] = dot(v[r*in:(r+1)*in], xi)
 			}
 		}
 	})
@@ -173,9 +179,18 @@ func (p *problem) transform(v []float64, out int) {
 
 // refresh rebuilds the active set under V: for every anchor with targets,
 // its p.impostors nearest differently-named faces in the transformed space,
-// plus every face rejected as the anchor's person.
+// plus every face rejected as the anchor's person. The nearest ones are kept
+// even when none violates a margin now: otherwise the pull could shrink the
+// map between rebuilds with nothing pushing back.
 func (p *problem) refresh(v []float64, out int) {
 	p.transform(v, out)
+	if len(p.nz) != p.n {
+		p.nz = make([]float64, p.n)
+	}
+	for i := range p.n {
+		zi := p.z[i*out : (i+1)*out]
+		p.nz[i] = dot(zi, zi)
+	}
 	if len(p.cands) != p.n {
 		p.cands = make([][]int32, p.n)
 		p.cw = make([][]float64, p.n)
@@ -190,10 +205,24 @@ func (p *problem) refresh(v []float64, out int) {
 			li := p.labels[i]
 			zi := p.z[i*out : (i+1)*out]
 			h.reset(p.impostors)
-			for l := range p.n {
+			// d²(i, l) = ‖z_i‖² + ‖z_l‖² − 2 z_i·z_l, four l at a time. It
+			// only ranks candidates; eval recomputes their distances directly.
+			offer := func(l int, zz float64) {
 				if p.labels[l] >= 0 && p.labels[l] != li {
-					h.offer(sqDist(zi, p.z[l*out:(l+1)*out]), int32(l))
+					h.offer(p.nz[i]+p.nz[l]-2*zz, int32(l))
 				}
+			}
+			z := p.z
+			l := 0
+			for ; l+4 <= p.n; l += 4 {
+				a, b, c, e := dot4(zi, z[l*out:(l+1)*out], z[(l+1)*out:(l+2)*out], z[(l+2)*out:(l+3)*out], z[(l+3)*out:(l+4)*out])
+				offer(l, a)
+				offer(l+1, b)
+				offer(l+2, c)
+				offer(l+3, e)
+			}
+			for ; l < p.n; l++ {
+				offer(l, dot(zi, z[l*out:(l+1)*out]))
 			}
 			c := append(p.cands[i][:0], h.sorted()...)
 			for _, f := range p.rejected[li] {
@@ -367,7 +396,8 @@ func (p *problem) exact(v []float64, out int) evalResult {
 	return r
 }
 
-func sqDist(a, b []float64) float64 {
+// sqDistScalar returns ‖a − b‖² (len(b) ≥ len(a)).
+func sqDistScalar(a, b []float64) float64 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float64
 	i := 0

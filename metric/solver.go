@@ -26,8 +26,8 @@ type Solver struct {
 	// not raise it (default 1e-6).
 	Tolerance float64
 	// Impostors bounds the active set: each anchor's impostor candidates are
-	// its Impostors nearest differently-named faces under the current map
-	// (plus every face rejected as its person), default 32.
+	// its Impostors nearest differently-named faces under the map at the
+	// last rebuild, plus every face rejected as its person (default 64).
 	Impostors int
 	// Refresh is the number of steps between rebuilds of the active set
 	// (default 10).
@@ -55,7 +55,7 @@ func (s Solver) withDefaults() (Solver, error) {
 		s.Tolerance = 1e-6
 	}
 	if s.Impostors == 0 {
-		s.Impostors = 32
+		s.Impostors = 64
 	}
 	if s.Refresh == 0 {
 		s.Refresh = 10
