@@ -66,3 +66,30 @@ func TestLMNNActiveSetApproximation(t *testing.T) {
 		t.Errorf("active set: objective %.4g vs %.4g exact, accuracy %.3f vs %.3f", repA.Final.Objective, repE.Final.Objective, accA, accE)
 	}
 }
+
+// Retraining as names accumulate: a library trained on 3 named faces per
+// person warm-starts from its previous V when 8 are named; the objective on
+// the new names falls from where the old map left it and held-out accuracy
+// does not get worse.
+func TestLMNNRetrainWarmStart(t *testing.T) {
+	const classes, per = 20, 14
+	rng := rand.New(rand.NewPCG(45, 46))
+	all := synthFaces(rng, classes, per, 32, 0.5)
+	few, _ := split(all, per, 3)
+	more, test := split(all, per, 8)
+	rot, err := RandomRotation([32]byte{'r'}, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, _ := fit(t, Options{}, few, rot)
+	v2, rep := fit(t, Options{}, more, v1)
+	a0, a1, a2 := knnAccuracy(Identity(32), more, test, 3), knnAccuracy(v1, more, test, 3), knnAccuracy(v2, more, test, 3)
+	t.Logf("held-out 3-NN accuracy: Euclidean %.3f, trained on 3 names/person %.3f, retrained on 8 %.3f; retraining objective %.4g → %.4g in %d iterations",
+		a0, a1, a2, rep.Initial.Objective, rep.Final.Objective, rep.Iterations)
+	if rep.Final.Objective >= rep.Initial.Objective {
+		t.Errorf("retraining did not lower the objective: %v → %v", rep.Initial.Objective, rep.Final.Objective)
+	}
+	if a2 < a1 || a1 <= a0 {
+		t.Errorf("accuracy Euclidean %.3f, first map %.3f, retrained %.3f", a0, a1, a2)
+	}
+}
