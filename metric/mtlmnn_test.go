@@ -2,6 +2,7 @@ package metric
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -69,11 +70,17 @@ func diag(w []float64, d int) []float64 {
 // task B. W₀ must keep 0 and drop 3; each W_k must favour its own dimension.
 // Then, with W₀ fixed, a new task C on dimensions 0 and 3 learns its own W_C.
 func TestMTLMNNSharedAndPrivate(t *testing.T) {
+	for _, gamma := range []float64{1, 20} { // the paper's weight, and private parts held small
+		t.Run(fmt.Sprintf("γ=%v", gamma), func(t *testing.T) { testMTLMNNSharedAndPrivate(t, gamma) })
+	}
+}
+
+func testMTLMNNSharedAndPrivate(t *testing.T, gamma float64) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const dim = 4
 	a := gridTask(rng, dim, 0, 1, 25, 1)
 	b := gridTask(rng, dim, 0, 2, 25, 1)
-	l, err := NewMTLMNN(MTOptions{Gamma: 20})
+	l, err := NewMTLMNN(MTOptions{Gamma: gamma})
 	if err != nil {
 		t.Fatal(err)
 	}
