@@ -9,6 +9,13 @@
 // would cost, refuses (and says so) if that would take it past its budget,
 // and otherwise charges the ledger before touching its data, so a crash
 // can never lose a charge. It also keeps the last model it received.
+//
+// A round's update is trained once. If sending it fails (the coordinator
+// restarted, the network dropped), Run returns the error and a later Run
+// that is offered the same round again sends the same update, without
+// training or charging again: a second copy of an output reveals nothing
+// more than the first. Once the coordinator has answered (accepted or
+// refused), the client does not take part in that round again.
 package client
 
 import (
@@ -90,6 +97,16 @@ type Client struct {
 	api    fedpb.CoordinatorClient
 	ledger *dp.Ledger
 	id     string
+	last   *sent // the last round's update, kept to send again
+}
+
+// sent is the update trained for a round, and whether the coordinator has
+// answered it.
+type sent struct {
+	round    uint64
+	version  string
+	up       Update
+	answered bool
 }
 
 // New validates o, opens the client's folder and ledger, and dials the
@@ -217,6 +234,19 @@ func (c *Client) Run(ctx context.Context) error {
 
 // round takes part in one round.
 func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
+	if l := c.last; l != nil && l.round == task.GetRound() && l.version == task.GetModelVersion() {
+		if !l.answered {
+			c.o.Progress(fmt.Sprintf("round %d: sending the update again", task.GetRound()))
+			return c.submit(ctx, task, l.up)
+		}
+		// Answered already: wait for the next round.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+			return nil
+		}
+	}
 	if c.o.SitOut != nil && c.o.SitOut(task) {
 		c.o.Progress(fmt.Sprintf("round %d: dropping out", task.GetRound()))
 		select {
@@ -272,6 +302,7 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 	if err != nil {
 		return fmt.Errorf("client: training in round %d: %w", task.GetRound(), err)
 	}
+	c.last = &sent{round: task.GetRound(), version: task.GetModelVersion(), up: up}
 	return c.submit(ctx, task, up)
 }
 
@@ -356,6 +387,9 @@ func (c *Client) submit(ctx context.Context, task *fedpb.RoundConfig, up Update)
 	resp, err := SendUpdate(ctx, c.api, h, up.Weights)
 	if err != nil {
 		return fmt.Errorf("client: sending the update of round %d: %w", task.GetRound(), err)
+	}
+	if c.last != nil && c.last.round == task.GetRound() {
+		c.last.answered = true
 	}
 	if !resp.GetAccepted() {
 		c.o.Progress(fmt.Sprintf("round %d: update refused: %s", task.GetRound(), resp.GetReason()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,6 +20,8 @@ import (
 // line here when adding one (veil fed sim lives in its own file).
 var fedCommands = []func(*env) *cobra.Command{
 	newFedCertsCmd,
+	newFedCoordinatorCmd,
+	newFedClientCmd,
 	newFedStatusCmd,
 	newFedSimCmd,
 }
@@ -265,14 +268,7 @@ runs.`,
 			if state == "" {
 				return errors.New("--state is required: the coordinator's state file")
 			}
-			db, err := coord.OpenStatus(state)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			st, err := coord.ReadStatus(ctx, db)
+			st, err := readFedStatus(cmd.Context(), state)
 			if err != nil {
 				return err
 			}
@@ -287,6 +283,21 @@ runs.`,
 	cmd.Flags().StringVar(&state, "state", "", "the coordinator's state file")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// readFedStatus reads a coordinator's state file (also while it runs).
+func readFedStatus(ctx context.Context, path string) (*fedpb.StatusResponse, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("the coordinator's state file: %w", err)
+	}
+	db, err := coord.OpenStatus(path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return coord.ReadStatus(ctx, db)
 }
 
 func printFedStatus(e *env, s fedStatus) {

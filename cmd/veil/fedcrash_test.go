@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/fed/client"
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/nn/arch"
+	"github.com/veil-privacy/veil/nn/checkpoint"
+	"github.com/veil-privacy/veil/nn/train"
+	"github.com/veil-privacy/veil/nn/trained"
+)
+
+// proc is a veil process started by the test.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	stderr *os.File
+	done   chan struct{}
+	err    error
+}
+
+type procs struct {
+	t   *testing.T
+	bin string
+	dir string
+	mu  sync.Mutex
+	all []*proc
+}
+
+func (ps *procs) start(name string, args ...string) *proc {
+	ps.t.Helper()
+	p := &proc{name: name, done: make(chan struct{})}
+	var err error
+	if p.stderr, err = os.Create(filepath.Join(ps.dir, name+".log")); err != nil {
+		ps.t.Fatal(err)
+	}
+	p.cmd = exec.Command(ps.bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		ps.t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); p.stderr.Close(); close(p.done) }()
+	ps.mu.Lock()
+	ps.all = append(ps.all, p)
+	ps.mu.Unlock()
+	return p
+}
+
+// wait waits for p to exit within d and returns its error.
+func (ps *procs) wait(p *proc, d time.Duration) error {
+	ps.t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(d):
+		ps.t.Fatalf("%s did not exit within %s; its log:\n%s", p.name, d, ps.log(p))
+		return nil
+	}
+}
+
+func (ps *procs) log(p *proc) string {
+	b, _ := os.ReadFile(filepath.Join(ps.dir, p.name+".log"))
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// killAll kills every process the test started that is still running.
+func (ps *procs) killAll() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.all {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+// run runs veil to completion (bounded) and returns its stdout.
+func (ps *procs) run(args ...string) []byte {
+	ps.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, ps.bin, args...).Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		ps.t.Fatalf("veil %v: %v\n%s", args, err, msg)
+	}
+	return out
+}
+
+type statusJSON struct {
+	Round   uint64 `json:"round"`
+	Clients []struct {
+		ID      string  `json:"id"`
+		Epsilon float64 `json:"epsilon"`
+		Budget  float64 `json:"budget"`
+		Updates uint64  `json:"updates"`
+	} `json:"clients"`
+	Rounds []struct {
+		Round   uint64 `json:"round"`
+		State   string `json:"state"`
+		Updates uint64 `json:"updates"`
+	} `json:"rounds"`
+}
+
+func buildVeil(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "veil")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "GOEXPERIMENT=simd", "GOFLAGS=-buildvcs=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building veil: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// headCheckpoint writes a small embedding head's initial checkpoint and
+// returns it.
+func headCheckpoint(t *testing.T, path string) *checkpoint.Checkpoint {
+	t.Helper()
+	m, err := arch.New(arch.Config{Kind: "head", In: 16, Hidden: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Params().Init(3)
+	st := train.State{}
+	for i := 0; i < m.Params().Len(); i++ {
+		st.M = append(st.M, make([]float32, len(m.Params().Values(i))))
+	}
+	ck := checkpoint.FromTrainer(checkpoint.Header{Model: m.Config(), Optimizer: "adam"}, m.Params(), st)
+	if err := ck.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return ck
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestCoordinatorSurvivesSIGKILL runs the built veil binary as a
+// coordinator and three clients, kills the coordinator with SIGKILL while
+// a round is open with at least one accepted update, restarts it on the
+// same state file and port, and checks that the run finishes every round
+// with each round and each update counted once, and that every ledger (the
+// clients' on disk, the coordinator's) holds exactly the expected charges.
+func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs real processes")
+	}
+	bin := buildVeil(t)
+	start := time.Now()
+	dir := t.TempDir()
+	ps := &procs{t: t, bin: bin, dir: dir}
+	t.Cleanup(ps.killAll)
+	pkiDir := filepath.Join(dir, "pki")
+	ps.run("fed", "certs", "init", "--pki", pkiDir)
+	ps.run("fed", "certs", "issue", "coordinator", "--role", "coordinator", "--pki", pkiDir)
+	names := []string{"client-1", "client-2", "client-3"}
+	for _, n := range names {
+		ps.run("fed", "certs", "issue", n, "--pki", pkiDir)
+	}
+	initPath, outPath := filepath.Join(dir, "init.ckpt"), filepath.Join(dir, "final.ckpt")
+	initCk := headCheckpoint(t, initPath)
+	state := filepath.Join(dir, "coordinator.db")
+	addr := freePort(t)
+	const rounds = 3
+	coordArgs := []string{"fed", "coordinator", "--state", state, "--pki", pkiDir, "--listen", addr, "--init", initPath, "--out", outPath,
+		"--rounds", strconv.Itoa(rounds), "--min-available", "3", "--min-updates", "3", "--fraction", "1", "--deadline", "40s",
+		"--local-steps", "5", "--clip", "1", "--delta", "1e-5", "--noise-multiplier", "1", "--max-update-norm", "100",
+		"--linger", "15s", "--json"}
+	co := ps.start("coordinator-1", coordArgs...)
+	// Each client trains for a different time, so a round stays open with
+	// some updates accepted and others still coming.
+	deltas := []float64{0.01, 0.02, 0.06}
+	clients := make([]*proc, len(names))
+	for i, n := range names {
+		clients[i] = ps.start(n, "fed", "client", "--coordinator", addr, "--pki", pkiDir, "--name", n, "--budget-epsilon", "100",
+			"--budget-delta", "1e-5", "--dir", filepath.Join(dir, n), "--trainer", "fixed", "--fixed-delta", fmt.Sprint(deltas[i]),
+			"--train-delay", fmt.Sprint(time.Duration(i)*time.Second), "--retry-for", "40s", "--json")
+	}
+
+	// Poll veil fed status --json until a round is open with at least one
+	// accepted update and fewer than all, then SIGKILL the coordinator.
+	var killedIn uint64
+	for deadline := time.Now().Add(30 * time.Second); killedIn == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no round was seen open with some updates; coordinator log:\n%s", ps.log(co))
+		}
+		select {
+		case <-co.done:
+			t.Fatalf("the coordinator exited before the kill: %v\n%s", co.err, ps.log(co))
+		default:
+		}
+		if _, err := os.Stat(state); err == nil {
+			var st statusJSON
+			if out, err := exec.Command(bin, "fed", "status", "--state", state, "--json").Output(); err == nil && json.Unmarshal(out, &st) == nil {
+				for _, r := range st.Rounds {
+					if r.State == "open" && r.Updates >= 1 && r.Updates < 3 {
+						if err := syscall.Kill(co.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+							t.Fatal(err)
+						}
+						killedIn = r.Round
+						t.Logf("killed the coordinator in round %d with %d of 3 updates accepted", r.Round, r.Updates)
+						break
+					}
+				}
+			}
+		}
+		if killedIn == 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if err := ps.wait(co, 10*time.Second); err == nil {
+		t.Fatal("the killed coordinator exited 0")
+	}
+	// Stay down longer than any client trains, so that the clients still
+	// training when the coordinator died fail to send their updates and
+	// must send them again to the new process; then restart on the same
+	// state file and port.
+	time.Sleep(2500 * time.Millisecond)
+	co2 := ps.start("coordinator-2", coordArgs...)
+	for i, c := range clients {
+		if err := ps.wait(c, 45*time.Second); err != nil {
+			t.Fatalf("%s: %v\n%s", names[i], err, ps.log(c))
+		}
+	}
+	if err := ps.wait(co2, 30*time.Second); err != nil {
+		t.Fatalf("restarted coordinator: %v\n%s", err, ps.log(co2))
+	}
+
+	// The expected charge: three rounds of the fixed trainer's DP-SGD.
+	dim := 0
+	for _, v := range initCk.Values {
+		dim += len(v)
+	}
+	ev, err := client.Event(&fedpb.DPParams{NoiseMultiplier: 1, Clip: 1, SamplingRate: 0.1, Steps: 5, Delta: 1e-5}, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := dp.NewLedger(dp.LedgerOptions{})
+	_ = ref.SetBudget("x", dp.Budget{Epsilon: 100, Delta: 1e-5})
+	var want dp.Spent
+	for range rounds {
+		if want, err = ref.Charge("x", ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+	var st statusJSON
+	if err := json.Unmarshal(ps.run("fed", "status", "--state", state, "--json"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Rounds) != rounds {
+		t.Fatalf("%d rounds in the log, want %d: %+v", len(st.Rounds), rounds, st.Rounds)
+	}
+	for i, r := range st.Rounds {
+		if r.Round != uint64(i+1) || r.State != "done" || r.Updates != 3 {
+			t.Errorf("round %+v, want round %d done with 3 updates", r, i+1)
+		}
+	}
+	if len(st.Clients) != 3 {
+		t.Fatalf("clients %+v", st.Clients)
+	}
+	for _, c := range st.Clients {
+		if c.Updates != rounds || !near(c.Epsilon, want.Epsilon) {
+			t.Errorf("coordinator's ledger for %s: %d updates, ε %.12g; want %d and %.12g", c.ID, c.Updates, c.Epsilon, rounds, want.Epsilon)
+		}
+	}
+	for i, n := range names {
+		b, err := os.ReadFile(filepath.Join(dir, n, "ledger.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := dp.UnmarshalLedger(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := l.Spent("self")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !near(s.Epsilon, want.Epsilon) {
+			t.Errorf("%s's ledger on disk: ε %.12g, want %.12g", n, s.Epsilon, want.Epsilon)
+		}
+		var rep struct {
+			Outcome      string  `json:"outcome"`
+			EpsilonSpent float64 `json:"epsilon_spent"`
+		}
+		if err := json.Unmarshal(clients[i].stdout.Bytes(), &rep); err != nil || rep.Outcome != "done" || !near(rep.EpsilonSpent, want.Epsilon) {
+			t.Errorf("%s's report %q (%v)", n, clients[i].stdout.String(), err)
+		}
+	}
+	// Every update folded once: FedAvg's uniform mean adds (0.01 + 0.02 +
+	// 0.06)/3 = 0.03 per round (an update counted twice would change it).
+	h, err := trained.LoadHead(outPath)
+	if err != nil {
+		t.Fatalf("the final model is not a head checkpoint: %v", err)
+	}
+	_ = h
+	final, err := checkpoint.Load(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range initCk.Values {
+		for j, v := range initCk.Values[i] {
+			if got, want := float64(final.Values[i][j]), float64(v)+rounds*0.03; math.Abs(got-want) > 1e-5 {
+				t.Fatalf("final %s[%d] = %g, want %g", initCk.Header.Params[i].Name, j, got, want)
+			}
+		}
+	}
+	if final.Header.Public || final.Header.Privacy.Epsilon != st.Clients[0].Epsilon {
+		t.Errorf("final checkpoint's record: public %v, ε %g", final.Header.Public, final.Header.Privacy.Epsilon)
+	}
+	t.Logf("run with a SIGKILL in round %d finished in %s (after the build)", killedIn, time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/fed/client"
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/pki"
+	"github.com/veil-privacy/veil/fed/wire"
+)
+
+// exitBudget is veil fed client's exit status when the next round would
+// take it past its privacy budget.
+const exitBudget = 4
+
+type clientFlags struct {
+	addr, serverName            string
+	pkiDir, name, cert, key, ca string
+	budgetEps, budgetDelta      float64
+	unit, dir, data, trainer    string
+	retryFor, trainDelay        time.Duration
+	fixedDelta                  float64
+	logLevel, logFormat         string
+	quiet, json                 bool
+}
+
+func newFedClientCmd(e *env) *cobra.Command {
+	f := &clientFlags{}
+	cmd := &cobra.Command{
+		Use:   "client",
+		Short: "Join a federation and train on a data folder under a privacy budget",
+		Long: `Join the coordinator at --coordinator over mutual TLS, wait to be selected,
+train each round's task on the data in --data with DP-SGD, and send back
+only the update. Exits 0 when the coordinator says the run is over.
+
+Identity: --pki DIR with --name NAME takes DIR/NAME.crt, DIR/NAME.key and
+DIR/ca.crt (the files veil fed certs issue NAME made); or give --cert, --key
+and --ca. The certificate's name is this client's id in the federation.
+
+Privacy: --budget-epsilon and --budget-delta are this client's total budget
+(in --privacy-unit: identity protects all of a person's images, example one
+image); the coordinator records it at the first join and it cannot change.
+The client keeps its own ledger in --dir (ledger.json, with the last model
+it received): before training in a round it works out what the round would
+cost, charges the ledger before touching the data, and stops with exit
+status 4 when a round would take it past its budget. The coordinator keeps
+a ledger for this client too and refuses updates beyond the budget.
+
+Reliability: while the coordinator is unreachable (restarting, network
+down) the client keeps trying for --retry-for, then gives up. A round's
+update is trained once: if sending it failed, the same update is sent again
+when the coordinator offers the round again, at no new privacy cost.
+
+Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runFedClient(cmd.Context(), e, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.addr, "coordinator", "", "the coordinator's host:port")
+	fl.StringVar(&f.serverName, "server-name", "", "name the coordinator's certificate must carry (default: the host of --coordinator)")
+	fl.StringVar(&f.pkiDir, "pki", "", "folder holding NAME.crt, NAME.key and ca.crt")
+	fl.StringVar(&f.name, "name", "", "this client's certificate name in --pki (its id)")
+	fl.StringVar(&f.cert, "cert", "", "this client's certificate (instead of --pki)")
+	fl.StringVar(&f.key, "key", "", "this client's private key (instead of --pki)")
+	fl.StringVar(&f.ca, "ca", "", "the authority's certificate (instead of --pki)")
+	fl.Float64Var(&f.budgetEps, "budget-epsilon", 0, "this client's total privacy budget ε (required)")
+	fl.Float64Var(&f.budgetDelta, "budget-delta", 1e-5, "this client's δ (must be the coordinator's --delta)")
+	fl.StringVar(&f.unit, "privacy-unit", "identity", "privacy unit: identity or example (must be the coordinator's)")
+	fl.StringVar(&f.dir, "dir", "", "this client's folder: its ledger and last model (required; created)")
+	fl.StringVar(&f.data, "data", "", "this client's data folder")
+	fl.StringVar(&f.trainer, "trainer", "local", "local trainer")
+	fl.DurationVar(&f.trainDelay, "train-delay", 0, "--trainer fixed: time a round's training takes")
+	fl.Float64Var(&f.fixedDelta, "fixed-delta", 0.01, "--trainer fixed: the update's value in every coordinate")
+	// --trainer fixed sends a deterministic update without reading data:
+	// for tests of the protocol and of the coordinator's crash safety.
+	for _, n := range []string{"trainer", "train-delay", "fixed-delta"} {
+		_ = fl.MarkHidden(n)
+	}
+	fl.DurationVar(&f.retryFor, "retry-for", 2*time.Minute, "keep retrying an unreachable coordinator this long")
+	fl.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+	fl.BoolVar(&f.json, "json", false, "print the client's final report as JSON")
+	return cmd
+}
+
+// clientReport is veil fed client's report.
+type clientReport struct {
+	Client        string  `json:"client"`
+	Outcome       string  `json:"outcome"` // done, budget_exhausted
+	EpsilonSpent  float64 `json:"epsilon_spent"`
+	BudgetEpsilon float64 `json:"budget_epsilon"`
+	Delta         float64 `json:"delta"`
+	PrivacyUnit   string  `json:"privacy_unit"`
+	Ledger        string  `json:"ledger"`
+}
+
+func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
+	log, err := newLogger(e, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.addr == "":
+		return errors.New("--coordinator is required")
+	case f.dir == "":
+		return errors.New("--dir is required: the client's ledger and model live there")
+	case !(f.budgetEps > 0):
+		return errors.New("--budget-epsilon is required: this client's total ε")
+	case f.retryFor < 0:
+		return errors.New("--retry-for must not be negative")
+	}
+	certP, keyP, caP, _, err := identityFiles(f.pkiDir, f.name, f.cert, f.key, f.ca, "")
+	if err != nil {
+		return err
+	}
+	id, err := pki.LoadIdentity(certP, keyP, caP)
+	if err != nil {
+		return err
+	}
+	serverName := f.serverName
+	if serverName == "" {
+		host, _, err := net.SplitHostPort(f.addr)
+		if err != nil {
+			return fmt.Errorf("--coordinator %q: %w", f.addr, err)
+		}
+		serverName = host
+	}
+	tr, err := clientTrainer(f)
+	if err != nil {
+		return err
+	}
+	progress := func(msg string) {
+		if !f.quiet {
+			fmt.Fprintf(e.stderr, "veil fed client %s: %s\n", id.Leaf.Subject.CommonName, msg)
+		}
+	}
+	c, err := client.New(client.Options{Addr: f.addr, ServerName: serverName, Creds: credentials.NewTLS(pki.ClientTLS(id, serverName)),
+		Budget: dp.Budget{Epsilon: f.budgetEps, Delta: f.budgetDelta}, Unit: f.unit, Dir: f.dir, Trainer: tr, Logger: log,
+		Progress: progress})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep := clientReport{Client: id.Leaf.Subject.CommonName, BudgetEpsilon: f.budgetEps, Delta: f.budgetDelta, PrivacyUnit: f.unit,
+		Ledger: f.dir + "/ledger.json"}
+	runErr := runWithRetries(sctx, c, f.retryFor, progress)
+	if s, err := c.Spent(); err == nil {
+		rep.EpsilonSpent = s.Epsilon
+	}
+	switch {
+	case runErr == nil:
+		rep.Outcome = "done"
+	case errors.Is(runErr, client.ErrBudgetExhausted):
+		rep.Outcome = "budget_exhausted"
+	case sctx.Err() != nil && ctx.Err() == nil:
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted (spent ε = %.4g of %g); start again with the same --dir to continue", rep.EpsilonSpent, f.budgetEps)}
+	default:
+		return runErr
+	}
+	if f.json {
+		if err := writeJSON(e.stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "client %s: %s, spent ε = %.4g of %g (δ = %g, per %s)\n", rep.Client, rep.Outcome, rep.EpsilonSpent, f.budgetEps, f.budgetDelta, f.unit)
+	}
+	if runErr != nil {
+		return &exitError{code: exitBudget, err: runErr}
+	}
+	return nil
+}
+
+// transient reports whether err is worth retrying: the coordinator is
+// unreachable or went away in the middle of a call.
+func transient(err error) bool {
+	switch grpcstatus.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// runWithRetries runs the client, joining again after transient failures,
+// until the run is over, a permanent error, or the coordinator has been
+// unreachable for retryFor.
+func runWithRetries(ctx context.Context, c *client.Client, retryFor time.Duration, progress func(string)) error {
+	var failingSince time.Time
+	backoff := 200 * time.Millisecond
+	for {
+		start := time.Now()
+		err := c.Run(ctx)
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		if failingSince.IsZero() || time.Since(start) > 5*time.Second {
+			failingSince, backoff = start, 200*time.Millisecond
+		}
+		if time.Since(failingSince) > retryFor {
+			return fmt.Errorf("the coordinator has been unreachable for %s: %w", retryFor, err)
+		}
+		progress(fmt.Sprintf("coordinator unreachable (%v); retrying in %s", err, backoff))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// clientTrainer returns the trainer --trainer names.
+func clientTrainer(f *clientFlags) (client.Trainer, error) {
+	switch f.trainer {
+	case "fixed":
+		return fixedTrainer{delta: float32(f.fixedDelta), delay: f.trainDelay}, nil
+	case "local":
+		return nil, errors.New("the local trainer on a data folder is not available in this build yet")
+	}
+	return nil, fmt.Errorf("--trainer %q: unknown", f.trainer)
+}
+
+// fixedTrainer is the hidden --trainer fixed: its update is delta in every
+// coordinate, and it states DP-SGD with σ = 1 (or the round's, if larger),
+// q = 0.1 and the round's steps (10 per local epoch when the round gives
+// epochs). It reads no data: it exists to test the protocol and the
+// coordinator's crash safety with real processes, quickly.
+type fixedTrainer struct {
+	delta float32
+	delay time.Duration
+}
+
+func (fixedTrainer) Plan(task *fedpb.RoundConfig, _ float64) (*fedpb.DPParams, error) {
+	d := task.GetDp()
+	steps := uint64(task.GetLocalSteps())
+	if steps == 0 {
+		steps = 10 * uint64(task.GetLocalEpochs())
+	}
+	return &fedpb.DPParams{NoiseMultiplier: max(1, d.GetNoiseMultiplier()), Clip: d.GetClip(), SamplingRate: 0.1, Steps: steps,
+		Delta: d.GetDelta(), PrivacyUnit: d.GetPrivacyUnit()}, nil
+}
+
+func (f fixedTrainer) Train(ctx context.Context, model wire.Weights, task *fedpb.RoundConfig, plan *fedpb.DPParams) (client.Update, error) {
+	select {
+	case <-ctx.Done():
+		return client.Update{}, ctx.Err()
+	case <-time.After(f.delay):
+	}
+	up := model.Clone()
+	for i := range up {
+		for j := range up[i].Values {
+			up[i].Values[j] = f.delta
+		}
+	}
+	u := client.Update{Weights: up, DP: plan}
+	if task.GetDp() == nil {
+		u.Examples = 1
+	}
+	return u, nil
+}

@@ -1,0 +1,321 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/veil-privacy/veil/fed/coord"
+	"github.com/veil-privacy/veil/fed/ops"
+	"github.com/veil-privacy/veil/fed/pki"
+	"github.com/veil-privacy/veil/nn/checkpoint"
+	"github.com/veil-privacy/veil/nn/train"
+)
+
+// exitInterrupted is the exit status of a federation command stopped by
+// SIGINT or SIGTERM before its run was over.
+const exitInterrupted = 130
+
+// newLogger returns the structured logger of a long-running command.
+func newLogger(e *env, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	o := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(e.stderr, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(e.stderr, o)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+type coordinatorFlags struct {
+	cfg                 ops.Config
+	config, name        string
+	logLevel, logFormat string
+	json                bool
+}
+
+func newFedCoordinatorCmd(e *env) *cobra.Command {
+	f := &coordinatorFlags{cfg: ops.DefaultConfig()}
+	cmd := &cobra.Command{
+		Use:   "coordinator",
+		Short: "Serve a federation: run its rounds, keep every client's ledger, write the final model",
+		Long: `Serve the federation's coordinator over gRPC with mutual TLS until the
+configured number of rounds have closed, then write the final model.
+
+State: everything (enrolled clients with their budgets and ledgers, every
+model version, the round log, the open round's accepted updates) lives in
+the --state file (SQLite), changed one transaction at a time. A coordinator
+stopped or killed at any moment continues where it stopped when started
+again on the same --state: no accepted update is lost or counted twice.
+
+Model: --init is a veil train checkpoint (its parameters, by their names,
+become the shared model; used only when --state is new). With --out the
+final model is written as a checkpoint of the same network (fresh optimiser
+state, not marked public, its privacy record the largest ε any client
+spent), which veil embed/verify/compare --head can load when the network is
+an embedding head.
+
+Certificates: --pki DIR takes DIR/NAME.crt, DIR/NAME.key (NAME from --name,
+default coordinator), DIR/ca.crt and DIR/revoked.crl; or give --cert, --key,
+--ca and --crl. Revocations are re-read while serving.
+
+Address: --listen defaults to 127.0.0.1:7443, this machine only. To accept
+clients from other machines listen on all interfaces (--listen 0.0.0.0:7443,
+or [::]:7443) and issue the certificate for the name clients dial
+(veil fed certs issue coordinator --role coordinator --host NAME).
+
+Rounds: a round starts when --min-available clients have polled within
+--available; it selects --fraction of them (at least --min-updates), sends
+the task (--local-epochs or --local-steps, --lr, --batch; with --dp, DP-SGD
+at --clip, --delta and --privacy-unit, and --noise-multiplier, or 0 to let
+each client calibrate its noise to its own budget), and closes when every
+selected client is counted or at the --deadline (failed below
+--min-updates). Updates above --max-update-norm are refused.
+
+Configuration file: --config FILE is JSON whose keys are these flags' names
+(e.g. {"state": "coord.db", "rounds": 20, "deadline": "5m", "dp": true});
+unknown keys are refused, and flags given on the command line win.
+
+Operations: structured logs (log/slog) on stderr (--log-level,
+--log-format); the gRPC health service on the same port (it needs a
+federation certificate like every call); with --metrics-listen ADDR,
+Prometheus metrics at http://ADDR/metrics and a plain /healthz. The metrics
+name clients and their ε: keep ADDR on a trusted network. SIGINT or SIGTERM
+stops gracefully (exit status 130; start again to continue). When the run
+is over the coordinator keeps answering for up to --linger, so clients
+learn it, then exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.config != "" {
+				if err := applyConfigFile(cmd.Flags(), f.config, &f.cfg); err != nil {
+					return err
+				}
+			}
+			return runFedCoordinator(cmd.Context(), e, f)
+		},
+	}
+	c := &f.cfg
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "JSON configuration file (keys are these flags' names; flags override it)")
+	fl.StringVar(&c.State, "state", "", "the coordinator's state file (SQLite; created if missing)")
+	fl.StringVar(&c.PKI, "pki", "", "folder holding NAME.crt, NAME.key, ca.crt and revoked.crl")
+	fl.StringVar(&f.name, "name", "coordinator", "the coordinator certificate's name in --pki")
+	fl.StringVar(&c.Cert, "cert", "", "the coordinator's certificate (instead of --pki)")
+	fl.StringVar(&c.Key, "key", "", "the coordinator's private key (instead of --pki)")
+	fl.StringVar(&c.CA, "ca", "", "the authority's certificate (instead of --pki)")
+	fl.StringVar(&c.CRL, "crl", "", "the authority's revocation list (default: revoked.crl beside --ca)")
+	fl.StringVar(&c.Listen, "listen", c.Listen, "gRPC address (host:port); 0.0.0.0:7443 or [::]:7443 listens on all interfaces")
+	fl.StringVar(&c.MetricsListen, "metrics-listen", "", "address of the HTTP /metrics and /healthz endpoint (e.g. 127.0.0.1:9464; empty: none)")
+	fl.StringVar(&c.Init, "init", "", "veil train checkpoint holding the initial model (needed when --state is new, and for --out)")
+	fl.StringVar(&c.Out, "out", "", "write the final model here as a checkpoint of --init's network")
+	fl.StringVar(&c.Strategy, "strategy", c.Strategy, "fedavg or fedsgd")
+	fl.StringVar(&c.Weighting, "weighting", "", "FedAvg's mean: uniform or examples (default: uniform with --dp, else examples)")
+	fl.Float64Var(&c.ServerLR, "server-lr", 0, "server learning rate (FedAvg default 1; required by fedsgd)")
+	fl.Float64Var(&c.Momentum, "momentum", 0, "FedSGD's server momentum in [0, 1)")
+	fl.IntVar(&c.Rounds, "rounds", c.Rounds, "rounds to run (done or failed)")
+	fl.Float64Var(&c.Fraction, "fraction", c.Fraction, "fraction of the available clients selected per round, in (0, 1]")
+	fl.IntVar(&c.MinAvail, "min-available", c.MinAvail, "clients that must be available before a round starts")
+	fl.IntVar(&c.MinUpdate, "min-updates", c.MinUpdate, "accepted updates a round needs by its deadline")
+	fl.DurationVar((*time.Duration)(&c.Deadline), "deadline", time.Duration(c.Deadline), "a round's deadline after its start")
+	fl.DurationVar((*time.Duration)(&c.Available), "available", time.Duration(c.Available), "a client counts as available if it polled this recently")
+	fl.DurationVar((*time.Duration)(&c.Linger), "linger", time.Duration(c.Linger), "keep answering this long after the run is over so clients learn it (less once all have)")
+	fl.IntVar(&c.LocalEpochs, "local-epochs", c.LocalEpochs, "local epochs per round (FedAvg)")
+	fl.IntVar(&c.LocalSteps, "local-steps", 0, "local steps per round (instead of epochs)")
+	fl.Float64Var(&c.LR, "lr", c.LR, "clients' learning rate")
+	fl.IntVar(&c.Batch, "batch", c.Batch, "clients' expected batch (privacy units per step under DP)")
+	fl.BoolVar(&c.DP, "dp", c.DP, "clients must run DP-SGD (--dp=false: plain training, no privacy guarantee)")
+	fl.Float64Var(&c.Clip, "clip", c.Clip, "DP-SGD clipping norm")
+	fl.Float64Var(&c.Delta, "delta", c.Delta, "DP δ of every client's accounting")
+	fl.StringVar(&c.Unit, "privacy-unit", c.Unit, "privacy unit: identity (all of a person's images) or example (one image)")
+	fl.Float64Var(&c.NoiseMultiplier, "noise-multiplier", 0, "least DP-SGD noise multiplier σ (0: each client calibrates σ to its budget)")
+	fl.Float64Var(&c.MaxUpdateNorm, "max-update-norm", c.MaxUpdateNorm, "refuse updates whose L2 norm is above this")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.BoolVar(&f.json, "json", false, "print the run's summary as JSON")
+	return cmd
+}
+
+// applyConfigFile reads a JSON configuration into cfg, then sets again the
+// flags given on the command line (which are bound to cfg's fields).
+func applyConfigFile(fs *pflag.FlagSet, path string, cfg *ops.Config) error {
+	given := map[string]string{}
+	fs.Visit(func(fl *pflag.Flag) { given[fl.Name] = fl.Value.String() })
+	file, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	defer file.Close()
+	if err := ops.DecodeConfig(file, cfg); err != nil {
+		return fmt.Errorf("--config %s: %w", path, err)
+	}
+	for name, v := range given {
+		if err := fs.Lookup(name).Value.Set(v); err != nil {
+			return fmt.Errorf("--%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// identityFiles resolves certificate, key, authority and revocation list
+// paths from --pki/--name or the explicit flags.
+func identityFiles(dir, name, cert, key, ca, crl string) (certP, keyP, caP, crlP string, err error) {
+	switch {
+	case cert != "" || key != "" || ca != "":
+		if cert == "" || key == "" || ca == "" {
+			return "", "", "", "", errors.New("--cert, --key and --ca go together")
+		}
+		certP, keyP, caP = cert, key, ca
+		if crl == "" {
+			crl = filepath.Join(filepath.Dir(ca), "revoked.crl")
+		}
+	case dir != "":
+		if name == "" {
+			return "", "", "", "", errors.New("--name is required with --pki")
+		}
+		certP, keyP, caP = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"), filepath.Join(dir, "ca.crt")
+		if crl == "" {
+			crl = filepath.Join(dir, "revoked.crl")
+		}
+	default:
+		return "", "", "", "", errors.New("certificates are required: --pki DIR, or --cert, --key and --ca")
+	}
+	return certP, keyP, caP, crl, nil
+}
+
+// coordinatorSummary is veil fed coordinator's report.
+type coordinatorSummary struct {
+	State        string            `json:"state"`
+	Rounds       int               `json:"rounds"`
+	Done         int               `json:"rounds_done"`
+	Failed       int               `json:"rounds_failed"`
+	ModelVersion string            `json:"model_version"`
+	Out          string            `json:"out,omitempty"`
+	PrivacyUnit  string            `json:"privacy_unit,omitempty"`
+	Delta        float64           `json:"delta,omitempty"`
+	Clients      []fedClientStatus `json:"clients"`
+}
+
+func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
+	cfg := f.cfg
+	log, err := newLogger(e, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	o, err := cfg.Options()
+	if err != nil {
+		return err
+	}
+	if cfg.Out != "" && cfg.Init == "" {
+		return errors.New("--out needs --init: the final model is written as a checkpoint of the initial one's network")
+	}
+	certP, keyP, caP, crlP, err := identityFiles(cfg.PKI, f.name, cfg.Cert, cfg.Key, cfg.CA, cfg.CRL)
+	if err != nil {
+		return err
+	}
+	id, err := pki.LoadIdentity(certP, keyP, caP)
+	if err != nil {
+		return err
+	}
+	var initCk *checkpoint.Checkpoint
+	if cfg.Init != "" {
+		if initCk, err = checkpoint.Load(cfg.Init); err != nil {
+			return fmt.Errorf("--init: %w", err)
+		}
+		if o.Init, err = ops.WeightsFromCheckpoint(initCk); err != nil {
+			return fmt.Errorf("--init %s: %w", cfg.Init, err)
+		}
+	}
+	m := ops.NewMetrics()
+	o.Logger, o.Metrics = log, m
+	co, err := coord.New(o)
+	if err != nil {
+		return err
+	}
+	defer co.Close()
+	if st, err := readFedStatus(ctx, cfg.State); err == nil {
+		m.Seed(st)
+	}
+	srv, err := ops.NewServer(ops.ServerOptions{Coordinator: co, StatePath: cfg.State, Identity: id,
+		Revocations: pki.NewRevocations(crlP, id.CA), Listen: cfg.Listen, MetricsListen: cfg.MetricsListen, Metrics: m,
+		Linger: time.Duration(cfg.Linger), Logger: log})
+	if err != nil {
+		return err
+	}
+	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := srv.Run(sctx); err != nil {
+		if sctx.Err() != nil && ctx.Err() == nil {
+			_, closed := co.Round()
+			return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped after %d of %d rounds; start again with --state %s to continue", closed, cfg.Rounds, cfg.State)}
+		}
+		return err
+	}
+	st, err := readFedStatus(ctx, cfg.State)
+	if err != nil {
+		return err
+	}
+	sum := coordinatorSummary{State: cfg.State, Rounds: cfg.Rounds, ModelVersion: st.GetModelVersion(), Clients: statusFromPB(st).Clients}
+	for _, r := range st.GetRounds() {
+		switch r.GetState() {
+		case "done":
+			sum.Done++
+		case "failed":
+			sum.Failed++
+		}
+	}
+	if cfg.DP {
+		sum.PrivacyUnit, sum.Delta = cfg.Unit, cfg.Delta
+	}
+	if cfg.Out != "" {
+		w, _ := co.Model()
+		priv := train.Privacy{Clip: cfg.Clip}
+		if cfg.DP {
+			priv.Unit, priv.Delta, priv.NoiseMultiplier = train.Unit(cfg.Unit), cfg.Delta, cfg.NoiseMultiplier
+			for _, c := range sum.Clients {
+				priv.Epsilon = max(priv.Epsilon, c.Epsilon)
+			}
+		} else {
+			priv.NonPrivateSteps = initCk.Header.Privacy.NonPrivateSteps + max(sum.Done, 1)
+		}
+		out, err := ops.CheckpointFromWeights(initCk, w, priv)
+		if err != nil {
+			return err
+		}
+		if err := out.Save(cfg.Out); err != nil {
+			return err
+		}
+		sum.Out = cfg.Out
+	}
+	if f.json {
+		return writeJSON(e.stdout, sum)
+	}
+	fmt.Fprintf(e.stdout, "the run is over: %d rounds done, %d failed; model %s\n", sum.Done, sum.Failed, shortVersion(sum.ModelVersion))
+	if sum.Out != "" {
+		fmt.Fprintf(e.stdout, "final model written to %s\n", sum.Out)
+	}
+	for _, c := range sum.Clients {
+		fmt.Fprintf(e.stdout, "client %s: %d updates, ε = %.4g of %.4g\n", c.ID, c.Updates, c.Epsilon, c.Budget)
+	}
+	return nil
+}
+
+func shortVersion(v string) string {
+	if len(v) > 12 {
+		return v[:12]
+	}
+	return v
+}
