@@ -2,15 +2,22 @@ package metric
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
 
-// BenchmarkLMNN fits a 5,000-face, 128-d library (500 people × 10 faces)
-// from a secret rotation with the default options.
+// BenchmarkLMNN fits a 128-d library of 10 faces per person (1,000 and
+// 5,000 faces) from a secret rotation with the default options.
 func BenchmarkLMNN(b *testing.B) {
+	for _, n := range []int{1000, 5000} {
+		b.Run(fmt.Sprintf("faces=%d", n), func(b *testing.B) { benchLMNN(b, n) })
+	}
+}
+
+func benchLMNN(b *testing.B, n int) {
 	rng := rand.New(rand.NewPCG(51, 52))
-	d := synthFaces(rng, 500, 10, 128, 0.5)
+	d := synthFaces(rng, n/10, 10, 128, 0.5)
 	rot, err := RandomRotation([32]byte{'b'}, 128)
 	if err != nil {
 		b.Fatal(err)

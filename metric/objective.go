@@ -46,6 +46,8 @@ type problem struct {
 	// workspace
 	z, y   []float64
 	nz     []float64 // ‖z_i‖², for refresh
+	vt, zt []float64 // Vᵀ, Zᵀ
+	g      []float64 // Zᵀ Y
 	deg    []float64
 	tw, cw [][]float64
 	pull   []float64
@@ -161,20 +163,8 @@ func (p *problem) transform(v []float64, out int) {
 	if len(p.z) != p.n*out {
 		p.z = make([]float64, p.n*out)
 	}
-	parallelFor(p.n, p.workers, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			xi := p.x[i*p.in : (i+1)*p.in]
-			zi := p.z[i*out : (i+1)*out]
-			in := p.in
-			r := 0
-			for ; r+4 <= out; r += 4 {
-				zi[r], zi[r+1], zi[r+2], zi[r+3] = dot4(xi, v[r*in:(r+1)*in], v[(r+1)*in:(r+2)*in], v[(r+2)*in:(r+3)*in], v[(r+3)*in:(r+4)*in])
-			}
-			for ; r < out; r++ {
-				zi[r] = dot(v[r*in:(r+1)*in], xi)
-			}
-		}
-	})
+	p.vt = transpose(p.vt, v, out, p.in)
+	gemm(p.z, p.x, p.vt, p.n, p.in, out, p.workers)
 }
 
 // refresh rebuilds the active set under V: for every anchor with targets,
@@ -195,46 +185,42 @@ func (p *problem) refresh(v []float64, out int) {
 		p.cands = make([][]int32, p.n)
 		p.cw = make([][]float64, p.n)
 	}
-	parallelFor(p.n, p.workers, func(lo, hi int) {
+	p.zt = transpose(p.zt, p.z, p.n, out)
+	blocks := (p.n + gemmRows - 1) / gemmRows
+	parallelFor(blocks, p.workers, func(lo, hi int) {
 		var h nearest
-		for i := lo; i < hi; i++ {
-			if len(p.targets[i]) == 0 {
-				p.cands[i], p.cw[i] = p.cands[i][:0], p.cw[i][:0]
-				continue
-			}
-			li := p.labels[i]
-			zi := p.z[i*out : (i+1)*out]
-			h.reset(p.impostors)
-			// d²(i, l) = ‖z_i‖² + ‖z_l‖² − 2 z_i·z_l, four l at a time. It
-			// only ranks candidates; eval recomputes their distances directly.
-			offer := func(l int, zz float64) {
-				if p.labels[l] >= 0 && p.labels[l] != li {
-					h.offer(p.nz[i]+p.nz[l]-2*zz, int32(l))
+		dots := make([]float64, gemmRows*p.n)
+		for blk := lo; blk < hi; blk++ {
+			i0, i1 := blk*gemmRows, min((blk+1)*gemmRows, p.n)
+			// z_i·z_l for the block's anchors and every l, as one product.
+			gemm(dots, p.z[i0*out:i1*out], p.zt, i1-i0, out, p.n, 1)
+			for i := i0; i < i1; i++ {
+				if len(p.targets[i]) == 0 {
+					p.cands[i], p.cw[i] = p.cands[i][:0], p.cw[i][:0]
+					continue
 				}
-			}
-			z := p.z
-			l := 0
-			for ; l+4 <= p.n; l += 4 {
-				a, b, c, e := dot4(zi, z[l*out:(l+1)*out], z[(l+1)*out:(l+2)*out], z[(l+2)*out:(l+3)*out], z[(l+3)*out:(l+4)*out])
-				offer(l, a)
-				offer(l+1, b)
-				offer(l+2, c)
-				offer(l+3, e)
-			}
-			for ; l < p.n; l++ {
-				offer(l, dot(zi, z[l*out:(l+1)*out]))
-			}
-			c := append(p.cands[i][:0], h.sorted()...)
-			for _, f := range p.rejected[li] {
-				if p.labels[f] < 0 || !contains(c, f) {
-					c = append(c, f)
+				li := p.labels[i]
+				row := dots[(i-i0)*p.n : (i-i0+1)*p.n]
+				h.reset(p.impostors)
+				// d²(i, l) = ‖z_i‖² + ‖z_l‖² − 2 z_i·z_l only ranks the
+				// candidates; eval recomputes their distances directly.
+				for l, zz := range row {
+					if p.labels[l] >= 0 && p.labels[l] != li {
+						h.offer(p.nz[i]+p.nz[l]-2*zz, int32(l))
+					}
 				}
+				c := append(p.cands[i][:0], h.sorted()...)
+				for _, f := range p.rejected[li] {
+					if p.labels[f] < 0 || !contains(c, f) {
+						c = append(c, f)
+					}
+				}
+				p.cands[i] = c
+				if cap(p.cw[i]) < len(c) {
+					p.cw[i] = make([]float64, len(c))
+				}
+				p.cw[i] = p.cw[i][:len(c)]
 			}
-			p.cands[i] = c
-			if cap(p.cw[i]) < len(c) {
-				p.cw[i] = make([]float64, len(c))
-			}
-			p.cw[i] = p.cw[i][:len(c)]
 		}
 	})
 }
@@ -327,17 +313,12 @@ func (p *problem) eval(v []float64, out int, scale float64, grad []float64) eval
 			axpy(p.deg[i], p.x[i*in:(i+1)*in], p.y[i*in:(i+1)*in])
 		}
 	}
-	s := 2 * scale
-	parallelFor(out, p.workers, func(lo, hi int) {
-		for i := range p.n {
-			yi := p.y[i*in : (i+1)*in]
-			for r := lo; r < hi; r++ {
-				if zr := p.z[i*out+r]; zr != 0 {
-					axpy(s*zr, yi, grad[r*in:(r+1)*in])
-				}
-			}
-		}
-	})
+	p.zt = transpose(p.zt, p.z, p.n, out)
+	if len(p.g) != out*in {
+		p.g = make([]float64, out*in)
+	}
+	gemm(p.g, p.zt, p.y, out, p.n, in, p.workers)
+	axpy(2*scale, p.g, grad)
 	return r
 }
 

@@ -1,0 +1,37 @@
+package metric
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestGEMM(t *testing.T) {
+	rng := rand.New(rand.NewPCG(71, 72))
+	for _, sz := range [][3]int{{1, 1, 1}, {4, 3, 8}, {5, 7, 9}, {67, 300, 17}, {130, 128, 128}} {
+		m, k, p := sz[0], sz[1], sz[2]
+		a, b := make([]float64, m*k), make([]float64, k*p)
+		for i := range a {
+			a[i] = rng.NormFloat64()
+		}
+		for i := range b {
+			b[i] = rng.NormFloat64()
+		}
+		c := make([]float64, m*p)
+		for i := range c {
+			c[i] = math.NaN() // gemm must overwrite
+		}
+		gemm(c, a, b, m, k, p, 2)
+		for i := range m {
+			for j := range p {
+				var s float64
+				for kk := range k {
+					s += a[i*k+kk] * b[kk*p+j]
+				}
+				if math.Abs(c[i*p+j]-s) > 1e-12*float64(k) {
+					t.Fatalf("%d×%d×%d: C[%d][%d] = %v, want %v", m, k, p, i, j, c[i*p+j], s)
+				}
+			}
+		}
+	}
+}
