@@ -20,7 +20,7 @@ import (
 
 type fedSimFlags struct {
 	clients, rounds, localEpochs, batch, microBatch, minImages, parallel, minUpdates int
-	centreCount, maxPerIdentity                                                      int
+	centreCount, maxPerIdentity, maxPeople                                           int
 	strategy, data, centreDir, optimizer, unit, dir                                  string
 	targetEps, delta, clip, dropout, stragglers, alpha                               float64
 	lr, serverLR, momentum, weightDecay                                              float64
@@ -98,6 +98,7 @@ more.`,
 	fl.IntVar(&f.parallel, "parallel", 2, "clients training at once")
 	fl.StringVar(&f.data, "data", "", "LFW folder (default: <data>/lfw)")
 	fl.IntVar(&f.minImages, "min-images", 1, "use training identities with at least this many images")
+	fl.IntVar(&f.maxPeople, "max-people", 0, "use at most this many training identities, the first of peopleDevTrain.txt (0: all)")
 	fl.StringVar(&f.centreDir, "centre-images", "", "public face photos whose mean descriptor centres the distillation targets (default: <data>/mtfl/net_7876)")
 	fl.IntVar(&f.centreCount, "centre-count", 512, "how many of --centre-images to average")
 	fl.StringVar(&f.dir, "dir", "", "keep the CA, the coordinator's state and the clients' ledgers in this folder (default: a temporary folder, removed)")
@@ -134,7 +135,7 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 	def := datadir.Default()
 	o := training.Options{
 		Model: training.ModelOptions{Kind: "head", Features: f.head.features, Loss: "distill"},
-		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, CentreImages: f.centreDir, CentreCount: f.centreCount},
+		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, MaxPeople: f.maxPeople, CentreImages: f.centreDir, CentreCount: f.centreCount},
 		Optim: training.OptimOptions{Batch: f.batch, MicroBatch: f.microBatch, Optimizer: f.optimizer, LearningRate: f.lr,
 			WeightDecay: f.weightDecay, Seed: f.seed},
 		Epochs: 1,
