@@ -40,32 +40,6 @@ func dot(a, b []float64) float64 {
 	return s
 }
 
-// dot4 returns the inner products of a with b0…b3 (each at least len(a)).
-func dot4(a, b0, b1, b2, b3 []float64) (float64, float64, float64, float64) {
-	n := len(a)
-	if !useSIMD || n < 4 {
-		return dotScalar(a, b0), dotScalar(a, b1), dotScalar(a, b2), dotScalar(a, b3)
-	}
-	b0, b1, b2, b3 = b0[:n], b1[:n], b2[:n], b3[:n]
-	var s0, s1, s2, s3 archsimd.Float64x4
-	i := 0
-	for ; i+4 <= n; i += 4 {
-		x := archsimd.LoadFloat64x4Slice(a[i:])
-		s0 = x.MulAdd(archsimd.LoadFloat64x4Slice(b0[i:]), s0)
-		s1 = x.MulAdd(archsimd.LoadFloat64x4Slice(b1[i:]), s1)
-		s2 = x.MulAdd(archsimd.LoadFloat64x4Slice(b2[i:]), s2)
-		s3 = x.MulAdd(archsimd.LoadFloat64x4Slice(b3[i:]), s3)
-	}
-	r0, r1, r2, r3 := hsum(s0), hsum(s1), hsum(s2), hsum(s3)
-	for ; i < n; i++ {
-		r0 += a[i] * b0[i]
-		r1 += a[i] * b1[i]
-		r2 += a[i] * b2[i]
-		r3 += a[i] * b3[i]
-	}
-	return r0, r1, r2, r3
-}
-
 // sqDist returns ‖a − b‖² (len(b) ≥ len(a)).
 func sqDist(a, b []float64) float64 {
 	n := len(a)

@@ -9,7 +9,8 @@ import (
 
 // Options configures LMNN. The zero value of each field means its default.
 type Options struct {
-	// K is the number of target neighbours per named face (default 3).
+	// K is the number of target neighbours per named face (default 3, at
+	// most MaxK).
 	K int
 	// Margin is the required gap d²(a, n) − d²(a, p) (Eq. 4; default 1, the
 	// paper's). It is in squared input units, so it also sets the scale of V.
@@ -25,6 +26,9 @@ type Options struct {
 	Solver
 }
 
+// MaxK bounds the number of target neighbours per face.
+const MaxK = 64
+
 // LMNN learns a Mahalanobis metric W = VᵀV by large margin nearest
 // neighbours (Irene Eq. 3–5; Weinberger & Saul 2009), solved in the factor V
 // by gradient descent. Build one with NewLMNN.
@@ -36,6 +40,9 @@ type LMNN struct {
 func NewLMNN(o Options) (*LMNN, error) {
 	if o.K < 0 || o.OutputDim < 0 {
 		return nil, errors.New("metric: K and output dimension must not be negative")
+	}
+	if o.K > MaxK {
+		return nil, fmt.Errorf("metric: %d target neighbours, at most %d", o.K, MaxK)
 	}
 	if o.OutputDim > MaxDim {
 		return nil, fmt.Errorf("metric: output dimension %d above %d", o.OutputDim, MaxDim)

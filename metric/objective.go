@@ -173,6 +173,43 @@ func (p *problem) transform(v []float64, out int) {
 // even when none violates a margin now: otherwise the pull could shrink the
 // map between rebuilds with nothing pushing back.
 func (p *problem) refresh(v []float64, out int) {
+	if len(p.cands) != p.n {
+		p.cands = make([][]int32, p.n)
+		p.cw = make([][]float64, p.n)
+	}
+	p.allDots(v, out, func(i int, row []float64, h *nearest) {
+		if len(p.targets[i]) == 0 {
+			p.cands[i], p.cw[i] = p.cands[i][:0], p.cw[i][:0]
+			return
+		}
+		li := p.labels[i]
+		h.reset(p.impostors)
+		// d²(i, l) = ‖z_i‖² + ‖z_l‖² − 2 z_i·z_l only ranks the candidates;
+		// eval recomputes their distances directly.
+		for l, zz := range row {
+			if p.labels[l] >= 0 && p.labels[l] != li {
+				h.offer(p.nz[i]+p.nz[l]-2*zz, int32(l))
+			}
+		}
+		c := append(p.cands[i][:0], h.sorted()...)
+		for _, f := range p.rejected[li] {
+			if p.labels[f] < 0 || !contains(c, f) {
+				c = append(c, f)
+			}
+		}
+		p.cands[i] = c
+		if cap(p.cw[i]) < len(c) {
+			p.cw[i] = make([]float64, len(c))
+		}
+		p.cw[i] = p.cw[i][:len(c)]
+	})
+}
+
+// allDots transforms the inputs by V and calls f(i, row, h) for every
+// anchor i with row[l] = z_i·z_l for all l (and a scratch heap), computing
+// the rows 64 anchors at a time as one matrix product per block. Calls for
+// different i may run concurrently.
+func (p *problem) allDots(v []float64, out int, f func(i int, row []float64, h *nearest)) {
 	p.transform(v, out)
 	if len(p.nz) != p.n {
 		p.nz = make([]float64, p.n)
@@ -181,10 +218,6 @@ func (p *problem) refresh(v []float64, out int) {
 		zi := p.z[i*out : (i+1)*out]
 		p.nz[i] = dot(zi, zi)
 	}
-	if len(p.cands) != p.n {
-		p.cands = make([][]int32, p.n)
-		p.cw = make([][]float64, p.n)
-	}
 	p.zt = transpose(p.zt, p.z, p.n, out)
 	blocks := (p.n + gemmRows - 1) / gemmRows
 	parallelFor(blocks, p.workers, func(lo, hi int) {
@@ -192,34 +225,9 @@ func (p *problem) refresh(v []float64, out int) {
 		dots := make([]float64, gemmRows*p.n)
 		for blk := lo; blk < hi; blk++ {
 			i0, i1 := blk*gemmRows, min((blk+1)*gemmRows, p.n)
-			// z_i·z_l for the block's anchors and every l, as one product.
 			gemm(dots, p.z[i0*out:i1*out], p.zt, i1-i0, out, p.n, 1)
 			for i := i0; i < i1; i++ {
-				if len(p.targets[i]) == 0 {
-					p.cands[i], p.cw[i] = p.cands[i][:0], p.cw[i][:0]
-					continue
-				}
-				li := p.labels[i]
-				row := dots[(i-i0)*p.n : (i-i0+1)*p.n]
-				h.reset(p.impostors)
-				// d²(i, l) = ‖z_i‖² + ‖z_l‖² − 2 z_i·z_l only ranks the
-				// candidates; eval recomputes their distances directly.
-				for l, zz := range row {
-					if p.labels[l] >= 0 && p.labels[l] != li {
-						h.offer(p.nz[i]+p.nz[l]-2*zz, int32(l))
-					}
-				}
-				c := append(p.cands[i][:0], h.sorted()...)
-				for _, f := range p.rejected[li] {
-					if p.labels[f] < 0 || !contains(c, f) {
-						c = append(c, f)
-					}
-				}
-				p.cands[i] = c
-				if cap(p.cw[i]) < len(c) {
-					p.cw[i] = make([]float64, len(c))
-				}
-				p.cw[i] = p.cw[i][:len(c)]
+				f(i, dots[(i-i0)*p.n:(i-i0+1)*p.n], &h)
 			}
 		}
 	})
@@ -325,46 +333,44 @@ func (p *problem) eval(v []float64, out int, scale float64, grad []float64) eval
 // exact computes the pull and hinge sums under V with every impostor (no
 // active set): O(n²·out).
 func (p *problem) exact(v []float64, out int) evalResult {
-	p.transform(v, out)
-	parallelFor(p.n, p.workers, func(lo, hi int) {
-		dt := make([]float64, 0, 16)
-		for i := lo; i < hi; i++ {
-			t := p.targets[i]
-			p.pull[i], p.hinge[i], p.active[i] = 0, 0, 0
-			if len(t) == 0 {
-				continue
+	p.allDots(v, out, func(i int, row []float64, _ *nearest) {
+		t := p.targets[i]
+		p.pull[i], p.hinge[i], p.active[i] = 0, 0, 0
+		if len(t) == 0 {
+			return
+		}
+		zi := p.z[i*out : (i+1)*out]
+		var dt [MaxK]float64 // K ≤ MaxK is checked by NewLMNN
+		maxT := 0.0
+		for a, j := range t {
+			d := sqDist(zi, p.z[int(j)*out:(int(j)+1)*out])
+			dt[a] = d
+			p.pull[i] += d
+			maxT = max(maxT, d)
+		}
+		li := p.labels[i]
+		try := func(l int) {
+			// Screen with the Gram-form distance (generously, for its
+			// rounding), then count with the direct one.
+			if p.nz[i]+p.nz[l]-2*row[l] >= (maxT+p.margin)*(1+1e-9)+1e-9*(p.nz[i]+p.nz[l]) {
+				return
 			}
-			zi := p.z[i*out : (i+1)*out]
-			dt = dt[:0]
-			maxT := 0.0
-			for _, j := range t {
-				d := sqDist(zi, p.z[int(j)*out:(int(j)+1)*out])
-				dt = append(dt, d)
-				p.pull[i] += d
-				maxT = max(maxT, d)
-			}
-			li := p.labels[i]
-			try := func(l int) {
-				dl := sqDist(zi, p.z[l*out:(l+1)*out])
-				if dl >= maxT+p.margin {
-					return
-				}
-				for _, d := range dt {
-					if h := p.margin + d - dl; h > 0 {
-						p.hinge[i] += h
-						p.active[i]++
-					}
+			dl := sqDist(zi, p.z[l*out:(l+1)*out])
+			for _, d := range dt[:len(t)] {
+				if h := p.margin + d - dl; h > 0 {
+					p.hinge[i] += h
+					p.active[i]++
 				}
 			}
-			for l := range p.n {
-				if p.labels[l] >= 0 && p.labels[l] != li {
-					try(l)
-				}
+		}
+		for l := range p.n {
+			if p.labels[l] >= 0 && p.labels[l] != li {
+				try(l)
 			}
-			for _, f := range p.rejected[li] {
-				if p.labels[f] < 0 {
-					try(int(f))
-				}
+		}
+		for _, f := range p.rejected[li] {
+			if p.labels[f] < 0 {
+				try(int(f))
 			}
 		}
 	})

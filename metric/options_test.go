@@ -15,6 +15,7 @@ func TestNewLMNNValidates(t *testing.T) {
 		o    Options
 	}{
 		{"negative K", Options{K: -1}},
+		{"K above MaxK", Options{K: MaxK + 1}},
 		{"negative margin", Options{Margin: -1}},
 		{"NaN margin", Options{Margin: math.NaN()}},
 		{"infinite margin", Options{Margin: math.Inf(1)}},
@@ -158,5 +159,59 @@ func TestMTLMNNGradient(t *testing.T) {
 			continue
 		}
 		checkGradient(t, f, params, g)
+	}
+}
+
+// Loss (every impostor, screened by Gram-form distances) equals a
+// brute-force count over all triplets.
+func TestLossMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(67, 68))
+	d := synthFaces(rng, 6, 5, 8, 0.5)
+	d.X = append(d.X, d.X[0])
+	d.Labels = append(d.Labels, Unnamed)
+	d.Rejections = []Rejection{{Face: len(d.X) - 1, Label: 0}, {Face: 7, Label: 0}}
+	v := make([]float64, 5*8)
+	for i := range v {
+		v[i] = 2 * rng.NormFloat64()
+	}
+	m, _ := NewMetric(5, 8, v)
+	l, _ := NewLMNN(Options{K: 2})
+	got, err := l.Loss(m, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newProblem(d, 2, 1, 0.5, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pull, hinge float64
+	var viol int
+	for a := range d.X {
+		if d.Labels[a] < 0 {
+			continue
+		}
+		for _, j := range p.targets[a] {
+			dp := m.SquaredDistance(d.X[a], d.X[j])
+			pull += dp
+			for n := range d.X {
+				neg := d.Labels[n] >= 0 && d.Labels[n] != d.Labels[a]
+				for _, r := range d.Rejections {
+					neg = neg || (r.Face == n && r.Label == d.Labels[a])
+				}
+				if !neg {
+					continue
+				}
+				if h := 1 + dp - m.SquaredDistance(d.X[a], d.X[n]); h > 0 {
+					hinge += h
+					viol++
+				}
+			}
+		}
+	}
+	if got.Violations != viol || math.Abs(got.Hinge-hinge) > 1e-9*hinge || math.Abs(got.Pull-pull) > 1e-9*pull {
+		t.Fatalf("Loss %+v; brute force pull %v, hinge %v, violations %d", got, pull, hinge, viol)
+	}
+	if viol == 0 {
+		t.Fatal("no violations: the comparison would not test the hinge")
 	}
 }
