@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -15,11 +16,16 @@ import (
 	"google.golang.org/grpc/credentials"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/client"
 	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/local"
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/fed/wire"
+	"github.com/veil-privacy/veil/internal/datadir"
+	"github.com/veil-privacy/veil/nn/arch"
+	"github.com/veil-privacy/veil/training"
 )
 
 // exitBudget is veil fed client's exit status when the next round would
@@ -34,10 +40,26 @@ type clientFlags struct {
 	retryFor, trainDelay        time.Duration
 	fixedDelta                  float64
 	logLevel, logFormat         string
-	quiet, json                 bool
+	json                        bool
+
+	// The local trainer (--trainer local).
+	partition, optimizer, centreDir string
+	alpha, weightDecay              float64
+	partitionSeed, seed             uint64
+	minImages, microBatch           int
+	centreCount, maxPerIdentity     int
+	head                            headFlags
+	// describers, if set, replace the face networks (tests).
+	describers *training.Describers
 }
 
 func newFedClientCmd(e *env) *cobra.Command {
+	cmd, _ := clientCmd(e)
+	return cmd
+}
+
+// clientCmd returns the command and the flags it fills.
+func clientCmd(e *env) (*cobra.Command, *clientFlags) {
 	f := &clientFlags{}
 	cmd := &cobra.Command{
 		Use:   "client",
@@ -45,6 +67,16 @@ func newFedClientCmd(e *env) *cobra.Command {
 		Long: `Join the coordinator at --coordinator over mutual TLS, wait to be selected,
 train each round's task on the data in --data with DP-SGD, and send back
 only the update. Exits 0 when the coordinator says the run is over.
+
+Data and model: --data is an LFW-layout folder (peopleDevTrain.txt, the
+development pairs files, one folder of images per person); the client trains
+on part K of N of its identities (--partition K/N, the split veil fed sim
+makes, the same on every machine for the same --alpha and --partition-seed).
+The network is veil fed sim's: an embedding head on --features (agegender by
+default: face-api's public age/gender features) learning each image's
+face-pipeline descriptor (distillation), trained by package training as veil
+train trains. The coordinator's --init must be a checkpoint of that network,
+e.g. from veil train --model head --features agegender --loss distill.
 
 Identity: --pki DIR with --name NAME takes DIR/NAME.crt, DIR/NAME.key and
 DIR/ca.crt (the files veil fed certs issue NAME made); or give --cert, --key
@@ -80,7 +112,20 @@ Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
 	fl.Float64Var(&f.budgetDelta, "budget-delta", 1e-5, "this client's δ (must be the coordinator's --delta)")
 	fl.StringVar(&f.unit, "privacy-unit", "identity", "privacy unit: identity or example (must be the coordinator's)")
 	fl.StringVar(&f.dir, "dir", "", "this client's folder: its ledger and last model (required; created)")
-	fl.StringVar(&f.data, "data", "", "this client's data folder")
+	fl.StringVar(&f.data, "data", "", "this client's data: an LFW-layout folder (peopleDevTrain.txt, pairs files, one folder of images per person; default <data>/lfw)")
+	fl.StringVar(&f.partition, "partition", "1/1", "train on part K of N of --data's identities (K/N; the parts are disjoint and the same on every machine for the same --alpha and --partition-seed)")
+	fl.Float64Var(&f.alpha, "alpha", 0, "Dirichlet concentration of the parts' shares of identities (0: an even split)")
+	fl.Uint64Var(&f.partitionSeed, "partition-seed", 1, "seed of the split into parts")
+	fl.IntVar(&f.minImages, "min-images", 1, "use identities with at least this many images")
+	fl.IntVar(&f.microBatch, "micro-batch", 32, "examples per graph execution")
+	fl.StringVar(&f.optimizer, "optimizer", "adam", "FedAvg's local optimiser: sgd or adam (the learning rate and batch are the round's)")
+	fl.Float64Var(&f.weightDecay, "weight-decay", 5e-4, "FedAvg's local weight decay")
+	fl.IntVar(&f.maxPerIdentity, "max-per-identity", 0, "identity unit: at most this many of a sampled person's images per step (0: --micro-batch)")
+	fl.StringVar(&f.centreDir, "centre-images", "", "public face photos whose mean descriptor centres the distillation targets (default: <data>/mtfl/net_7876)")
+	fl.IntVar(&f.centreCount, "centre-count", 512, "how many of --centre-images to average")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of the data order (not of the privacy noise)")
+	f.head.register(cmd)
+	_ = fl.Set("features", arch.HeadAgeGender)
 	fl.StringVar(&f.trainer, "trainer", "local", "local trainer")
 	fl.DurationVar(&f.trainDelay, "train-delay", 0, "--trainer fixed: time a round's training takes")
 	fl.Float64Var(&f.fixedDelta, "fixed-delta", 0.01, "--trainer fixed: the update's value in every coordinate")
@@ -92,9 +137,8 @@ Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
 	fl.DurationVar(&f.retryFor, "retry-for", 2*time.Minute, "keep retrying an unreachable coordinator this long")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
-	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
 	fl.BoolVar(&f.json, "json", false, "print the client's final report as JSON")
-	return cmd
+	return cmd, f
 }
 
 // clientReport is veil fed client's report.
@@ -139,12 +183,12 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 		}
 		serverName = host
 	}
-	tr, err := clientTrainer(f)
+	tr, err := clientTrainer(e, f)
 	if err != nil {
 		return err
 	}
 	progress := func(msg string) {
-		if !f.quiet {
+		if !f.head.quiet {
 			fmt.Fprintf(e.stderr, "veil fed client %s: %s\n", id.Leaf.Subject.CommonName, msg)
 		}
 	}
@@ -225,14 +269,67 @@ func runWithRetries(ctx context.Context, c *client.Client, retryFor time.Duratio
 }
 
 // clientTrainer returns the trainer --trainer names.
-func clientTrainer(f *clientFlags) (client.Trainer, error) {
+func clientTrainer(e *env, f *clientFlags) (client.Trainer, error) {
 	switch f.trainer {
 	case "fixed":
 		return fixedTrainer{delta: float32(f.fixedDelta), delay: f.trainDelay}, nil
 	case "local":
-		return nil, errors.New("the local trainer on a data folder is not available in this build yet")
+		return localTrainer(e, f)
 	}
 	return nil, fmt.Errorf("--trainer %q: unknown", f.trainer)
+}
+
+// parsePart reads --partition K/N.
+func parsePart(s string) (k, n int, err error) {
+	if _, err := fmt.Sscanf(s, "%d/%d", &k, &n); err != nil || n < 1 || k < 1 || k > n || fmt.Sprintf("%d/%d", k, n) != s {
+		return 0, 0, fmt.Errorf("--partition %q: want K/N with 1 ≤ K ≤ N", s)
+	}
+	return k, n, nil
+}
+
+// localTrainer loads this client's part of the data and builds the
+// federated trainer on it: the embedding head of veil fed sim (--features,
+// the distillation loss), trained by package training as veil train does.
+func localTrainer(e *env, f *clientFlags) (client.Trainer, error) {
+	k, n, err := parsePart(f.partition)
+	if err != nil {
+		return nil, err
+	}
+	def := datadir.Default()
+	o := training.Options{
+		Model: training.ModelOptions{Kind: "head", Features: f.head.features, Loss: "distill"},
+		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, CentreImages: f.centreDir, CentreCount: f.centreCount},
+		Optim: training.OptimOptions{Batch: 32, MicroBatch: f.microBatch, Optimizer: f.optimizer, LearningRate: 0.01,
+			WeightDecay: f.weightDecay, Seed: f.seed},
+		Epochs: 1,
+		// LoadData writes nothing; Validate wants a checkpoint path.
+		Checkpoint: filepath.Join(os.TempDir(), "veil-fed-client-unused.ckpt"),
+		Describers: training.Describers{Inputs: f.head.openInputs, Teacher: f.head.openDescriber},
+	}
+	if f.describers != nil {
+		o.Describers = *f.describers
+	}
+	if o.Data.LFW == "" {
+		o.Data.LFW = filepath.Join(def, "lfw")
+	}
+	if o.Data.CentreImages == "" {
+		o.Data.CentreImages = filepath.Join(def, "mtfl", "net_7876")
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	draw := &trainProgress{w: e.stderr, quiet: f.head.quiet}
+	o.Progress = draw.event
+	data, err := training.LoadData(&o)
+	draw.finish()
+	if err != nil {
+		return nil, err
+	}
+	parts, err := local.Split(data, dataset.PartitionOptions{Clients: n, Alpha: f.alpha, Seed: f.partitionSeed})
+	if err != nil {
+		return nil, err
+	}
+	return local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: parts[k-1], MaxPerIdentity: f.maxPerIdentity})
 }
 
 // fixedTrainer is the hidden --trainer fixed: its update is delta in every

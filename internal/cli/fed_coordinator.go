@@ -49,6 +49,12 @@ type coordinatorFlags struct {
 }
 
 func newFedCoordinatorCmd(e *env) *cobra.Command {
+	cmd, _ := coordinatorCmd(e)
+	return cmd
+}
+
+// coordinatorCmd returns the command and the flags it fills.
+func coordinatorCmd(e *env) (*cobra.Command, *coordinatorFlags) {
 	f := &coordinatorFlags{cfg: ops.DefaultConfig()}
 	cmd := &cobra.Command{
 		Use:   "coordinator",
@@ -146,7 +152,7 @@ learn it, then exits 0.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.BoolVar(&f.json, "json", false, "print the run's summary as JSON")
-	return cmd
+	return cmd, f
 }
 
 // applyConfigFile reads a JSON configuration into cfg, then sets again the
