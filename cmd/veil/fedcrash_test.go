@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -127,17 +132,42 @@ type statusJSON struct {
 	} `json:"rounds"`
 }
 
+// veilBin is the binary TestMain builds for the tests that run real
+// processes ("" with -short).
+var veilBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "veil-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	veilBin = filepath.Join(dir, "veil")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", veilBin, ".")
+	cmd.Env = append(os.Environ(), "GOEXPERIMENT=simd", "GOFLAGS=-buildvcs=false")
+	out, err := cmd.CombinedOutput()
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building veil: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 func buildVeil(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "veil")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "GOEXPERIMENT=simd", "GOFLAGS=-buildvcs=false")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building veil: %v\n%s", err, out)
+	if veilBin == "" {
+		t.Skip("builds the binary and runs real processes (not with -short)")
 	}
-	return bin
+	return veilBin
 }
 
 // headCheckpoint writes a small embedding head's initial checkpoint and
@@ -177,9 +207,6 @@ func freePort(t *testing.T) string {
 // with each round and each update counted once, and that every ledger (the
 // clients' on disk, the coordinator's) holds exactly the expected charges.
 func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs real processes")
-	}
 	bin := buildVeil(t)
 	start := time.Now()
 	dir := t.TempDir()
@@ -346,4 +373,55 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 		t.Errorf("final checkpoint's record: public %v, ε %g", final.Header.Public, final.Header.Privacy.Epsilon)
 	}
 	t.Logf("run with a SIGKILL in round %d finished in %s (after the build)", killedIn, time.Since(start).Round(time.Millisecond))
+}
+
+// TestCoordinatorStopsGracefullyOnSIGTERM: a coordinator told to stop
+// in the middle of its run stops serving (health, metrics), exits with
+// status 130 and says how to continue.
+func TestCoordinatorStopsGracefullyOnSIGTERM(t *testing.T) {
+	bin := buildVeil(t)
+	dir := t.TempDir()
+	ps := &procs{t: t, bin: bin, dir: dir}
+	t.Cleanup(ps.killAll)
+	pkiDir := filepath.Join(dir, "pki")
+	ps.run("fed", "certs", "init", "--pki", pkiDir)
+	ps.run("fed", "certs", "issue", "coordinator", "--role", "coordinator", "--pki", pkiDir)
+	initPath := filepath.Join(dir, "init.ckpt")
+	headCheckpoint(t, initPath)
+	metrics := freePort(t)
+	co := ps.start("coordinator", "fed", "coordinator", "--state", filepath.Join(dir, "c.db"), "--pki", pkiDir, "--listen", freePort(t),
+		"--metrics-listen", metrics, "--init", initPath, "--rounds", "2")
+	up := false
+	for deadline := time.Now().Add(20 * time.Second); !up && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + metrics + "/healthz"); err == nil {
+			resp.Body.Close()
+			up = resp.StatusCode == http.StatusOK
+		}
+	}
+	if !up {
+		t.Fatalf("the coordinator never reported healthy:\n%s", ps.log(co))
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(body, []byte("veil_fed_updates_refused_total{reason=\"budget\"} 0")) {
+		t.Errorf("/metrics lacks the refusal counters:\n%.2000s", body)
+	}
+	if err := syscall.Kill(co.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = ps.wait(co, 15*time.Second)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v, want status 130", err)
+	}
+	if log := ps.log(co); !strings.Contains(log, "stopped after 0 of 2 rounds") || !strings.Contains(log, "coordinator stopped") {
+		t.Errorf("log:\n%s", log)
+	}
+	if _, err := http.Get("http://" + metrics + "/healthz"); err == nil {
+		t.Error("the metrics endpoint still answers")
+	}
 }
