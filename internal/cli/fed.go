@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
@@ -251,7 +254,7 @@ func statusFromPB(s *fedpb.StatusResponse) fedStatus {
 }
 
 func newFedStatusCmd(e *env) *cobra.Command {
-	var state string
+	var state, addr, serverName, pkiDir, name, cert, key, ca string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -262,13 +265,23 @@ client's δ, in its privacy unit) and its accepted updates, and the log of
 rounds (open, done or failed, with their accepted updates).
 
 It reads the coordinator's state file (--state), also while the coordinator
-runs.`,
+runs; or, from another machine, asks the running coordinator (--coordinator
+HOST:PORT with a federation certificate: --pki DIR --name NAME, or --cert,
+--key and --ca).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if state == "" {
-				return errors.New("--state is required: the coordinator's state file")
+			var st *fedpb.StatusResponse
+			var err error
+			switch {
+			case state != "" && addr != "":
+				return errors.New("give --state or --coordinator, not both")
+			case state != "":
+				st, err = readFedStatus(cmd.Context(), state)
+			case addr != "":
+				st, err = remoteFedStatus(cmd.Context(), addr, serverName, pkiDir, name, cert, key, ca)
+			default:
+				return errors.New("--state (the coordinator's state file) or --coordinator is required")
 			}
-			st, err := readFedStatus(cmd.Context(), state)
 			if err != nil {
 				return err
 			}
@@ -280,9 +293,46 @@ runs.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&state, "state", "", "the coordinator's state file")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	fl := cmd.Flags()
+	fl.StringVar(&state, "state", "", "the coordinator's state file")
+	fl.StringVar(&addr, "coordinator", "", "ask the running coordinator at host:port instead")
+	fl.StringVar(&serverName, "server-name", "", "name the coordinator's certificate must carry (default: the host of --coordinator)")
+	fl.StringVar(&pkiDir, "pki", "", "with --coordinator: folder holding NAME.crt, NAME.key and ca.crt")
+	fl.StringVar(&name, "name", "", "with --coordinator: the certificate's name in --pki")
+	fl.StringVar(&cert, "cert", "", "with --coordinator: a federation certificate (instead of --pki)")
+	fl.StringVar(&key, "key", "", "with --coordinator: its private key")
+	fl.StringVar(&ca, "ca", "", "with --coordinator: the authority's certificate")
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// remoteFedStatus asks a running coordinator for its status.
+func remoteFedStatus(ctx context.Context, addr, serverName, pkiDir, name, cert, key, ca string) (*fedpb.StatusResponse, error) {
+	certP, keyP, caP, _, err := identityFiles(pkiDir, name, cert, key, ca, "")
+	if err != nil {
+		return nil, err
+	}
+	id, err := pki.LoadIdentity(certP, keyP, caP)
+	if err != nil {
+		return nil, err
+	}
+	if serverName == "" {
+		if serverName, _, err = net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--coordinator %q: %w", addr, err)
+		}
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(pki.ClientTLS(id, serverName))))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := fedpb.NewCoordinatorClient(conn).Status(ctx, &fedpb.StatusRequest{ProtocolVersion: fedpb.ProtocolVersion})
+	if err != nil {
+		return nil, fmt.Errorf("asking %s for its status: %w", addr, err)
+	}
+	return st, nil
 }
 
 // readFedStatus reads a coordinator's state file (also while it runs).

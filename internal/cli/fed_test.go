@@ -224,6 +224,14 @@ func TestFedClientStopsAtItsBudget(t *testing.T) {
 	if len(st.Rounds) < 1 || st.Rounds[0].State != "done" || st.Rounds[0].Updates != 1 {
 		t.Fatalf("status rounds %+v", st.Rounds)
 	}
+	// The running coordinator answers the same over the network.
+	var remote fedStatus
+	if err := json.Unmarshal([]byte(mustVeil(t, "fed", "status", "--coordinator", addr, "--pki", pkiDir, "--name", "client-1", "--json")), &remote); err != nil {
+		t.Fatal(err)
+	}
+	if len(remote.Clients) != 1 || remote.Clients[0] != st.Clients[0] || len(remote.Rounds) < 1 || remote.Rounds[0] != st.Rounds[0] {
+		t.Fatalf("remote status %+v, local %+v", remote, st)
+	}
 	// The coordinator waits for clients that no longer come; it stops
 	// when told.
 	cancel()
