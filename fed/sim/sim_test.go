@@ -93,52 +93,42 @@ func TestThreeClientsTwoRounds(t *testing.T) {
 	}
 }
 
-// TestDropOutsAndStragglers: a client that drops out of a round is not
-// charged for it, a straggler's late update is refused (its own ledger
-// has paid for the training, the coordinator's has not), and rounds
-// without enough updates fail.
+// TestDropOutsAndStragglers: in one round with seed 4, client-2 is the
+// straggler and client-3 drops out. The drop-out is not charged, the
+// straggler's late update is refused (its own ledger has paid for the
+// training, the coordinator's has not), client-1's update is accepted
+// and charged alike by both ledgers, and the round, one update short of
+// MinUpdates, fails.
 func TestDropOutsAndStragglers(t *testing.T) {
 	o := options(t, 6, 3)
-	o.Dropout, o.Stragglers, o.Seed = 0.25, 1.0/3, 1
-	o.RoundTimeout = 6 * time.Second
+	o.Rounds, o.Dropout, o.Stragglers, o.Seed = 1, 0.3, 1.0/3, 4
+	o.RoundTimeout = 20 * time.Second
 	o.MinUpdates = 2
 	rep, err := sim.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d updates, %d refused, %d drop-outs, %d failed rounds", rep.Updates, rep.Refused, rep.DropOuts, rep.FailedRounds)
+	if rep.Updates != 1 || rep.Refused != 1 || rep.DropOuts != 1 || rep.FailedRounds != 1 || len(rep.Stragglers) != 1 || rep.Stragglers[0] != "client-2" {
+		t.Fatalf("%d updates, %d refused, %d drop-outs, %d failed rounds, stragglers %v; want 1, 1, 1, 1 and client-2",
+			rep.Updates, rep.Refused, rep.DropOuts, rep.FailedRounds, rep.Stragglers)
+	}
 	st := status(t, o.Dir)
-	if rep.DropOuts == 0 || rep.Refused == 0 {
-		t.Fatalf("seed %d gave %d drop-outs and %d refusals: choose a seed that injects both", o.Seed, rep.DropOuts, rep.Refused)
+	if len(st.Rounds) != 1 || st.Rounds[0].State != "failed" {
+		t.Fatalf("rounds %v", st.Rounds)
 	}
-	failed := 0
-	for _, r := range st.Rounds {
-		if r.State == "failed" {
-			failed++
-		}
-	}
-	if failed != rep.FailedRounds || rep.Updates+rep.Refused+rep.DropOuts != 6 {
-		t.Errorf("report %+v, rounds %v", rep, st.Rounds)
-	}
+	coordEps := map[string]float64{}
 	for _, c := range st.Clients {
-		eps := rep.EpsilonPerClient[c.Id]
-		q, sigma := rep.SamplingRate[c.Id], rep.NoiseMultiplier[c.Id]
-		if sigma == 0 {
-			if eps != 0 || c.Epsilon != 0 {
-				t.Errorf("%s never planned but spent ε = %g", c.Id, eps)
-			}
-			continue
-		}
-		want := spent(t, q, sigma, 2, rep.Parameters, int(c.Updates))
-		if math.Abs(c.Epsilon-want) > 1e-9 {
-			t.Errorf("%s: the coordinator charged ε = %g for %d updates, want %g", c.Id, c.Epsilon, c.Updates, want)
-		}
-		// A drop-out costs nothing; a straggler pays for training the
-		// coordinator refused.
-		straggler := len(rep.Stragglers) == 1 && rep.Stragglers[0] == c.Id
-		if (!straggler && math.Abs(eps-c.Epsilon) > 1e-9) || (straggler && !(eps > c.Epsilon)) || eps > 8 {
-			t.Errorf("%s (straggler %v): its ledger ε = %g, the coordinator's %g", c.Id, straggler, eps, c.Epsilon)
-		}
+		coordEps[c.Id] = c.Epsilon
+	}
+	one := rep.EpsilonPerClient["client-1"]
+	if want := spent(t, rep.SamplingRate["client-1"], rep.NoiseMultiplier["client-1"], 2, rep.Parameters, 1); math.Abs(one-want) > 1e-9 || math.Abs(coordEps["client-1"]-one) > 1e-9 || one > 8 || one < 7.99 {
+		t.Errorf("client-1: its ledger ε = %g, the coordinator's %g, one round costs %g", one, coordEps["client-1"], want)
+	}
+	if two := rep.EpsilonPerClient["client-2"]; !(two > 7.99 && two <= 8) || coordEps["client-2"] != 0 {
+		t.Errorf("straggler: its ledger ε = %g, the coordinator's %g; want its training paid by itself only", two, coordEps["client-2"])
+	}
+	if three := rep.EpsilonPerClient["client-3"]; three != 0 || coordEps["client-3"] != 0 || rep.NoiseMultiplier["client-3"] != 0 {
+		t.Errorf("drop-out: ε = %g (coordinator %g), σ %g; want nothing spent", three, coordEps["client-3"], rep.NoiseMultiplier["client-3"])
 	}
 }
 
