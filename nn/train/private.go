@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 
 	"github.com/veil-privacy/veil/dp"
@@ -97,7 +98,10 @@ func newPrivate(o DPOptions, dim int) (*private, error) {
 		}
 	}
 	agg, err := dp.NewDPSGD(dp.SGDConfig{ClipNorm: o.Clip, NoiseMultiplier: o.NoiseMultiplier, SamplingRate: o.SamplingRate,
-		ExpectedBatchSize: o.SamplingRate * float64(o.DatasetSize), Dimension: dim}, src)
+		ExpectedBatchSize: o.SamplingRate * float64(o.DatasetSize), Dimension: dim,
+		// Exact noise costs more than the step's graph for the embedding
+		// head: spread it over the cores (independent split Sources).
+		Workers: min(runtime.GOMAXPROCS(0), 64)}, src)
 	if err != nil {
 		return nil, fmt.Errorf("train: DP-SGD: %w", err)
 	}
