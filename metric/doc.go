@@ -42,8 +42,8 @@
 //
 // RandomRotation(seed, d) draws a Haar-distributed orthogonal matrix from
 // ChaCha8 keyed by the library's key material. Starting LMNN from it learns
-// exactly the same W as starting from the identity (the gradient is V·(…),
-// so V = R·P at every step) but V, and so every stored faceprint V x, is in
+// the same W as starting from the identity, up to rounding (the gradient is
+// V·(…), so V = R·P at every step), but V, and so every stored faceprint V x, is in
 // coordinates only the key holder knows: another library's faceprints of
 // the same faces do not match them coordinate-wise. It does not hide
 // distances, and pairs (x, V x) reveal V.

@@ -43,23 +43,27 @@ func dot(a, b []float64) float64 {
 // sqDist returns ‖a − b‖² (len(b) ≥ len(a)).
 func sqDist(a, b []float64) float64 {
 	n := len(a)
-	if !useSIMD || n < 8 {
+	if !useSIMD || n < 16 {
 		return sqDistScalar(a, b)
 	}
 	b = b[:n]
-	var s0, s1 archsimd.Float64x4
+	var s0, s1, s2, s3 archsimd.Float64x4
 	i := 0
-	for ; i+8 <= n; i += 8 {
+	for ; i+16 <= n; i += 16 {
 		d0 := archsimd.LoadFloat64x4Slice(a[i:]).Sub(archsimd.LoadFloat64x4Slice(b[i:]))
 		d1 := archsimd.LoadFloat64x4Slice(a[i+4:]).Sub(archsimd.LoadFloat64x4Slice(b[i+4:]))
+		d2 := archsimd.LoadFloat64x4Slice(a[i+8:]).Sub(archsimd.LoadFloat64x4Slice(b[i+8:]))
+		d3 := archsimd.LoadFloat64x4Slice(a[i+12:]).Sub(archsimd.LoadFloat64x4Slice(b[i+12:]))
 		s0 = d0.MulAdd(d0, s0)
 		s1 = d1.MulAdd(d1, s1)
+		s2 = d2.MulAdd(d2, s2)
+		s3 = d3.MulAdd(d3, s3)
 	}
 	for ; i+4 <= n; i += 4 {
 		d0 := archsimd.LoadFloat64x4Slice(a[i:]).Sub(archsimd.LoadFloat64x4Slice(b[i:]))
 		s0 = d0.MulAdd(d0, s0)
 	}
-	s := hsum(s0.Add(s1))
+	s := hsum(s0.Add(s1).Add(s2.Add(s3)))
 	for ; i < n; i++ {
 		d := a[i] - b[i]
 		s += d * d

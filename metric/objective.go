@@ -48,11 +48,13 @@ type problem struct {
 	nz     []float64 // ‖z_i‖², for refresh
 	vt, zt []float64 // Vᵀ, Zᵀ
 	g      []float64 // Zᵀ Y
-	deg    []float64
-	tw, cw [][]float64
-	pull   []float64
-	hinge  []float64
-	active []int
+	// pairs pointing at each face (CSR): anchors and their slots
+	inOff          []int32
+	inFrom, inSlot []int32
+	tw, cw         [][]float64
+	pull           []float64
+	hinge          []float64
+	active         []int
 }
 
 func newProblem(d Data, k int, margin, mu float64, impostors, workers int) (*problem, error) {
@@ -114,7 +116,6 @@ func newProblem(d Data, k int, margin, mu float64, impostors, workers int) (*pro
 	}
 	p.z = nil
 	p.y = make([]float64, n*in)
-	p.deg = make([]float64, n)
 	p.pull = make([]float64, n)
 	p.hinge = make([]float64, n)
 	p.active = make([]int, n)
@@ -203,6 +204,44 @@ func (p *problem) refresh(v []float64, out int) {
 		}
 		p.cw[i] = p.cw[i][:len(c)]
 	})
+	p.buildIncoming()
+}
+
+// buildIncoming indexes, for every face, the pairs (anchor, slot) that point
+// at it: slot < len(targets[anchor]) is a target, the rest candidates.
+func (p *problem) buildIncoming() {
+	if len(p.inOff) != p.n+1 {
+		p.inOff = make([]int32, p.n+1)
+	}
+	clear(p.inOff)
+	for i := range p.n {
+		for _, j := range p.targets[i] {
+			p.inOff[j+1]++
+		}
+		for _, l := range p.cands[i] {
+			p.inOff[l+1]++
+		}
+	}
+	for i := range p.n {
+		p.inOff[i+1] += p.inOff[i]
+	}
+	nnz := int(p.inOff[p.n])
+	if cap(p.inFrom) < nnz {
+		p.inFrom, p.inSlot = make([]int32, nnz), make([]int32, nnz)
+	}
+	p.inFrom, p.inSlot = p.inFrom[:nnz], p.inSlot[:nnz]
+	next := append([]int32(nil), p.inOff[:p.n]...)
+	for i := range p.n {
+		nt := len(p.targets[i])
+		for a, j := range p.targets[i] {
+			p.inFrom[next[j]], p.inSlot[next[j]] = int32(i), int32(a)
+			next[j]++
+		}
+		for b, l := range p.cands[i] {
+			p.inFrom[next[l]], p.inSlot[next[l]] = int32(i), int32(nt+b)
+			next[l]++
+		}
+	}
 }
 
 // allDots transforms the inputs by V and calls f(i, row, h) for every
@@ -296,31 +335,39 @@ func (p *problem) eval(v []float64, out int, scale float64, grad []float64) eval
 		return r
 	}
 	// Σ_pairs w (z_i − z_j)(x_i − x_j)ᵀ = Σ_i z_i y_iᵀ with
-	// y_i = deg_i x_i − Σ_{j~i} w_ij x_j (a weighted graph Laplacian times X).
-	clear(p.y)
-	clear(p.deg)
+	// y_i = deg_i x_i − Σ_{j~i} w_ij x_j (a weighted graph Laplacian times X),
+	// gathered per face over its own pairs and the pairs pointing at it.
 	in := p.in
-	pair := func(i, j int, w float64) {
-		p.deg[i] += w
-		p.deg[j] += w
-		axpy(-w, p.x[j*in:(j+1)*in], p.y[i*in:(i+1)*in])
-		axpy(-w, p.x[i*in:(i+1)*in], p.y[j*in:(j+1)*in])
-	}
-	for i := range p.n {
-		for a, j := range p.targets[i] {
-			pair(i, int(j), p.tw[i][a])
-		}
-		for b, l := range p.cands[i] {
-			if w := p.cw[i][b]; w != 0 {
-				pair(i, int(l), w)
+	parallelFor(p.n, p.workers, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			yi := p.y[i*in : (i+1)*in]
+			clear(yi)
+			deg := 0.0
+			add := func(j int, w float64) {
+				if w != 0 {
+					deg += w
+					axpy(-w, p.x[j*in:(j+1)*in], yi)
+				}
+			}
+			for a, j := range p.targets[i] {
+				add(int(j), p.tw[i][a])
+			}
+			for b, l := range p.cands[i] {
+				add(int(l), p.cw[i][b])
+			}
+			for e := p.inOff[i]; e < p.inOff[i+1]; e++ {
+				from, slot := int(p.inFrom[e]), int(p.inSlot[e])
+				if nt := len(p.targets[from]); slot < nt {
+					add(from, p.tw[from][slot])
+				} else {
+					add(from, p.cw[from][slot-nt])
+				}
+			}
+			if deg != 0 {
+				axpy(deg, p.x[i*in:(i+1)*in], yi)
 			}
 		}
-	}
-	for i := range p.n {
-		if p.deg[i] != 0 {
-			axpy(p.deg[i], p.x[i*in:(i+1)*in], p.y[i*in:(i+1)*in])
-		}
-	}
+	})
 	p.zt = transpose(p.zt, p.z, p.n, out)
 	if len(p.g) != out*in {
 		p.g = make([]float64, out*in)
