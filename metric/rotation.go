@@ -39,7 +39,9 @@ func RandomRotation(seed [32]byte, d int) (*Metric, error) {
 	mac := hmac.New(sha256.New, seed[:])
 	mac.Write([]byte(rotationLabel))
 	var key [32]byte
-	copy(key[:], mac.Sum(nil))
+	sum := mac.Sum(nil)
+	copy(key[:], sum)
+	clear(sum)
 	src := rand.NewChaCha8(key)
 	clear(key[:])
 

@@ -2,8 +2,13 @@ package metric
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -170,3 +175,39 @@ func TestRotationUnlinkability(t *testing.T) {
 }
 
 var _ = context.Background
+
+// The rotation a seed gives is pinned (to rounding: FMA builds differ in the
+// last bits), so a library re-derives the same starting map after an upgrade.
+func TestRandomRotationGolden(t *testing.T) {
+	r, err := RandomRotation([32]byte{1, 2, 3}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "rotation-v1.txt")
+	if *update {
+		var sb strings.Builder
+		for _, v := range r.v {
+			fmt.Fprintf(&sb, "%.17g\n", v)
+		}
+		if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Fields(string(b))
+	if len(want) != len(r.v) {
+		t.Fatalf("golden file has %d entries, rotation %d", len(want), len(r.v))
+	}
+	for i, s := range want {
+		w, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(r.v[i]-w) > 1e-12 {
+			t.Fatalf("entry %d: %v, golden %v", i, r.v[i], w)
+		}
+	}
+}
