@@ -43,12 +43,12 @@ type clientFlags struct {
 	json                        bool
 
 	// The local trainer (--trainer local).
-	partition, optimizer, centreDir string
-	alpha, weightDecay              float64
-	partitionSeed, seed             uint64
-	minImages, microBatch           int
-	centreCount, maxPerIdentity     int
-	head                            headFlags
+	partition, optimizer, centreDir  string
+	alpha, weightDecay               float64
+	partitionSeed, seed              uint64
+	minImages, maxPeople, microBatch int
+	centreCount, maxPerIdentity      int
+	head                             headFlags
 	// describers, if set, replace the face networks (tests).
 	describers *training.Describers
 }
@@ -117,6 +117,7 @@ Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
 	fl.Float64Var(&f.alpha, "alpha", 0, "Dirichlet concentration of the parts' shares of identities (0: an even split)")
 	fl.Uint64Var(&f.partitionSeed, "partition-seed", 1, "seed of the split into parts")
 	fl.IntVar(&f.minImages, "min-images", 1, "use identities with at least this many images")
+	fl.IntVar(&f.maxPeople, "max-people", 0, "use at most this many of --data's identities before the split (0: all)")
 	fl.IntVar(&f.microBatch, "micro-batch", 32, "examples per graph execution")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "FedAvg's local optimiser: sgd or adam (the learning rate and batch are the round's)")
 	fl.Float64Var(&f.weightDecay, "weight-decay", 5e-4, "FedAvg's local weight decay")
@@ -298,7 +299,7 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, error) {
 	def := datadir.Default()
 	o := training.Options{
 		Model: training.ModelOptions{Kind: "head", Features: f.head.features, Loss: "distill"},
-		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, CentreImages: f.centreDir, CentreCount: f.centreCount},
+		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, MaxPeople: f.maxPeople, CentreImages: f.centreDir, CentreCount: f.centreCount},
 		Optim: training.OptimOptions{Batch: 32, MicroBatch: f.microBatch, Optimizer: f.optimizer, LearningRate: 0.01,
 			WeightDecay: f.weightDecay, Seed: f.seed},
 		Epochs: 1,
