@@ -93,7 +93,10 @@ func (m *MTModel) Task(k int) (*Metric, error) {
 }
 
 // MTReport describes an MT-LMNN fit: each task's loss under its combined
-// metric before and after, and the solver's account.
+// metric W₀ + W_k before and after (Loss.Objective there is the task's
+// LMNN objective, without Eq. 7's regularisers), and the solver's account
+// (Progress.Objective is the whole of Eq. 7 divided by the number of target
+// pairs over all tasks).
 type MTReport struct {
 	Initial, Final []Loss
 	Progress
