@@ -19,8 +19,8 @@ const MaxConfigBytes = 1 << 20
 
 // Config is a coordinator's configuration: veil fed coordinator's flags,
 // and the keys of its JSON configuration file, which are the flags' names
-// (a file sets what the flags do not: flags given on the command line
-// override it).
+// (all but --config, --json and the logging flags; flags given on the
+// command line override the file).
 type Config struct {
 	State         string `json:"state"`
 	PKI           string `json:"pki"`
@@ -34,6 +34,14 @@ type Config struct {
 	Init string `json:"init"`
 	// Out is where the final model is written as a checkpoint.
 	Out string `json:"out"`
+	// EvalData is an LFW-layout folder whose development pairs score the
+	// model after every aggregated round; CentreImages and CentreCount
+	// are the public photos the distillation targets are centred on.
+	EvalData     string `json:"eval-data"`
+	CentreImages string `json:"centre-images"`
+	CentreCount  int    `json:"centre-count"`
+	// Name is the coordinator certificate's name in PKI.
+	Name string `json:"name"`
 
 	Strategy  string   `json:"strategy"`
 	Weighting string   `json:"weighting"`
@@ -83,7 +91,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // DefaultConfig returns the defaults of veil fed coordinator.
 func DefaultConfig() Config {
 	return Config{
-		Listen: "127.0.0.1:7443", Strategy: "fedavg", Rounds: 10, Fraction: 1, MinAvail: 2, MinUpdate: 2,
+		Listen: "127.0.0.1:7443", Name: "coordinator", CentreCount: 512, Strategy: "fedavg", Rounds: 10, Fraction: 1, MinAvail: 2, MinUpdate: 2,
 		Deadline: Duration(10 * time.Minute), Available: Duration(30 * time.Second), Linger: Duration(10 * time.Second),
 		LocalEpochs: 1, LR: 0.01, Batch: 32, DP: true, Clip: 1, Delta: 1e-5, Unit: "identity", MaxUpdateNorm: 100,
 	}

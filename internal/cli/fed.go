@@ -226,6 +226,9 @@ type fedStatus struct {
 	ModelVersion string            `json:"model_version"`
 	Clients      []fedClientStatus `json:"clients"`
 	Rounds       []fedRoundStatus  `json:"rounds"`
+	// LastEvaluation is the coordinator's latest score of its model
+	// (--eval-data; read from beside --state).
+	LastEvaluation *fedEvaluation `json:"last_evaluation,omitempty"`
 }
 
 type fedClientStatus struct {
@@ -262,7 +265,8 @@ func newFedStatusCmd(e *env) *cobra.Command {
 		Long: `Print the coordinator's state: the latest round, the current model version,
 every enrolled client with its budget, the ε its ledger records (at the
 client's δ, in its privacy unit) and its accepted updates, and the log of
-rounds (open, done or failed, with their accepted updates).
+rounds (open, done or failed, with their accepted updates), and the last
+evaluation of the model when the coordinator runs with --eval-data.
 
 It reads the coordinator's state file (--state), also while the coordinator
 runs; or, from another machine, asks the running coordinator (--coordinator
@@ -271,12 +275,16 @@ HOST:PORT with a federation certificate: --pki DIR --name NAME, or --cert,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var st *fedpb.StatusResponse
+			var ev *fedEvaluation
 			var err error
 			switch {
 			case state != "" && addr != "":
 				return errors.New("give --state or --coordinator, not both")
 			case state != "":
 				st, err = readFedStatus(cmd.Context(), state)
+				if err == nil {
+					ev, err = readEvaluation(state)
+				}
 			case addr != "":
 				st, err = remoteFedStatus(cmd.Context(), addr, serverName, pkiDir, name, cert, key, ca)
 			default:
@@ -286,6 +294,7 @@ HOST:PORT with a federation certificate: --pki DIR --name NAME, or --cert,
 				return err
 			}
 			out := statusFromPB(st)
+			out.LastEvaluation = ev
 			if asJSON {
 				return writeJSON(e.stdout, out)
 			}
@@ -363,5 +372,9 @@ func printFedStatus(e *env, s fedStatus) {
 	fmt.Fprintf(e.stdout, "%-8s %-8s %8s\n", "round", "state", "updates")
 	for _, r := range s.Rounds {
 		fmt.Fprintf(e.stdout, "%-8d %-8s %8d\n", r.Round, r.State, r.Updates)
+	}
+	if ev := s.LastEvaluation; ev != nil {
+		fmt.Fprintf(e.stdout, "last evaluation: accuracy %.4f on the %s after %d rounds (model %s, %s)\n",
+			ev.Accuracy, ev.Pairs, ev.Round, shortVersion(ev.ModelVersion), ev.Time)
 	}
 }

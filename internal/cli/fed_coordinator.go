@@ -19,6 +19,7 @@ import (
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/nn/checkpoint"
 	"github.com/veil-privacy/veil/nn/train"
+	"github.com/veil-privacy/veil/training"
 )
 
 // exitInterrupted is the exit status of a federation command stopped by
@@ -43,9 +44,11 @@ func newLogger(e *env, level, format string) (*slog.Logger, error) {
 
 type coordinatorFlags struct {
 	cfg                 ops.Config
-	config, name        string
+	config              string
 	logLevel, logFormat string
 	json                bool
+	// describers, if set, replace the face networks of --eval-data (tests).
+	describers *training.Describers
 }
 
 func newFedCoordinatorCmd(e *env) *cobra.Command {
@@ -93,8 +96,14 @@ selected client is counted or at the --deadline (failed below
 --min-updates). Updates above --max-update-norm are refused.
 
 Configuration file: --config FILE is JSON whose keys are these flags' names
-(e.g. {"state": "coord.db", "rounds": 20, "deadline": "5m", "dp": true});
-unknown keys are refused, and flags given on the command line win.
+(all but --config, --json and --log-*; e.g. {"state": "coord.db", "rounds":
+20, "deadline": "5m", "dp": true}); unknown keys are refused, and flags
+given on the command line win.
+
+Evaluation: with --eval-data LFW_DIR the model is scored after every
+aggregated round on LFW's development pairs (threshold on pairsDevTrain.txt,
+accuracy on pairsDevTest.txt, as veil train scores), in the background;
+veil fed status shows the last score.
 
 Operations: structured logs (log/slog) on stderr (--log-level,
 --log-format); the gRPC health service on the same port (it needs a
@@ -119,7 +128,7 @@ learn it, then exits 0.`,
 	fl.StringVar(&f.config, "config", "", "JSON configuration file (keys are these flags' names; flags override it)")
 	fl.StringVar(&c.State, "state", "", "the coordinator's state file (SQLite; created if missing)")
 	fl.StringVar(&c.PKI, "pki", "", "folder holding NAME.crt, NAME.key, ca.crt and revoked.crl")
-	fl.StringVar(&f.name, "name", "coordinator", "the coordinator certificate's name in --pki")
+	fl.StringVar(&c.Name, "name", c.Name, "the coordinator certificate's name in --pki")
 	fl.StringVar(&c.Cert, "cert", "", "the coordinator's certificate (instead of --pki)")
 	fl.StringVar(&c.Key, "key", "", "the coordinator's private key (instead of --pki)")
 	fl.StringVar(&c.CA, "ca", "", "the authority's certificate (instead of --pki)")
@@ -128,6 +137,9 @@ learn it, then exits 0.`,
 	fl.StringVar(&c.MetricsListen, "metrics-listen", "", "address of the HTTP /metrics and /healthz endpoint (e.g. 127.0.0.1:9464; empty: none)")
 	fl.StringVar(&c.Init, "init", "", "veil train checkpoint holding the initial model (needed when --state is new, and for --out)")
 	fl.StringVar(&c.Out, "out", "", "write the final model here as a checkpoint of --init's network")
+	fl.StringVar(&c.EvalData, "eval-data", "", "score the model after every aggregated round on the development pairs of this LFW-layout folder (needs --init, an embedding head; shown by veil fed status)")
+	fl.StringVar(&c.CentreImages, "centre-images", "", "with --eval-data: public face photos the distillation targets are centred on (default: <data>/mtfl/net_7876)")
+	fl.IntVar(&c.CentreCount, "centre-count", c.CentreCount, "with --eval-data: how many of --centre-images to average")
 	fl.StringVar(&c.Strategy, "strategy", c.Strategy, "fedavg or fedsgd")
 	fl.StringVar(&c.Weighting, "weighting", "", "FedAvg's mean: uniform or examples (default: uniform with --dp, else examples)")
 	fl.Float64Var(&c.ServerLR, "server-lr", 0, "server learning rate (FedAvg default 1; required by fedsgd)")
@@ -213,6 +225,7 @@ type coordinatorSummary struct {
 	PrivacyUnit  string            `json:"privacy_unit,omitempty"`
 	Delta        float64           `json:"delta,omitempty"`
 	Clients      []fedClientStatus `json:"clients"`
+	Evaluation   *fedEvaluation    `json:"last_evaluation,omitempty"`
 }
 
 func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
@@ -225,10 +238,13 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Out != "" && cfg.Init == "" {
+	if (cfg.Out != "" || cfg.EvalData != "") && cfg.Init == "" {
+		if cfg.EvalData != "" {
+			return errors.New("--eval-data needs --init: the evaluation rebuilds the initial checkpoint's network")
+		}
 		return errors.New("--out needs --init: the final model is written as a checkpoint of the initial one's network")
 	}
-	certP, keyP, caP, crlP, err := identityFiles(cfg.PKI, f.name, cfg.Cert, cfg.Key, cfg.CA, cfg.CRL)
+	certP, keyP, caP, crlP, err := identityFiles(cfg.PKI, cfg.Name, cfg.Cert, cfg.Key, cfg.CA, cfg.CRL)
 	if err != nil {
 		return err
 	}
@@ -247,11 +263,22 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	}
 	m := ops.NewMetrics()
 	o.Logger, o.Metrics = log, m
+	var evals *roundEvaluator
+	if cfg.EvalData != "" {
+		log.Info("loading the evaluation pairs", "data", cfg.EvalData)
+		if evals, err = newRoundEvaluator(e, m, initCk, cfg.EvalData, cfg.CentreImages, cfg.CentreCount, f.describers, cfg.State, log); err != nil {
+			return err
+		}
+		o.Metrics = evals
+	}
 	co, err := coord.New(o)
 	if err != nil {
 		return err
 	}
 	defer co.Close()
+	if evals != nil {
+		evals.start(co)
+	}
 	if st, err := readFedStatus(ctx, cfg.State); err == nil {
 		m.Seed(st)
 	}
@@ -263,7 +290,11 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	}
 	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := srv.Run(sctx); err != nil {
+	runErr := srv.Run(sctx)
+	if evals != nil {
+		evals.stop(runErr == nil)
+	}
+	if err := runErr; err != nil {
 		if sctx.Err() != nil && ctx.Err() == nil {
 			_, closed := co.Round()
 			return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped after %d of %d rounds; start again with --state %s to continue", closed, cfg.Rounds, cfg.State)}
@@ -306,6 +337,11 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 		}
 		sum.Out = cfg.Out
 	}
+	if cfg.EvalData != "" {
+		if sum.Evaluation, err = readEvaluation(cfg.State); err != nil {
+			return err
+		}
+	}
 	if f.json {
 		return writeJSON(e.stdout, sum)
 	}
@@ -315,6 +351,9 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	}
 	for _, c := range sum.Clients {
 		fmt.Fprintf(e.stdout, "client %s: %d updates, ε = %.4g of %.4g\n", c.ID, c.Updates, c.Epsilon, c.Budget)
+	}
+	if ev := sum.Evaluation; ev != nil {
+		fmt.Fprintf(e.stdout, "development-pairs accuracy after %d rounds: %.4f\n", ev.Round, ev.Accuracy)
 	}
 	return nil
 }

@@ -283,9 +283,11 @@ func TestFedClientTrainsOnItsPartition(t *testing.T) {
 	ccmd, cf := coordinatorCmd(ce)
 	if err := ccmd.ParseFlags([]string{"--state", state, "--pki", pkiDir, "--listen", addr, "--init", initPath, "--out", outPath,
 		"--rounds", "2", "--min-available", "1", "--min-updates", "1", "--deadline", "60s", "--local-epochs", "1", "--batch", "2",
-		"--lr", "0.01", "--log-level", "error", "--linger", "5s", "--json"}); err != nil {
+		"--lr", "0.01", "--log-level", "error", "--linger", "5s", "--json", "--eval-data", lfw,
+		"--centre-images", filepath.Join(lfw, "centre"), "--centre-count", "2"}); err != nil {
 		t.Fatal(err)
 	}
+	cf.describers = &o.Describers
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Second)
 	defer cancel()
 	coordDone := make(chan error, 1)
@@ -352,5 +354,17 @@ func TestFedClientTrainsOnItsPartition(t *testing.T) {
 	if moved == 0 {
 		t.Fatal("two rounds of training left the model as it was")
 	}
-	t.Logf("client spent ε = %.4g of 8; largest weight change %.3g", rep.EpsilonSpent, moved)
+	// The final model was scored, and veil fed status shows it.
+	ev := sum.Evaluation
+	if ev == nil || ev.Round != 2 || ev.ModelVersion != sum.ModelVersion || !(ev.Accuracy >= 0 && ev.Accuracy <= 1) {
+		t.Fatalf("last evaluation %+v of model %s", ev, sum.ModelVersion)
+	}
+	var st fedStatus
+	if err := json.Unmarshal([]byte(mustVeil(t, "fed", "status", "--state", state, "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.LastEvaluation == nil || *st.LastEvaluation != *ev {
+		t.Fatalf("status evaluation %+v, want %+v", st.LastEvaluation, ev)
+	}
+	t.Logf("client spent ε = %.4g of 8; largest weight change %.3g; accuracy %.3f", rep.EpsilonSpent, moved, ev.Accuracy)
 }
