@@ -51,3 +51,34 @@ func BenchmarkGEMM(b *testing.B) {
 	}
 	b.ReportMetric(float64(m*k*p)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFMA/s")
 }
+
+func TestGEMM32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(73, 74))
+	for _, sz := range [][3]int{{1, 1, 1}, {4, 3, 16}, {5, 7, 19}, {67, 300, 40}} {
+		m, k, p := sz[0], sz[1], sz[2]
+		a, b := make([]float32, m*k), make([]float32, k*p)
+		for i := range a {
+			a[i] = float32(rng.NormFloat64())
+		}
+		for i := range b {
+			b[i] = float32(rng.NormFloat64())
+		}
+		c := make([]float32, m*p)
+		for i := range c {
+			c[i] = float32(math.NaN())
+		}
+		gemm32(c, a, b, m, k, p)
+		for i := range m {
+			for j := range p {
+				var s, abs float64
+				for kk := range k {
+					s += float64(a[i*k+kk]) * float64(b[kk*p+j])
+					abs += math.Abs(float64(a[i*k+kk]) * float64(b[kk*p+j]))
+				}
+				if math.Abs(float64(c[i*p+j])-s) > 1e-6*abs+1e-6 {
+					t.Fatalf("%d×%d×%d: C[%d][%d] = %v, want %v", m, k, p, i, j, c[i*p+j], s)
+				}
+			}
+		}
+	}
+}

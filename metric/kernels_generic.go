@@ -16,3 +16,12 @@ func gemmTile(c, a, b []float64, i, j, k0, k1, k, p int) {
 		}
 	}
 }
+
+// gemm32Tile adds A[i..i+4][k0:k1]·B[k0:k1][j..j+16] to C's 4 × 16 tile.
+func gemm32Tile(c, a, b []float32, i, j, k0, k1, k, p int) {
+	for r := i; r < i+4; r++ {
+		for jj := j; jj < j+16; jj++ {
+			gemm32Scalar(c, a, b, r, jj, k0, k1, k, p)
+		}
+	}
+}

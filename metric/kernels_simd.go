@@ -131,3 +131,42 @@ func gemmTile(c, a, b []float64, i, j, k0, k1, k, p int) {
 	s30.StoreSlice(c3)
 	s31.StoreSlice(c3[4:])
 }
+
+// gemm32Tile adds A[i..i+4][k0:k1]·B[k0:k1][j..j+16] to C's 4 × 16 tile,
+// held in eight AVX2 registers.
+func gemm32Tile(c, a, b []float32, i, j, k0, k1, k, p int) {
+	if !useSIMD {
+		for r := i; r < i+4; r++ {
+			for jj := j; jj < j+16; jj++ {
+				gemm32Scalar(c, a, b, r, jj, k0, k1, k, p)
+			}
+		}
+		return
+	}
+	c0, c1, c2, c3 := c[i*p+j:i*p+j+16], c[(i+1)*p+j:(i+1)*p+j+16], c[(i+2)*p+j:(i+2)*p+j+16], c[(i+3)*p+j:(i+3)*p+j+16]
+	s00, s01 := archsimd.LoadFloat32x8Slice(c0), archsimd.LoadFloat32x8Slice(c0[8:])
+	s10, s11 := archsimd.LoadFloat32x8Slice(c1), archsimd.LoadFloat32x8Slice(c1[8:])
+	s20, s21 := archsimd.LoadFloat32x8Slice(c2), archsimd.LoadFloat32x8Slice(c2[8:])
+	s30, s31 := archsimd.LoadFloat32x8Slice(c3), archsimd.LoadFloat32x8Slice(c3[8:])
+	a0, a1, a2, a3 := a[i*k+k0:i*k+k1], a[(i+1)*k+k0:(i+1)*k+k1], a[(i+2)*k+k0:(i+2)*k+k1], a[(i+3)*k+k0:(i+3)*k+k1]
+	for kk := range a0 {
+		row := b[(k0+kk)*p+j : (k0+kk)*p+j+16]
+		b0, b1 := archsimd.LoadFloat32x8Slice(row), archsimd.LoadFloat32x8Slice(row[8:])
+		x := archsimd.BroadcastFloat32x8(a0[kk])
+		s00, s01 = b0.MulAdd(x, s00), b1.MulAdd(x, s01)
+		x = archsimd.BroadcastFloat32x8(a1[kk])
+		s10, s11 = b0.MulAdd(x, s10), b1.MulAdd(x, s11)
+		x = archsimd.BroadcastFloat32x8(a2[kk])
+		s20, s21 = b0.MulAdd(x, s20), b1.MulAdd(x, s21)
+		x = archsimd.BroadcastFloat32x8(a3[kk])
+		s30, s31 = b0.MulAdd(x, s30), b1.MulAdd(x, s31)
+	}
+	s00.StoreSlice(c0)
+	s01.StoreSlice(c0[8:])
+	s10.StoreSlice(c1)
+	s11.StoreSlice(c1[8:])
+	s20.StoreSlice(c2)
+	s21.StoreSlice(c2[8:])
+	s30.StoreSlice(c3)
+	s31.StoreSlice(c3[8:])
+}

@@ -47,7 +47,9 @@ type problem struct {
 	z, y   []float64
 	nz     []float64 // ‖z_i‖², for refresh
 	vt, zt []float64 // Vᵀ, Zᵀ
-	g      []float64 // Zᵀ Y
+	// Z and Zᵀ in single precision, for the impostor search
+	z32, zt32 []float32
+	g         []float64 // Zᵀ Y
 	// pairs pointing at each face (CSR): anchors and their slots
 	inOff          []int32
 	inFrom, inSlot []int32
@@ -178,7 +180,7 @@ func (p *problem) refresh(v []float64, out int) {
 		p.cands = make([][]int32, p.n)
 		p.cw = make([][]float64, p.n)
 	}
-	p.allDots(v, out, func(i int, row []float64, h *nearest) {
+	p.allDots32(v, out, func(i int, row []float32, h *nearest) {
 		if len(p.targets[i]) == 0 {
 			p.cands[i], p.cw[i] = p.cands[i][:0], p.cw[i][:0]
 			return
@@ -189,7 +191,7 @@ func (p *problem) refresh(v []float64, out int) {
 		// eval recomputes their distances directly.
 		for l, zz := range row {
 			if p.labels[l] >= 0 && p.labels[l] != li {
-				h.offer(p.nz[i]+p.nz[l]-2*zz, int32(l))
+				h.offer(p.nz[i]+p.nz[l]-2*float64(zz), int32(l))
 			}
 		}
 		c := append(p.cands[i][:0], h.sorted()...)
@@ -244,11 +246,39 @@ func (p *problem) buildIncoming() {
 	}
 }
 
-// allDots transforms the inputs by V and calls f(i, row, h) for every
-// anchor i with row[l] = z_i·z_l for all l (and a scratch heap), computing
-// the rows 64 anchors at a time as one matrix product per block. Calls for
-// different i may run concurrently.
-func (p *problem) allDots(v []float64, out int, f func(i int, row []float64, h *nearest)) {
+// allDots32 is allDots in single precision, for ranking candidates.
+func (p *problem) allDots32(v []float64, out int, f func(i int, row []float32, h *nearest)) {
+	p.norms(v, out)
+	if len(p.z32) != len(p.z) {
+		p.z32 = make([]float32, len(p.z))
+	}
+	for i, x := range p.z {
+		p.z32[i] = float32(x)
+	}
+	if len(p.zt32) != len(p.z) {
+		p.zt32 = make([]float32, len(p.z))
+	}
+	for i := range p.n {
+		for r := range out {
+			p.zt32[r*p.n+i] = p.z32[i*out+r]
+		}
+	}
+	blocks := (p.n + gemmRows - 1) / gemmRows
+	parallelFor(blocks, p.workers, func(lo, hi int) {
+		var h nearest
+		dots := make([]float32, gemmRows*p.n)
+		for blk := lo; blk < hi; blk++ {
+			i0, i1 := blk*gemmRows, min((blk+1)*gemmRows, p.n)
+			gemm32(dots, p.z32[i0*out:i1*out], p.zt32, i1-i0, out, p.n)
+			for i := i0; i < i1; i++ {
+				f(i, dots[(i-i0)*p.n:(i-i0+1)*p.n], &h)
+			}
+		}
+	})
+}
+
+// norms transforms the inputs by V and fills p.nz with ‖z_i‖².
+func (p *problem) norms(v []float64, out int) {
 	p.transform(v, out)
 	if len(p.nz) != p.n {
 		p.nz = make([]float64, p.n)
@@ -257,6 +287,14 @@ func (p *problem) allDots(v []float64, out int, f func(i int, row []float64, h *
 		zi := p.z[i*out : (i+1)*out]
 		p.nz[i] = dot(zi, zi)
 	}
+}
+
+// allDots transforms the inputs by V and calls f(i, row, h) for every
+// anchor i with row[l] = z_i·z_l for all l (and a scratch heap), computing
+// the rows 64 anchors at a time as one matrix product per block. Calls for
+// different i may run concurrently.
+func (p *problem) allDots(v []float64, out int, f func(i int, row []float64, h *nearest)) {
+	p.norms(v, out)
 	p.zt = transpose(p.zt, p.z, p.n, out)
 	blocks := (p.n + gemmRows - 1) / gemmRows
 	parallelFor(blocks, p.workers, func(lo, hi int) {
