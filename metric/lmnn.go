@@ -146,6 +146,12 @@ func (l *LMNN) Loss(m *Metric, d Data) (Loss, error) {
 // passes its secret RandomRotation (truncated to OutputDim rows) as init; to
 // retrain as names accumulate it passes its previous V.
 //
+// Every step maps V to V·(I − 2η·C) for a symmetric C, so when V has fewer
+// rows than columns its rows can only turn through C: a row that starts on
+// an eigenvector of C stays there. Principal directions can be close to
+// such saddles (a test where the signal is orthogonal to them stalls from
+// PCA); a random rotation's rows are generic.
+//
 // Target neighbours are each named face's K nearest faces of the same person
 // in the input space, as in LMNN, and stay fixed. Since the input space is
 // Euclidean and init is typically a rotation, this is the same as the
