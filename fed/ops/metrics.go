@@ -12,6 +12,7 @@ package ops
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -47,6 +48,8 @@ type Metrics struct {
 	roundSeconds prometheus.Histogram
 	aggSeconds   prometheus.Histogram
 	epsilon      *prometheus.GaugeVec
+	evalAccuracy prometheus.Gauge
+	evalRound    prometheus.Gauge
 	watchOnce    sync.Once
 }
 
@@ -84,9 +87,15 @@ func NewMetrics() *Metrics {
 		epsilon: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "veil_fed_client_epsilon_spent",
 			Help: "ε each client's ledger at the coordinator records (at the client's δ, in the run's privacy unit)."},
 			[]string{"client"}),
+		evalAccuracy: prometheus.NewGauge(prometheus.GaugeOpts{Name: "veil_fed_eval_accuracy",
+			Help: "Verification accuracy of the model's last evaluation (NaN before any)."}),
+		evalRound: prometheus.NewGauge(prometheus.GaugeOpts{Name: "veil_fed_eval_round",
+			Help: "Rounds closed when the model was last evaluated (-1 before any)."}),
 	}
+	m.evalAccuracy.Set(math.NaN())
+	m.evalRound.Set(-1)
 	reg.MustRegister(m.rounds, m.accepted, m.refused, m.updateBytes, m.modelBytes, m.bytesIn, m.bytesOut, m.connections,
-		m.roundSeconds, m.aggSeconds, m.epsilon,
+		m.roundSeconds, m.aggSeconds, m.epsilon, m.evalAccuracy, m.evalRound,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{"done", "failed"} {
 		m.rounds.WithLabelValues(s)
@@ -146,6 +155,13 @@ func (m *Metrics) UpdateAccepted(client string, bytes int, spentEpsilon float64)
 
 // UpdateRefused implements coord.Observer.
 func (m *Metrics) UpdateRefused(reason string) { m.refused.WithLabelValues(reason).Inc() }
+
+// Evaluated records an evaluation of the model after rounds closed
+// rounds.
+func (m *Metrics) Evaluated(rounds int, accuracy float64) {
+	m.evalAccuracy.Set(accuracy)
+	m.evalRound.Set(float64(rounds))
+}
 
 // BytesOut implements coord.Observer.
 func (m *Metrics) BytesOut(n int) { m.modelBytes.Add(float64(n)) }

@@ -205,6 +205,7 @@ func TestServerMetricsHealthAndLinger(t *testing.T) {
 		t.Fatalf("late update: %v %v", r, err)
 	}
 
+	m.Evaluated(2, 0.75)
 	got := scrape(t, srv.MetricsAddr())
 	eps := chargeFor(t, 6, 2)
 	want := map[string]float64{
@@ -218,6 +219,8 @@ func TestServerMetricsHealthAndLinger(t *testing.T) {
 		`veil_fed_aggregation_duration_seconds_count`:      2,
 		`veil_fed_open_round`:                              0,
 		`veil_fed_rounds_closed`:                           2,
+		`veil_fed_eval_round`:                              2,
+		`veil_fed_eval_accuracy`:                           0.75,
 		`veil_fed_client_epsilon_spent{client="client-1"}`: eps,
 		`veil_fed_client_epsilon_spent{client="client-2"}`: eps,
 		`veil_fed_client_epsilon_spent{client="client-3"}`: eps,

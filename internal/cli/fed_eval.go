@@ -62,6 +62,7 @@ type roundEvaluator struct {
 	state          string
 	log            *slog.Logger
 	co             *coord.Coordinator
+	metrics        *ops.Metrics
 
 	kick chan struct{}
 	wg   sync.WaitGroup
@@ -72,7 +73,7 @@ type roundEvaluator struct {
 // newRoundEvaluator loads what scoring needs: the pair images of dataDir
 // (an LFW-layout folder) described as the model's input, for the network
 // of the initial checkpoint.
-func newRoundEvaluator(e *env, obs coord.Observer, initCk *checkpoint.Checkpoint, dataDir, centre string, centreCount int,
+func newRoundEvaluator(e *env, obs *ops.Metrics, initCk *checkpoint.Checkpoint, dataDir, centre string, centreCount int,
 	desc *training.Describers, state string, log *slog.Logger) (*roundEvaluator, error) {
 	cfg := initCk.Header.Model
 	if cfg.Kind != "head" {
@@ -120,7 +121,7 @@ func newRoundEvaluator(e *env, obs coord.Observer, initCk *checkpoint.Checkpoint
 	if err := ev.Initial().SameLayout(init); err != nil {
 		return nil, fmt.Errorf("--eval-data: the evaluation network is not the initial checkpoint's (%w)", err)
 	}
-	return &roundEvaluator{Observer: obs, ev: ev, state: state, log: log, kick: make(chan struct{}, 1)}, nil
+	return &roundEvaluator{Observer: obs, metrics: obs, ev: ev, state: state, log: log, kick: make(chan struct{}, 1)}, nil
 }
 
 // RoundClosed implements coord.Observer: an aggregated round asks for an
@@ -187,5 +188,8 @@ func (r *roundEvaluator) score() {
 	r.mu.Lock()
 	r.last = v
 	r.mu.Unlock()
+	if r.metrics != nil {
+		r.metrics.Evaluated(closed, acc)
+	}
 	r.log.Info("model evaluated", "rounds", closed, "model", shortVersion(v), "accuracy", acc)
 }
