@@ -506,27 +506,43 @@ func TestRunExactlyKCentres(t *testing.T) {
 }
 
 func TestRunRecoversSeparatedClusters(t *testing.T) {
-	// With negligible noise (ε = 1000) the caps are the planted clusters:
-	// each member summed once, each centre the exact mean.
+	// With negligible noise (ε = 1000) every released centre of a cap of ten
+	// or more is the exact normalised mean of its cap, caps are disjoint, and the caps are the
+	// planted clusters unless a seed cell straddles two clusters, when one
+	// cap takes parts of both (the merged caps the package doc describes).
+	// The partition is public randomness, so this is a rate over seeds: 38
+	// of 40 with 256 cells when measured; fewer than 32 means the seeding
+	// no longer finds separated clusters.
 	centres := synthetic(seeded(9), 3, 40, 32, 0.3)
-	res, err := Run(centres, Params{Margin: 0.8, Clusters: 3, Epsilon: 1000, Delta: 1e-5}, seeded(6))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sizes []int
-	for i, c := range res.Clusters {
-		sizes = append(sizes, c.Size)
-		found := false
-		for j := range 3 {
-			if cosine(c.Center, mean(centres[j*40:(j+1)*40])) > 0.999 {
-				found = true
+	exact := 0
+	for s := range byte(40) {
+		res, err := Run(centres, Params{Margin: 0.8, Clusters: 3, SeedBits: 8, Epsilon: 1000, Delta: 1e-5}, seeded(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total, planted := 0, 0
+		for i, c := range res.Clusters {
+			total += c.Size
+			if c.Size >= 10 && cosine(c.Center, c.Exact) < 0.999 {
+				t.Fatalf("seed %d, centre %d: the noise at ε = 1000 is not negligible (cos %.4f)", s, i, cosine(c.Center, c.Exact))
+			}
+			for j := range 3 {
+				if c.Size == 40 && cosine(c.Center, mean(centres[j*40:(j+1)*40])) > 0.999 {
+					planted++
+				}
 			}
 		}
-		if !found || c.Size != 40 || cosine(c.Center, c.Exact) < 0.999 {
-			t.Errorf("centre %d: size %d, not a planted cluster's mean", i, c.Size)
+		if total > len(centres) {
+			t.Fatalf("seed %d: caps hold %d members of %d: a member was summed twice", s, total, len(centres))
+		}
+		if planted == 3 {
+			exact++
 		}
 	}
-	t.Logf("sizes %v", sizes)
+	t.Logf("%d of 40 partitions recovered the three planted clusters exactly", exact)
+	if exact < 32 {
+		t.Errorf("only %d of 40 partitions recovered the planted clusters, want at least 32", exact)
+	}
 }
 
 func TestRunRejects(t *testing.T) {
