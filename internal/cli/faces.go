@@ -169,6 +169,7 @@ error: it is reported as such), 1 when some image could not be read or decoded.`
 
 func newEmbedCmd(e *env) *cobra.Command {
 	var pf pipelineFlags
+	var head string
 	cmd := &cobra.Command{
 		Use:   "embed IMAGE...",
 		Short: "Compute a 128-d face descriptor for every face",
@@ -177,6 +178,8 @@ descriptor for each (not L2-normalised; the same person is usually within
 Euclidean distance 0.6). --align both (default) averages the descriptors of
 the two crops below, which measured best on LFW; --align faceapi reproduces
 face-api's descriptors; --align dlib aligns 33 landmarks onto dlib's mean face.
+With --head CKPT each face is embedded by a head trained with veil train
+(--model head) instead: its "embedding" replaces the descriptor.
 
 Exit status: 0 when every image gave at least one descriptor, 1 when some image
 could not be read or decoded, 3 when some image had no face.`,
@@ -184,6 +187,9 @@ could not be read or decoded, 3 when some image had no face.`,
   veil embed --align faceapi --detector tiny a.jpg b.png`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if head != "" {
+				return runEmbedHead(e, &pf, head, args)
+			}
 			opt := pf.options()
 			opt.Descriptors = true
 			p, err := face.NewPipeline(opt)
@@ -195,6 +201,7 @@ could not be read or decoded, 3 when some image had no face.`,
 		},
 	}
 	pf.register(cmd, true, "ssd")
+	cmd.Flags().StringVar(&head, "head", "", headFlagUsage)
 	return cmd
 }
 

@@ -27,6 +27,7 @@ var commandGroups = []func(*env) *cobra.Command{
 	newDetectCmd,
 	newEmbedCmd,
 	newVerifyCmd,
+	newCompareCmd,
 	newTrainCmd,
 	newPrivacyCmd,
 	newBenchCmd,
