@@ -273,15 +273,11 @@ func Revoked(dir string, ca *x509.Certificate) (map[string]bool, error) {
 }
 
 func readCRL(path string, ca *x509.Certificate) (*x509.RevocationList, error) {
-	b, err := os.ReadFile(path)
+	der, err := readPEM(path, "X509 CRL", "revocation list")
 	if err != nil {
-		return nil, fmt.Errorf("pki: reading the revocation list: %w", err)
+		return nil, err
 	}
-	blk, _ := pem.Decode(b)
-	if blk == nil || blk.Type != "X509 CRL" {
-		return nil, fmt.Errorf("pki: %s is not a PEM revocation list", path)
-	}
-	crl, err := x509.ParseRevocationList(blk.Bytes)
+	crl, err := x509.ParseRevocationList(der)
 	if err != nil {
 		return nil, fmt.Errorf("pki: %s: %w", path, err)
 	}
@@ -293,31 +289,36 @@ func readCRL(path string, ca *x509.Certificate) (*x509.RevocationList, error) {
 
 // ReadCert reads one PEM certificate.
 func ReadCert(path string) (*x509.Certificate, error) {
-	b, err := os.ReadFile(path)
+	der, err := readPEM(path, "CERTIFICATE", "certificate")
 	if err != nil {
-		return nil, fmt.Errorf("pki: reading a certificate: %w", err)
+		return nil, err
 	}
-	blk, _ := pem.Decode(b)
-	if blk == nil || blk.Type != "CERTIFICATE" {
-		return nil, fmt.Errorf("pki: %s is not a PEM certificate", path)
-	}
-	cert, err := x509.ParseCertificate(blk.Bytes)
+	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		return nil, fmt.Errorf("pki: %s: %w", path, err)
 	}
 	return cert, nil
 }
 
-func readKey(path string) (*ecdsa.PrivateKey, error) {
+// readPEM reads the one PEM block of type typ (what, in words) in path.
+func readPEM(path, typ, what string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("pki: reading a key: %w", err)
+		return nil, fmt.Errorf("pki: reading a %s: %w", what, err)
 	}
 	blk, _ := pem.Decode(b)
-	if blk == nil || blk.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("pki: %s is not a PEM private key", path)
+	if blk == nil || blk.Type != typ {
+		return nil, fmt.Errorf("pki: %s is not a PEM %s", path, what)
 	}
-	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	return blk.Bytes, nil
+}
+
+func readKey(path string) (*ecdsa.PrivateKey, error) {
+	der, err := readPEM(path, "PRIVATE KEY", "private key")
+	if err != nil {
+		return nil, err
+	}
+	k, err := x509.ParsePKCS8PrivateKey(der)
 	if err != nil {
 		return nil, fmt.Errorf("pki: %s: %w", path, err)
 	}
