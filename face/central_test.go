@@ -136,3 +136,34 @@ func TestAlignBoth(t *testing.T) {
 		t.Errorf("both = mean of faceapi and dlib within %g (want ≤ 1e-5); the two differ by up to %g (want distinct)", diff, gap)
 	}
 }
+
+// TestCentralWithBoth: with Detector Both, Central is the tiny detector's
+// central face checked against SSD's, as Tiny with SecondDetector gives it
+// (the combination verify measured best): the same face, landmarks and
+// flags on a photo where the second detector decides.
+func TestCentralWithBoth(t *testing.T) {
+	img := lfwImage(t, "Gary_Winnick", 2)
+	md := datadir.ModelDirForTest(t)
+	both, err := NewPipeline(Options{ModelDir: md})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if both.Options().Detector != Both {
+		t.Fatalf("default detector %q, want %q", both.Options().Detector, Both)
+	}
+	second, err := NewPipeline(Options{ModelDir: md, Detector: Tiny, SecondDetector: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := both.Central(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := second.Central(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Box != g.Box || f.Landmarks != g.Landmarks || f.SecondDetector != g.SecondDetector || f.LowScore != g.LowScore || !f.SecondDetector {
+		t.Errorf("Both: %+v %v %v; Tiny with SecondDetector: %+v %v %v", f.Box, f.SecondDetector, f.LowScore, g.Box, g.SecondDetector, g.LowScore)
+	}
+}

@@ -22,6 +22,14 @@ const (
 	exitNoFace = 3 // `veil embed`: some input had no face to describe
 )
 
+// detectorHelp explains --detector both in the help of detect and embed.
+const detectorHelp = `By default both of face-api's detectors run (--detector both): a face is kept
+when either network alone scores it at least 0.5 (face-api's threshold), or
+when both find it, their boxes overlapping, at lower scores (veil bench detect
+measures how many faces each way finds on LFW).
+SSD alone misses most faces in greyscale photos, the tiny detector alone misses
+others; --detector ssd or tiny runs one network, as face-api does.`
+
 // pipelineFlags are the flags shared by the commands that run the face pipeline.
 type pipelineFlags struct {
 	models   string
@@ -31,22 +39,24 @@ type pipelineFlags struct {
 	maxFaces int
 	json     bool
 	quiet    bool
+	cmd      *cobra.Command // to tell a --min-score given from its default
 }
 
 func (f *pipelineFlags) register(cmd *cobra.Command, withAlign bool, defaultDetector string) {
 	cmd.Flags().StringVar(&f.models, "models", "", "folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout, installed by scripts/install-models.sh)")
-	cmd.Flags().StringVar(&f.detector, "detector", defaultDetector, "face detector: ssd (SSD-MobileNet-v1, finds more faces in general photos) or tiny (tiny YOLO-style, about 2.5x faster)")
+	cmd.Flags().StringVar(&f.detector, "detector", defaultDetector, "face detector: both (both networks, keeping a face either finds confidently or both find; misses least, see veil bench detect), ssd (SSD-MobileNet-v1 alone; fails on most greyscale photos) or tiny (tiny YOLO-style alone, about 2.5x faster than ssd)")
 	if withAlign {
 		cmd.Flags().StringVar(&f.align, "align", "both", "face alignment before the descriptor: both (the mean of the two descriptors below; measured best on LFW), faceapi (face-api's crop around eyes and mouth; reproduces face-api's descriptors) or dlib (similarity transform of 33 landmarks onto dlib's mean face)")
 	}
-	cmd.Flags().Float64Var(&f.minScore, "min-score", 0.5, "minimum detection score, in (0, 1)")
+	cmd.Flags().Float64Var(&f.minScore, "min-score", 0.5, "minimum detection score, in (0, 1); with --detector both, the score either network alone needs when given (faces both networks find keep their lower thresholds, capped at it)")
 	cmd.Flags().IntVar(&f.maxFaces, "max-faces", 100, "at most this many faces per image")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print machine-readable JSON on stdout")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output on stderr")
+	f.cmd = cmd
 }
 
 func (f *pipelineFlags) options() face.Options {
-	return face.Options{
+	opt := face.Options{
 		ModelDir:      f.models,
 		Detector:      face.Detector(f.detector),
 		Align:         face.Align(f.align),
@@ -54,6 +64,13 @@ func (f *pipelineFlags) options() face.Options {
 		MaxFaces:      f.maxFaces,
 		TinyLandmarks: false,
 	}
+	if opt.Detector == face.Both && f.cmd != nil && f.cmd.Flags().Changed("min-score") {
+		r := face.DefaultRule()
+		r.SSD, r.Tiny = f.minScore, f.minScore
+		r.PairSSD, r.PairTiny = min(r.PairSSD, f.minScore), min(r.PairTiny, f.minScore)
+		opt.Rule = r
+	}
+	return opt
 }
 
 // imageResult is one image's entry in the JSON output of detect and embed.
@@ -66,8 +83,14 @@ type imageResult struct {
 }
 
 type jsonFace struct {
-	Box        face.Box     `json:"box"`
-	Score      float64      `json:"score"`
+	Box   face.Box `json:"box"`
+	Score float64  `json:"score"`
+	// Detector is the network whose box and score these are; with
+	// --detector both, SSDScore and TinyScore are each network's score
+	// for the face (0: that network did not find it).
+	Detector   string       `json:"detector"`
+	SSDScore   *float64     `json:"ssd_score,omitempty"`
+	TinyScore  *float64     `json:"tiny_score,omitempty"`
 	Landmarks  [][2]float64 `json:"landmarks"`
 	Age        *float64     `json:"age,omitempty"`
 	Gender     string       `json:"gender,omitempty"`
@@ -76,7 +99,11 @@ type jsonFace struct {
 }
 
 func toJSONFace(f *face.Face, ageGender bool) jsonFace {
-	j := jsonFace{Box: f.Box, Score: f.Score, Landmarks: f.Landmarks[:], Descriptor: f.Descriptor}
+	j := jsonFace{Box: f.Box, Score: f.Score, Detector: string(f.Detector), Landmarks: f.Landmarks[:], Descriptor: f.Descriptor}
+	if f.SSDScore > 0 || f.TinyScore > 0 {
+		s, t := f.SSDScore, f.TinyScore
+		j.SSDScore, j.TinyScore = &s, &t
+	}
 	if ageGender {
 		age, p := f.Age, f.GenderProb
 		j.Age, j.Gender, j.GenderProb = &age, f.Gender, &p
@@ -140,6 +167,8 @@ func newDetectCmd(e *env) *cobra.Command {
 reports for each face its box, detection score, 68 landmarks, estimated age and
 gender. Coordinates are pixels of the oriented image.
 
+` + detectorHelp + `
+
 With --draw OUT.png the image is written with boxes and landmarks drawn; with
 several images, each goes to OUT-<image name>.png.
 
@@ -161,7 +190,7 @@ error: it is reported as such), 1 when some image could not be read or decoded.`
 			return reportImages(e, &pf, args, results, draw, opt.AgeGender, false)
 		},
 	}
-	pf.register(cmd, false, "ssd")
+	pf.register(cmd, false, string(face.Both))
 	cmd.Flags().StringVar(&draw, "draw", "", "write the image with boxes and landmarks drawn to this PNG file")
 	cmd.Flags().BoolVar(&noAgeGender, "no-age-gender", false, "skip the age/gender network")
 	return cmd
@@ -178,6 +207,7 @@ descriptor for each (not L2-normalised; the same person is usually within
 Euclidean distance 0.6). --align both (default) averages the descriptors of
 the two crops below, which measured best on LFW; --align faceapi reproduces
 face-api's descriptors; --align dlib aligns 33 landmarks onto dlib's mean face.
+Faces are found as by veil detect (--detector both by default).
 With --head CKPT each face is embedded by a head trained with veil train
 (--model head) instead: its "embedding" replaces the descriptor.
 
@@ -200,7 +230,7 @@ could not be read or decoded, 3 when some image had no face.`,
 			return reportImages(e, &pf, args, results, "", false, true)
 		},
 	}
-	pf.register(cmd, true, "ssd")
+	pf.register(cmd, true, string(face.Both))
 	cmd.Flags().StringVar(&head, "head", "", headFlagUsage)
 	return cmd
 }
@@ -251,7 +281,11 @@ func reportImages(e *env, pf *pipelineFlags, paths []string, results []processed
 			}
 			fmt.Fprintf(e.stdout, "%s (%dx%d): %d face(s)\n", ir.Path, ir.Width, ir.Height, len(ir.Faces))
 			for k, f := range ir.Faces {
-				fmt.Fprintf(e.stdout, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f", k, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score)
+				fmt.Fprintf(e.stdout, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f (%s", k, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, f.Detector)
+				if f.SSDScore != nil {
+					fmt.Fprintf(e.stdout, "; ssd %.3f, tiny %.3f", *f.SSDScore, *f.TinyScore)
+				}
+				fmt.Fprint(e.stdout, ")")
 				if f.Age != nil {
 					fmt.Fprintf(e.stdout, " age=%.1f gender=%s (%.2f)", *f.Age, f.Gender, *f.GenderProb)
 				}
