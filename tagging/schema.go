@@ -1,0 +1,180 @@
+package tagging
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// SchemaVersion is the version of the database layout this build writes.
+// Open brings an older library up to it with the migrations below, each in
+// its own transaction, and refuses a newer one.
+const SchemaVersion = 2
+
+// migrations[i] brings a library from version i to version i+1. Append new
+// migrations; never edit one that has shipped (libraries on users' disks
+// were made by it).
+var migrations = []func(tx *sql.Tx) error{
+	migrate1,
+	migrate2,
+}
+
+// migrate1 is the first layout: photos, faces, people and rejections.
+//
+// Ids are AUTOINCREMENT so a deleted face's or person's id is never reused:
+// an id a script printed earlier never comes to mean another face.
+func migrate1(tx *sql.Tx) error {
+	return execAll(tx,
+		`CREATE TABLE photos (
+			id INTEGER PRIMARY KEY AUTOINCREMENT,
+			path TEXT NOT NULL UNIQUE,
+			sha256 BLOB NOT NULL UNIQUE,
+			size INTEGER NOT NULL,
+			taken TEXT NULL,
+			width INTEGER NOT NULL,
+			height INTEGER NOT NULL,
+			added_at INTEGER NOT NULL,
+			missing INTEGER NOT NULL DEFAULT 0)`,
+		`CREATE TABLE people (
+			id INTEGER PRIMARY KEY AUTOINCREMENT,
+			name BLOB NOT NULL,
+			name_mac BLOB NOT NULL UNIQUE,
+			hidden INTEGER NOT NULL DEFAULT 0,
+			cover_face INTEGER NULL)`,
+		`CREATE TABLE faces (
+			id INTEGER PRIMARY KEY AUTOINCREMENT,
+			photo_id INTEGER NOT NULL REFERENCES photos(id) ON DELETE CASCADE,
+			x REAL NOT NULL, y REAL NOT NULL, w REAL NOT NULL, h REAL NOT NULL,
+			score REAL NOT NULL,
+			fit REAL NOT NULL,
+			source TEXT NOT NULL CHECK (source IN ('detected', 'manual')),
+			landmarks BLOB,
+			descriptor BLOB,
+			thumbnail BLOB,
+			person_id INTEGER NULL REFERENCES people(id),
+			assigned_by TEXT NULL CHECK (assigned_by IN ('user', 'auto')),
+			removed INTEGER NOT NULL DEFAULT 0)`,
+		`CREATE TABLE rejections (
+			face_id INTEGER NOT NULL REFERENCES faces(id) ON DELETE CASCADE,
+			person_id INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+			PRIMARY KEY (face_id, person_id))`,
+	)
+}
+
+// migrate2 adds the tables of clustering, the learned metric and scan
+// errors, and the indexes the common queries need.
+func migrate2(tx *sql.Tx) error {
+	return execAll(tx,
+		`CREATE TABLE clusters (
+			face_id INTEGER PRIMARY KEY REFERENCES faces(id) ON DELETE CASCADE,
+			cluster INTEGER NOT NULL)`,
+		`CREATE TABLE metric (
+			id INTEGER PRIMARY KEY AUTOINCREMENT,
+			blob BLOB NOT NULL,
+			names INTEGER NOT NULL,
+			trained_at INTEGER NOT NULL)`,
+		`CREATE TABLE scan_errors (
+			path TEXT PRIMARY KEY,
+			error TEXT NOT NULL,
+			at INTEGER NOT NULL)`,
+		`CREATE INDEX faces_photo ON faces(photo_id)`,
+		`CREATE INDEX faces_person ON faces(person_id)`,
+		`CREATE INDEX clusters_cluster ON clusters(cluster)`,
+	)
+}
+
+func execAll(tx *sql.Tx, stmts ...string) error {
+	for _, s := range stmts {
+		if _, err := tx.Exec(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Meta keys.
+const (
+	metaSchema = "schema_version"
+	metaKDF    = "kdf"
+	metaDEK    = "dek"
+)
+
+func createMeta(tx *sql.Tx) error {
+	_, err := tx.Exec(`CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)`)
+	return err
+}
+
+// schemaVersion reads the stored layout version.
+func schemaVersion(ctx context.Context, q querier) (int, error) {
+	b, err := getMeta(ctx, q, metaSchema)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(string(b))
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("the library's schema version %q is malformed", b)
+	}
+	return v, nil
+}
+
+// migrateTo runs migrations from the stored version up to target.
+func migrateTo(ctx context.Context, db *sql.DB, target int) error {
+	for {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		v, err := schemaVersion(ctx, tx)
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+		if v > SchemaVersion {
+			tx.Rollback()
+			return fmt.Errorf("the library has schema version %d, newer than this build's %d: use a newer veil", v, SchemaVersion)
+		}
+		if v >= target {
+			return tx.Rollback()
+		}
+		if err := migrations[v](tx); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrating the library to schema version %d: %w", v+1, err)
+		}
+		if err := setMeta(ctx, tx, metaSchema, []byte(strconv.Itoa(v+1))); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+}
+
+// querier is what both *sql.DB and *sql.Tx offer for reading.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// execer is what both *sql.DB and *sql.Tx offer for writing.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+var errNoMeta = errors.New("missing library header entry")
+
+func getMeta(ctx context.Context, q querier, key string) ([]byte, error) {
+	var b []byte
+	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w %q", errNoMeta, key)
+	}
+	return b, err
+}
+
+func setMeta(ctx context.Context, e execer, key string, value []byte) error {
+	_, err := e.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
+		ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
+	return err
+}

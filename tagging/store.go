@@ -1,0 +1,354 @@
+package tagging
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver
+)
+
+// DBFile is the name of the library's database inside its folder.
+const DBFile = "library.db"
+
+// Errors a caller may test for with errors.Is.
+var (
+	// ErrWrongPassphrase: the passphrase does not unlock the library (or the
+	// library's key header was altered).
+	ErrWrongPassphrase = errors.New("wrong passphrase (or the library's key header is damaged)")
+	// ErrNoLibrary: the folder holds no library.
+	ErrNoLibrary = errors.New("no library here (create one with veil library init)")
+	// ErrExists: Create found a library already in the folder.
+	ErrExists = errors.New("a library already exists here")
+	// ErrTampered: a sealed field failed authentication, because the file was
+	// damaged or a ciphertext was altered or moved to another row or column.
+	ErrTampered = errors.New("an encrypted field failed authentication: the library is damaged or was tampered with")
+	// ErrEmptyPassphrase: Create or Rekey was given an empty passphrase.
+	ErrEmptyPassphrase = errors.New("the passphrase is empty")
+)
+
+// CreateOptions configure a new library (and the new key of Rekey).
+// The zero value means the defaults.
+type CreateOptions struct {
+	// KDF are the Argon2id parameters; zero means DefaultKDFParams. Tests use
+	// cheap ones (e.g. {Time: 1, MemoryKiB: 64, Threads: 1}); real libraries
+	// should keep the default.
+	KDF KDFParams
+}
+
+// kdf returns the validated KDF parameters the options ask for.
+func (o CreateOptions) kdf() (KDFParams, error) {
+	if o.KDF == (KDFParams{}) {
+		return DefaultKDFParams(), nil
+	}
+	if err := o.KDF.validate(); err != nil {
+		return KDFParams{}, fmt.Errorf("tagging: %w", err)
+	}
+	return o.KDF, nil
+}
+
+// Library is an open photo library: its database and the keys that unlock
+// its sealed fields. A Library is safe for concurrent use by several
+// goroutines (database/sql pools connections; SQLite serialises writers).
+type Library struct {
+	dir  string
+	db   *sql.DB
+	keys subKeys
+}
+
+// Create makes a new library in dir (created if missing, mode 0700), with a
+// fresh random data key wrapped under the passphrase. It fails with ErrExists
+// if dir already holds one.
+func Create(dir string, passphrase []byte, opt CreateOptions) (*Library, error) {
+	return create(context.Background(), dir, passphrase, opt, SchemaVersion)
+}
+
+// create makes a library at a given schema version (tests make old ones).
+func create(ctx context.Context, dir string, passphrase []byte, opt CreateOptions, version int) (*Library, error) {
+	params, err := opt.kdf()
+	if err != nil {
+		return nil, err
+	}
+	if len(passphrase) == 0 {
+		return nil, fmt.Errorf("tagging: %w", ErrEmptyPassphrase)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("tagging: creating the library folder: %w", err)
+	}
+	path := filepath.Join(dir, DBFile)
+	// Create the file ourselves so it is private (SQLite gives the WAL and
+	// shared-memory files the same mode) and so two creators cannot race.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("tagging: %s: %w", dir, ErrExists)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tagging: creating the library: %w", err)
+	}
+	f.Close()
+	fail := func(err error) (*Library, error) {
+		os.Remove(path)
+		os.Remove(path + "-wal")
+		os.Remove(path + "-shm")
+		return nil, err
+	}
+	db, err := openDB(path)
+	if err != nil {
+		return fail(err)
+	}
+	dek := make([]byte, 32)
+	if _, err := rand.Read(dek); err != nil {
+		db.Close()
+		return fail(fmt.Errorf("tagging: reading random key: %w", err))
+	}
+	defer clear(dek)
+	hdr, wrapped, err := wrapDEK(dek, passphrase, params)
+	if err != nil {
+		db.Close()
+		return fail(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err == nil {
+		err = createMeta(tx)
+		if err == nil {
+			err = setMeta(ctx, tx, metaSchema, []byte("0"))
+		}
+		if err == nil {
+			err = setMeta(ctx, tx, metaKDF, hdr)
+		}
+		if err == nil {
+			err = setMeta(ctx, tx, metaDEK, wrapped)
+		}
+		if err != nil {
+			tx.Rollback()
+		} else {
+			err = tx.Commit()
+		}
+	}
+	if err == nil {
+		err = migrateTo(ctx, db, version)
+	}
+	if err != nil {
+		db.Close()
+		return fail(fmt.Errorf("tagging: creating the library: %w", err))
+	}
+	keys, err := deriveSubKeys(dek)
+	if err != nil {
+		db.Close()
+		return fail(err)
+	}
+	return &Library{dir: dir, db: db, keys: keys}, nil
+}
+
+// Open unlocks the library in dir with the passphrase and migrates its
+// schema to this build's version. A wrong passphrase gives
+// ErrWrongPassphrase; a folder without a library gives ErrNoLibrary.
+func Open(dir string, passphrase []byte) (*Library, error) {
+	ctx := context.Background()
+	path := filepath.Join(dir, DBFile)
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("tagging: %s: %w", dir, ErrNoLibrary)
+		}
+		return nil, fmt.Errorf("tagging: %w", err)
+	}
+	db, err := openDB(path)
+	if err != nil {
+		return nil, err
+	}
+	dek, err := unwrapDEK(ctx, db, passphrase)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	defer clear(dek)
+	if err := migrateTo(ctx, db, SchemaVersion); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("tagging: %w", err)
+	}
+	keys, err := deriveSubKeys(dek)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Library{dir: dir, db: db, keys: keys}, nil
+}
+
+// openDB opens the SQLite file (which must exist) in WAL mode with foreign
+// keys on, a busy timeout, and transactions that take the write lock when
+// they begin (so two writers queue instead of failing on lock upgrade).
+func openDB(path string) (*sql.DB, error) {
+	dsn := "file:" + path + "?mode=rw&_txlock=immediate" +
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
+		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(ON)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("tagging: opening the library: %w", err)
+	}
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("tagging: opening the library: %w", err)
+	}
+	return db, nil
+}
+
+// readHeader reads the stored key header and wrapped data key.
+func readHeader(ctx context.Context, q querier) (kdfHeader, []byte, []byte, error) {
+	raw, err := getMeta(ctx, q, metaKDF)
+	if err != nil {
+		return kdfHeader{}, nil, nil, fmt.Errorf("tagging: reading the key header: %w", err)
+	}
+	h, err := decodeKDFHeader(raw)
+	if err != nil {
+		return kdfHeader{}, nil, nil, fmt.Errorf("tagging: %w", err)
+	}
+	wrapped, err := getMeta(ctx, q, metaDEK)
+	if err != nil {
+		return kdfHeader{}, nil, nil, fmt.Errorf("tagging: reading the key header: %w", err)
+	}
+	return h, raw, wrapped, nil
+}
+
+func unwrapDEK(ctx context.Context, q querier, passphrase []byte) ([]byte, error) {
+	if len(passphrase) == 0 {
+		return nil, fmt.Errorf("tagging: %w", ErrEmptyPassphrase)
+	}
+	h, raw, wrapped, err := readHeader(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	kek := deriveKEK(passphrase, h)
+	defer clear(kek)
+	dek, err := openWith(kek, wrapped, dekAAD(raw))
+	if err != nil || len(dek) != 32 {
+		return nil, fmt.Errorf("tagging: %w", ErrWrongPassphrase)
+	}
+	return dek, nil
+}
+
+// wrapDEK draws a salt, derives the key-encryption key and wraps dek; it
+// returns the encoded header and the wrapped key.
+func wrapDEK(dek, passphrase []byte, params KDFParams) (header, wrapped []byte, err error) {
+	h := kdfHeader{params: params, salt: make([]byte, saltLen)}
+	if _, err := rand.Read(h.salt); err != nil {
+		return nil, nil, fmt.Errorf("tagging: reading random salt: %w", err)
+	}
+	header = h.encode()
+	kek := deriveKEK(passphrase, h)
+	defer clear(kek)
+	wrapped, err = sealWith(kek, dek, dekAAD(header))
+	if err != nil {
+		return nil, nil, fmt.Errorf("tagging: wrapping the key: %w", err)
+	}
+	return header, wrapped, nil
+}
+
+// Rekey changes the passphrase of the library in dir from old to new. Only
+// the data key is re-wrapped (with a fresh salt, and opt's KDF parameters),
+// in one transaction: nothing else is re-encrypted, and an interruption
+// leaves the old passphrase working. Rekey fails with ErrWrongPassphrase if
+// old does not unlock the library.
+func Rekey(dir string, old, new []byte, opt CreateOptions) error {
+	ctx := context.Background()
+	params, err := opt.kdf()
+	if err != nil {
+		return err
+	}
+	if len(new) == 0 {
+		return fmt.Errorf("tagging: the new passphrase: %w", ErrEmptyPassphrase)
+	}
+	l, err := Open(dir, old)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("tagging: rekeying: %w", err)
+	}
+	defer tx.Rollback()
+	// Unwrap again inside the write transaction, so a concurrent rekey
+	// cannot be overwritten with a key wrapped from a stale header.
+	dek, err := unwrapDEK(ctx, tx, old)
+	if err != nil {
+		return err
+	}
+	defer clear(dek)
+	hdr, wrapped, err := wrapDEK(dek, new, params)
+	if err != nil {
+		return err
+	}
+	if err := setMeta(ctx, tx, metaKDF, hdr); err != nil {
+		return fmt.Errorf("tagging: rekeying: %w", err)
+	}
+	if err := setMeta(ctx, tx, metaDEK, wrapped); err != nil {
+		return fmt.Errorf("tagging: rekeying: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("tagging: rekeying: %w", err)
+	}
+	return nil
+}
+
+// Close closes the database and clears the keys held in memory.
+func (l *Library) Close() error {
+	l.keys.clear()
+	return l.db.Close()
+}
+
+// Dir is the library's folder.
+func (l *Library) Dir() string { return l.dir }
+
+// DB is the library's database, for the other files of package tagging and
+// their tests. Write sealed columns only through Seal, and keep each photo's
+// changes in one transaction (transactions begin IMMEDIATE: they take the
+// write lock at BEGIN).
+func (l *Library) DB() *sql.DB { return l.db }
+
+// Seal encrypts plain for the column of the given table and row with
+// XChaCha20-Poly1305 under the library's field key and a random 24-byte
+// nonce. The result is bound to "veil/tagging/v1|table|column|row": Unseal
+// refuses it anywhere else.
+func (l *Library) Seal(table, column string, row int64, plain []byte) ([]byte, error) {
+	b, err := sealWith(l.keys.seal, plain, fieldAAD(table, column, row))
+	if err != nil {
+		return nil, fmt.Errorf("tagging: %w", err)
+	}
+	return b, nil
+}
+
+// Unseal decrypts a field sealed by Seal for the same table, column and row.
+// Anything else (a damaged or altered ciphertext, one copied from another
+// row or column, another library's) gives ErrTampered.
+func (l *Library) Unseal(table, column string, row int64, sealed []byte) ([]byte, error) {
+	b, err := openWith(l.keys.seal, sealed, fieldAAD(table, column, row))
+	if err != nil {
+		return nil, fmt.Errorf("tagging: %s.%s of row %d: %w", table, column, row, ErrTampered)
+	}
+	return b, nil
+}
+
+// RotationSeed is the secret seed of the library's random metric rotation
+// (issue 15 §6; metric.RandomRotation takes it), derived from the data key
+// with HKDF under its own label: it survives Rekey and differs between
+// libraries. Do not log or store it.
+func (l *Library) RotationSeed() [32]byte { return l.keys.rotation }
+
+// inTx runs f in one transaction (IMMEDIATE: it holds the write lock from
+// the start), committing if f succeeds.
+func (l *Library) inTx(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
