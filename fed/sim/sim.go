@@ -18,6 +18,22 @@
 //
 // The pure-Go backend runs one graph execution per core, so at most
 // Parallel clients (default 2) train at once.
+//
+// # The round average (EMA)
+//
+// With EMA β > 0 the simulation scores a moving average of the global
+// models the rounds produced instead of the last one: after round t,
+// avg ← d·avg + (1−d)·model with d = min(β, 1 − 1/t), i.e. the plain mean
+// of all the rounds so far until the window 1/(1−β) is full, an
+// exponential average after. Under DP each round's model carries the
+// clients' fresh noise, and averaging the models of several rounds
+// averages that noise down while the signal, common to consecutive
+// rounds, stays: the federated counterpart of veil train's --ema. It is
+// post-processing of models every client has received anyway, so it costs
+// no privacy. The warm-up is over rounds rather than veil train's
+// (1+t)/(10+t) over steps because a federation has few rounds: that rule
+// would cap the average at a couple of rounds. Alone applies the same
+// average to each client's own rounds, so the comparison stays fair.
 package sim
 
 import (
@@ -94,6 +110,12 @@ type Options struct {
 	MinUpdates int
 	// Parallel is how many clients train at once (default 2).
 	Parallel int
+	// EMA, in [0, 1), scores a moving average of the rounds' models (see
+	// the package documentation); 0 scores the last model.
+	EMA float64
+	// Curve also scores every round's model (and its average), at the
+	// cost of one evaluation each.
+	Curve bool
 	// Seed seeds the fault injection.
 	Seed uint64
 	// Dir holds the state file, the CA and the clients' folders (default:
@@ -149,6 +171,9 @@ func (o *Options) validate() error {
 	if o.Parallel < 1 {
 		return fmt.Errorf("sim: the number of clients training at once must be positive, got %d", o.Parallel)
 	}
+	if !(o.EMA >= 0 && o.EMA < 1) {
+		return fmt.Errorf("sim: the rounds' moving average decay must be in [0, 1), got %g", o.EMA)
+	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
 	}
@@ -164,10 +189,18 @@ type Report struct {
 	Clients  int    `json:"clients"`
 	Rounds   int    `json:"rounds"`
 	// DevAccuracy is the final model's development-pairs accuracy
-	// (threshold from the tuning pairs), InitAccuracy the initial model's.
+	// (threshold from the tuning pairs): the rounds' moving average with
+	// EMA, else the last model. LastAccuracy is the last model's,
+	// InitAccuracy the initial model's.
 	DevAccuracy  float64 `json:"dev_accuracy"`
 	Threshold    float64 `json:"threshold"`
+	LastAccuracy float64 `json:"last_model_accuracy"`
 	InitAccuracy float64 `json:"init_accuracy"`
+	EMA          float64 `json:"ema,omitempty"`
+	// RoundAccuracy and RoundEMAAccuracy score each successful round's
+	// model and the moving average after it (Options.Curve).
+	RoundAccuracy    []float64 `json:"round_accuracy,omitempty"`
+	RoundEMAAccuracy []float64 `json:"round_ema_accuracy,omitempty"`
 	// EpsilonPerClient is what each client's own ledger has spent, at
 	// Delta, per PrivacyUnit (absent without DP).
 	EpsilonPerClient map[string]float64 `json:"epsilon_per_client,omitempty"`
@@ -204,14 +237,67 @@ type metrics struct {
 	updates, refused  int
 	failed            int
 	updateBytes, outs int
+	// done, if set, is called after each aggregated round.
+	done func()
 }
 
 func (m *metrics) RoundClosed(state string, _, _ time.Duration) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if state == "failed" {
 		m.failed++
 	}
+	done := m.done
+	m.mu.Unlock()
+	if state == "done" && done != nil {
+		done()
+	}
+}
+
+// average is the moving average of the rounds' models (package
+// documentation); rounds and curve keep every round's model and average
+// when a curve is asked for.
+type average struct {
+	decay  float64
+	t      int
+	avg    wire.Weights
+	curve  bool
+	rounds []wire.Weights
+	avgs   []wire.Weights
+}
+
+// add folds the model of one more round in.
+func (a *average) add(model wire.Weights) {
+	a.t++
+	if a.avg == nil || a.decay == 0 {
+		a.avg = model.Clone()
+	} else {
+		d := float32(min(a.decay, 1-1/float64(a.t)))
+		for i := range a.avg {
+			for j, v := range model[i].Values {
+				a.avg[i].Values[j] = d*a.avg[i].Values[j] + (1-d)*v
+			}
+		}
+	}
+	if a.curve {
+		a.rounds = append(a.rounds, model.Clone())
+		a.avgs = append(a.avgs, a.avg.Clone())
+	}
+}
+
+// score evaluates the curve's models.
+func (a *average) score(eval *local.Evaluator) (rounds, avgs []float64, err error) {
+	for k := range a.rounds {
+		r, _, err := eval.Accuracy(a.rounds[k])
+		if err != nil {
+			return nil, nil, err
+		}
+		e, _, err := eval.Accuracy(a.avgs[k])
+		if err != nil {
+			return nil, nil, err
+		}
+		rounds, avgs = append(rounds, r), append(avgs, e)
+	}
+	return rounds, avgs, nil
 }
 func (m *metrics) UpdateAccepted(_ string, bytes int, _ float64) {
 	m.mu.Lock()
@@ -341,6 +427,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// FedSGD's (a gradient) by the clip plus the noise; the bound only
 	// screens out broken updates.
 	met := &metrics{}
+	avg := &average{decay: o.EMA, curve: o.Curve}
 	co, err := coord.New(coord.Options{StatePath: filepath.Join(dir, "state.db"), Init: initial,
 		Strategy: strategy.Options{Name: o.Strategy, DP: o.DP != nil, ServerLR: o.ServerLR, Momentum: o.Momentum},
 		Rounds:   o.Rounds, Fraction: 1, MinAvailable: len(parts), MinUpdates: o.MinUpdates, RoundTimeout: o.RoundTimeout,
@@ -349,6 +436,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	defer co.Close()
+	met.mu.Lock()
+	met.done = func() {
+		m, _ := co.Model()
+		avg.add(m)
+	}
+	met.mu.Unlock()
 	sid, err := identity("coordinator")
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
@@ -455,7 +548,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	final, _ := co.Model()
-	if rep.DevAccuracy, rep.Threshold, err = eval.Accuracy(final); err != nil {
+	if rep.LastAccuracy, rep.Threshold, err = eval.Accuracy(final); err != nil {
+		return nil, err
+	}
+	rep.DevAccuracy = rep.LastAccuracy
+	if o.EMA > 0 && avg.avg != nil {
+		rep.EMA = o.EMA
+		if rep.DevAccuracy, rep.Threshold, err = eval.Accuracy(avg.avg); err != nil {
+			return nil, err
+		}
+	}
+	if rep.RoundAccuracy, rep.RoundEMAAccuracy, err = avg.score(eval); err != nil {
 		return nil, err
 	}
 	met.mu.Lock()
@@ -506,12 +609,16 @@ type AloneReport struct {
 	Strategy string `json:"strategy"`
 	Clients  int    `json:"clients"`
 	Rounds   int    `json:"rounds"`
-	// Accuracy is each client's final development-pairs accuracy; Mean
-	// and Best summarise them.
+	// Accuracy is each client's final development-pairs accuracy (of
+	// the moving average of its rounds' models with EMA, as in Run); Mean
+	// and Best summarise them. LastAccuracy is each client's last model's.
 	Accuracy         map[string]float64 `json:"accuracy"`
 	MeanAccuracy     float64            `json:"mean_accuracy"`
 	BestAccuracy     float64            `json:"best_accuracy"`
+	LastAccuracy     map[string]float64 `json:"last_model_accuracy"`
+	MeanLastAccuracy float64            `json:"mean_last_model_accuracy"`
 	InitAccuracy     float64            `json:"init_accuracy"`
+	EMA              float64            `json:"ema,omitempty"`
 	EpsilonPerClient map[string]float64 `json:"epsilon_per_client,omitempty"`
 	Delta            float64            `json:"delta,omitempty"`
 	PrivacyUnit      string             `json:"privacy_unit,omitempty"`
@@ -541,7 +648,8 @@ func Alone(ctx context.Context, o Options) (*AloneReport, error) {
 		return nil, err
 	}
 	initial := eval.Initial()
-	rep := &AloneReport{Strategy: o.Strategy, Clients: len(parts), Rounds: o.Rounds, Accuracy: map[string]float64{}}
+	rep := &AloneReport{Strategy: o.Strategy, Clients: len(parts), Rounds: o.Rounds, Accuracy: map[string]float64{},
+		LastAccuracy: map[string]float64{}, EMA: o.EMA}
 	if rep.InitAccuracy, _, err = eval.Accuracy(initial); err != nil {
 		return nil, err
 	}
@@ -552,8 +660,8 @@ func Alone(ctx context.Context, o Options) (*AloneReport, error) {
 		rep.EpsilonPerClient, rep.Delta, rep.PrivacyUnit = map[string]float64{}, o.DP.Delta, o.DP.Unit
 	}
 	type result struct {
-		acc, eps float64
-		err      error
+		acc, last, eps float64
+		err            error
 	}
 	results := make([]result, len(parts))
 	sem := make(chan struct{}, o.Parallel)
@@ -564,44 +672,48 @@ func Alone(ctx context.Context, o Options) (*AloneReport, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			results[k].acc, results[k].eps, results[k].err = alone(ctx, o, d, task, initial, eval)
+			results[k].acc, results[k].last, results[k].eps, results[k].err = alone(ctx, o, d, task, initial, eval)
 		}()
 	}
 	wg.Wait()
-	var sum float64
+	var sum, sumLast float64
 	for k, r := range results {
 		name := fmt.Sprintf("client-%d", k+1)
 		if r.err != nil {
 			return nil, fmt.Errorf("sim: %s alone: %w", name, r.err)
 		}
-		rep.Accuracy[name] = r.acc
+		rep.Accuracy[name], rep.LastAccuracy[name] = r.acc, r.last
 		sum += r.acc
+		sumLast += r.last
 		rep.BestAccuracy = max(rep.BestAccuracy, r.acc)
 		if o.DP != nil {
 			rep.EpsilonPerClient[name] = r.eps
 		}
 	}
 	rep.MeanAccuracy = sum / float64(len(parts))
+	rep.MeanLastAccuracy = sumLast / float64(len(parts))
 	rep.WallS = time.Since(start).Seconds()
 	return rep, nil
 }
 
-// alone trains one client's rounds on its own and returns its accuracy and
-// the ε its ledger spent.
-func alone(ctx context.Context, o Options, d *training.Data, task *fedpb.RoundConfig, initial wire.Weights, eval *local.Evaluator) (float64, float64, error) {
+// alone trains one client's rounds on its own and returns its accuracy
+// (of the rounds' moving average with EMA), its last model's and the ε its
+// ledger spent.
+func alone(ctx context.Context, o Options, d *training.Data, task *fedpb.RoundConfig, initial wire.Weights, eval *local.Evaluator) (acc, last, eps float64, err error) {
 	tr, err := local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: d, MaxPerIdentity: maxPer(o.DP)})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	var ledger *dp.Ledger
 	if o.DP != nil {
 		if ledger, err = dp.NewLedger(dp.LedgerOptions{}); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		if err := ledger.SetBudget("self", dp.Budget{Epsilon: o.DP.Epsilon, Delta: o.DP.Delta}); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 	}
+	avg := &average{decay: o.EMA}
 	model := initial.Clone()
 	var s dp.Spent
 	for r := 1; r <= o.Rounds; r++ {
@@ -610,29 +722,38 @@ func alone(ctx context.Context, o Options, d *training.Data, task *fedpb.RoundCo
 		var plan *fedpb.DPParams
 		if ledger != nil {
 			if s, err = ledger.Spent("self"); err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			if plan, err = tr.Plan(t, o.DP.Epsilon-s.Epsilon); err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			ev, err := client.Event(plan, tr.Dimension())
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			if s, err = ledger.Charge("self", ev); err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 		}
 		up, err := tr.Train(ctx, model, t, plan)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		for i := range model {
 			for j := range model[i].Values {
 				model[i].Values[j] += up.Weights[i].Values[j]
 			}
 		}
+		avg.add(model)
 	}
-	acc, _, err := eval.Accuracy(model)
-	return acc, s.Epsilon, err
+	if last, _, err = eval.Accuracy(model); err != nil {
+		return 0, 0, 0, err
+	}
+	acc = last
+	if o.EMA > 0 {
+		if acc, _, err = eval.Accuracy(avg.avg); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	return acc, last, s.Epsilon, nil
 }

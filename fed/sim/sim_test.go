@@ -62,9 +62,17 @@ func spent(t *testing.T, q, sigma float64, steps uint64, dim, rounds int) float6
 // budget and not more, and the coordinator's ledgers agree.
 func TestThreeClientsTwoRounds(t *testing.T) {
 	o := options(t, 6, 3)
+	o.EMA, o.Curve = 0.5, true
 	rep, err := sim.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The score is the rounds' average (the mean of the two rounds'
+	// models), the last model's is reported beside it, and the curve has
+	// one point per round ending with both.
+	if len(rep.RoundAccuracy) != 2 || len(rep.RoundEMAAccuracy) != 2 || rep.EMA != 0.5 ||
+		rep.LastAccuracy != rep.RoundAccuracy[1] || rep.DevAccuracy != rep.RoundEMAAccuracy[1] {
+		t.Errorf("ema %g: accuracy %g, last model %g, curve %v and %v", rep.EMA, rep.DevAccuracy, rep.LastAccuracy, rep.RoundAccuracy, rep.RoundEMAAccuracy)
 	}
 	if rep.Strategy != "fedavg" || rep.Clients != 3 || rep.Rounds != 2 || rep.FailedRounds != 0 || rep.Updates != 6 || rep.Refused != 0 {
 		t.Fatalf("report %+v", rep)
