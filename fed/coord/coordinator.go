@@ -165,6 +165,12 @@ type Coordinator struct {
 	lastPoll  map[string]time.Time
 	done      bool
 	rng       *mrand.Rand
+	// encoded is the current model as sent to clients (encodedModel).
+	encoded struct {
+		version string
+		header  *fedpb.WeightsHeader
+		payload []byte
+	}
 }
 
 type openRound struct {
