@@ -68,6 +68,7 @@ type detectRow struct {
 type detectReport struct {
 	Criterion  string      `json:"criterion"`
 	TrainEvery int         `json:"train_every,omitempty"`
+	TestEvery  int         `json:"test_every,omitempty"`
 	Rule       face.Rule   `json:"rule"`
 	SingleMin  float64     `json:"single_min_score"`
 	Tuned      *detectTune `json:"tuned,omitempty"`
@@ -79,7 +80,7 @@ func newBenchDetectCmd(e *env) *cobra.Command {
 	var (
 		models, imagesDir, pairsPath, trainPath, cachePath string
 		tune, listMissed, jsonOut, quiet                   bool
-		trainEvery                                         int
+		trainEvery, testEvery                              int
 	)
 	cmd := &cobra.Command{
 		Use:   "detect [IMAGE...] [--images DIR --pairs FILE [--train-pairs FILE [--tune]]]",
@@ -107,19 +108,17 @@ nice: it takes both cores for a while (LFW's development images: about
       --train-pairs ../shared/data/lfw/pairsDevTrain.txt --pairs ../shared/data/lfw/pairsDevTest.txt --tune --json
   veil bench detect --list-missed lfw/George_W_Bush/*.jpg`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if trainEvery < 1 {
-				return fmt.Errorf("--train-every must be at least 1")
+			if trainEvery < 1 || testEvery < 1 {
+				return fmt.Errorf("--train-every and --test-every must be at least 1")
 			}
 			sets, err := detectSets(args, imagesDir, pairsPath, trainPath)
 			if err != nil {
 				return err
 			}
-			if trainEvery > 1 {
-				var sub []string
-				for i := 0; i < len(sets["train"]); i += trainEvery {
-					sub = append(sub, sets["train"][i])
+			for set, n := range map[string]int{"train": trainEvery, "test": testEvery} {
+				if paths, ok := sets[set]; ok {
+					sets[set] = everyNth(paths, n)
 				}
-				sets["train"] = sub
 			}
 			if tune && sets["train"] == nil {
 				return fmt.Errorf("--tune needs --train-pairs (the rule is chosen on training images only)")
@@ -136,6 +135,9 @@ nice: it takes both cores for a while (LFW's development images: about
 			rep := detectReport{Criterion: detectCriterion, Rule: p.Options().Rule, SingleMin: 0.5}
 			if sets["train"] != nil {
 				rep.TrainEvery = trainEvery
+			}
+			if sets["test"] != nil {
+				rep.TestEvery = testEvery
 			}
 			if tune {
 				t := tuneRule(data["train"])
@@ -166,11 +168,24 @@ nice: it takes both cores for a while (LFW's development images: about
 	cmd.Flags().StringVar(&trainPath, "train-pairs", "", "pairs file whose images form the training set (for --tune)")
 	cmd.Flags().StringVar(&cachePath, "detections", "", "file of the networks' detections: images already in it are not run again, new ones are appended (an interrupted run resumes; re-tuning takes seconds)")
 	cmd.Flags().IntVar(&trainEvery, "train-every", 1, "use every n-th training image only (in name order), for a quicker run")
+	cmd.Flags().IntVar(&testEvery, "test-every", 1, "use every n-th test image only (in name order), for a quicker run")
 	cmd.Flags().BoolVar(&tune, "tune", false, "choose the combined rule's thresholds on the training set and measure them too")
 	cmd.Flags().BoolVar(&listMissed, "list-missed", false, "list the images whose labelled face was not found")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print machine-readable JSON on stdout")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output on stderr")
 	return cmd
+}
+
+// everyNth returns every n-th of paths, starting with the first.
+func everyNth(paths []string, n int) []string {
+	if n <= 1 {
+		return paths
+	}
+	var sub []string
+	for i := 0; i < len(paths); i += n {
+		sub = append(sub, paths[i])
+	}
+	return sub
 }
 
 // detectSets returns the image paths of each set, keyed "images", "test"

@@ -112,7 +112,8 @@ func TestBenchDetectArguments(t *testing.T) {
 		{nil, "no images"},
 		{[]string{"--pairs", "p.txt"}, "need --images"},
 		{[]string{"--tune", "x.jpg"}, "--tune needs --train-pairs"},
-		{[]string{"--train-every", "0", "x.jpg"}, "--train-every must be at least 1"},
+		{[]string{"--train-every", "0", "x.jpg"}, "--train-every and --test-every must be at least 1"},
+		{[]string{"--test-every", "-1", "x.jpg"}, "--train-every and --test-every must be at least 1"},
 	} {
 		code, _, errOut := run(t, append([]string{"bench", "detect"}, tc.args...)...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {
