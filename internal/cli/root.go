@@ -32,6 +32,9 @@ var commandGroups = []func(*env) *cobra.Command{
 	newPrivacyCmd,
 	newBenchCmd,
 	newFedCmd,
+	newLibraryCmd,
+	newPeopleCmd,
+	newFacesCmd,
 }
 
 // env is what every command needs from the process: its streams and logger.
