@@ -1,0 +1,566 @@
+package tagging
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/veil-privacy/veil/face"
+	"github.com/veil-privacy/veil/imaging"
+)
+
+// PipelineOptions are the face pipeline settings a library indexes with:
+// both detectors (face.Both: each misses faces the other finds, and SSD
+// fails on most greyscale photos), both alignments averaged (face.AlignBoth,
+// measured best on LFW's development pairs) and descriptors. Descriptors of
+// one library must come from one setting to be comparable, so the commands
+// do not offer others.
+func PipelineOptions(modelDir string) face.Options {
+	return face.Options{ModelDir: modelDir, Detector: face.Both, Align: face.AlignBoth, Descriptors: true}
+}
+
+// IndexOptions configure Index.
+type IndexOptions struct {
+	// Pipeline finds and describes faces; it must compute descriptors
+	// (see PipelineOptions). face.Pipeline is safe for concurrent use, so
+	// one is shared by all workers.
+	Pipeline *face.Pipeline
+	// Workers is how many photos are read and analysed at once (default
+	// runtime.GOMAXPROCS: every core).
+	Workers int
+	// Limits bound the photos decoded (zero: imaging.DefaultLimits).
+	Limits imaging.Limits
+	// Progress, when set, is called after each file, from one goroutine
+	// at a time.
+	Progress func(IndexProgress)
+
+	// run replaces Pipeline.Run in tests of the bookkeeping, which need
+	// no networks.
+	run func(img *imaging.RGB) ([]face.Face, error)
+}
+
+// validate fills defaults and checks the options.
+func (o *IndexOptions) validate() error {
+	if o.run == nil {
+		if o.Pipeline == nil {
+			return errors.New("tagging: index: no face pipeline")
+		}
+		if !o.Pipeline.Options().Descriptors {
+			return errors.New("tagging: index: the face pipeline must compute descriptors (see PipelineOptions)")
+		}
+		p := o.Pipeline
+		o.run = func(img *imaging.RGB) ([]face.Face, error) {
+			f, _, err := p.Run(img)
+			return f, err
+		}
+	}
+	if o.Workers == 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.Workers < 1 || o.Workers > 256 {
+		return fmt.Errorf("tagging: index: %d workers (want 1 to 256)", o.Workers)
+	}
+	if o.Limits == (imaging.Limits{}) {
+		o.Limits = imaging.DefaultLimits()
+	}
+	return o.Limits.Validate()
+}
+
+// Outcome is what indexing did with one file.
+type Outcome string
+
+// Outcomes of indexing a file.
+const (
+	Added     Outcome = "added"     // a new photo, analysed and recorded
+	Unchanged Outcome = "unchanged" // already recorded with these bytes at this path
+	Moved     Outcome = "moved"     // known bytes at a new path: the path was updated, faces and names kept
+	Duplicate Outcome = "duplicate" // a copy of a photo recorded at another path that still holds it
+	Updated   Outcome = "updated"   // new bytes at a known path: re-analysed, the user's decisions kept
+	Failed    Outcome = "failed"    // could not be read or analysed (see the reason)
+)
+
+// IndexProgress reports one file done.
+type IndexProgress struct {
+	Done, Total int
+	Path        string
+	Outcome     Outcome
+	Faces       int // faces recorded for the file (Added, Updated)
+}
+
+// IndexReport is the outcome of Index.
+type IndexReport struct {
+	// Files is how many photos the scan found.
+	Files int
+	// Counts per outcome.
+	Added, Unchanged, Moved, Duplicates, Updated, Failed int
+	// Faces is how many faces were recorded for the photos added or
+	// updated.
+	Faces int
+	// Missing is how many of the library's photos are missing after this
+	// run; NewlyMissing were marked in it, Returned were missing and
+	// found again.
+	Missing, NewlyMissing, Returned int
+	// Errors lists the files and folders that could not be read, with the
+	// reason (scan errors, then files in the order they failed).
+	Errors []FileError
+	// Wall is the time Index took.
+	Wall time.Duration
+}
+
+// Skipped is how many photos were found and not analysed again:
+// unchanged, moved and duplicate.
+func (r *IndexReport) Skipped() int { return r.Unchanged + r.Moved + r.Duplicates }
+
+// known is a photo as recorded when indexing starts.
+type known struct {
+	id      int64
+	path    string
+	sum     [32]byte
+	missing bool
+}
+
+// planned is what Index decided for one file found by the scan.
+type planned struct {
+	path    string
+	sum     [32]byte
+	size    int64
+	outcome Outcome
+	reason  string // why it failed
+	photo   int64  // the photo updated (Updated), moved (Moved) or found (Unchanged)
+}
+
+// Index adds the photos under roots (folders walked recursively following
+// symbolic links, or files; see Scan) to the library, in three steps:
+//
+//  1. Every file found is read and hashed (SHA-256 of its bytes), on
+//     Workers goroutines.
+//  2. Each file is matched against the library: bytes already recorded at
+//     the same path are unchanged; at another path whose file no longer
+//     holds them, a move (the path is updated; faces, names and every
+//     decision kept; all moves of a run are committed in one transaction,
+//     so files renamed in a cycle, IMG_2 → IMG_1 → IMG_0, move cleanly);
+//     at another path that still holds them, or found twice in this run,
+//     a duplicate (skipped). New bytes at a path the library records for
+//     bytes found nowhere else are an edit of that photo (Updated); other
+//     new bytes are a new photo.
+//  3. New and edited photos are decoded (EXIF orientation applied), their
+//     faces found and described by the pipeline on Workers goroutines, and
+//     each recorded with its faces (box, 68 landmarks, detector score,
+//     landmark fit from face.LandmarkFit, descriptor, thumbnail) in one
+//     transaction of its own: a run interrupted at any point, even by
+//     SIGKILL, loses no photo committed before, and the next run skips
+//     those and goes on with the rest. An edited photo keeps the user's
+//     decisions (see replaceContentTx).
+//
+// A file that cannot be read, decoded or analysed is recorded in the
+// library's scan errors with the reason (and in the report), and the run
+// goes on; a later run that reads it removes the error. Finally every
+// photo of the library not found in this run is checked: a photo whose
+// file no longer exists is marked missing, never deleted (ForgetMissing
+// deletes on request, and says what happens to names), and a missing
+// photo whose file is back is marked present.
+//
+// Index stops early when ctx is done, returning the report so far and
+// ctx's error; what was committed stays.
+func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (*IndexReport, error) {
+	start := time.Now()
+	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	scan, err := Scan(ctx, roots)
+	if err != nil {
+		return nil, err
+	}
+	photos, err := l.Photos()
+	if err != nil {
+		return nil, err
+	}
+	rep := &IndexReport{Files: len(scan.Files), Errors: append([]FileError{}, scan.Errors...)}
+	finish := func(err error) (*IndexReport, error) {
+		rep.Wall = time.Since(start)
+		return rep, err
+	}
+	for _, e := range scan.Errors {
+		if err := l.recordScanError(ctx, e.Path, e.Err); err != nil {
+			return finish(fmt.Errorf("tagging: recording a scan error: %w", err))
+		}
+	}
+
+	// 1. Hash.
+	plan := make([]planned, len(scan.Files))
+	err = parallel(ctx, opt.Workers, len(plan), func(i int) error {
+		p := &plan[i]
+		p.path = scan.Files[i]
+		c, err := ReadContent(p.path, opt.Limits.MaxBytes)
+		if err != nil {
+			p.outcome, p.reason = Failed, err.Error()
+			return nil
+		}
+		p.sum, p.size = c.SHA256, c.Size
+		return nil
+	})
+	if err != nil {
+		return finish(err)
+	}
+
+	// 2. Match, and commit the moves.
+	seen := map[int64]bool{}
+	if err := l.match(ctx, plan, photos, seen); err != nil {
+		return finish(err)
+	}
+	var mu sync.Mutex
+	done := 0
+	record := func(p *planned, faces int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch p.outcome {
+		case Added:
+			rep.Added++
+		case Unchanged:
+			rep.Unchanged++
+		case Moved:
+			rep.Moved++
+		case Duplicate:
+			rep.Duplicates++
+		case Updated:
+			rep.Updated++
+		case Failed:
+			rep.Failed++
+			rep.Errors = append(rep.Errors, FileError{Path: p.path, Err: p.reason})
+			if err := l.recordScanError(ctx, p.path, p.reason); err != nil {
+				return fmt.Errorf("tagging: recording a scan error: %w", err)
+			}
+		}
+		rep.Faces += faces
+		done++
+		if opt.Progress != nil {
+			opt.Progress(IndexProgress{Done: done, Total: len(plan), Path: p.path, Outcome: p.outcome, Faces: faces})
+		}
+		return nil
+	}
+	var todo []int
+	for i := range plan {
+		switch plan[i].outcome {
+		case Added, Updated:
+			todo = append(todo, i)
+		default:
+			if err := record(&plan[i], 0); err != nil {
+				return finish(err)
+			}
+		}
+	}
+
+	// 3. Analyse and commit photo by photo.
+	err = parallel(ctx, opt.Workers, len(todo), func(k int) error {
+		p := &plan[todo[k]]
+		n, err := l.analyse(ctx, p, opt)
+		if err != nil {
+			return err
+		}
+		return record(p, n)
+	})
+	if err != nil {
+		return finish(err)
+	}
+	for i := range plan {
+		if plan[i].photo != 0 {
+			seen[plan[i].photo] = true
+		}
+	}
+	return finish(l.checkMissing(ctx, photos, seen, rep))
+}
+
+// parallel runs f(0..n-1) on workers goroutines, stopping at the first
+// error or when ctx is done (returning that error).
+func parallel(ctx context.Context, workers, n int, f func(i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(workers, n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if ctx.Err() != nil {
+					continue
+				}
+				if err := f(i); err != nil {
+					cancel(err)
+				}
+			}
+		}()
+	}
+feed:
+	for i := 0; i < n; i++ {
+		select {
+		case work <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// match decides each hashed file's outcome (step 2 of Index) and commits
+// all moves in one transaction. seen collects the photos found.
+func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, seen map[int64]bool) error {
+	byHash := map[[32]byte]known{}
+	byPath := map[string]known{}
+	for _, p := range photos {
+		k := known{id: p.ID, path: p.Path, sum: p.SHA256, missing: p.Missing}
+		byHash[k.sum], byPath[k.path] = k, k
+	}
+	scanned := map[string]int{} // path → index in plan (read successfully)
+	for i := range plan {
+		if plan[i].outcome != Failed {
+			scanned[plan[i].path] = i
+		}
+	}
+	// The file that takes each content: its recorded path if scanned,
+	// else the first path found with it; the others are duplicates.
+	holder := map[[32]byte]int{}
+	for i := range plan {
+		p := &plan[i]
+		if p.outcome == Failed {
+			continue
+		}
+		h, ok := holder[p.sum]
+		switch {
+		case !ok:
+			holder[p.sum] = i
+		case byHash[p.sum].path == p.path && byHash[p.sum].id != 0:
+			plan[h].outcome = Duplicate
+			holder[p.sum] = i
+		default:
+			p.outcome = Duplicate
+		}
+	}
+	type move struct {
+		id   int64
+		path string
+		i    int
+	}
+	var moves []move
+	movedAway := map[int64]bool{}
+	var unmissing []int64
+	for sum, i := range holder {
+		p := &plan[i]
+		k, isKnown := byHash[sum]
+		switch {
+		case !isKnown:
+			p.outcome = Added // or Updated, decided below
+		case k.path == p.path:
+			p.outcome, p.photo = Unchanged, k.id
+			if k.missing {
+				unmissing = append(unmissing, k.id)
+			}
+		default:
+			// Does the recorded path still hold these bytes? If it was
+			// scanned we know; else look.
+			still := false
+			if j, ok := scanned[k.path]; ok {
+				still = plan[j].sum == sum
+			} else {
+				still = sameContent(k.path, sum, p.size)
+			}
+			if still {
+				p.outcome, p.photo = Duplicate, 0
+				seen[k.id] = true
+			} else {
+				p.outcome, p.photo = Moved, k.id
+				moves = append(moves, move{k.id, p.path, i})
+				movedAway[k.id] = true
+			}
+		}
+	}
+	// A move onto the path of a photo that is not moving (its bytes are
+	// gone from there) drops that photo, unless the user decided about its
+	// faces: then the file fails with errPathTaken and nothing moves.
+	kept := moves[:0]
+	for _, m := range moves {
+		if occ, ok := byPath[m.path]; ok && !movedAway[occ.id] {
+			decided, err := hasDecisions(ctx, l.db, occ.id)
+			if err != nil {
+				return fmt.Errorf("tagging: %w", err)
+			}
+			if decided {
+				plan[m.i].outcome, plan[m.i].reason, plan[m.i].photo = Failed, errPathTaken.Error(), 0
+				delete(movedAway, m.id)
+				continue
+			}
+		}
+		kept = append(kept, m)
+	}
+	moves = kept
+	for i := range plan {
+		p := &plan[i]
+		if p.outcome != Added {
+			continue
+		}
+		if k, ok := byPath[p.path]; ok && !movedAway[k.id] {
+			p.outcome, p.photo = Updated, k.id
+		}
+	}
+	if len(moves) == 0 && len(unmissing) == 0 {
+		return nil
+	}
+	slices.SortFunc(moves, func(a, b move) int { return cmp.Compare(a.id, b.id) })
+	// All moves at once: first every moving photo leaves its path (to a
+	// placeholder no path Index records can equal: those are absolute),
+	// then each takes its new one,
+	// so moves in a cycle do not collide.
+	return l.inTx(ctx, func(tx *sql.Tx) error {
+		for _, id := range unmissing {
+			if _, err := tx.ExecContext(ctx, `UPDATE photos SET missing = 0 WHERE id = ?`, id); err != nil {
+				return err
+			}
+		}
+		for _, m := range moves {
+			if _, err := tx.ExecContext(ctx, `UPDATE photos SET path = ? WHERE id = ?`, fmt.Sprintf("moving:%d", m.id), m.id); err != nil {
+				return err
+			}
+		}
+		for _, m := range moves {
+			if err := l.moveTx(ctx, tx, m.id, m.path); err != nil {
+				return fmt.Errorf("tagging: recording the move to %s: %w", m.path, err)
+			}
+		}
+		return nil
+	})
+}
+
+// analyse reads, describes and records a new or edited photo (step 3 of
+// Index) and returns how many faces it has. Problems with the file set
+// p.outcome to Failed with the reason; the error returned is one of the
+// library itself.
+func (l *Library) analyse(ctx context.Context, p *planned, opt IndexOptions) (int, error) {
+	fail := func(err error) (int, error) {
+		p.outcome, p.reason, p.photo = Failed, err.Error(), 0
+		return 0, nil
+	}
+	c, err := ReadContent(p.path, opt.Limits.MaxBytes)
+	if err != nil {
+		return fail(err)
+	}
+	if c.SHA256 != p.sum {
+		return fail(errors.New("the file changed while the library was being updated (it will be read again next time)"))
+	}
+	img, _, err := imaging.Decode(c.Data, opt.Limits)
+	if err != nil {
+		return fail(err)
+	}
+	// A malformed EXIF block only loses the time taken: the decoder
+	// ignored it too.
+	x, _ := ReadJPEGEXIF(c.Data)
+	rec := PhotoRecord{Path: p.path, SHA256: c.SHA256, Size: c.Size, Taken: x.TakenString(), Width: img.W, Height: img.H}
+	found, err := opt.run(img)
+	if err != nil {
+		return fail(fmt.Errorf("analysing the faces: %w", err))
+	}
+	faces, err := newFaces(img, found, Detected)
+	if err != nil {
+		return fail(err)
+	}
+	n := len(faces)
+	err = l.inTx(ctx, func(tx *sql.Tx) error {
+		if p.outcome == Updated {
+			n, err = l.replaceContentTx(ctx, tx, p.photo, rec, faces)
+			return err
+		}
+		// Another process may have recorded these bytes since.
+		var id int64
+		switch err := tx.QueryRowContext(ctx, `SELECT id FROM photos WHERE sha256 = ?`, c.SHA256[:]).Scan(&id); {
+		case err == nil:
+			p.outcome, n = Duplicate, 0
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		p.photo, _, err = l.addPhotoTx(ctx, tx, rec, faces)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("tagging: recording %s: %w", p.path, err)
+	}
+	return n, nil
+}
+
+// newFaces turns the pipeline's faces into faces to store.
+func newFaces(img *imaging.RGB, faces []face.Face, src Source) ([]NewFace, error) {
+	out := make([]NewFace, 0, len(faces))
+	for i := range faces {
+		f := &faces[i]
+		if len(f.Descriptor) == 0 {
+			return nil, fmt.Errorf("face %d has no descriptor", i)
+		}
+		thumb, err := Thumbnail(img, f.Box)
+		if err != nil {
+			return nil, err
+		}
+		lm := f.Landmarks
+		out = append(out, NewFace{Box: f.Box, Score: f.Score, Fit: face.LandmarkFit(&lm), Source: src,
+			Landmarks: &lm, Descriptor: f.Descriptor, Thumbnail: thumb})
+	}
+	return out, nil
+}
+
+// sameContent reports whether the file at path still holds the bytes
+// whose hash is sum.
+func sameContent(path string, sum [32]byte, size int64) bool {
+	st, err := os.Stat(path)
+	if err != nil || st.Size() != size {
+		return false
+	}
+	c, err := ReadContent(path, size)
+	return err == nil && c.SHA256 == sum
+}
+
+// checkMissing looks at every photo recorded at the start and not found
+// in this run: gone files are marked missing, files back marked present.
+// Only "does not exist" counts as gone: a file that cannot be read for
+// another reason (permissions, an I/O error, an unmounted drive's folder
+// still present) is left as it was.
+func (l *Library) checkMissing(ctx context.Context, photos []Photo, seen map[int64]bool, r *IndexReport) error {
+	for _, p := range photos {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if seen[p.ID] {
+			if p.Missing { // found again (moves and edits cleared the mark already)
+				if err := l.setMissing(ctx, p.ID, false); err != nil {
+					return fmt.Errorf("tagging: %w", err)
+				}
+				r.Returned++
+			}
+			continue
+		}
+		_, err := os.Stat(p.Path)
+		switch {
+		case err == nil && p.Missing:
+			if err := l.setMissing(ctx, p.ID, false); err != nil {
+				return fmt.Errorf("tagging: %w", err)
+			}
+			r.Returned++
+		case errors.Is(err, fs.ErrNotExist) && !p.Missing:
+			if err := l.setMissing(ctx, p.ID, true); err != nil {
+				return fmt.Errorf("tagging: %w", err)
+			}
+			r.NewlyMissing++
+		}
+	}
+	if err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM photos WHERE missing = 1`).Scan(&r.Missing); err != nil {
+		return fmt.Errorf("tagging: %w", err)
+	}
+	return nil
+}

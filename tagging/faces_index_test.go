@@ -1,0 +1,534 @@
+package tagging
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/veil-privacy/veil/face"
+	"github.com/veil-privacy/veil/imaging"
+)
+
+// indexTestLibrary creates a library with a cheap key derivation.
+func indexTestLibrary(t *testing.T) *Library {
+	t.Helper()
+	l, err := Create(t.TempDir(), []byte("index test"), CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// writePhoto writes a w×h JPEG whose colour depends on shade, so photos
+// of different shades have different bytes and fake descriptors.
+func writePhoto(t *testing.T, path string, w, h int, shade uint8) {
+	t.Helper()
+	m := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			m.Set(x, y, color.RGBA{shade, uint8(x), uint8(y), 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeRun stands in for the face pipeline in tests of the bookkeeping:
+// one face at a fixed box for photos 200 px wide, two (one overlapping
+// that box, one elsewhere) for photos 210 px wide; descriptors follow the
+// photo's mean red, so photos of one shade get one descriptor.
+func fakeRun(img *imaging.RGB) ([]face.Face, error) {
+	var red float64
+	for i := 0; i < len(img.Pix); i += 3 {
+		red += float64(img.Pix[i])
+	}
+	red /= float64(img.W * img.H)
+	mk := func(b face.Box) face.Face {
+		f := face.Face{Box: b, Score: 0.9}
+		for i := range f.Landmarks {
+			f.Landmarks[i] = [2]float64{b.X + b.Width*float64(i%8)/8, b.Y + b.Height*float64(i/8)/9}
+		}
+		f.Descriptor = make([]float32, 128)
+		for i := range f.Descriptor {
+			f.Descriptor[i] = float32(red/255) + float32(i)/1000 + float32(b.X)/1e4
+		}
+		return f
+	}
+	switch img.W {
+	case 200:
+		return []face.Face{mk(face.Box{X: 50, Y: 40, Width: 60, Height: 60})}, nil
+	case 210:
+		return []face.Face{mk(face.Box{X: 55, Y: 42, Width: 60, Height: 60}), mk(face.Box{X: 140, Y: 80, Width: 40, Height: 40})}, nil
+	}
+	return nil, nil
+}
+
+func fakeIndex(t *testing.T, l *Library, opt IndexOptions, roots ...string) *IndexReport {
+	t.Helper()
+	opt.run = fakeRun
+	rep, err := l.Index(context.Background(), roots, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// counts is a report's outcome counts, for comparing in one line.
+type counts struct{ Added, Unchanged, Moved, Duplicates, Updated, Failed, Faces, Missing, NewlyMissing, Returned int }
+
+func countsOf(r *IndexReport) counts {
+	return counts{r.Added, r.Unchanged, r.Moved, r.Duplicates, r.Updated, r.Failed, r.Faces, r.Missing, r.NewlyMissing, r.Returned}
+}
+
+func wantCounts(t *testing.T, r *IndexReport, want counts) {
+	t.Helper()
+	if got := countsOf(r); got != want {
+		t.Errorf("report\n got %+v\nwant %+v\nerrors %v", got, want, r.Errors)
+	}
+}
+
+// paths returns the library's photo paths by id.
+func photoPaths(t *testing.T, l *Library) map[int64]string {
+	t.Helper()
+	ps, err := l.Photos()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]string{}
+	for _, p := range ps {
+		out[p.ID] = p.Path
+	}
+	return out
+}
+
+func TestIndexIncremental(t *testing.T) {
+	l := indexTestLibrary(t)
+	dir := t.TempDir()
+	writePhoto(t, filepath.Join(dir, "a.jpg"), 200, 150, 10)
+	writePhoto(t, filepath.Join(dir, "b.jpg"), 200, 150, 100)
+	writePhoto(t, filepath.Join(dir, "sub", "c.jpg"), 210, 150, 200)
+	var progress []IndexProgress
+	rep := fakeIndex(t, l, IndexOptions{Progress: func(p IndexProgress) { progress = append(progress, p) }}, dir)
+	wantCounts(t, rep, counts{Added: 3, Faces: 4})
+	if len(progress) != 3 || progress[2].Done != 3 || progress[2].Total != 3 {
+		t.Errorf("progress %+v", progress)
+	}
+	faces, err := l.Faces(FaceFilter{Descriptors: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(faces) != 4 {
+		t.Fatalf("%d faces stored, want 4", len(faces))
+	}
+	for _, f := range faces {
+		if len(f.Descriptor) != 128 || f.Source != Detected || f.Score != 0.9 || math.IsInf(f.Fit, 0) {
+			t.Errorf("face %+v", f)
+		}
+	}
+	p, err := l.PhotoByPath(filepath.Join(dir, "sub", "c.jpg"))
+	if err != nil || p.Width != 210 || p.Height != 150 || p.Size == 0 || p.Taken != "" {
+		t.Errorf("photo %+v, %v", p, err)
+	}
+
+	// A second run reads and hashes every file but analyses none.
+	rep = fakeIndex(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Unchanged: 3})
+	if n := len(photoPaths(t, l)); n != 3 {
+		t.Errorf("%d photos after the second run", n)
+	}
+	if again, _ := l.Faces(FaceFilter{}); len(again) != 4 {
+		t.Errorf("%d faces after the second run", len(again))
+	}
+	// A new photo alone is added.
+	writePhoto(t, filepath.Join(dir, "d.png.jpg"), 200, 150, 50)
+	wantCounts(t, fakeIndex(t, l, IndexOptions{}, dir), counts{Added: 1, Unchanged: 3, Faces: 1})
+}
+
+func TestIndexMovedFiles(t *testing.T) {
+	l := indexTestLibrary(t)
+	dir := t.TempDir()
+	p := func(name string) string { return filepath.Join(dir, name) }
+	writePhoto(t, p("1.jpg"), 200, 150, 10)
+	writePhoto(t, p("2.jpg"), 200, 150, 20)
+	writePhoto(t, p("3.jpg"), 200, 150, 30)
+	writePhoto(t, p("4.jpg"), 200, 150, 40)
+	fakeIndex(t, l, IndexOptions{}, dir)
+	before := photoPaths(t, l)
+	faceOf := func(path string) Face {
+		t.Helper()
+		fs, err := l.Faces(FaceFilter{Photo: path})
+		if err != nil || len(fs) != 1 {
+			t.Fatalf("faces of %s: %v, %v", path, fs, err)
+		}
+		return fs[0]
+	}
+	ann := faceOf(p("2.jpg"))
+	if _, err := l.NameFaces([]int64{ann.ID}, "Ann"); err != nil {
+		t.Fatal(err)
+	}
+	// Renumber 1→0, 2→1, 3→2 (each path taken by the next file), move 4
+	// into a folder, and copy the new 0.jpg.
+	for _, r := range [][2]string{{"1.jpg", "0.jpg"}, {"2.jpg", "1.jpg"}, {"3.jpg", "2.jpg"}} {
+		if err := os.Rename(p(r[0]), p(r[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(p("trip"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p("4.jpg"), p("trip/four.jpg")); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(p("0.jpg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p("zz-copy.jpg"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := fakeIndex(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Moved: 4, Duplicates: 1})
+	after := photoPaths(t, l)
+	want := map[string]string{"1.jpg": "0.jpg", "2.jpg": "1.jpg", "3.jpg": "2.jpg", "4.jpg": "trip/four.jpg"}
+	for id, old := range before {
+		if got, w := after[id], p(want[filepath.Base(old)]); got != w {
+			t.Errorf("photo %d was %s: now %s, want %s", id, old, got, w)
+		}
+	}
+	if len(after) != 4 {
+		t.Errorf("%d photos, want 4", len(after))
+	}
+	// Ann's face kept its id and name and follows its bytes to 1.jpg.
+	if f := faceOf(p("1.jpg")); f.ID != ann.ID || f.Person != "Ann" || f.AssignedBy != ByUser {
+		t.Errorf("Ann's face after the move: %+v (was %d)", f, ann.ID)
+	}
+	// Nothing is missing, and a third run changes nothing.
+	wantCounts(t, fakeIndex(t, l, IndexOptions{}, dir), counts{Unchanged: 4, Duplicates: 1})
+}
+
+func TestIndexUnreadableFiles(t *testing.T) {
+	l := indexTestLibrary(t)
+	dir := t.TempDir()
+	writePhoto(t, filepath.Join(dir, "good.jpg"), 200, 150, 10)
+	writePhoto(t, filepath.Join(dir, "truncated.jpg"), 200, 150, 20)
+	data, _ := os.ReadFile(filepath.Join(dir, "truncated.jpg"))
+	if err := os.WriteFile(filepath.Join(dir, "truncated.jpg"), data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, dir, map[string]string{"notes.jpg": "not a photo", "empty.png": "", "phone.heic": "x"})
+	symlink(t, filepath.Join(dir, "gone.jpg"), filepath.Join(dir, "link.jpg"))
+	writePhoto(t, filepath.Join(dir, "z-good.jpg"), 200, 150, 30)
+
+	rep := fakeIndex(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Added: 2, Failed: 3, Faces: 2})
+	reasons := map[string]string{}
+	for _, e := range rep.Errors {
+		reasons[filepath.Base(e.Path)] = e.Err
+	}
+	wantReasons := map[string]string{
+		"truncated.jpg": "decoding pixels",
+		"notes.jpg":     "not a JPEG or PNG",
+		"empty.png":     "empty input",
+		"phone.heic":    "HEIC photos are not supported",
+		"link.jpg":      "broken symbolic link",
+	}
+	for name, want := range wantReasons {
+		if !strings.Contains(reasons[name], want) {
+			t.Errorf("%s: reason %q, want it to say %q", name, reasons[name], want)
+		}
+	}
+	if len(reasons) != len(wantReasons) {
+		t.Errorf("errors %v", rep.Errors)
+	}
+	st, err := l.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Failed) != 5 || st.Photos != 2 || st.Faces != 2 {
+		t.Errorf("status %+v", st)
+	}
+	// Once the file reads, it is added and its error forgotten.
+	writePhoto(t, filepath.Join(dir, "truncated.jpg"), 200, 150, 20)
+	wantCounts(t, fakeIndex(t, l, IndexOptions{}, dir), counts{Added: 1, Unchanged: 2, Failed: 2, Faces: 1})
+	st, _ = l.Status(context.Background())
+	for _, e := range st.Failed {
+		if filepath.Base(e.Path) == "truncated.jpg" {
+			t.Errorf("the repaired file is still listed as failed: %+v", e)
+		}
+	}
+	if len(st.Failed) != 4 {
+		t.Errorf("failed %+v", st.Failed)
+	}
+}
+
+func TestIndexMissingAndForget(t *testing.T) {
+	l := indexTestLibrary(t)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jpg"), filepath.Join(dir, "b.jpg")
+	writePhoto(t, a, 200, 150, 10)
+	writePhoto(t, b, 210, 150, 20)
+	fakeIndex(t, l, IndexOptions{}, dir)
+	fb, _ := l.Faces(FaceFilter{Photo: b})
+	if _, err := l.NameFaces([]int64{fb[0].ID}, "Bo"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetCover("Bo", fb[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RejectFace(fb[1].ID, "Bo"); err != nil {
+		t.Fatal(err)
+	}
+	saved, _ := os.ReadFile(b)
+	if err := os.Remove(b); err != nil {
+		t.Fatal(err)
+	}
+	// Gone: marked missing, nothing deleted.
+	wantCounts(t, fakeIndex(t, l, IndexOptions{}, dir), counts{Unchanged: 1, Missing: 1, NewlyMissing: 1})
+	st, _ := l.Status(context.Background())
+	if st.Missing != 1 || !slices.Equal(st.MissingPaths, []string{b}) || st.Faces != 3 || st.NamedByUser != 1 {
+		t.Errorf("status %+v", st)
+	}
+	// Back: present again, as it was.
+	if err := os.WriteFile(b, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, fakeIndex(t, l, IndexOptions{}, dir), counts{Unchanged: 2, Returned: 1})
+	if f, _ := l.Face(fb[0].ID); f.Person != "Bo" {
+		t.Errorf("Bo's face after returning: %+v", f)
+	}
+	// A photo missing but not under the roots scanned is found missing
+	// too, and found again when back.
+	if err := os.Remove(b); err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir()
+	writePhoto(t, filepath.Join(other, "c.jpg"), 200, 150, 30)
+	wantCounts(t, fakeIndex(t, l, IndexOptions{}, other), counts{Added: 1, Faces: 1, Missing: 1, NewlyMissing: 1})
+	// Forgetting deletes the photo with its faces, their names, rejections
+	// and the cover; the person stays.
+	photos, faces, err := l.ForgetMissing(context.Background())
+	if err != nil || photos != 1 || faces != 2 {
+		t.Fatalf("forgot %d photos, %d faces: %v", photos, faces, err)
+	}
+	if _, err := l.Face(fb[0].ID); !errors.Is(err, ErrUnknownFace) {
+		t.Errorf("a forgotten face: %v", err)
+	}
+	bo, err := l.PersonByName("Bo")
+	if err != nil || bo.Faces != 0 {
+		t.Errorf("Bo after forgetting: %+v, %v", bo, err)
+	}
+	rej, _ := l.Rejections()
+	if len(rej) != 0 {
+		t.Errorf("rejections left: %v", rej)
+	}
+	var cover any
+	if err := l.DB().QueryRow(`SELECT cover_face FROM people WHERE id = ?`, bo.ID).Scan(&cover); err != nil || cover != nil {
+		t.Errorf("cover %v, %v", cover, err)
+	}
+	st, _ = l.Status(context.Background())
+	if st.Photos != 2 || st.Missing != 0 || st.People != 1 {
+		t.Errorf("status %+v", st)
+	}
+}
+
+func TestIndexEditedPhotoKeepsDecisions(t *testing.T) {
+	l := indexTestLibrary(t)
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.jpg")
+	writePhoto(t, a, 210, 150, 10)
+	fakeIndex(t, l, IndexOptions{}, dir)
+	fs, _ := l.Faces(FaceFilter{Photo: a})
+	if len(fs) != 2 {
+		t.Fatalf("faces %+v", fs)
+	}
+	named, other := fs[0], fs[1]
+	if _, err := l.NameFaces([]int64{named.ID}, "Cy"); err != nil {
+		t.Fatal(err)
+	}
+	// The photo is edited: new bytes, one face where Cy's was (shifted),
+	// the other gone.
+	writePhoto(t, a, 200, 150, 90)
+	rep := fakeIndex(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Updated: 1, Faces: 1})
+	fs, _ = l.Faces(FaceFilter{Photo: a, Descriptors: true})
+	if len(fs) != 1 || fs[0].ID != named.ID || fs[0].Person != "Cy" || fs[0].Box.X != 50 {
+		t.Fatalf("after the edit: %+v (Cy's face was %d)", fs, named.ID)
+	}
+	if _, err := l.Face(other.ID); !errors.Is(err, ErrUnknownFace) {
+		t.Errorf("the undecided face of the old content: %v", err)
+	}
+	p, _ := l.PhotoByPath(a)
+	if p.Width != 200 {
+		t.Errorf("photo %+v", p)
+	}
+	// The descriptor is the new content's (shade 90, not 10).
+	if d := fs[0].Descriptor[0]; d < 0.3 {
+		t.Errorf("descriptor[0] = %v: still the old content's", d)
+	}
+}
+
+func TestIndexCancelled(t *testing.T) {
+	l := indexTestLibrary(t)
+	dir := t.TempDir()
+	for i := 0; i < 6; i++ {
+		writePhoto(t, filepath.Join(dir, string(rune('a'+i))+".jpg"), 200, 150, uint8(40*i))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opt := IndexOptions{Workers: 1, run: fakeRun, Progress: func(p IndexProgress) {
+		if p.Done == 2 {
+			cancel()
+		}
+	}}
+	rep, err := l.Index(ctx, []string{dir}, opt)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	if rep.Added != 2 {
+		t.Errorf("added %d before the cancellation, want 2", rep.Added)
+	}
+	if n := len(photoPaths(t, l)); n != 2 {
+		t.Errorf("%d photos committed, want 2", n)
+	}
+	// No photo is marked missing by a cancelled run; the next run does
+	// the rest.
+	wantCounts(t, fakeIndex(t, l, IndexOptions{}, dir), counts{Added: 4, Unchanged: 2, Faces: 4})
+}
+
+func TestIndexOptionsValidate(t *testing.T) {
+	l := indexTestLibrary(t)
+	for _, opt := range []IndexOptions{{}, {run: fakeRun, Workers: -1}, {run: fakeRun, Limits: imaging.Limits{MaxPixels: -1, MaxBytes: 1}}} {
+		if _, err := l.Index(context.Background(), []string{t.TempDir()}, opt); err == nil {
+			t.Errorf("options %+v accepted", opt)
+		}
+	}
+}
+
+// lfwDir is LFW's deep-funnelled images in the shared data folder.
+var lfwDir = filepath.Join("..", "..", "shared", "data", "lfw", "images_deepfunneled")
+
+// copyLFW copies LFW images (Name_000N) into dir and returns their paths.
+func copyLFW(t testing.TB, dir string, names ...string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range names {
+		person := n[:strings.LastIndex(n, "_")]
+		data, err := os.ReadFile(filepath.Join(lfwDir, person, n+".jpg"))
+		if errors.Is(err, os.ErrNotExist) {
+			t.Skipf("LFW not in the shared data folder: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, n+".jpg")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// TestIndexRealPipeline indexes LFW photos with the real face pipeline:
+// every stored face has a box inside the photo, 68 landmarks near it, a
+// detector score, a finite landmark fit, a 128-d descriptor and a JPEG
+// thumbnail, all sealed; the two photos of one person are nearer each
+// other than either is to the other person's.
+func TestIndexRealPipeline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the face networks")
+	}
+	dir := t.TempDir()
+	paths := copyLFW(t, dir, "Aaron_Peirsol_0001", "Aaron_Peirsol_0002", "Abdullah_Gul_0001")
+	p, err := face.NewPipeline(PipelineOptions(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := indexTestLibrary(t)
+	rep, err := l.Index(context.Background(), []string{dir}, IndexOptions{Pipeline: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Added != 3 || rep.Faces < 3 || len(rep.Errors) != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	central := map[string][]float32{}
+	for _, path := range paths {
+		ph, err := l.PhotoByPath(path)
+		if err != nil || ph.Width != 250 || ph.Height != 250 {
+			t.Fatalf("photo %+v, %v", ph, err)
+		}
+		fs, err := l.Faces(FaceFilter{Photo: path, Descriptors: true})
+		if err != nil || len(fs) == 0 {
+			t.Fatalf("faces of %s: %v, %v", path, fs, err)
+		}
+		best := math.Inf(1)
+		for _, f := range fs {
+			b := f.Box
+			if b.Width <= 0 || b.X+b.Width < 0 || b.X > 250 || f.Score <= 0 || f.Score > 1 || math.IsInf(f.Fit, 0) || len(f.Descriptor) != 128 {
+				t.Errorf("%s: face %+v", filepath.Base(path), f)
+			}
+			var lmSealed, thumbSealed []byte
+			if err := l.DB().QueryRow(`SELECT landmarks, thumbnail FROM faces WHERE id = ?`, f.ID).Scan(&lmSealed, &thumbSealed); err != nil {
+				t.Fatal(err)
+			}
+			plain, err := l.Unseal("faces", "landmarks", f.ID, lmSealed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lm, err := DecodeLandmarks(plain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pt := range lm {
+				if pt[0] < b.X-b.Width/2 || pt[0] > b.X+1.5*b.Width || pt[1] < b.Y-b.Height/2 || pt[1] > b.Y+1.5*b.Height {
+					t.Errorf("%s: landmark %v far from box %+v", filepath.Base(path), pt, b)
+					break
+				}
+			}
+			thumb, err := l.Unseal("faces", "thumbnail", f.ID, thumbSealed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, err := jpeg.Decode(bytes.NewReader(thumb)); err != nil || max(m.Bounds().Dx(), m.Bounds().Dy()) != ThumbSize {
+				t.Errorf("thumbnail: %v", err)
+			}
+			cx, cy := b.Center()
+			if d := math.Hypot(cx-125, cy-125); d < best {
+				best, central[filepath.Base(path)] = d, f.Descriptor
+			}
+		}
+	}
+	same := euclid(central["Aaron_Peirsol_0001.jpg"], central["Aaron_Peirsol_0002.jpg"])
+	diff := euclid(central["Aaron_Peirsol_0001.jpg"], central["Abdullah_Gul_0001.jpg"])
+	if !(same < 0.6 && diff > same) {
+		t.Errorf("same person %.3f, different %.3f", same, diff)
+	}
+}
+
+func euclid(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		d := float64(a[i] - b[i])
+		s += d * d
+	}
+	return math.Sqrt(s)
+}
