@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -563,4 +567,142 @@ func (l *Library) checkMissing(ctx context.Context, photos []Photo, seen map[int
 		return fmt.Errorf("tagging: %w", err)
 	}
 	return nil
+}
+
+// ParseBox parses a face box given as "X,Y,W,H" (pixels of the photo as
+// displayed, EXIF orientation applied: left, top, width, height; spaces
+// around the numbers allowed). The numbers must be finite, the size
+// positive; fractions are allowed. Errors wrap ErrBox and say what is
+// wrong.
+func ParseBox(s string) (Box, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) != 4 {
+		return Box{}, fmt.Errorf("%w: %q: want X,Y,W,H (four numbers separated by commas)", ErrBox, s)
+	}
+	var v [4]float64
+	for i, p := range parts {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return Box{}, fmt.Errorf("%w: %q: %q is not a number", ErrBox, s, strings.TrimSpace(p))
+		}
+		v[i] = f
+	}
+	b := Box{X: v[0], Y: v[1], Width: v[2], Height: v[3]}
+	if b.Width <= 0 || b.Height <= 0 {
+		return Box{}, fmt.Errorf("%w: %q: width and height must be positive", ErrBox, s)
+	}
+	return b, nil
+}
+
+// Manual faces.
+const (
+	// MinManualFace is the smallest side of a face box drawn by hand, in
+	// pixels: the landmark network reads a 112-pixel crop, and a face a
+	// few pixels wide gives it nothing to read.
+	MinManualFace = 12
+	// maxOutside is the share of a hand-drawn box's area allowed outside
+	// the photo: faces cut by the photo's edge are drawn past it (as the
+	// detector's boxes are), a box mostly outside is a mistake.
+	maxOutside = 0.25
+	// duplicateIoU is the overlap with a face already in the photo at which
+	// a hand-drawn face is refused as the same face.
+	duplicateIoU = 0.5
+)
+
+// ErrDuplicateFace: a face drawn by hand overlaps a face the photo has.
+var ErrDuplicateFace = errors.New("the photo already has a face there")
+
+// AddManualFace adds a face the user drew where the detector missed one,
+// in the photo recorded at path (made absolute). Its 68 landmarks and its
+// descriptor are computed in box by the pipeline, as for a detected face;
+// its score is 0 (no detector scored it) and its source Manual. With a
+// person's name the face is named (as the user's decision), creating the
+// person if new; face and name are recorded in one transaction.
+//
+// The box must be at least MinManualFace pixels on each side, lie in the
+// photo (at most a quarter of it outside) and not overlap a face the photo
+// already has (IoU ≥ 0.5: ErrDuplicateFace; removed faces do not count).
+// The file must still hold the bytes that were indexed.
+func (l *Library) AddManualFace(ctx context.Context, p *face.Pipeline, path string, box Box, person string) (Face, error) {
+	if p == nil || !p.Options().Descriptors {
+		return Face{}, errors.New("tagging: adding a face needs a pipeline that computes descriptors (see PipelineOptions)")
+	}
+	for _, v := range []float64{box.X, box.Y, box.Width, box.Height} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return Face{}, fmt.Errorf("tagging: %w: coordinates must be finite", ErrBox)
+		}
+	}
+	if box.Width < MinManualFace || box.Height < MinManualFace {
+		return Face{}, fmt.Errorf("tagging: %w: %gx%g is smaller than %dx%d pixels", ErrBox, box.Width, box.Height, MinManualFace, MinManualFace)
+	}
+	if person != "" {
+		if _, _, err := normaliseName(person); err != nil {
+			return Face{}, fmt.Errorf("tagging: %q: %w", person, err)
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Face{}, fmt.Errorf("tagging: %s: %w", path, err)
+	}
+	ph, err := l.PhotoByPath(abs)
+	if errors.Is(err, ErrUnknownPhoto) {
+		return Face{}, fmt.Errorf("tagging: %s is not in the library (add it with veil library add): %w", path, ErrUnknownPhoto)
+	}
+	if err != nil {
+		return Face{}, err
+	}
+	c, err := ReadContent(abs, imaging.DefaultLimits().MaxBytes)
+	if err != nil {
+		return Face{}, fmt.Errorf("tagging: reading %s: %w", path, err)
+	}
+	if c.SHA256 != ph.SHA256 {
+		return Face{}, fmt.Errorf("tagging: %s changed since it was added: run veil library add on it first", path)
+	}
+	img, _, err := imaging.Decode(c.Data, imaging.DefaultLimits())
+	if err != nil {
+		return Face{}, fmt.Errorf("tagging: %s: %w", path, err)
+	}
+	if intersection(box, Box{Width: float64(img.W), Height: float64(img.H)}) < (1-maxOutside)*box.Area() {
+		return Face{}, fmt.Errorf("tagging: %w: %g,%g %gx%g lies outside the %dx%d photo (at most a quarter of the box may)",
+			ErrBox, box.X, box.Y, box.Width, box.Height, img.W, img.H)
+	}
+	existing, err := l.Faces(FaceFilter{Photo: abs})
+	if err != nil {
+		return Face{}, err
+	}
+	for _, f := range existing {
+		if IoU(f.Box, box) >= duplicateIoU {
+			return Face{}, fmt.Errorf("tagging: face %d: %w", f.ID, ErrDuplicateFace)
+		}
+	}
+	faces := []face.Face{{Box: box}}
+	if _, err := p.Complete(img, faces); err != nil {
+		return Face{}, fmt.Errorf("tagging: describing the face: %w", err)
+	}
+	nf, err := newFaces(img, faces, Manual)
+	if err != nil {
+		return Face{}, fmt.Errorf("tagging: %w", err)
+	}
+	nf[0].Score = 0
+	var id int64
+	err = l.inTx(ctx, func(tx *sql.Tx) error {
+		ids, err := l.insertFaces(ctx, tx, ph.ID, nf)
+		if err != nil {
+			return err
+		}
+		id = ids[0]
+		if person == "" {
+			return nil
+		}
+		pid, _, err := l.ensurePerson(ctx, tx, person)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE faces SET person_id = ?, assigned_by = 'user' WHERE id = ?`, pid, id)
+		return err
+	})
+	if err != nil {
+		return Face{}, fmt.Errorf("tagging: adding the face: %w", err)
+	}
+	return l.Face(id)
 }

@@ -532,3 +532,147 @@ func euclid(a, b []float32) float64 {
 	}
 	return math.Sqrt(s)
 }
+
+func TestParseBox(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Box
+		ok   bool
+	}{
+		{"10,20,30,40", Box{X: 10, Y: 20, Width: 30, Height: 40}, true},
+		{" 1.5, -2 ,3e1,4 ", Box{X: 1.5, Y: -2, Width: 30, Height: 4}, true},
+		{"10,20,30", Box{}, false},
+		{"10,20,30,40,50", Box{}, false},
+		{"", Box{}, false},
+		{"a,b,c,d", Box{}, false},
+		{"10,20,0,40", Box{}, false},
+		{"10,20,30,-1", Box{}, false},
+		{"NaN,20,30,40", Box{}, false},
+		{"10,Inf,30,40", Box{}, false},
+		{"10,20,1e400,40", Box{}, false},
+		{"10;20;30;40", Box{}, false},
+	}
+	for _, tc := range tests {
+		got, err := ParseBox(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseBox(%q) = %+v, %v; want %+v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrBox) {
+			t.Errorf("ParseBox(%q): %v does not wrap ErrBox", tc.in, err)
+		}
+	}
+}
+
+// FuzzParseBox: any accepted box is finite with a positive size.
+func FuzzParseBox(f *testing.F) {
+	for _, s := range []string{"10,20,30,40", "1.5,-2,3e1,4", "NaN,1,1,1", ",,,", "0x10,1,1,1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := ParseBox(s)
+		if err != nil {
+			if !errors.Is(err, ErrBox) {
+				t.Fatalf("%v does not wrap ErrBox", err)
+			}
+			return
+		}
+		for _, v := range []float64{b.X, b.Y, b.Width, b.Height} {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				t.Fatalf("accepted %+v", b)
+			}
+		}
+		if b.Width <= 0 || b.Height <= 0 {
+			t.Fatalf("accepted %+v", b)
+		}
+	})
+}
+
+func TestAddManualFace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the face networks")
+	}
+	dir := t.TempDir()
+	paths := copyLFW(t, dir, "Aaron_Peirsol_0001")
+	photo := paths[0]
+	p, err := face.NewPipeline(PipelineOptions(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := indexTestLibrary(t)
+	if _, err := l.Index(context.Background(), []string{dir}, IndexOptions{Pipeline: p}); err != nil {
+		t.Fatal(err)
+	}
+	detected, err := l.Faces(FaceFilter{Photo: photo, Descriptors: true})
+	if err != nil || len(detected) == 0 {
+		t.Fatalf("faces %v, %v", detected, err)
+	}
+	det := detected[0]
+	ctx := context.Background()
+
+	// Bad inputs change nothing.
+	outsider := filepath.Join(dir, "not-added.jpg")
+	writePhoto(t, outsider, 200, 150, 1)
+	bad := []struct {
+		name   string
+		path   string
+		box    Box
+		person string
+		want   error
+	}{
+		{"same place as a face", photo, det.Box, "", ErrDuplicateFace},
+		{"outside the photo", photo, Box{X: 240, Y: 240, Width: 60, Height: 60}, "", ErrBox},
+		{"wholly outside", photo, Box{X: -500, Y: 10, Width: 60, Height: 60}, "", ErrBox},
+		{"too small", photo, Box{X: 10, Y: 10, Width: 5, Height: 60}, "", ErrBox},
+		{"not a number", photo, Box{X: math.NaN(), Y: 10, Width: 60, Height: 60}, "", ErrBox},
+		{"photo not in the library", outsider, Box{X: 10, Y: 10, Width: 60, Height: 60}, "", ErrUnknownPhoto},
+		{"bad name", photo, Box{X: 0, Y: 0, Width: 60, Height: 60}, "\x00", ErrInvalidName},
+	}
+	for _, tc := range bad {
+		if _, err := l.AddManualFace(ctx, p, tc.path, tc.box, tc.person); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if fs, _ := l.Faces(FaceFilter{Removed: true}); len(fs) != len(detected) {
+		t.Fatalf("a refused face was stored: %d faces", len(fs))
+	}
+
+	// A face in a corner, named: landmarks and descriptor computed there.
+	corner, err := l.AddManualFace(ctx, p, photo, Box{X: 0, Y: 0, Width: 60, Height: 60}, "Dee")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if corner.Source != Manual || corner.Score != 0 || corner.Person != "Dee" || corner.AssignedBy != ByUser || math.IsInf(corner.Fit, 0) {
+		t.Errorf("manual face %+v", corner)
+	}
+	// Drawn on the detector's box (after removing the detected face), the
+	// hand-drawn face gets the detected face's landmarks and descriptor:
+	// both are computed from the box alone.
+	if err := l.RemoveFace(det.ID); err != nil {
+		t.Fatal(err)
+	}
+	again, err := l.AddManualFace(ctx, p, photo, det.Box, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := l.Faces(FaceFilter{IDs: []int64{again.ID}, Descriptors: true})
+	if d := euclid(got[0].Descriptor, det.Descriptor); d > 1e-4 {
+		t.Errorf("descriptor of the same box differs by %g", d)
+	}
+	if d := euclid(got[0].Descriptor, mustFace(t, l, corner.ID).Descriptor); d < 0.3 {
+		t.Errorf("the corner's descriptor is %g from the face's: not computed in its box", d)
+	}
+	// A changed file is refused.
+	writePhoto(t, photo, 250, 250, 3)
+	if _, err := l.AddManualFace(ctx, p, photo, Box{X: 100, Y: 0, Width: 60, Height: 60}, ""); err == nil || !strings.Contains(err.Error(), "changed since") {
+		t.Errorf("changed file: %v", err)
+	}
+}
+
+func mustFace(t *testing.T, l *Library, id int64) Face {
+	t.Helper()
+	fs, err := l.Faces(FaceFilter{IDs: []int64{id}, Descriptors: true})
+	if err != nil || len(fs) != 1 {
+		t.Fatalf("face %d: %v, %v", id, fs, err)
+	}
+	return fs[0]
+}
