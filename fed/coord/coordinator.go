@@ -15,6 +15,7 @@
 package coord
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -191,7 +192,9 @@ type pending struct {
 	examples uint64
 	dp       *fedpb.DPParams
 	bytes    int
-	reply    chan result
+	// charged, if set, is the charge worked out before queueing.
+	charged *charged
+	reply   chan result
 }
 
 type result struct {
@@ -575,6 +578,44 @@ func event(m *fedpb.DPParams, dim int) (dp.Event, error) {
 	return dp.SubsampledDiscreteGaussianEvent(m.GetSamplingRate(), sigma, int(m.GetSteps()))
 }
 
+// charged is what accepting an update would do to its client's ledger.
+type charged struct {
+	base    []byte // the stored ledger it was worked out from
+	ledger  []byte // the ledger after the charge
+	spent   float64
+	refusal error // if set, the update is refused for this
+}
+
+// charge works out the charge of an update with DP metadata m (on dim
+// values) to the client's stored ledger lb. It changes nothing, so the
+// costly part (the event's Rényi curve) can run in the update's own
+// goroutine before the update is queued; fold uses the result only if lb
+// is still what is stored.
+func charge(client string, lb []byte, m *fedpb.DPParams, dim int) (charged, error) {
+	ch := charged{base: lb}
+	l, err := clientLedger(lb)
+	if err != nil {
+		return ch, err
+	}
+	ev, err := event(m, dim)
+	if err != nil {
+		ch.refusal = refuse("dp", "the update's DP metadata: %v", err)
+		return ch, nil
+	}
+	s, err := l.Charge(client, ev)
+	if err != nil {
+		if errors.Is(err, dp.ErrBudgetExceeded) {
+			ch.refusal = refuse("budget", "accepting this update would take client %q past its privacy budget (it would have spent ε = %.4g)", client, s.Epsilon)
+		} else {
+			ch.refusal = refuse("dp", "charging the update: %v", err)
+		}
+		return ch, nil
+	}
+	ch.spent = s.Epsilon
+	ch.ledger, err = marshalLedger(l)
+	return ch, err
+}
+
 // fold charges and folds a batch of validated updates in one transaction
 // and answers each.
 func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
@@ -582,11 +623,11 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 	r := c.round
 	c.mu.Unlock()
 	results := make([]result, len(batch))
-	type charge struct {
+	type acceptance struct {
 		i     int
 		spent float64
 	}
-	var accepted []charge
+	var accepted []acceptance
 	var sum *strategy.Sum
 	if r != nil {
 		sum = &strategy.Sum{Layout: r.sum.Layout, Values: slices.Clone(r.sum.Values), Weight: r.sum.Weight, Count: r.sum.Count}
@@ -610,28 +651,23 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 			}
 			var spent float64
 			if r.cfg.GetDp() != nil {
-				l, err := clientLedger(lb)
-				if err != nil {
-					return err
-				}
-				ev, err := event(p.dp, c.model.Len())
-				if err != nil {
-					results[i].err = refuse("dp", "the update's DP metadata: %v", err)
-					continue
-				}
-				s, err := l.Charge(p.client, ev)
-				if err != nil {
-					if errors.Is(err, dp.ErrBudgetExceeded) {
-						results[i].err = refuse("budget", "accepting this update would take client %q past its privacy budget (it would have spent ε = %.4g)", p.client, s.Epsilon)
-					} else {
-						results[i].err = refuse("dp", "charging the update: %v", err)
+				// The charge worked out before the update was queued
+				// holds only if the ledger it started from is still the
+				// stored one (in this transaction); otherwise it is
+				// worked out again here.
+				ch := p.charged
+				if ch == nil || !bytes.Equal(ch.base, lb) {
+					fresh, err := charge(p.client, lb, p.dp, c.model.Len())
+					if err != nil {
+						return err
 					}
+					ch = &fresh
+				}
+				if ch.refusal != nil {
+					results[i].err = ch.refusal
 					continue
 				}
-				spent = s.Epsilon
-				if lb, err = marshalLedger(l); err != nil {
-					return err
-				}
+				spent, lb = ch.spent, ch.ledger
 			}
 			w, err := c.strat.Weight(p.examples)
 			if err != nil {
@@ -649,7 +685,7 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 				return err
 			}
 			counted[p.client] = true
-			accepted = append(accepted, charge{i: i, spent: spent})
+			accepted = append(accepted, acceptance{i: i, spent: spent})
 		}
 		if len(accepted) == 0 {
 			return nil

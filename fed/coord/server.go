@@ -263,6 +263,16 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	}
 	p := &pending{client: id, round: h.GetRound(), version: h.GetModelVersion(), update: update,
 		examples: h.GetExamples(), dp: h.GetDp(), bytes: int(dec.Received()), reply: make(chan result, 1)}
+	if h.GetDp() != nil {
+		// Work out the ledger charge here, in parallel with other
+		// updates, rather than in the one goroutine that folds them.
+		var lb []byte
+		if err := c.st.db.QueryRowContext(ctx, `SELECT ledger FROM clients WHERE id = ?`, id).Scan(&lb); err == nil {
+			if ch, err := charge(id, lb, h.GetDp(), layout.Len()); err == nil {
+				p.charged = &ch
+			}
+		}
+	}
 	select {
 	case c.queue <- p:
 	case <-ctx.Done():

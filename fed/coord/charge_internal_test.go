@@ -1,0 +1,57 @@
+package coord
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/strategy"
+	"github.com/veil-privacy/veil/fed/wire"
+)
+
+// A charge worked out before queueing from a ledger that is no longer the
+// stored one is never used: fold works it out again, so the stored ledger
+// is the honest one whatever the precomputed charge said.
+func TestFoldIgnoresAStaleCharge(t *testing.T) {
+	model := wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{1, 2, 3}}}
+	dpp := &fedpb.DPParams{Clip: 1, Delta: 1e-5, PrivacyUnit: "identity", NoiseMultiplier: 1}
+	c, err := New(Options{StatePath: filepath.Join(t.TempDir(), "state.db"), Init: model, Strategy: strategy.Options{Name: "fedavg", DP: true},
+		Rounds: 1, Fraction: 1, MinAvailable: 1, MinUpdates: 1, RoundTimeout: time.Minute, MaxUpdateNorm: 10,
+		Task: Task{LocalSteps: 1, LearningRate: 0.1, Batch: 1, DP: dpp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.enrol(ctx, "alice", 100, 1e-5, "identity"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.startRound(ctx, []string{"alice"}); err != nil {
+		t.Fatal(err)
+	}
+	meta := &fedpb.DPParams{Clip: 1, Delta: 1e-5, PrivacyUnit: "identity", NoiseMultiplier: 1, SamplingRate: 0.1, Steps: 3}
+	var stored []byte
+	if err := c.st.db.QueryRow(`SELECT ledger FROM clients WHERE id = 'alice'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	honest, err := charge("alice", stored, meta, model.Len())
+	if err != nil || honest.refusal != nil {
+		t.Fatal(err, honest.refusal)
+	}
+	p := &pending{client: "alice", round: c.round.n, version: c.version, update: model.Clone(), dp: meta, reply: make(chan result, 1),
+		charged: &charged{base: []byte(`{"stale": true}`), ledger: []byte(`{"forged": true}`), spent: 1e-9}}
+	c.fold(ctx, []*pending{p})
+	res := <-p.reply
+	if res.err != nil || res.spent != honest.spent {
+		t.Fatalf("fold answered %+v, want ε = %g", res, honest.spent)
+	}
+	var after []byte
+	if err := c.st.db.QueryRow(`SELECT ledger FROM clients WHERE id = 'alice'`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(honest.ledger) {
+		t.Fatalf("stored ledger %s, want %s", after, honest.ledger)
+	}
+}
