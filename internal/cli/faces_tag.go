@@ -21,6 +21,7 @@ var faceCommands = []func(*env) *cobra.Command{
 	newFacesRejectCmd,
 	newFacesUnassignCmd,
 	newFacesRemoveCmd,
+	newFacesAddCmd,
 }
 
 func newFacesCmd(e *env) *cobra.Command {

@@ -24,6 +24,8 @@ const (
 var libraryCommands = []func(*env) *cobra.Command{
 	newLibraryInitCmd,
 	newLibraryRekeyCmd,
+	newLibraryAddCmd,
+	newLibraryStatusCmd,
 }
 
 func newLibraryCmd(e *env) *cobra.Command {
@@ -168,7 +170,7 @@ with a new random key, locked by your passphrase: from --key-file, else
 $VEIL_PASSPHRASE, else asked twice on the terminal.
 
 The passphrase is stretched with Argon2id (3 passes over 256 MiB, 4 lanes: about
-a second to unlock on a 2-core machine, costly to guess); the --argon2-* flags
+a second of processor time per unlock, costly to guess); the --argon2-* flags
 change that for a machine that cannot spare the memory.
 
 Exit status: 0 when the library was created; 1 on bad input or when DIR already

@@ -1,0 +1,240 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/face"
+	"github.com/veil-privacy/veil/face/nets"
+	"github.com/veil-privacy/veil/internal/progress"
+	"github.com/veil-privacy/veil/tagging"
+)
+
+// libraryAddJSON is the output of veil library add --json. The first six
+// fields are the issue's contract; the others say more.
+type libraryAddJSON struct {
+	PhotosAdded   int                 `json:"photos_added"`
+	PhotosSkipped int                 `json:"photos_skipped"`
+	PhotosFailed  int                 `json:"photos_failed"`
+	Faces         int                 `json:"faces"`
+	Errors        []tagging.FileError `json:"errors"`
+	WallS         float64             `json:"wall_s"`
+
+	PhotosFound      int  `json:"photos_found"`
+	PhotosUnchanged  int  `json:"photos_unchanged"`
+	PhotosMoved      int  `json:"photos_moved"`
+	PhotosDuplicate  int  `json:"photos_duplicate"`
+	PhotosUpdated    int  `json:"photos_updated"`
+	PhotosMissing    int  `json:"photos_missing"`
+	PhotosNewMissing int  `json:"photos_newly_missing"`
+	PhotosReturned   int  `json:"photos_returned"`
+	PhotosForgotten  int  `json:"photos_forgotten"`
+	FacesForgotten   int  `json:"faces_forgotten"`
+	Interrupted      bool `json:"interrupted"`
+	// PhotosPerSecond is the photos analysed (added or updated) per
+	// second of wall time.
+	PhotosPerSecond float64 `json:"photos_per_second"`
+}
+
+func newLibraryAddCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var models string
+	var workers int
+	var asJSON, quiet, forget bool
+	cmd := &cobra.Command{
+		Use:   "add PATH...",
+		Short: "Add photos to the library: find, describe and record their faces",
+		Long: `Add scans the folders (recursively, following symbolic links) and files given
+for JPEG and PNG photos and records each in the library with its faces: box, 68
+landmarks, detector score, how well the landmarks fit a face, descriptor and a
+96-pixel thumbnail (the last three, and the landmarks, encrypted). Photos stay
+where they are; the library keeps their paths, content hashes (SHA-256), sizes,
+dimensions and EXIF time taken. Folders and files whose names start with "."
+are skipped inside folders.
+
+Photos are recognised by their content, not their name: a photo already in the
+library is skipped, even if it was moved or renamed (the library then records
+its new path and keeps its faces and names); a copy of a photo is skipped; a
+photo edited in place is analysed again, keeping the faces you named, removed
+or drew (matched by position).
+
+Faces are found by both of face-api's detectors and described with both
+alignments averaged (the settings measured best on LFW), on every core
+(--workers). Each photo is committed on its own, so an interrupted run (Ctrl-C,
+a crash, a power cut) loses nothing: run the same command again to go on.
+
+Files that cannot be read (damaged, not a photo, HEIC and other formats that
+are not supported, broken links) are listed with the reason, remembered for veil
+library status, and skipped; the run goes on.
+
+Photos of the library whose files have disappeared are marked missing (veil
+library status lists them), never deleted: their faces and names come back
+when the file does, at the same path or elsewhere. --forget-missing deletes
+the photos missing after this run, with their faces and the names given to
+those faces (people stay, with fewer faces).
+
+Exit status: 0 when the run finished (files that could not be read are
+reported, not fatal); 1 on bad input or an error of the library; 130 when
+interrupted (what was done is kept).`,
+		Example: `  veil library add --library lib ~/Pictures
+  veil library add --library lib --json --quiet ~/Pictures/2024 ~/Desktop/scan.png
+  VEIL_LIBRARY=lib veil library add ~/Pictures --forget-missing`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if workers < 0 {
+				return fmt.Errorf("--workers %d: want 0 (every core) or more", workers)
+			}
+			for _, a := range args {
+				if _, err := os.Stat(a); err != nil {
+					return fmt.Errorf("cannot read %s: %w", a, errors.Unwrap(err))
+				}
+			}
+			start := time.Now()
+			return withLibrary(e, &lf, func(l *tagging.Library) error {
+				p, err := face.NewPipeline(tagging.PipelineOptions(models))
+				if err != nil {
+					return err
+				}
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				var bar *progress.Bar
+				opt := tagging.IndexOptions{Pipeline: p, Workers: workers, Progress: func(pr tagging.IndexProgress) {
+					if bar == nil {
+						bar = progress.New(e.stderr, "photos", pr.Total, quiet)
+					}
+					bar.Add(1)
+				}}
+				rep, err := l.Index(ctx, args, opt)
+				bar.Done()
+				interrupted := err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled)
+				if err != nil && (!interrupted || rep == nil) {
+					if interrupted {
+						return &exitError{code: exitInterrupted, err: errors.New("interrupted while listing the photos: nothing was added")}
+					}
+					return err
+				}
+				out := libraryAddJSON{
+					PhotosAdded: rep.Added, PhotosSkipped: rep.Skipped(), PhotosFailed: len(rep.Errors),
+					Faces: rep.Faces, Errors: rep.Errors, WallS: time.Since(start).Seconds(),
+					PhotosFound: rep.Files, PhotosUnchanged: rep.Unchanged, PhotosMoved: rep.Moved,
+					PhotosDuplicate: rep.Duplicates, PhotosUpdated: rep.Updated, PhotosMissing: rep.Missing,
+					PhotosNewMissing: rep.NewlyMissing, PhotosReturned: rep.Returned, Interrupted: interrupted,
+				}
+				if out.Errors == nil {
+					out.Errors = []tagging.FileError{}
+				}
+				if s := rep.Wall.Seconds(); s > 0 {
+					out.PhotosPerSecond = float64(rep.Added+rep.Updated) / s
+				}
+				if forget && !interrupted {
+					if out.PhotosForgotten, out.FacesForgotten, err = l.ForgetMissing(context.Background()); err != nil {
+						return err
+					}
+					out.PhotosMissing = 0
+				}
+				if asJSON {
+					if err := writeJSON(e.stdout, out); err != nil {
+						return err
+					}
+				} else {
+					printLibraryAdd(e, &out)
+				}
+				if interrupted {
+					return &exitError{code: exitInterrupted, err: errors.New("interrupted: the photos recorded so far are kept; run the same command again to go on")}
+				}
+				return nil
+			})
+		},
+	}
+	lf.register(cmd)
+	cmd.Flags().StringVar(&models, "models", "", "folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
+	cmd.Flags().IntVar(&workers, "workers", 0, "photos analysed at once (0: one per core)")
+	cmd.Flags().BoolVar(&forget, "forget-missing", false, "delete the photos whose files are missing after this run, with their faces and the names given to them (people stay)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output on stderr")
+	return cmd
+}
+
+func printLibraryAdd(e *env, o *libraryAddJSON) {
+	w := e.stdout
+	fmt.Fprintf(w, "found %d photos: added %d (%d faces), skipped %d (unchanged %d, moved %d, copies %d)",
+		o.PhotosFound, o.PhotosAdded, o.Faces, o.PhotosSkipped, o.PhotosUnchanged, o.PhotosMoved, o.PhotosDuplicate)
+	if o.PhotosUpdated > 0 {
+		fmt.Fprintf(w, ", analysed again after an edit %d", o.PhotosUpdated)
+	}
+	fmt.Fprintf(w, " in %.1f s\n", o.WallS)
+	if o.PhotosFailed > 0 {
+		fmt.Fprintf(w, "could not read %d:\n", o.PhotosFailed)
+		for _, f := range o.Errors {
+			fmt.Fprintf(w, "  %s: %s\n", f.Path, f.Err)
+		}
+	}
+	if o.PhotosNewMissing > 0 || o.PhotosReturned > 0 {
+		fmt.Fprintf(w, "photos gone since the last run: %d; found again: %d\n", o.PhotosNewMissing, o.PhotosReturned)
+	}
+	if o.PhotosForgotten > 0 {
+		fmt.Fprintf(w, "forgot %d missing photos and their %d faces\n", o.PhotosForgotten, o.FacesForgotten)
+	} else if o.PhotosMissing > 0 {
+		fmt.Fprintf(w, "%d photos of the library are missing (veil library status lists them; --forget-missing deletes them)\n", o.PhotosMissing)
+	}
+}
+
+func newLibraryStatusCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Count the library's photos, faces and people; list failed and missing files",
+		Long: `Status counts the photos of the library (and those missing: their files were
+gone at the last veil library add), the faces (named, named by you, drawn by
+hand, removed as false), the people (and hidden ones), and lists the files that
+could not be read with the reason and the missing photos. It prints the
+library's schema version. It decrypts nothing but needs the passphrase to
+check it.
+
+Exit status: 0 on success; 1 when the library cannot be opened.`,
+		Example: `  veil library status --library lib
+  veil library status --library lib --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withLibrary(e, &lf, func(l *tagging.Library) error {
+				st, err := l.Status(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, st)
+				}
+				w := e.stdout
+				fmt.Fprintf(w, "library %s (schema version %d)\n", l.Dir(), st.SchemaVersion)
+				fmt.Fprintf(w, "photos  %d (missing %d)\n", st.Photos, st.Missing)
+				fmt.Fprintf(w, "faces   %d (named %d, of which by you %d; drawn by hand %d; removed as false %d)\n",
+					st.Faces, st.Named, st.NamedByUser, st.Manual, st.Removed)
+				fmt.Fprintf(w, "people  %d (hidden %d)\n", st.People, st.Hidden)
+				if len(st.Failed) > 0 {
+					fmt.Fprintf(w, "files that could not be read (%d):\n", len(st.Failed))
+					for _, f := range st.Failed {
+						fmt.Fprintf(w, "  %s: %s\n", f.Path, f.Err)
+					}
+				}
+				if len(st.MissingPaths) > 0 {
+					fmt.Fprintf(w, "missing photos (%d; veil library add --forget-missing deletes them):\n", len(st.MissingPaths))
+					for _, p := range st.MissingPaths {
+						fmt.Fprintf(w, "  %s\n", p)
+					}
+				}
+				return nil
+			})
+		},
+	}
+	lf.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
