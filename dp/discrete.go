@@ -543,3 +543,568 @@ func snap(x, gamma float64) int64 {
 // (both within ±2^62, so the sum cannot overflow). Converting the integer
 // to float64 is post-processing of the exact integer result.
 func release(k, z int64, gamma float64) float64 { return float64(k+z) * gamma }
+
+// # The table sampler
+//
+// discreteGaussian (CKS Algorithm 3) spends several exact Bernoulli trials
+// per sample, which is most of DP-SGD's cost at the huge integer parameters
+// its fine grid asks for (σ_Z ≈ 2^28–2^31). A gaussTable samples the same
+// distribution exactly, for one fixed parameter, with about two 64-bit
+// words and a handful of integer multiplications per sample:
+//
+//  1. Proposal. The magnitudes [0, L) are cut into blocks of B consecutive
+//     integers (B a power of two, at most σ/32; B = 1 for small σ), and
+//     [L, ∞) is one more entry, the tail. Block b proposes each of its
+//     points with the same integer weight W_b ≥ c·f(bB), where
+//     f(x) = exp(−x²/(2σ²)) and c is one exact rational for the whole
+//     table; the tail entry gets the rest of 2^63. An entry is drawn by
+//     Walker's alias method, built in exact integer arithmetic (each entry
+//     has probability weight/2^63 exactly); a point of the block and a
+//     sign come from fair bits.
+//  2. Acceptance. A proposed point m of block b is accepted with
+//     probability p = c·f(m)/W_b ≤ 1, so every signed integer ends up with
+//     probability ∝ f: the output is exactly N_Z(0, σ²). The trial compares
+//     a uniform real U (63 bits at first) with p: p is bracketed by 64-bit
+//     fixed-point integer arithmetic (a table of exp(−j/256) and a
+//     fifth-order Taylor bound, every product rounded in the safe
+//     direction), whose bracket is narrower than 2^−45; U falls inside it
+//     with that probability, and only then are more bits of U drawn and p
+//     bracketed again, as tightly as needed, in math/big (never an
+//     approximation: the loop ends when U is on one side of the bracket).
+//  3. The tail (probability about exp(−32), plus the 2^−24 of slack given
+//     to it) proposes L + G with G geometric of ratio exp(−1/t),
+//     t = ⌈σ²/L⌉ (discrete Laplace magnitude, CKS Algorithm 2), which
+//     dominates f on [L, ∞); its acceptance is again an exact product of
+//     Bernoulli trials.
+//
+// Building a table takes a few milliseconds (weights bracketed in math/big),
+// so Sources keep the last table they built and vector releases and DPSGD
+// use it; single draws with another parameter use discreteGaussian.
+// Acceptance is about 98% for large σ.
+
+const (
+	// tableMaxBlocks bounds the blocks of a gaussTable (one alias entry
+	// each; with the tail, at most 512 entries).
+	tableMaxBlocks = 511
+	// tableSlackBits: the blocks' weights fill at most 1 − 2^−24 of 2^63,
+	// leaving room for the integer rounding of every W_b and the tail.
+	tableSlackBits = 24
+	// one63 is 1 in the 63-bit fixed point of the acceptance test.
+	one63 = uint64(1) << 63
+)
+
+// gaussTable is an exact sampler of the discrete Gaussian with
+// 2σ² = n2/d (see "The table sampler" above). It is immutable once built
+// and may be shared by Sources in different goroutines.
+type gaussTable struct {
+	n2, d  uint64 // 2σ² = n2/d
+	wbits  uint   // B = 2^wbits
+	blocks uint64 // block count nb; L = nb·B
+	kappa  uint   // 2^kappa alias bins
+	cut    []uint64
+	alias  []uint16
+	weight []uint64 // W_b, the integer weight of each point of block b
+	// rlo[b] ≤ ρ_b·2^63 ≤ rhi[b] for ρ_b = c·f(bB)/W_b.
+	rlo, rhi []uint64
+	// c·f(x) = cNum·f(x)·2^g/cDen exactly.
+	cNum, cDen *big.Int
+	g          uint
+	// The tail: entry weight, geometric scale t, and tlo ≤ ρ_T·2^63 ≤ thi
+	// for ρ_T = c·f(L)/(tailW·(1 − exp(−1/t))).
+	tailW, tailT uint64
+	tlo, thi     uint64
+	// exp is expTable63.
+	exp *[2][258]uint64
+	// inv = ⌊(2^127 − 1)/(n2·2^shift)⌋ with n2·2^shift ∈ [2^63, 2^64).
+	inv   uint64
+	shift uint
+	// slow sends every acceptance test to the math/big path (tests only).
+	slow bool
+}
+
+// newGaussTable builds the table for 2σ² = n2/d (1 ≤ n2 ≤ 2^63,
+// 1 ≤ d ≤ 2^32). blocks > 0 fixes the number of blocks (tests use few, to
+// exercise the tail); 0 chooses L ≥ 12σ up to tableMaxBlocks blocks (for
+// large σ, L ≥ 8σ). The blocks' weights fill 1 − 2^−slack of the proposal
+// (tableSlackBits; tests use less, so that the tail's acceptance factor
+// is far from 1). It panics on parameters out of range: callers pass
+// validated integers.
+func newGaussTable(n2, d uint64, blocks int, slack uint) *gaussTable {
+	if n2 == 0 || n2 > one63 || d == 0 || d > 1<<32 || blocks < 0 || blocks > tableMaxBlocks || slack < 1 || slack > tableSlackBits {
+		panic(fmt.Sprintf("dp: discrete Gaussian table for 2σ² = %d/%d with %d blocks is out of range", n2, d, blocks))
+	}
+	t := &gaussTable{n2: n2, d: d, exp: expTable63(), shift: uint(bits.LeadingZeros64(n2))}
+	t.inv, _ = bits.Div64(1<<63-1, ^uint64(0), n2<<t.shift)
+	bn2, bd := new(big.Int).SetUint64(n2), new(big.Int).SetUint64(d)
+	// B: the largest power of two with 2048·d·B² ≤ n2 (B ≤ σ/32), or 1.
+	for w := uint(1); w < 40; w++ {
+		b2 := new(big.Int).Lsh(bd, 11+2*w)
+		if b2.Cmp(bn2) > 0 {
+			break
+		}
+		t.wbits = w
+	}
+	bw := uint64(1) << t.wbits
+	if blocks > 0 {
+		t.blocks = uint64(blocks)
+	} else {
+		// L ≥ √(72·n2/d) = 12σ, within tableMaxBlocks.
+		r := new(big.Int).Mul(bn2, big.NewInt(72))
+		r.Quo(r, bd)
+		r.Sqrt(r)
+		nb := new(big.Int).Rsh(r, t.wbits).Uint64() + 1
+		t.blocks = min(nb, tableMaxBlocks)
+	}
+	nb := t.blocks
+	if t.wbits+uint(bits.Len64(nb)) > 35 {
+		panic("dp: discrete Gaussian table: a proposal needs more than 64 bits")
+	}
+	L := nb << t.wbits
+	bL := new(big.Int).SetUint64(L)
+	// The fast path computes o·(2bB + o)·d < n2 in 64 bits (o < B).
+	if bw > 1 {
+		m := new(big.Int).SetUint64(bw - 1)
+		m.Mul(m, new(big.Int).SetUint64(2*(L-bw)+bw-1))
+		m.Mul(m, bd)
+		if m.Cmp(bn2) >= 0 {
+			panic("dp: discrete Gaussian table: block too wide")
+		}
+	}
+	// The tail proposal's scale t = ⌈n2/(2·L·d)⌉ makes exp(−g/t) dominate
+	// f(L+g)/f(L) = exp(−(2Lg + g²)·d/n2).
+	tt := ceilDiv(bn2, new(big.Int).Lsh(new(big.Int).Mul(bL, bd), 1))
+	t.tailT = tt.Uint64()
+
+	// Weights at G bits: F_b = f(bB) = a^(b²) with a = exp(−B²d/n2),
+	// by f((b+1)B) = f(bB)·a^(2b+1); every product rounded outwards.
+	qmax := new(big.Int).Mul(new(big.Int).Mul(bL, bL), bd)
+	qmax.Quo(qmax, bn2)
+	G := uint(192) + 2*uint(qmax.Uint64())
+	t.g = G
+	aNum := new(big.Int).Lsh(bd, 2*t.wbits)
+	alo, ahi := expNegBounds(aNum, bn2, G)
+	a2lo, a2hi := mulFloor(alo, alo, G), mulCeil(ahi, ahi, G)
+	flo := make([]*big.Int, nb+1)
+	fhi := make([]*big.Int, nb+1)
+	flo[0], fhi[0] = new(big.Int).Lsh(big.NewInt(1), G), new(big.Int).Lsh(big.NewInt(1), G)
+	plo, phi := alo, ahi // a^(2b+1)
+	for b := uint64(0); b < nb; b++ {
+		flo[b+1], fhi[b+1] = mulFloor(flo[b], plo, G), mulCeil(fhi[b], phi, G)
+		plo, phi = mulFloor(plo, a2lo, G), mulCeil(phi, a2hi, G)
+	}
+	// Tail mass bound: f(L)/(1 − exp(−1/t)) ≥ Σ_{g ≥ 0} f(L + g).
+	_, ehi := expNegBounds(big.NewInt(1), tt, G)
+	omLo := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), G), ehi)
+	if omLo.Sign() <= 0 {
+		panic("dp: discrete Gaussian table: tail scale too large")
+	}
+	tailHi := ceilDiv(new(big.Int).Lsh(fhi[nb], G), omLo)
+	// T = Σ B·F_b + tail; c = 2^63·(1 − 2^−slack)/T (times 2^G).
+	T := new(big.Int).Set(tailHi)
+	for b := range nb {
+		T.Add(T, new(big.Int).Lsh(fhi[b], t.wbits))
+	}
+	t.cNum = new(big.Int).Lsh(new(big.Int).SetUint64(1<<slack-1), 63-slack)
+	t.cDen = T
+	t.weight = make([]uint64, nb)
+	t.rlo = make([]uint64, nb)
+	t.rhi = make([]uint64, nb)
+	var body uint64
+	for b := range nb {
+		cf := new(big.Int).Mul(t.cNum, fhi[b])
+		w := ceilDiv(cf, t.cDen) // W_b = ⌈c·F_b⌉
+		if !w.IsUint64() || w.Sign() == 0 {
+			panic("dp: discrete Gaussian table: weight out of range")
+		}
+		t.weight[b] = w.Uint64()
+		body += t.weight[b] << t.wbits
+		// ρ_b = cNum·F_b/(cDen·W_b), at 63 bits.
+		den := new(big.Int).Mul(t.cDen, w)
+		lo := new(big.Int).Mul(t.cNum, flo[b])
+		lo.Lsh(lo, 63).Quo(lo, den)
+		hi := ceilDiv(new(big.Int).Lsh(cf, 63), den)
+		t.rlo[b], t.rhi[b] = lo.Uint64(), hi.Uint64()
+	}
+	if body >= one63 {
+		panic("dp: discrete Gaussian table: weights overflow")
+	}
+	t.tailW = one63 - body
+	// The tail's weight must cover c times its mass bound.
+	lhs := new(big.Int).Mul(new(big.Int).SetUint64(t.tailW), t.cDen)
+	if lhs.Cmp(new(big.Int).Mul(t.cNum, tailHi)) < 0 {
+		panic("dp: discrete Gaussian table: tail weight too small")
+	}
+	lo, hi := t.tailRho(63)
+	t.tlo, t.thi = lo.Uint64(), hi.Uint64()
+
+	// Walker's alias method in integers: 2^kappa bins of capacity
+	// 2^(63−kappa); entry e < nb is block e, entry nb the tail.
+	t.kappa = uint(bits.Len64(nb))
+	bins := uint64(1) << t.kappa
+	capacity := one63 >> t.kappa
+	w := make([]uint64, bins)
+	for b := range nb {
+		w[b] = t.weight[b] << t.wbits
+	}
+	w[nb] = t.tailW
+	t.cut = make([]uint64, bins)
+	t.alias = make([]uint16, bins)
+	var small, large []uint64
+	for e, x := range w {
+		if x < capacity {
+			small = append(small, uint64(e))
+		} else {
+			large = append(large, uint64(e))
+		}
+	}
+	for len(small) > 0 && len(large) > 0 {
+		s, l := small[len(small)-1], large[len(large)-1]
+		small, large = small[:len(small)-1], large[:len(large)-1]
+		t.cut[s], t.alias[s] = w[s], uint16(l)
+		w[l] -= capacity - w[s]
+		if w[l] < capacity {
+			small = append(small, l)
+		} else {
+			large = append(large, l)
+		}
+	}
+	for _, e := range append(small, large...) {
+		if w[e] != capacity { // the integer weights sum to exactly 2^63
+			panic("dp: discrete Gaussian table: alias construction lost weight")
+		}
+		t.cut[e], t.alias[e] = capacity, uint16(e)
+	}
+	return t
+}
+
+// ceilDiv returns ⌈a/b⌉ for a ≥ 0, b > 0.
+func ceilDiv(a, b *big.Int) *big.Int {
+	q, r := new(big.Int).QuoRem(a, b, new(big.Int))
+	if r.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q
+}
+
+// mulFloor and mulCeil return ⌊a·b/2^g⌋ and ⌈a·b/2^g⌉ (a, b ≥ 0).
+func mulFloor(a, b *big.Int, g uint) *big.Int {
+	p := new(big.Int).Mul(a, b)
+	return p.Rsh(p, g)
+}
+
+func mulCeil(a, b *big.Int, g uint) *big.Int {
+	p := new(big.Int).Mul(a, b)
+	p.Add(p, new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), g), big.NewInt(1)))
+	return p.Rsh(p, g)
+}
+
+// expNegBounds returns integers lo ≤ exp(−num/den)·2^prec ≤ hi for
+// num ≥ 0, den > 0, computed exactly in integers: exp(−1)^q·exp(−r/den)
+// for num = q·den + r, each factor a truncated Taylor series at more bits
+// with its truncation and rounding error bounded (see expSeries), powers
+// and products rounded outwards. The bracket is a few units of 2^−prec
+// wide.
+func expNegBounds(num, den *big.Int, prec uint) (lo, hi *big.Int) {
+	q, r := new(big.Int).QuoRem(num, den, new(big.Int))
+	if q.Cmp(big.NewInt(int64(prec))) >= 0 {
+		// exp(−num/den) ≤ e^−prec < 2^−prec.
+		return big.NewInt(0), big.NewInt(1)
+	}
+	n := q.Uint64()
+	G := prec + 2*uint(n) + 64
+	one := new(big.Int).Lsh(big.NewInt(1), G)
+	e1lo, e1hi := expSeries(den, den, G)
+	plo, phi := new(big.Int).Set(one), new(big.Int).Set(one)
+	for bl, bh := e1lo, e1hi; n > 0; n >>= 1 {
+		if n&1 == 1 {
+			plo, phi = mulFloor(plo, bl, G), mulCeil(phi, bh, G)
+		}
+		if n > 1 {
+			bl, bh = mulFloor(bl, bl, G), mulCeil(bh, bh, G)
+		}
+	}
+	flo, fhi := expSeries(r, den, G)
+	lo = mulFloor(plo, flo, G)
+	lo.Rsh(lo, G-prec)
+	hi = mulCeil(phi, fhi, G)
+	hi = ceilDiv(hi, new(big.Int).Lsh(big.NewInt(1), G-prec))
+	return lo, hi
+}
+
+// expSeries returns lo ≤ exp(−r/den)·2^g ≤ hi for 0 ≤ r ≤ den: the Taylor
+// series with terms t_k = ⌊t_{k−1}·r/(den·k)⌋ until a term is 0. Each
+// floored term is below the exact one by at most k units (induction:
+// e_k ≤ e_{k−1}·x/k + 1), so the partial sum is within K(K+1)/2 units of
+// the exact partial sum, and the remainder of the alternating series with
+// decreasing terms is below the first omitted exact term, itself at most
+// K units; K² + K + 1 units bound both.
+func expSeries(r, den *big.Int, g uint) (lo, hi *big.Int) {
+	one := new(big.Int).Lsh(big.NewInt(1), g)
+	if r.Sign() == 0 {
+		return one, new(big.Int).Set(one)
+	}
+	sum := new(big.Int).Set(one)
+	term := new(big.Int).Set(one)
+	dk := new(big.Int)
+	var k int64
+	for term.Sign() > 0 {
+		k++
+		term.Mul(term, r)
+		term.Quo(term, dk.Mul(den, big.NewInt(k)))
+		if k&1 == 1 {
+			sum.Sub(sum, term)
+		} else {
+			sum.Add(sum, term)
+		}
+	}
+	e := big.NewInt(k*k + k + 1)
+	lo = new(big.Int).Sub(sum, e)
+	if lo.Sign() < 0 {
+		lo.SetInt64(0)
+	}
+	hi = new(big.Int).Add(sum, e)
+	if hi.Cmp(one) > 0 {
+		hi.Set(one)
+	}
+	return lo, hi
+}
+
+// tailRho returns lo ≤ ρ_T·2^prec ≤ hi for the tail's constant acceptance
+// ρ_T = c·f(L)/(tailW·(1 − exp(−1/t))).
+func (t *gaussTable) tailRho(prec uint) (lo, hi *big.Int) {
+	L := new(big.Int).SetUint64(t.blocks << t.wbits)
+	bn2, bd, bt := new(big.Int).SetUint64(t.n2), new(big.Int).SetUint64(t.d), new(big.Int).SetUint64(t.tailT)
+	num := new(big.Int).Mul(new(big.Int).Mul(L, L), bd)
+	q := new(big.Int).Quo(num, bn2)
+	H := prec + 2*uint(min(q.Uint64(), 1<<16)) + uint(bt.BitLen()) + 16
+	flo, fhi := expNegBounds(num, bn2, H)
+	elo, ehi := expNegBounds(big.NewInt(1), bt, H)
+	oneH := new(big.Int).Lsh(big.NewInt(1), H)
+	omLo, omHi := new(big.Int).Sub(oneH, ehi), new(big.Int).Sub(oneH, elo)
+	// ρ_T·2^prec = cNum·2^g·F·2^prec/(cDen·tailW·(1 − e)), F and (1 − e) at H bits.
+	w := new(big.Int).SetUint64(t.tailW)
+	scale := t.g + prec
+	n := new(big.Int).Lsh(new(big.Int).Mul(t.cNum, flo), scale)
+	lo = n.Quo(n, new(big.Int).Mul(new(big.Int).Mul(t.cDen, w), omHi))
+	n = new(big.Int).Lsh(new(big.Int).Mul(t.cNum, fhi), scale)
+	hi = ceilDiv(n, new(big.Int).Mul(new(big.Int).Mul(t.cDen, w), omLo))
+	return lo, hi
+}
+
+// acceptBounds returns lo ≤ p·2^prec ≤ hi for the acceptance probability
+// p = c·f(m)/W_b of point m in block b.
+func (t *gaussTable) acceptBounds(b, m uint64, prec uint) (lo, hi *big.Int) {
+	bm := new(big.Int).SetUint64(m)
+	num := new(big.Int).Mul(new(big.Int).Mul(bm, bm), new(big.Int).SetUint64(t.d))
+	bn2 := new(big.Int).SetUint64(t.n2)
+	q := new(big.Int).Quo(num, bn2)
+	H := prec + 2*uint(min(q.Uint64(), 1<<16)) + 16
+	flo, fhi := expNegBounds(num, bn2, H)
+	den := new(big.Int).Mul(t.cDen, new(big.Int).SetUint64(t.weight[b]))
+	den.Lsh(den, H)
+	lo = new(big.Int).Lsh(new(big.Int).Mul(t.cNum, flo), t.g+prec)
+	lo.Quo(lo, den)
+	hi = ceilDiv(new(big.Int).Lsh(new(big.Int).Mul(t.cNum, fhi), t.g+prec), den)
+	return lo, hi
+}
+
+// lazyBelow decides exactly whether a uniform real U in [0, 1), whose
+// first 63 bits are u, lies below p, given brackets of p at any precision:
+// it draws further words of U as the precision doubles and stops when U's
+// prefix lies wholly below lo or at or above hi. It ends with probability
+// one unless p has a finite binary expansion equal to U's (probability 0).
+func (s *Source) lazyBelow(u uint64, bounds func(prec uint) (lo, hi *big.Int)) bool {
+	U := new(big.Int).SetUint64(u)
+	have := uint(63)
+	one := big.NewInt(1)
+	for prec := uint(128); ; prec *= 2 {
+		for have < prec {
+			U.Lsh(U, 64).Or(U, new(big.Int).SetUint64(s.c.Uint64()))
+			have += 64
+		}
+		lo, hi := bounds(prec)
+		up := new(big.Int).Rsh(U, have-prec)
+		if new(big.Int).Add(up, one).Cmp(lo) <= 0 {
+			return true
+		}
+		if up.Cmp(hi) >= 0 {
+			return false
+		}
+	}
+}
+
+// expTable63 holds bounds lo ≤ exp(−j/256)·2^63 ≤ hi = lo or lo + 1, for
+// j = 0…257, computed exactly once.
+var expTable63 = sync.OnceValue(func() *[2][258]uint64 {
+	var tab [2][258]uint64
+	for j := range 258 {
+		lo, hi := expNegBounds(big.NewInt(int64(j)), big.NewInt(256), 128)
+		tab[0][j] = new(big.Int).Rsh(lo, 65).Uint64()
+		tab[1][j] = ceilDiv(hi, new(big.Int).Lsh(big.NewInt(1), 65)).Uint64()
+	}
+	return &tab
+})
+
+// mulFloor63 and mulCeil63 multiply 63-bit fixed-point numbers
+// (⌊a·b/2^63⌋, ⌈a·b/2^63⌉) for a, b < 2^64 with a·b < 2^127.
+func mulFloor63(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi<<1 | lo>>63
+}
+
+func mulCeil63(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	r := hi<<1 | lo>>63
+	if lo&(one63-1) != 0 {
+		r++
+	}
+	return r
+}
+
+// expNeg63 returns lo ≤ exp(−x)·2^63 ≤ hi for every real x in
+// [tq, tq + 1]·2^−63, tq < 2^63: x = j/256 + r with a table bound of
+// exp(−j/256) and the alternating Taylor bounds S₅(r) ≤ exp(−r) ≤ S₄(r)
+// (0 ≤ r ≤ 2^−8, so the bracket is about r⁵/120 < 2^−46 wide), every
+// operation rounded in the safe direction.
+func expNeg63(tab *[2][258]uint64, tq uint64) (lo, hi uint64) {
+	j := tq >> 55
+	r := tq & (1<<55 - 1) // lower end of r; the upper is r + 1
+	// Lower bound at r + 1: positive terms floored, negative ones ceiled.
+	ru := r + 1
+	r2f, r2c := mulFloor63(ru, ru), mulCeil63(ru, ru)
+	r3c := mulCeil63(r2c, ru)
+	r4f, r4c := mulFloor63(r2f, r2f), mulCeil63(r2c, r2c)
+	r5c := mulCeil63(r4c, ru)
+	s5 := one63 - ru + r2f/2 - (r3c+5)/6 + r4f/24 - (r5c+119)/120
+	// Upper bound at r.
+	r2f, r2c = mulFloor63(r, r), mulCeil63(r, r)
+	r3f := mulFloor63(r2f, r)
+	r4c = mulCeil63(r2c, r2c)
+	s4 := one63 - r + (r2c+1)/2 - r3f/6 + (r4c+23)/24
+	return mulFloor63(tab[0][j], s5), mulCeil63(tab[1][j], s4)
+}
+
+// tableGaussian returns one exact sample of the table's discrete Gaussian,
+// clamped to ±(2^62 − 1) after sampling (the tail only). A proposal
+// usually costs one 64-bit word, cut into the alias bin (kappa bits), the
+// sign, a 12-bit prefix of the alias threshold's uniform, the offset in
+// the block (wbits) and a 16-bit prefix of the acceptance test's uniform
+// U; a uniform's further bits are drawn only when its prefix cannot decide
+// (about 2^−12 of alias draws and 1% of acceptance tests).
+func (s *Source) tableGaussian(t *gaussTable) int64 {
+	kappa, wbits := t.kappa, t.wbits
+	restBits := 51 - kappa // the alias uniform's bits after its prefix
+	for {
+		w := s.c.Uint64()
+		i := w >> (64 - kappa)
+		neg := (w>>(63-kappa))&1 == 1
+		e := i
+		if p, c := (w>>restBits)&(1<<12-1), t.cut[i]; p > c>>restBits ||
+			(p == c>>restBits && s.bits(restBits) >= c&(1<<restBits-1)) {
+			e = uint64(t.alias[i])
+		}
+		if e >= t.blocks {
+			if hi, lo, ok := s.tableTail(t); ok {
+				return saturate(hi, lo, neg)
+			}
+			continue
+		}
+		o := (w >> 16) & (1<<wbits - 1)
+		if neg && e == 0 && o == 0 {
+			continue // −0 would count zero twice
+		}
+		xb := e << wbits
+		m := xb + o
+		// Accept with p = c·f(m)/W_e, first against a coarse bracket with
+		// a 16-bit prefix of U.
+		plo, phi := t.coarse(e, o)
+		if t.slow {
+			plo, phi = 0, one63+1
+		}
+		u := (w & (1<<16 - 1)) << 47 // U ∈ [u, u + 2^47)·2^−63
+		if u+1<<47 <= plo {
+			return signed(m, neg)
+		}
+		if u >= phi {
+			continue
+		}
+		// Undecided: the tight bracket and all 63 bits of U, then math/big
+		// while still tied.
+		if !t.slow {
+			plo, phi = t.tight(e, o)
+		}
+		u |= s.bits(47)
+		if u < plo || (u < phi && s.lazyBelow(u, func(prec uint) (*big.Int, *big.Int) { return t.acceptBounds(e, m, prec) })) {
+			return signed(m, neg)
+		}
+	}
+}
+
+// coarse returns lo ≤ p·2^63 ≤ hi for the acceptance probability
+// p = c·f(m)/W_e = ρ_e·exp(−x) of point m = e·B + o, x = (m² − (eB)²)·d/n2,
+// from the exp table alone: x·2^63 lies in [tq, tq + 3) for tq from a
+// multiplication by the normalised reciprocal of n2 (no division), and
+// exp(−x) between the table's values at the ends of the 1/256-cells
+// holding those ends. The bracket is about 1/256 wide.
+func (t *gaussTable) coarse(e, o uint64) (lo, hi uint64) {
+	lo, hi = t.rlo[e], t.rhi[e]
+	if o == 0 {
+		return lo, hi
+	}
+	xb := e << t.wbits
+	dn := o * (2*xb + o) * t.d // m² − xb², times d: below n2
+	tq, _ := bits.Mul64(dn<<t.shift, t.inv)
+	return mulFloor63(t.exp[0][(tq+3)>>55+1], lo), mulCeil63(t.exp[1][tq>>55], hi)
+}
+
+// tight returns the bracket of coarse's p from the exact quotient and the
+// Taylor bounds of expNeg63: under 2^−45 wide.
+func (t *gaussTable) tight(e, o uint64) (lo, hi uint64) {
+	lo, hi = t.rlo[e], t.rhi[e]
+	if o == 0 {
+		return lo, hi
+	}
+	xb := e << t.wbits
+	dn := o * (2*xb + o) * t.d
+	tq, _ := bits.Div64(dn>>1, dn<<63, t.n2)
+	elo, ehi := expNeg63(t.exp, tq)
+	return mulFloor63(elo, lo), mulCeil63(ehi, hi)
+}
+
+// signed returns m or −m.
+func signed(m uint64, neg bool) int64 {
+	if neg {
+		return -int64(m)
+	}
+	return int64(m)
+}
+
+// tableTail proposes a magnitude L + G from the tail entry and accepts it
+// with probability ρ_T·exp(−g·((2L + g)·d·t − n2)/(n2·t)) (both factors
+// exact Bernoulli trials), returning it as hi·2^64 + lo.
+func (s *Source) tableTail(t *gaussTable) (hi, lo uint64, ok bool) {
+	u := s.c.Uint64() >> 1
+	tlo, thi := t.tlo, t.thi
+	if t.slow {
+		tlo, thi = 0, one63+1
+	}
+	if u >= thi || (u >= tlo && !s.lazyBelow(u, t.tailRho)) {
+		return 0, 0, false
+	}
+	gh, gl := s.laplaceMagnitude(t.tailT)
+	g := new(big.Int).Lsh(new(big.Int).SetUint64(gh), 64)
+	g.Or(g, new(big.Int).SetUint64(gl))
+	L := new(big.Int).SetUint64(t.blocks << t.wbits)
+	bn2, bt := new(big.Int).SetUint64(t.n2), new(big.Int).SetUint64(t.tailT)
+	num := new(big.Int).Add(new(big.Int).Lsh(L, 1), g)
+	num.Mul(num, new(big.Int).SetUint64(t.d)).Mul(num, bt).Sub(num, bn2).Mul(num, g)
+	if !s.bernoulliExpBig(num, new(big.Int).Mul(bn2, bt)) {
+		return 0, 0, false
+	}
+	m := g.Add(g, L)
+	if m.BitLen() > 128 {
+		return ^uint64(0), 0, true // saturates
+	}
+	lo = new(big.Int).And(m, new(big.Int).SetUint64(^uint64(0))).Uint64()
+	return new(big.Int).Rsh(m, 64).Uint64(), lo, true
+}

@@ -62,10 +62,12 @@
 // true v almost always (Mironov 2012; TestFloatingPointAttackFails plays
 // that attacker). Veil's noise is exact by construction. The integers are
 // discrete Laplace and discrete Gaussian samples (Canonne, Kamath & Steinke
-// 2020, Algorithms 1–3) drawn only from uniform 64-bit integers of the
-// ChaCha8 stream: every Bernoulli trial compares uniform bits with the
-// binary digits of an exact rational (or of 1/e, whose digits are computed
-// exactly), never a floating-point uniform. A real value v is released as
+// 2020, Algorithms 1–3, and for long vectors an exact table sampler of the
+// same discrete Gaussian, see Speed) drawn only from uniform 64-bit
+// integers of the ChaCha8 stream: every Bernoulli trial compares uniform
+// bits with the binary digits of an exact rational or with an integer
+// bracket of an exponential that is refined in math/big until it decides,
+// never with a floating-point uniform. A real value v is released as
 // γ·(round(v/γ) + Z): γ is a power of two, so the output is a multiple of
 // γ and its float representation carries only the integer result.
 //
@@ -98,10 +100,20 @@
 // TestSubsampledDiscreteGaussianRDPExact checks it against exact lattice
 // sums in one and two dimensions.
 //
-// Speed. Exact sampling costs more than a ziggurat: measure with
-// go test -bench Noise -run XXX ./dp, which runs the old floating-point
-// path beside the new one; SGDConfig.Workers spreads NoiseSums over
-// goroutines with independent Sources.
+// Speed. Vector releases (AddGaussian32/64 of 256 or more coordinates)
+// and DPSGD draw the discrete Gaussian from a table sampler built once per
+// noise parameter (discrete.go, "The table sampler"): an exact alias table
+// of dyadic weights over blocks of the support, a uniform point of the
+// block, and an exact acceptance test against c·exp(−x²/(2σ²))/W_b that
+// is decided by 64-bit integer brackets except with probability below
+// 2^−45 (then by math/big, exactly), with an exactly accepted geometric
+// tail. Its output distribution is the discrete Gaussian itself, not an
+// approximation, so the accounting above is unchanged. It costs about one
+// 64-bit ChaCha8 word per sample instead of CKS's several Bernoulli trials.
+// Measure with go test -bench NoiseInterleaved -run XXX ./dp, which runs
+// the floating-point ziggurat, CKS and the table sampler alternately on
+// the same machine load; SGDConfig.Workers spreads NoiseSums over
+// goroutines with independent Sources sharing one table.
 //
 // # Layout
 //

@@ -22,6 +22,7 @@ type Source struct {
 	coins  uint64     // buffered fair bits
 	ncoins uint
 	exp    *[1 << expTableBits]uint64 // digits of exp(−j/256), shared and read-only
+	gt     *gaussTable                // the last discrete-Gaussian table built, shared and read-only
 }
 
 // NewSource returns a Source seeded from crypto/rand. Use it for all
@@ -56,6 +57,7 @@ func (s *Source) Split() *Source {
 		}
 	}
 	n := NewSeededSource(seed)
+	n.gt = s.gt // immutable: the tables are shared
 	clear(seed[:])
 	return n
 }
@@ -87,7 +89,7 @@ func mustGrid(g Grid, err error) Grid {
 // It panics if sigma is not positive and finite.
 func (s *Source) Gaussian(sigma float64) float64 {
 	g := mustGrid(GaussianGrid(sigma, 1))
-	return float64(s.discreteGaussian(g.Scale)) * g.Gamma
+	return float64(s.gaussianOne(g.Scale)) * g.Gamma
 }
 
 // Laplace returns one sample of noise of scale b: γ·Z with Z discrete
@@ -105,7 +107,7 @@ func (s *Source) Laplace(b float64) float64 {
 // sigma is not positive and finite.
 func (s *Source) NoisyGaussian(v, sigma float64) float64 {
 	g := mustGrid(GaussianGrid(sigma, 1))
-	return release(snap(v, g.Gamma), s.discreteGaussian(g.Scale), g.Gamma)
+	return release(snap(v, g.Gamma), s.gaussianOne(g.Scale), g.Gamma)
 }
 
 // NoisyLaplace returns v snapped to the grid LaplaceGrid(b, 1) plus
@@ -128,8 +130,15 @@ func (s *Source) AddGaussian64(v []float64, sigma float64) {
 		return
 	}
 	g := mustGrid(GaussianGrid(sigma, len(v)))
+	if len(v) < tableMinLen {
+		for i, x := range v {
+			v[i] = release(snap(x, g.Gamma), s.gaussianOne(g.Scale), g.Gamma)
+		}
+		return
+	}
+	t := s.gaussTableFor(g.Scale)
 	for i, x := range v {
-		v[i] = release(snap(x, g.Gamma), s.discreteGaussian(g.Scale), g.Gamma)
+		v[i] = release(snap(x, g.Gamma), s.tableGaussian(t), g.Gamma)
 	}
 }
 
@@ -140,14 +149,47 @@ func (s *Source) AddGaussian32(v []float32, sigma float64) {
 		return
 	}
 	g := mustGrid(GaussianGrid(sigma, len(v)))
-	s.gaussian32(v, g)
+	if len(v) < tableMinLen {
+		for i, x := range v {
+			v[i] = float32(release(snap(float64(x), g.Gamma), s.gaussianOne(g.Scale), g.Gamma))
+		}
+		return
+	}
+	s.gaussian32(v, g, s.gaussTableFor(g.Scale))
 }
 
-// gaussian32 releases v on grid g (shared by AddGaussian32 and DPSGD).
-func (s *Source) gaussian32(v []float32, g Grid) {
+// gaussian32 releases v on grid g with the table sampler t for g.Scale
+// (shared by AddGaussian32 and DPSGD).
+func (s *Source) gaussian32(v []float32, g Grid, t *gaussTable) {
 	for i, x := range v {
-		v[i] = float32(release(snap(float64(x), g.Gamma), s.discreteGaussian(g.Scale), g.Gamma))
+		v[i] = float32(release(snap(float64(x), g.Gamma), s.tableGaussian(t), g.Gamma))
 	}
+}
+
+// tableMinLen is the vector length from which releases build (or reuse) a
+// table sampler: below it, a table's construction (milliseconds) would
+// cost more than CKS's sampler saves.
+const tableMinLen = 256
+
+// gaussTableFor returns a table sampler for the integer parameter sigma
+// (≤ 2^31), reusing the Source's last one when its parameter matches.
+func (s *Source) gaussTableFor(sigma uint64) *gaussTable {
+	n2 := 2 * sigma * sigma
+	if t := s.gt; t != nil && t.n2 == n2 && t.d == 1 {
+		return t
+	}
+	s.gt = newGaussTable(n2, 1, 0, tableSlackBits)
+	return s.gt
+}
+
+// gaussianOne draws one discrete Gaussian integer of parameter sigma: from
+// the Source's table when it was built for sigma, otherwise by CKS
+// Algorithm 3 (the same distribution, exactly).
+func (s *Source) gaussianOne(sigma uint64) int64 {
+	if t := s.gt; t != nil && t.n2 == 2*sigma*sigma && t.d == 1 {
+		return s.tableGaussian(t)
+	}
+	return s.discreteGaussian(sigma)
 }
 
 // AddLaplace64 releases v in place with Laplace noise of scale b per

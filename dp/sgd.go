@@ -78,10 +78,11 @@ func (c SGDConfig) EffectiveNoiseMultiplier() (float64, error) {
 // DPSGD performs the engine-agnostic DP-SGD aggregation on flat gradient
 // vectors. Not safe for concurrent use.
 type DPSGD struct {
-	cfg  SGDConfig
-	grid Grid
-	srcs []*Source
-	acc  []float64
+	cfg   SGDConfig
+	grid  Grid
+	table *gaussTable // exact sampler for grid.Scale, shared by the workers
+	srcs  []*Source
+	acc   []float64
 }
 
 // NewDPSGD validates cfg and returns an aggregator; src is the noise source
@@ -100,11 +101,12 @@ func NewDPSGD(cfg SGDConfig, src *Source) (*DPSGD, error) {
 			return nil, err
 		}
 	}
+	table := src.gaussTableFor(g.Scale)
 	srcs := []*Source{src}
 	for len(srcs) < cfg.Workers {
 		srcs = append(srcs, src.Split())
 	}
-	return &DPSGD{cfg: cfg, grid: g, srcs: srcs}, nil
+	return &DPSGD{cfg: cfg, grid: g, table: table, srcs: srcs}, nil
 }
 
 // Config returns the aggregator's configuration.
@@ -138,7 +140,7 @@ func (d *DPSGD) NoiseSums(sums ...[]float32) error {
 	w := len(d.srcs)
 	if w == 1 {
 		for _, s := range sums {
-			d.srcs[0].gaussian32(s, d.grid)
+			d.srcs[0].gaussian32(s, d.grid, d.table)
 		}
 		return nil
 	}
@@ -157,7 +159,7 @@ func (d *DPSGD) NoiseSums(sums ...[]float32) error {
 			for _, s := range sums {
 				a, b := max(lo-off, 0), min(hi-off, len(s))
 				if a < b {
-					src.gaussian32(s[a:b], d.grid)
+					src.gaussian32(s[a:b], d.grid, d.table)
 				}
 				off += len(s)
 			}
@@ -206,7 +208,7 @@ func (d *DPSGD) Aggregate(perExample [][]float32, out []float32) (clipped int, e
 	src, g := d.srcs[0], d.grid
 	inv := 1 / d.cfg.ExpectedBatchSize
 	for j, v := range acc {
-		out[j] = float32(release(snap(v, g.Gamma), src.discreteGaussian(g.Scale), g.Gamma) * inv)
+		out[j] = float32(release(snap(v, g.Gamma), src.tableGaussian(d.table), g.Gamma) * inv)
 	}
 	return clipped, nil
 }

@@ -29,7 +29,7 @@ func TestDPSGDAggregateExact(t *testing.T) {
 	ref := seeded(7)
 	g := d.Grid()
 	for j := range out {
-		want := float32(release(snap(sum[j], g.Gamma), ref.discreteGaussian(g.Scale), g.Gamma) / 4)
+		want := float32(release(snap(sum[j], g.Gamma), ref.tableGaussian(d.table), g.Gamma) / 4)
 		if out[j] != want {
 			t.Errorf("coordinate %d: %g, want %g", j, out[j], want)
 		}
