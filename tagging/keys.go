@@ -36,10 +36,13 @@ type KDFParams struct {
 // that much memory is available, and t = 3, m = 64 MiB, p = 4 where it is not.
 // A library is unlocked once per command on a desktop or laptop that is at the
 // same time running the face networks (several hundred MiB), so 2 GiB would
-// make Veil fail on ordinary 8 GiB machines; 256 MiB with three passes costs
-// an attacker four times the memory-time product of RFC 9106's second choice
-// per guess, and costs the user well under a second per unlock on a 2-core
-// machine (measured by BenchmarkDeriveKEK). Four lanes is the RFC's choice;
+// make Veil fail on ordinary 8 GiB machines, and it costs 6.6 s of CPU per
+// unlock here; 256 MiB with three passes costs an attacker four times the
+// memory-time product of RFC 9106's second choice per guess, and costs the
+// user 1.2 s of CPU per unlock (measured on the 2-core AMD EPYC development
+// machine with golang.org/x/crypto v0.58.0: about 0.6 s of wall time when
+// the machine is otherwise idle, as the lanes run on both cores; 64 MiB
+// costs 0.19 s; see BenchmarkDeriveKEK). Four lanes is the RFC's choice;
 // lanes beyond the cores run one after another, so p = 4 costs nothing in
 // security on a 2-core machine and uses a 4-core one fully. The salt is 16
 // random bytes (RFC 9106 recommends 128 bits).
