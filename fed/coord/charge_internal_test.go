@@ -55,3 +55,29 @@ func TestFoldIgnoresAStaleCharge(t *testing.T) {
 		t.Fatalf("stored ledger %s, want %s", after, honest.ledger)
 	}
 }
+
+// A batch waits for updates still being received (group commit), and
+// only for them.
+func TestGatherWaitsForUpdatesBeingReceived(t *testing.T) {
+	c := &Coordinator{queue: make(chan *pending, 8)}
+	first := &pending{client: "a"}
+	start := time.Now()
+	if b := c.gather(first); len(b) != 1 || time.Since(start) > maxBatchWait/2 {
+		t.Fatalf("nothing being received: a batch of %d after %s", len(b), time.Since(start))
+	}
+	c.receiving.Add(1)
+	go func() {
+		time.Sleep(maxBatchWait / 10)
+		c.queue <- &pending{client: "b"}
+		c.receiving.Add(-1)
+	}()
+	if b := c.gather(first); len(b) != 2 || b[1].client != "b" {
+		t.Fatalf("a batch of %d, want the update being received too", len(b))
+	}
+	// One that never arrives holds the batch for maxBatchWait at most.
+	c.receiving.Add(1)
+	start = time.Now()
+	if b := c.gather(first); len(b) != 1 || time.Since(start) < maxBatchWait {
+		t.Fatalf("a batch of %d after %s", len(b), time.Since(start))
+	}
+}

@@ -223,6 +223,13 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	if err := c.check(id, h); err != nil {
 		return reply(err)
 	}
+	c.receiving.Add(1)
+	received := false
+	defer func() {
+		if !received {
+			c.receiving.Add(-1)
+		}
+	}()
 	c.mu.Lock()
 	layout := c.model
 	c.mu.Unlock()
@@ -275,6 +282,10 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	}
 	select {
 	case c.queue <- p:
+		// Queued before it stops counting as being received, so a batch
+		// being gathered never misses it.
+		c.receiving.Add(-1)
+		received = true
 	case <-ctx.Done():
 		return ctx.Err()
 	}
