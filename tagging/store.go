@@ -180,12 +180,14 @@ func Open(dir string, passphrase []byte) (*Library, error) {
 }
 
 // openDB opens the SQLite file (which must exist) in WAL mode with foreign
-// keys on, a busy timeout, and transactions that take the write lock when
-// they begin (so two writers queue instead of failing on lock upgrade).
+// keys on, a busy timeout, transactions that take the write lock when they
+// begin (so two writers queue instead of failing on lock upgrade), and
+// secure_delete, so deleted rows (a forgotten person's sealed name, a
+// replaced wrapped key) are overwritten rather than left in free space.
 func openDB(path string) (*sql.DB, error) {
 	dsn := "file:" + path + "?mode=rw&_txlock=immediate" +
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
-		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(ON)"
+		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(ON)&_pragma=secure_delete(ON)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("tagging: opening the library: %w", err)
@@ -251,8 +253,13 @@ func wrapDEK(dek, passphrase []byte, params KDFParams) (header, wrapped []byte, 
 // Rekey changes the passphrase of the library in dir from old to new. Only
 // the data key is re-wrapped (with a fresh salt, and opt's KDF parameters),
 // in one transaction: nothing else is re-encrypted, and an interruption
-// leaves the old passphrase working. Rekey fails with ErrWrongPassphrase if
-// old does not unlock the library.
+// leaves the old passphrase working. The journal is then checkpointed and
+// emptied so the files keep no copy of the key wrapped under old. Rekey fails
+// with ErrWrongPassphrase if old does not unlock the library.
+//
+// The data key itself does not change: a copy of the library made before the
+// rekey still opens with the old passphrase, and anyone who unwrapped the
+// data key with it keeps it. Against those, make a new library.
 func Rekey(dir string, old, new []byte, opt CreateOptions) error {
 	ctx := context.Background()
 	params, err := opt.kdf()
@@ -291,6 +298,18 @@ func Rekey(dir string, old, new []byte, opt CreateOptions) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("tagging: rekeying: %w", err)
+	}
+	// The old wrapped key is still in the WAL's older frames: copy the WAL
+	// into the database and empty it, so the files no longer hold anything
+	// the old passphrase opens. This waits for other connections (the busy
+	// timeout) to finish what they are reading.
+	var busy, frames, done int
+	if err := l.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil {
+		return fmt.Errorf("tagging: the passphrase was changed, but clearing the old key from the journal failed: %w", err)
+	}
+	if busy != 0 {
+		return errors.New("tagging: the passphrase was changed, but another program kept the library busy: " +
+			"the old key stays in library.db-wal until it closes the library (then rekey again)")
 	}
 	return nil
 }

@@ -815,3 +815,75 @@ func BenchmarkUnsealDescriptor(b *testing.B) {
 		}
 	}
 }
+
+// The reason to rekey is often a passphrase that leaked. The adversary knows
+// the old passphrase and gets the library's files after the rekey: the old
+// wrapped key must be gone from them (database, WAL and free space), or the
+// old passphrase would still unwrap the data key.
+func TestRekeyLeavesNoOldWrappedKey(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Create(dir, []byte(testPass), cheapKDF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addTestPhoto(t, l, "/p.jpg", 1, 2)
+	var oldDEK []byte
+	if err := l.DB().QueryRow(`SELECT value FROM meta WHERE key = 'dek'`).Scan(&oldDEK); err != nil {
+		t.Fatal(err)
+	}
+	// Another process (a long `veil library add`, say) has the library open
+	// during the rekey, so closing the rekeying handle does not remove the WAL.
+	defer l.Close()
+	if err := Rekey(dir, []byte(testPass), []byte("new pass"), cheapKDF); err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	for _, f := range []string{DBFile, DBFile + "-wal"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	// The nonce and the start of the ciphertext are enough to find it.
+	if bytes.Contains(all, oldDEK[:32]) {
+		t.Error("the old wrapped data key is still in the library's files after rekeying")
+	}
+}
+
+// A person merged away is deleted, and secure_delete overwrites the deleted
+// row: an adversary who later learns the data key finds no trace of the
+// deleted name in the files.
+func TestDeletedRowsOverwritten(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Create(dir, []byte(testPass), cheapKDF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ids := addTestPhoto(t, l, "/p.jpg", 1, 2)
+	from, err := l.NameFaces(ids[:1], "Misspelt Nmae")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.NameFaces(ids[1:], "Right Name"); err != nil {
+		t.Fatal(err)
+	}
+	var sealed []byte
+	if err := l.DB().QueryRow(`SELECT name FROM people WHERE id = ?`, from.ID).Scan(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.MergePeople("Misspelt Nmae", "Right Name"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.DB().Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, sealed[:32]) {
+		t.Error("the deleted person's sealed name is still in the database file")
+	}
+}
