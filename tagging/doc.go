@@ -24,7 +24,10 @@
 // parameters; they and the 16-byte salt are stored in the header, and the
 // wrapped key is bound to them). A wrong passphrase fails the wrapped key's
 // authentication: ErrWrongPassphrase, never garbage. Rekey re-wraps only the
-// data key, in one transaction. Sub-keys come from HKDF-SHA256 of the data
+// data key, in one transaction, then empties the WAL so the files keep no
+// copy of the key wrapped under the old passphrase; secure_delete overwrites
+// deleted rows. (Copies of the library made before a rekey still open with
+// the old passphrase: the data key is the same.) Sub-keys come from HKDF-SHA256 of the data
 // key: "seal" for the fields, "name-index" (an HMAC of the case-folded name,
 // so people are found and kept unique without decrypting every name) and
 // "metric-rotation" (RotationSeed, the seed of the library's secret random
