@@ -47,9 +47,10 @@ func (f *lfwFlags) dir() string {
 }
 
 // lfwPeopleDescriptors returns the central-face descriptors of every photo
-// of the people listed in files who have at least minImages photos, in
-// list order, computed by the face pipeline through the descriptor cache.
-func lfwPeopleDescriptors(e *env, f *lfwFlags, files []string, minImages int) ([]eval.LinkagePerson, error) {
+// of the people listed in files whose number of photos keep accepts, in
+// list order, computed by the face pipeline through the descriptor cache
+// (the one veil verify and veil train fill).
+func lfwPeopleDescriptors(e *env, f *lfwFlags, files []string, keep func(photos int) bool) ([]eval.LinkagePerson, error) {
 	lfw := dataset.LFW{Dir: f.dir()}
 	type person struct {
 		name  string
@@ -63,7 +64,7 @@ func lfwPeopleDescriptors(e *env, f *lfwFlags, files []string, minImages int) ([
 			return nil, err
 		}
 		for _, p := range list {
-			if p.Images < minImages {
+			if !keep(p.Images) {
 				continue
 			}
 			pp := person{name: p.Name}
@@ -75,7 +76,7 @@ func lfwPeopleDescriptors(e *env, f *lfwFlags, files []string, minImages int) ([
 		}
 	}
 	if len(people) == 0 {
-		return nil, fmt.Errorf("no person in %s has at least %d photos", strings.Join(files, ", "), minImages)
+		return nil, fmt.Errorf("no person in %s has the number of photos needed", strings.Join(files, ", "))
 	}
 	desc, err := f.head.openDescriber()
 	if err != nil {
@@ -144,7 +145,7 @@ recomputed.`,
 			}
 			o.LMNN.Workers = workers
 			start := time.Now()
-			pool, err := lfwPeopleDescriptors(e, &f, lfwDevPeopleFiles, 4)
+			pool, err := lfwPeopleDescriptors(e, &f, lfwDevPeopleFiles, func(n int) bool { return n >= 4 })
 			if err != nil {
 				return err
 			}
