@@ -3,14 +3,18 @@ package coord
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/veil-privacy/veil/fed/fedpb"
 )
 
 // ReadStatus reads the coordinator's state from its database: the current
 // round and model, every client with its budget, spent ε and accepted
-// updates, and the round log.
+// updates, the round log, and the last evaluation of the model if one was
+// recorded (RecordEvaluation).
 func ReadStatus(ctx context.Context, db *sql.DB) (*fedpb.StatusResponse, error) {
 	out := &fedpb.StatusResponse{ProtocolVersion: fedpb.ProtocolVersion}
 	v, err := getMeta(db, "model")
@@ -18,6 +22,15 @@ func ReadStatus(ctx context.Context, db *sql.DB) (*fedpb.StatusResponse, error) 
 		return nil, fmt.Errorf("coordinator status: %w", err)
 	}
 	out.ModelVersion = string(v)
+	if b, err := getMeta(db, "evaluation"); err != nil {
+		return nil, fmt.Errorf("coordinator status: %w", err)
+	} else if b != nil {
+		ev := &fedpb.Evaluation{}
+		if err := proto.Unmarshal(b, ev); err != nil {
+			return nil, fmt.Errorf("coordinator status: the stored evaluation: %w", err)
+		}
+		out.LastEvaluation = ev
+	}
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(round), 0) FROM rounds`).Scan(&out.Round); err != nil {
 		return nil, fmt.Errorf("coordinator status: %w", err)
 	}
@@ -73,4 +86,22 @@ func OpenStatus(path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("coordinator status: opening %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// RecordEvaluation keeps ev as the latest evaluation of the coordinator's
+// model (replacing the previous one); ReadStatus, and so veil fed status
+// locally and over the network, report it. Only the score is kept, never
+// anything about the pairs' faces.
+func (c *Coordinator) RecordEvaluation(ctx context.Context, ev *fedpb.Evaluation) error {
+	if ev == nil || ev.GetModelVersion() == "" {
+		return errors.New("coordinator: an evaluation names the model version it scored")
+	}
+	b, err := proto.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if err := c.st.tx(ctx, func(tx *sql.Tx) error { return setMeta(tx, "evaluation", b) }); err != nil {
+		return fmt.Errorf("coordinator: recording the evaluation: %w", err)
+	}
+	return nil
 }

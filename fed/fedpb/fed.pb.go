@@ -1267,6 +1267,95 @@ func (x *RoundStatus) GetModelVersion() string {
 	return ""
 }
 
+// Evaluation is the coordinator's latest score of its model on held-out
+// pairs (veil fed coordinator --eval-data).
+type Evaluation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The number of rounds closed when the model was scored (0: the initial
+	// model).
+	Round        uint64  `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	ModelVersion string  `protobuf:"bytes,2,opt,name=model_version,json=modelVersion,proto3" json:"model_version,omitempty"`
+	Accuracy     float64 `protobuf:"fixed64,3,opt,name=accuracy,proto3" json:"accuracy,omitempty"`
+	Threshold    float64 `protobuf:"fixed64,4,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	// What was scored, e.g. LFW's development pairs.
+	Pairs         string `protobuf:"bytes,5,opt,name=pairs,proto3" json:"pairs,omitempty"`
+	TimeUnixMs    int64  `protobuf:"varint,6,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Evaluation) Reset() {
+	*x = Evaluation{}
+	mi := &file_fed_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Evaluation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Evaluation) ProtoMessage() {}
+
+func (x *Evaluation) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Evaluation.ProtoReflect.Descriptor instead.
+func (*Evaluation) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Evaluation) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *Evaluation) GetModelVersion() string {
+	if x != nil {
+		return x.ModelVersion
+	}
+	return ""
+}
+
+func (x *Evaluation) GetAccuracy() float64 {
+	if x != nil {
+		return x.Accuracy
+	}
+	return 0
+}
+
+func (x *Evaluation) GetThreshold() float64 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *Evaluation) GetPairs() string {
+	if x != nil {
+		return x.Pairs
+	}
+	return ""
+}
+
+func (x *Evaluation) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
+}
+
 // StatusResponse is the coordinator's state.
 type StatusResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -1275,13 +1364,15 @@ type StatusResponse struct {
 	ModelVersion    string                 `protobuf:"bytes,3,opt,name=model_version,json=modelVersion,proto3" json:"model_version,omitempty"`
 	Clients         []*ClientStatus        `protobuf:"bytes,4,rep,name=clients,proto3" json:"clients,omitempty"`
 	Rounds          []*RoundStatus         `protobuf:"bytes,5,rep,name=rounds,proto3" json:"rounds,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Absent when the coordinator has not evaluated its model.
+	LastEvaluation *Evaluation `protobuf:"bytes,6,opt,name=last_evaluation,json=lastEvaluation,proto3" json:"last_evaluation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1384,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1397,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{16}
+	return file_fed_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusResponse) GetProtocolVersion() uint32 {
@@ -1340,6 +1431,13 @@ func (x *StatusResponse) GetClients() []*ClientStatus {
 func (x *StatusResponse) GetRounds() []*RoundStatus {
 	if x != nil {
 		return x.Rounds
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetLastEvaluation() *Evaluation {
+	if x != nil {
+		return x.LastEvaluation
 	}
 	return nil
 }
@@ -1436,13 +1534,23 @@ const file_fed_proto_rawDesc = "" +
 	"\x05round\x18\x01 \x01(\x04R\x05round\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x18\n" +
 	"\aupdates\x18\x03 \x01(\x04R\aupdates\x12#\n" +
-	"\rmodel_version\x18\x04 \x01(\tR\fmodelVersion\"\xdd\x01\n" +
+	"\rmodel_version\x18\x04 \x01(\tR\fmodelVersion\"\xb9\x01\n" +
+	"\n" +
+	"Evaluation\x12\x14\n" +
+	"\x05round\x18\x01 \x01(\x04R\x05round\x12#\n" +
+	"\rmodel_version\x18\x02 \x01(\tR\fmodelVersion\x12\x1a\n" +
+	"\baccuracy\x18\x03 \x01(\x01R\baccuracy\x12\x1c\n" +
+	"\tthreshold\x18\x04 \x01(\x01R\tthreshold\x12\x14\n" +
+	"\x05pairs\x18\x05 \x01(\tR\x05pairs\x12 \n" +
+	"\ftime_unix_ms\x18\x06 \x01(\x03R\n" +
+	"timeUnixMs\"\x9f\x02\n" +
 	"\x0eStatusResponse\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x12#\n" +
 	"\rmodel_version\x18\x03 \x01(\tR\fmodelVersion\x123\n" +
 	"\aclients\x18\x04 \x03(\v2\x19.veil.fed.v1.ClientStatusR\aclients\x120\n" +
-	"\x06rounds\x18\x05 \x03(\v2\x18.veil.fed.v1.RoundStatusR\x06rounds2\xdc\x02\n" +
+	"\x06rounds\x18\x05 \x03(\v2\x18.veil.fed.v1.RoundStatusR\x06rounds\x12@\n" +
+	"\x0flast_evaluation\x18\x06 \x01(\v2\x17.veil.fed.v1.EvaluationR\x0elastEvaluation2\xdc\x02\n" +
 	"\vCoordinator\x12;\n" +
 	"\x04Join\x12\x18.veil.fed.v1.JoinRequest\x1a\x19.veil.fed.v1.JoinResponse\x12;\n" +
 	"\x04Poll\x12\x18.veil.fed.v1.PollRequest\x1a\x19.veil.fed.v1.PollResponse\x12G\n" +
@@ -1462,7 +1570,7 @@ func file_fed_proto_rawDescGZIP() []byte {
 	return file_fed_proto_rawDescData
 }
 
-var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_fed_proto_goTypes = []any{
 	(*TensorSpec)(nil),     // 0: veil.fed.v1.TensorSpec
 	(*WeightsHeader)(nil),  // 1: veil.fed.v1.WeightsHeader
@@ -1480,7 +1588,8 @@ var file_fed_proto_goTypes = []any{
 	(*StatusRequest)(nil),  // 13: veil.fed.v1.StatusRequest
 	(*ClientStatus)(nil),   // 14: veil.fed.v1.ClientStatus
 	(*RoundStatus)(nil),    // 15: veil.fed.v1.RoundStatus
-	(*StatusResponse)(nil), // 16: veil.fed.v1.StatusResponse
+	(*Evaluation)(nil),     // 16: veil.fed.v1.Evaluation
+	(*StatusResponse)(nil), // 17: veil.fed.v1.StatusResponse
 }
 var file_fed_proto_depIdxs = []int32{
 	0,  // 0: veil.fed.v1.WeightsHeader.tensors:type_name -> veil.fed.v1.TensorSpec
@@ -1492,21 +1601,22 @@ var file_fed_proto_depIdxs = []int32{
 	10, // 6: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
 	14, // 7: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
 	15, // 8: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
-	5,  // 9: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
-	7,  // 10: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
-	9,  // 11: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
-	11, // 12: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
-	13, // 13: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
-	6,  // 14: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
-	8,  // 15: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
-	2,  // 16: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
-	12, // 17: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
-	16, // 18: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
-	14, // [14:19] is the sub-list for method output_type
-	9,  // [9:14] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	16, // 9: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
+	5,  // 10: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
+	7,  // 11: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
+	9,  // 12: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
+	11, // 13: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
+	13, // 14: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
+	6,  // 15: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
+	8,  // 16: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
+	2,  // 17: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
+	12, // 18: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
+	17, // 19: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
+	15, // [15:20] is the sub-list for method output_type
+	10, // [10:15] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_fed_proto_init() }
@@ -1533,7 +1643,7 @@ func file_fed_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fed_proto_rawDesc), len(file_fed_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

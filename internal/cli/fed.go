@@ -227,7 +227,7 @@ type fedStatus struct {
 	Clients      []fedClientStatus `json:"clients"`
 	Rounds       []fedRoundStatus  `json:"rounds"`
 	// LastEvaluation is the coordinator's latest score of its model
-	// (--eval-data; read from beside --state).
+	// (--eval-data), absent if it has none.
 	LastEvaluation *fedEvaluation `json:"last_evaluation,omitempty"`
 }
 
@@ -246,7 +246,8 @@ type fedRoundStatus struct {
 }
 
 func statusFromPB(s *fedpb.StatusResponse) fedStatus {
-	out := fedStatus{Round: s.GetRound(), ModelVersion: s.GetModelVersion(), Clients: []fedClientStatus{}, Rounds: []fedRoundStatus{}}
+	out := fedStatus{Round: s.GetRound(), ModelVersion: s.GetModelVersion(), Clients: []fedClientStatus{}, Rounds: []fedRoundStatus{},
+		LastEvaluation: evaluationFromPB(s.GetLastEvaluation())}
 	for _, c := range s.GetClients() {
 		out.Clients = append(out.Clients, fedClientStatus{ID: c.GetId(), Epsilon: c.GetEpsilon(), Budget: c.GetBudget(), Updates: c.GetUpdates()})
 	}
@@ -275,16 +276,12 @@ HOST:PORT with a federation certificate: --pki DIR --name NAME, or --cert,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var st *fedpb.StatusResponse
-			var ev *fedEvaluation
 			var err error
 			switch {
 			case state != "" && addr != "":
 				return errors.New("give --state or --coordinator, not both")
 			case state != "":
 				st, err = readFedStatus(cmd.Context(), state)
-				if err == nil {
-					ev, err = readEvaluation(state)
-				}
 			case addr != "":
 				st, err = remoteFedStatus(cmd.Context(), addr, serverName, pkiDir, name, cert, key, ca)
 			default:
@@ -294,7 +291,6 @@ HOST:PORT with a federation certificate: --pki DIR --name NAME, or --cert,
 				return err
 			}
 			out := statusFromPB(st)
-			out.LastEvaluation = ev
 			if asJSON {
 				return writeJSON(e.stdout, out)
 			}

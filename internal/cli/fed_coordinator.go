@@ -266,7 +266,7 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	var evals *roundEvaluator
 	if cfg.EvalData != "" {
 		log.Info("loading the evaluation pairs", "data", cfg.EvalData)
-		if evals, err = newRoundEvaluator(e, m, initCk, cfg.EvalData, cfg.CentreImages, cfg.CentreCount, f.describers, cfg.State, log); err != nil {
+		if evals, err = newRoundEvaluator(e, m, initCk, cfg.EvalData, cfg.CentreImages, cfg.CentreCount, f.describers, log); err != nil {
 			return err
 		}
 		o.Metrics = evals
@@ -337,11 +337,7 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 		}
 		sum.Out = cfg.Out
 	}
-	if cfg.EvalData != "" {
-		if sum.Evaluation, err = readEvaluation(cfg.State); err != nil {
-			return err
-		}
-	}
+	sum.Evaluation = evaluationFromPB(st.GetLastEvaluation())
 	if f.json {
 		return writeJSON(e.stdout, sum)
 	}

@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"encoding/json"
-	"errors"
+	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/veil-privacy/veil/fed/coord"
+	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/local"
 	"github.com/veil-privacy/veil/fed/ops"
 	"github.com/veil-privacy/veil/internal/datadir"
@@ -19,8 +18,10 @@ import (
 	"github.com/veil-privacy/veil/training"
 )
 
-// fedEvaluation is the coordinator's latest evaluation of its model,
-// kept beside the state file (evalPath) for veil fed status.
+// fedEvaluation is the coordinator's latest evaluation of its model, as
+// veil fed status and the coordinator's summary print it. The coordinator
+// keeps it in its state file (coord.RecordEvaluation), so it is read like
+// the rest of the status, locally or over the network.
 type fedEvaluation struct {
 	// Round is the number of rounds closed when the model was scored (0:
 	// the initial model).
@@ -32,23 +33,13 @@ type fedEvaluation struct {
 	Time         string  `json:"time"`
 }
 
-// evalPath is where the coordinator keeps its latest evaluation.
-func evalPath(state string) string { return state + ".eval.json" }
-
-// readEvaluation reads the latest evaluation (nil if there is none).
-func readEvaluation(state string) (*fedEvaluation, error) {
-	b, err := os.ReadFile(evalPath(state))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+// evaluationFromPB converts the status's evaluation (nil if none).
+func evaluationFromPB(ev *fedpb.Evaluation) *fedEvaluation {
+	if ev == nil {
+		return nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	var ev fedEvaluation
-	if err := json.Unmarshal(b, &ev); err != nil {
-		return nil, fmt.Errorf("the coordinator's evaluation %s: %w", evalPath(state), err)
-	}
-	return &ev, nil
+	return &fedEvaluation{Round: int(ev.GetRound()), ModelVersion: ev.GetModelVersion(), Accuracy: ev.GetAccuracy(),
+		Threshold: ev.GetThreshold(), Pairs: ev.GetPairs(), Time: time.UnixMilli(ev.GetTimeUnixMs()).UTC().Format(time.RFC3339)}
 }
 
 // roundEvaluator scores the coordinator's model on LFW's development
@@ -59,7 +50,6 @@ func readEvaluation(state string) (*fedEvaluation, error) {
 type roundEvaluator struct {
 	coord.Observer // the metrics, told first
 	ev             *local.Evaluator
-	state          string
 	log            *slog.Logger
 	co             *coord.Coordinator
 	metrics        *ops.Metrics
@@ -74,7 +64,7 @@ type roundEvaluator struct {
 // (an LFW-layout folder) described as the model's input, for the network
 // of the initial checkpoint.
 func newRoundEvaluator(e *env, obs *ops.Metrics, initCk *checkpoint.Checkpoint, dataDir, centre string, centreCount int,
-	desc *training.Describers, state string, log *slog.Logger) (*roundEvaluator, error) {
+	desc *training.Describers, log *slog.Logger) (*roundEvaluator, error) {
 	cfg := initCk.Header.Model
 	if cfg.Kind != "head" {
 		return nil, fmt.Errorf("--eval-data: evaluation is for an embedding head; the initial checkpoint holds %q", cfg.Kind)
@@ -121,7 +111,7 @@ func newRoundEvaluator(e *env, obs *ops.Metrics, initCk *checkpoint.Checkpoint, 
 	if err := ev.Initial().SameLayout(init); err != nil {
 		return nil, fmt.Errorf("--eval-data: the evaluation network is not the initial checkpoint's (%w)", err)
 	}
-	return &roundEvaluator{Observer: obs, metrics: obs, ev: ev, state: state, log: log, kick: make(chan struct{}, 1)}, nil
+	return &roundEvaluator{Observer: obs, metrics: obs, ev: ev, log: log, kick: make(chan struct{}, 1)}, nil
 }
 
 // RoundClosed implements coord.Observer: an aggregated round asks for an
@@ -178,10 +168,9 @@ func (r *roundEvaluator) score() {
 		r.log.Warn("evaluation failed", "err", err)
 		return
 	}
-	res := fedEvaluation{Round: closed, ModelVersion: v, Accuracy: acc, Threshold: thr, Pairs: "LFW development pairs (pairsDevTest.txt; threshold from pairsDevTrain.txt)",
-		Time: time.Now().UTC().Format(time.RFC3339)}
-	b, _ := json.MarshalIndent(res, "", "  ")
-	if err := checkpoint.WriteFileAtomic(evalPath(r.state), func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+	ev := &fedpb.Evaluation{Round: uint64(closed), ModelVersion: v, Accuracy: acc, Threshold: thr,
+		Pairs: "LFW development pairs (pairsDevTest.txt; threshold from pairsDevTrain.txt)", TimeUnixMs: time.Now().UnixMilli()}
+	if err := r.co.RecordEvaluation(context.Background(), ev); err != nil {
 		r.log.Warn("saving the evaluation", "err", err)
 		return
 	}
