@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +70,7 @@ type benchFedFlags struct {
 	inProcess, json         bool
 	serve                   string // hidden: the coordinator child's folder
 	serveTLS                bool
+	cpuProfile              string
 }
 
 func newBenchFedCmd(e *env) *cobra.Command {
@@ -115,6 +117,7 @@ from this invocation. Clients and coordinator share the machine's cores:
 	fl.StringVar(&f.tls, "tls", "both", "runs to make: both, on or off")
 	fl.BoolVar(&f.inProcess, "in-process", false, "run the coordinator in this process (peak_rss_mb is then the whole process's, clients included)")
 	fl.BoolVar(&f.json, "json", false, "print JSON")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write the coordinator's CPU profile (pprof) of each run to FILE-tls and FILE-plain")
 	fl.StringVar(&f.serve, "serve-coordinator", "", "run only the coordinator, with the certificates in this folder (used by the benchmark itself)")
 	fl.BoolVar(&f.serveTLS, "serve-tls", false, "with --serve-coordinator: mutual TLS")
 	for _, h := range []string{"serve-coordinator", "serve-tls"} {
@@ -154,7 +157,11 @@ func runBenchFed(ctx context.Context, e *env, f *benchFedFlags) error {
 		if f.inProcess {
 			r, err = benchFedInProcess(ctx, s)
 		} else {
-			r, err = benchFedChild(ctx, s)
+			var prof string
+			if f.cpuProfile != "" {
+				prof = f.cpuProfile + map[bool]string{false: "-plain", true: "-tls"}[tls]
+			}
+			r, err = benchFedChild(ctx, s, prof)
 		}
 		if err != nil {
 			return fmt.Errorf("veil bench fed (TLS %v): %w", tls, err)
@@ -244,7 +251,7 @@ type benchFedChildReport struct {
 
 // benchFedChild runs the coordinator as a child veil process and the
 // clients here.
-func benchFedChild(ctx context.Context, s fedbench.Settings) (benchFedResult, error) {
+func benchFedChild(ctx context.Context, s fedbench.Settings, cpuProfile string) (benchFedResult, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return benchFedResult{}, fmt.Errorf("finding the veil binary to start the coordinator: %w", err)
@@ -252,7 +259,7 @@ func benchFedChild(ctx context.Context, s fedbench.Settings) (benchFedResult, er
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self, "bench", "fed", "--serve-coordinator", s.Dir, "--serve-tls="+strconv.FormatBool(s.TLS),
-		"--clients", strconv.Itoa(s.Clients), "--params", strconv.Itoa(s.Params), "--rounds", strconv.Itoa(s.Rounds))
+		"--clients", strconv.Itoa(s.Clients), "--params", strconv.Itoa(s.Params), "--rounds", strconv.Itoa(s.Rounds), "--cpuprofile", cpuProfile)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -303,6 +310,17 @@ func benchFedServe(ctx context.Context, e *env, f *benchFedFlags) error {
 	s := fedbench.Settings{Clients: f.clients, Params: f.params, Rounds: f.rounds, TLS: f.serveTLS, Dir: f.serve}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	r, err := fedbench.Serve(ctx, s, "127.0.0.1:0", func(addr string) { fmt.Fprintln(e.stdout, addr) })
 	if err != nil {
 		return err
