@@ -78,6 +78,10 @@ type LinkageOptions struct {
 	// ThresholdFaces caps the faces whose pairs calibrate a library's
 	// threshold (default 1500, drawn at random), to bound memory.
 	ThresholdFaces int
+	// Normalize scales every descriptor to unit length first, as Irene
+	// does (ψ̂ = ψ/‖ψ‖); by default descriptors are used as the library
+	// stores them (its faceprints are V·x for the pipeline's descriptor x).
+	Normalize bool
 	// Progress, if set, receives one line per finished step.
 	Progress func(string)
 }
@@ -94,6 +98,8 @@ type LinkageReport struct {
 	FacesB int    `json:"faces_b"`
 	Trials int    `json:"trials"`
 	Seed   uint64 `json:"seed"`
+	// Normalized says whether descriptors were scaled to unit length.
+	Normalized bool `json:"normalized"`
 	// Protocol says in words what was measured.
 	Protocol string                `json:"protocol"`
 	Metrics  []LinkageMetricReport `json:"metrics"`
@@ -217,6 +223,11 @@ func drawLinkSplit(pool []LinkagePerson, o *LinkageOptions, rng *rand.Rand) (*li
 			u, err := unitDescriptor(d)
 			if err != nil {
 				return fmt.Errorf("eval: %s: %w", pool[person].Name, err)
+			}
+			if !o.Normalize {
+				for i, v := range d {
+					u[i] = float64(v)
+				}
 			}
 			s.x[lib] = append(s.x[lib], u)
 			s.people[lib] = append(s.people[lib], person)
@@ -369,9 +380,9 @@ func MeasureLinkage(ctx context.Context, pool []LinkagePerson, o LinkageOptions)
 	}
 	rest := len(eligible) - o.Shared
 	rep := &LinkageReport{PoolPeople: len(eligible), Shared: o.Shared, OnlyA: (rest + 1) / 2, OnlyB: rest / 2,
-		Evaluated: o.Evaluated, Trials: o.Trials, Seed: o.Seed,
+		Evaluated: o.Evaluated, Trials: o.Trials, Seed: o.Seed, Normalized: o.Normalize,
 		Protocol: "two libraries drawn from the pool: shared people's photos split between them, the others in one library each; every face named; " +
-			"faceprints are unit descriptors under each library's map; B's faces of the evaluated shared people are tagged by their nearest face in A " +
+			"faceprints are descriptors (unit-length if normalized) under each library's map; B's faces of the evaluated shared people are tagged by their nearest face in A " +
 			"if within A's own balanced threshold; the aligning adversary first maps B's faceprints into A's space by a map fitted on the centroids of m known shared people"}
 	type acc struct {
 		thrA, thrB     float64

@@ -426,12 +426,12 @@ func TestLinkageBadInputs(t *testing.T) {
 // adversary's curve climbs back to linking with enough known people.
 func TestMeasureLinkage(t *testing.T) {
 	pool := synthPool(rand.New(rand.NewPCG(11, 12)), 100, 6, 16, 0.35)
-	rep, err := MeasureLinkage(context.Background(), pool, LinkageOptions{Shared: 60, Known: []int{2, 40}, Trials: 2, Seed: 3,
+	rep, err := MeasureLinkage(context.Background(), pool, LinkageOptions{Shared: 60, Known: []int{2, 40}, Trials: 2, Seed: 3, Normalize: true,
 		LMNN: metric.Options{Solver: metric.Solver{Workers: 2, Iterations: 60}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.PoolPeople != 100 || rep.Shared != 60 || rep.Evaluated != 20 || rep.OnlyA != 20 || rep.OnlyB != 20 || rep.FacesA != 60*3+20*6 {
+	if !rep.Normalized || rep.PoolPeople != 100 || rep.Shared != 60 || rep.Evaluated != 20 || rep.OnlyA != 20 || rep.OnlyB != 20 || rep.FacesA != 60*3+20*6 {
 		t.Fatalf("report sizes %+v", rep)
 	}
 	if len(rep.Metrics) != 3 {

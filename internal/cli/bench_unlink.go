@@ -178,6 +178,7 @@ recomputed.`,
 	fl.IntVar(&o.Trials, "trials", 1, "repetitions with other people, photos and keys (counts pooled)")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the draw of people and photos and of the simulated libraries' keys")
 	fl.StringSliceVar(&metrics, "metrics", nil, "library maps to measure: identity, rotation, lmnn (default all)")
+	fl.BoolVar(&o.Normalize, "normalize", false, "scale descriptors to unit length first, as Irene does (default: as a library stores them)")
 	fl.IntVar(&workers, "workers", 0, "LMNN worker goroutines (default GOMAXPROCS)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
