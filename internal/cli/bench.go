@@ -5,7 +5,7 @@ import "github.com/spf13/cobra"
 // benchCommands lists the constructors of `veil bench` subcommands.
 // Each lives in its own file; add a line here when adding one.
 var benchCommands = []func(*env) *cobra.Command{
-	newBenchFacesCmd, newBenchDetectCmd, newBenchPaillierCmd, newBenchDPHECmd, newBenchTrainCmd, newBenchFedCmd, newBenchUnlinkCmd, newBenchMetricCmd}
+	newBenchFacesCmd, newBenchDetectCmd, newBenchPaillierCmd, newBenchDPHECmd, newBenchTrainCmd, newBenchFedCmd, newBenchUnlinkCmd, newBenchMetricCmd, newBenchTaggingCmd}
 
 func newBenchCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
