@@ -676,3 +676,53 @@ func mustFace(t *testing.T, l *Library, id int64) Face {
 	}
 	return fs[0]
 }
+
+// BenchmarkIndexLFW measures indexing throughput on every core: the first
+// photo of each of LFW's first 200 people (folder order), indexed into a
+// fresh library per iteration (MeasureIndexing). Run with
+//
+//	go test ./tagging -run '^$' -bench IndexLFW -benchtime 1x
+func BenchmarkIndexLFW(b *testing.B) {
+	people, err := os.ReadDir(lfwDir)
+	if err != nil {
+		b.Skipf("LFW not in the shared data folder: %v", err)
+	}
+	const n = 200
+	dir := b.TempDir()
+	var names []string
+	for _, p := range people[:n] {
+		names = append(names, p.Name()+"_0001")
+	}
+	copyLFW(b, dir, names...)
+	p, err := face.NewPipeline(PipelineOptions(""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var last *Throughput
+	b.ResetTimer()
+	for b.Loop() {
+		if last, err = MeasureIndexing(context.Background(), []string{dir}, IndexOptions{Pipeline: p}); err != nil {
+			b.Fatal(err)
+		}
+		if last.Photos != n {
+			b.Fatalf("indexed %d of %d photos", last.Photos, n)
+		}
+	}
+	b.ReportMetric(last.PhotosPerSecond, "photos/s")
+	b.ReportMetric(float64(last.Faces)/float64(last.Photos), "faces/photo")
+}
+
+func TestMeasureIndexing(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i < 5; i++ {
+		writePhoto(t, filepath.Join(dir, string(rune('a'+i))+".jpg"), 210, 150, uint8(50*i))
+	}
+	writeTree(t, dir, map[string]string{"bad.jpg": "x"})
+	th, err := MeasureIndexing(context.Background(), []string{dir}, IndexOptions{Workers: 2, run: fakeRun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.Photos != 5 || th.Faces != 10 || th.Failed != 1 || th.Workers != 2 || th.WallS <= 0 || math.Abs(th.PhotosPerSecond-5/th.WallS) > 1e-9 {
+		t.Errorf("throughput %+v", th)
+	}
+}
