@@ -23,6 +23,7 @@ import (
 // line here when adding one (veil fed sim lives in its own file).
 var fedCommands = []func(*env) *cobra.Command{
 	newFedCertsCmd,
+	newFedInitModelCmd,
 	newFedCoordinatorCmd,
 	newFedClientCmd,
 	newFedStatusCmd,
@@ -45,11 +46,12 @@ A federation across machines:
      (veil fed certs init, veil fed certs issue coordinator --role coordinator
      --host HOSTNAME, veil fed certs issue alice ...), and hand each client
      its NAME.crt, NAME.key and ca.crt (never ca.key).
-  2. Start veil fed coordinator --listen 0.0.0.0:7443 on the coordinator's
-     machine with its certificate.
-  3. On each client machine, veil fed client --coordinator HOSTNAME:7443
+  2. Make the initial model: veil fed init-model --out init.ckpt.
+  3. Start veil fed coordinator --init init.ckpt --listen 0.0.0.0:7443 on the
+     coordinator's machine with its certificate.
+  4. On each client machine, veil fed client --coordinator HOSTNAME:7443
      with its certificate, budget and data folder.
-  4. Watch with veil fed status, or the /metrics endpoint.`,
+  5. Watch with veil fed status, or the /metrics endpoint.`,
 	}
 	for _, c := range fedCommands {
 		cmd.AddCommand(c(e))

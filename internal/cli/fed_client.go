@@ -75,8 +75,9 @@ makes, the same on every machine for the same --alpha and --partition-seed).
 The network is veil fed sim's: an embedding head on --features (agegender by
 default: face-api's public age/gender features) learning each image's
 face-pipeline descriptor (distillation), trained by package training as veil
-train trains. The coordinator's --init must be a checkpoint of that network,
-e.g. from veil train --model head --features agegender --loss distill.
+train trains. The coordinator's --init must be a checkpoint of that network:
+veil fed init-model makes one (or veil train --model head --features
+agegender --loss distill).
 
 Identity: --pki DIR with --name NAME takes DIR/NAME.crt, DIR/NAME.key and
 DIR/ca.crt (the files veil fed certs issue NAME made); or give --cert, --key

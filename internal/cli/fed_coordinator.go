@@ -71,8 +71,9 @@ the --state file (SQLite), changed one transaction at a time. A coordinator
 stopped or killed at any moment continues where it stopped when started
 again on the same --state: no accepted update is lost or counted twice.
 
-Model: --init is a veil train checkpoint (its parameters, by their names,
-become the shared model; used only when --state is new). With --out the
+Model: --init is a checkpoint, from veil fed init-model (a new embedding
+head, what veil fed client trains) or veil train (its parameters, by their
+names, become the shared model; used only when --state is new). With --out the
 final model is written as a checkpoint of the same network (fresh optimiser
 state, not marked public, its privacy record the largest ε any client
 spent), which veil embed/verify/compare --head can load when the network is
@@ -135,7 +136,7 @@ learn it, then exits 0.`,
 	fl.StringVar(&c.CRL, "crl", "", "the authority's revocation list (default: revoked.crl beside --ca)")
 	fl.StringVar(&c.Listen, "listen", c.Listen, "gRPC address (host:port); 0.0.0.0:7443 or [::]:7443 listens on all interfaces")
 	fl.StringVar(&c.MetricsListen, "metrics-listen", "", "address of the HTTP /metrics and /healthz endpoint (e.g. 127.0.0.1:9464; empty: none)")
-	fl.StringVar(&c.Init, "init", "", "veil train checkpoint holding the initial model (needed when --state is new, and for --out)")
+	fl.StringVar(&c.Init, "init", "", "the initial model: a checkpoint from veil fed init-model or veil train (needed when --state is new, and for --out)")
 	fl.StringVar(&c.Out, "out", "", "write the final model here as a checkpoint of --init's network")
 	fl.StringVar(&c.EvalData, "eval-data", "", "score the model after every aggregated round on the development pairs of this LFW-layout folder (needs --init, an embedding head; shown by veil fed status)")
 	fl.StringVar(&c.CentreImages, "centre-images", "", "with --eval-data: public face photos the distillation targets are centred on (default: <data>/mtfl/net_7876)")
