@@ -84,12 +84,12 @@ type Outcome string
 
 // Outcomes of indexing a file.
 const (
-	Added     Outcome = "added"     // a new photo, analysed and recorded
-	Unchanged Outcome = "unchanged" // already recorded with these bytes at this path
-	Moved     Outcome = "moved"     // known bytes at a new path: the path was updated, faces and names kept
-	Duplicate Outcome = "duplicate" // a copy of a photo recorded at another path that still holds it
-	Updated   Outcome = "updated"   // new bytes at a known path: re-analysed, the user's decisions kept
-	Failed    Outcome = "failed"    // could not be read or analysed (see the reason)
+	PhotoAdded     Outcome = "added"     // a new photo, analysed and recorded
+	PhotoUnchanged Outcome = "unchanged" // already recorded with these bytes at this path
+	PhotoMoved     Outcome = "moved"     // known bytes at a new path: the path was updated, faces and names kept
+	PhotoDuplicate Outcome = "duplicate" // a copy of a photo recorded at another path that still holds it
+	PhotoUpdated   Outcome = "updated"   // new bytes at a known path: re-analysed, the user's decisions kept
+	PhotoFailed    Outcome = "failed"    // could not be read or analysed (see the reason)
 )
 
 // IndexProgress reports one file done.
@@ -167,7 +167,8 @@ type planned struct {
 //
 // A file that cannot be read, decoded or analysed is recorded in the
 // library's scan errors with the reason (and in the report), and the run
-// goes on; a later run that reads it removes the error. Finally every
+// goes on; a later run that reads it, or that scans its folder and no
+// longer finds it, removes the error. Finally every
 // photo of the library not found in this run is checked: a photo whose
 // file no longer exists is marked missing, never deleted (ForgetMissing
 // deletes on request, and says what happens to names), and a missing
@@ -206,7 +207,7 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 		p.path = scan.Files[i]
 		c, err := ReadContent(p.path, opt.Limits.MaxBytes)
 		if err != nil {
-			p.outcome, p.reason = Failed, err.Error()
+			p.outcome, p.reason = PhotoFailed, err.Error()
 			return nil
 		}
 		p.sum, p.size = c.SHA256, c.Size
@@ -227,17 +228,17 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 		mu.Lock()
 		defer mu.Unlock()
 		switch p.outcome {
-		case Added:
+		case PhotoAdded:
 			rep.Added++
-		case Unchanged:
+		case PhotoUnchanged:
 			rep.Unchanged++
-		case Moved:
+		case PhotoMoved:
 			rep.Moved++
-		case Duplicate:
+		case PhotoDuplicate:
 			rep.Duplicates++
-		case Updated:
+		case PhotoUpdated:
 			rep.Updated++
-		case Failed:
+		case PhotoFailed:
 			rep.Failed++
 			rep.Errors = append(rep.Errors, FileError{Path: p.path, Err: p.reason})
 			if err := l.recordScanError(ctx, p.path, p.reason); err != nil {
@@ -254,7 +255,7 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 	var todo []int
 	for i := range plan {
 		switch plan[i].outcome {
-		case Added, Updated:
+		case PhotoAdded, PhotoUpdated:
 			todo = append(todo, i)
 		default:
 			if err := record(&plan[i], 0); err != nil {
@@ -280,7 +281,60 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 			seen[plan[i].photo] = true
 		}
 	}
-	return finish(l.checkMissing(ctx, photos, seen, rep))
+	if err := l.checkMissing(ctx, photos, seen, rep); err != nil {
+		return finish(err)
+	}
+	return finish(l.forgetStaleErrors(ctx, roots, rep.Errors))
+}
+
+// forgetStaleErrors deletes the recorded scan errors of files under roots
+// that this complete run did not fail on: they were deleted, or are no
+// longer under a folder scanned (a file that now reads had its error
+// deleted when it was recorded).
+func (l *Library) forgetStaleErrors(ctx context.Context, roots []string, current []FileError) error {
+	failed := map[string]bool{}
+	for _, e := range current {
+		failed[e.Path] = true
+	}
+	var abs []string
+	for _, r := range roots {
+		a, err := filepath.Abs(r)
+		if err != nil {
+			return fmt.Errorf("tagging: %w", err)
+		}
+		abs = append(abs, a)
+	}
+	rows, err := l.db.QueryContext(ctx, `SELECT path FROM scan_errors`)
+	if err != nil {
+		return fmt.Errorf("tagging: reading scan errors: %w", err)
+	}
+	var stale []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			rows.Close()
+			return fmt.Errorf("tagging: reading scan errors: %w", err)
+		}
+		if failed[p] {
+			continue
+		}
+		for _, a := range abs {
+			if p == a || strings.HasPrefix(p, strings.TrimSuffix(a, string(filepath.Separator))+string(filepath.Separator)) {
+				stale = append(stale, p)
+				break
+			}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("tagging: reading scan errors: %w", err)
+	}
+	for _, p := range stale {
+		if _, err := l.db.ExecContext(ctx, `DELETE FROM scan_errors WHERE path = ?`, p); err != nil {
+			return fmt.Errorf("tagging: %w", err)
+		}
+	}
+	return nil
 }
 
 // parallel runs f(0..n-1) on workers goroutines, stopping at the first
@@ -328,7 +382,7 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 	}
 	scanned := map[string]int{} // path → index in plan (read successfully)
 	for i := range plan {
-		if plan[i].outcome != Failed {
+		if plan[i].outcome != PhotoFailed {
 			scanned[plan[i].path] = i
 		}
 	}
@@ -337,7 +391,7 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 	holder := map[[32]byte]int{}
 	for i := range plan {
 		p := &plan[i]
-		if p.outcome == Failed {
+		if p.outcome == PhotoFailed {
 			continue
 		}
 		h, ok := holder[p.sum]
@@ -345,10 +399,10 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 		case !ok:
 			holder[p.sum] = i
 		case byHash[p.sum].path == p.path && byHash[p.sum].id != 0:
-			plan[h].outcome = Duplicate
+			plan[h].outcome = PhotoDuplicate
 			holder[p.sum] = i
 		default:
-			p.outcome = Duplicate
+			p.outcome = PhotoDuplicate
 		}
 	}
 	type move struct {
@@ -364,9 +418,9 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 		k, isKnown := byHash[sum]
 		switch {
 		case !isKnown:
-			p.outcome = Added // or Updated, decided below
+			p.outcome = PhotoAdded // or Updated, decided below
 		case k.path == p.path:
-			p.outcome, p.photo = Unchanged, k.id
+			p.outcome, p.photo = PhotoUnchanged, k.id
 			if k.missing {
 				unmissing = append(unmissing, k.id)
 			}
@@ -380,10 +434,10 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 				still = sameContent(k.path, sum, p.size)
 			}
 			if still {
-				p.outcome, p.photo = Duplicate, 0
+				p.outcome, p.photo = PhotoDuplicate, 0
 				seen[k.id] = true
 			} else {
-				p.outcome, p.photo = Moved, k.id
+				p.outcome, p.photo = PhotoMoved, k.id
 				moves = append(moves, move{k.id, p.path, i})
 				movedAway[k.id] = true
 			}
@@ -400,7 +454,7 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 				return fmt.Errorf("tagging: %w", err)
 			}
 			if decided {
-				plan[m.i].outcome, plan[m.i].reason, plan[m.i].photo = Failed, errPathTaken.Error(), 0
+				plan[m.i].outcome, plan[m.i].reason, plan[m.i].photo = PhotoFailed, errPathTaken.Error(), 0
 				delete(movedAway, m.id)
 				continue
 			}
@@ -410,11 +464,11 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 	moves = kept
 	for i := range plan {
 		p := &plan[i]
-		if p.outcome != Added {
+		if p.outcome != PhotoAdded {
 			continue
 		}
 		if k, ok := byPath[p.path]; ok && !movedAway[k.id] {
-			p.outcome, p.photo = Updated, k.id
+			p.outcome, p.photo = PhotoUpdated, k.id
 		}
 	}
 	if len(moves) == 0 && len(unmissing) == 0 {
@@ -451,7 +505,7 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 // library itself.
 func (l *Library) analyse(ctx context.Context, p *planned, opt IndexOptions) (int, error) {
 	fail := func(err error) (int, error) {
-		p.outcome, p.reason, p.photo = Failed, err.Error(), 0
+		p.outcome, p.reason, p.photo = PhotoFailed, err.Error(), 0
 		return 0, nil
 	}
 	c, err := ReadContent(p.path, opt.Limits.MaxBytes)
@@ -479,7 +533,7 @@ func (l *Library) analyse(ctx context.Context, p *planned, opt IndexOptions) (in
 	}
 	n := len(faces)
 	err = l.inTx(ctx, func(tx *sql.Tx) error {
-		if p.outcome == Updated {
+		if p.outcome == PhotoUpdated {
 			n, err = l.replaceContentTx(ctx, tx, p.photo, rec, faces)
 			return err
 		}
@@ -487,7 +541,7 @@ func (l *Library) analyse(ctx context.Context, p *planned, opt IndexOptions) (in
 		var id int64
 		switch err := tx.QueryRowContext(ctx, `SELECT id FROM photos WHERE sha256 = ?`, c.SHA256[:]).Scan(&id); {
 		case err == nil:
-			p.outcome, n = Duplicate, 0
+			p.outcome, n = PhotoDuplicate, 0
 			return nil
 		case !errors.Is(err, sql.ErrNoRows):
 			return err

@@ -277,6 +277,26 @@ func TestIndexUnreadableFiles(t *testing.T) {
 	if len(st.Failed) != 4 {
 		t.Errorf("failed %+v", st.Failed)
 	}
+	// Deleted files drop out of the failed list at the next run of their
+	// folder, and not before.
+	for _, name := range []string{"notes.jpg", "phone.heic"} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCounts(t, fakeIndex(t, l, IndexOptions{}, t.TempDir()), counts{})
+	if st, _ = l.Status(context.Background()); len(st.Failed) != 4 {
+		t.Errorf("a run of another folder changed the failed list: %+v", st.Failed)
+	}
+	wantCounts(t, fakeIndex(t, l, IndexOptions{}, dir), counts{Unchanged: 3, Failed: 1})
+	st, _ = l.Status(context.Background())
+	var left []string
+	for _, e := range st.Failed {
+		left = append(left, filepath.Base(e.Path))
+	}
+	if !slices.Equal(left, []string{"empty.png", "link.jpg"}) {
+		t.Errorf("failed after deleting two: %v", left)
+	}
 }
 
 func TestIndexMissingAndForget(t *testing.T) {
