@@ -75,7 +75,14 @@
 // DecodeDescriptor, EncodeLandmarks, DecodeLandmarks; ReadKeyFile.
 //
 // Photos: PhotoRecord, NewFace, Photo, (*Library).AddPhoto, AddFaces,
-// PhotoByPath.
+// PhotoByPath, Photos, ForgetMissing, Status.
+//
+// Indexing (faces_index.go, scan.go, exif.go, thumb.go): (*Library).Index
+// with IndexOptions and PipelineOptions (one photo per transaction, photos
+// known by content hash, moves and edits keep the user's decisions, vanished
+// photos marked missing, never deleted unasked), Scan, ReadContent,
+// ReadJPEGEXIF, ParseEXIF, Thumbnail, (*Library).AddManualFace, ParseBox,
+// IoU, MeasureIndexing.
 //
 // Faces: Face, FaceFilter, Box, Source (Detected, Manual), (*Library).Faces,
 // Face, NameFaces, RejectFace, UnassignFace, RemoveFace, AssignAuto,
