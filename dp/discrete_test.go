@@ -270,7 +270,8 @@ func TestGaussTableAliasIsExact(t *testing.T) {
 // TestGaussTableBracketsContainP checks the fast path's arithmetic against
 // math/big: for points across the blocks of several tables, the coarse
 // and the tight 63-bit brackets of the acceptance probability must contain
-// the 200-bit bracket of the exact p, and the tight one must be narrow.
+// the 200-bit bracket of the exact p, the tight one must be narrow, and
+// the block's squeeze must lie below p.
 func TestGaussTableBracketsContainP(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, tc := range []struct{ n2, d uint64 }{{20000, 1}, {2469135, 1}, {1 << 57, 1}, {1 << 63, 1}, {123456789123, 7}} {
@@ -296,6 +297,9 @@ func TestGaussTableBracketsContainP(t *testing.T) {
 					t.Fatalf("2σ²=%d/%d, block %d, offset %d: %s bracket [%d, %d] misses p ∈ [%v, %v]·2^−200",
 						tc.n2, tc.d, e, o, name, plo, phi, lo, hi)
 				}
+			}
+			if new(big.Int).Lsh(new(big.Int).SetUint64(tab.sq[e]), 137).Cmp(lo) > 0 {
+				t.Fatalf("2σ²=%d/%d, block %d, offset %d: the squeeze %d is above p ∈ [%v, %v]·2^−200", tc.n2, tc.d, e, o, tab.sq[e], lo, hi)
 			}
 			if plo, phi := tab.tight(e, o); phi-plo > 1<<18 {
 				t.Errorf("2σ²=%d/%d, block %d, offset %d: tight bracket %d units wide", tc.n2, tc.d, e, o, phi-plo)
