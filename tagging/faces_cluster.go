@@ -1,6 +1,8 @@
 package tagging
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -569,6 +571,136 @@ func JoinClusters(existing [][]float32, labels []int, added [][]float32, o Clust
 		for k, ai := range rest {
 			out[ai] = next + l[k]
 		}
+	}
+	return out, nil
+}
+
+// ClusterGroup is a cluster of unnamed faces, as stored in the clusters
+// table.
+type ClusterGroup struct {
+	ID    int     `json:"id"`
+	Faces []int64 `json:"faces"`
+}
+
+// UpdateClusters brings the library's clusters of unnamed faces up to date
+// and returns them, largest first. It is incremental: faces already
+// clustered keep their cluster, faces named or removed since leave theirs,
+// and new unnamed faces join existing clusters or form new ones
+// (JoinClusters). rebuild clusters every unnamed face afresh instead (new
+// cluster ids). Clusters never name anybody: naming a cluster is the
+// user's (veil faces name) or goes through AssignAuto.
+func (l *Library) UpdateClusters(ctx context.Context, o ClusterOptions, rebuild bool) ([]ClusterGroup, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("tagging: %w", err)
+	}
+	faces, err := l.Faces(FaceFilter{Unknown: true, Descriptors: true})
+	if err != nil {
+		return nil, err
+	}
+	var groups []ClusterGroup
+	err = l.inTx(ctx, func(tx *sql.Tx) error {
+		stored := map[int64]int{}
+		if rebuild {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM clusters`); err != nil {
+				return err
+			}
+		} else {
+			rows, err := tx.QueryContext(ctx, `SELECT face_id, cluster FROM clusters`)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var f int64
+				var c int
+				if err := rows.Scan(&f, &c); err != nil {
+					rows.Close()
+					return err
+				}
+				stored[f] = c
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		var existing, added [][]float32
+		var labels []int
+		var existingIDs, addedIDs []int64
+		unnamed := map[int64]bool{}
+		for _, f := range faces {
+			if len(f.Descriptor) == 0 {
+				continue
+			}
+			unnamed[f.ID] = true
+			if c, ok := stored[f.ID]; ok {
+				existing, labels, existingIDs = append(existing, f.Descriptor), append(labels, c), append(existingIDs, f.ID)
+			} else {
+				added, addedIDs = append(added, f.Descriptor), append(addedIDs, f.ID)
+			}
+		}
+		for f := range stored {
+			if !unnamed[f] {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM clusters WHERE face_id = ?`, f); err != nil {
+					return err
+				}
+			}
+		}
+		var newLabels []int
+		if len(added) > 0 {
+			var err error
+			if newLabels, err = JoinClusters(existing, labels, added, o); err != nil {
+				return err
+			}
+		}
+		for i, id := range addedIDs {
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO clusters(face_id, cluster) VALUES (?, ?)`, id, newLabels[i]); err != nil {
+				return err
+			}
+		}
+		byCluster := map[int][]int64{}
+		for i, id := range existingIDs {
+			byCluster[labels[i]] = append(byCluster[labels[i]], id)
+		}
+		for i, id := range addedIDs {
+			byCluster[newLabels[i]] = append(byCluster[newLabels[i]], id)
+		}
+		for c, fs := range byCluster {
+			sort.Slice(fs, func(i, j int) bool { return fs[i] < fs[j] })
+			groups = append(groups, ClusterGroup{ID: c, Faces: fs})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tagging: clustering faces: %w", err)
+	}
+	sort.Slice(groups, func(i, j int) bool {
+		if len(groups[i].Faces) != len(groups[j].Faces) {
+			return len(groups[i].Faces) > len(groups[j].Faces)
+		}
+		return groups[i].ID < groups[j].ID
+	})
+	return groups, nil
+}
+
+// StoredClusters returns the cluster of every face in the clusters table
+// as UpdateClusters last left it, without updating it.
+func (l *Library) StoredClusters() (map[int64]int, error) {
+	rows, err := l.db.Query(`SELECT face_id, cluster FROM clusters`)
+	if err != nil {
+		return nil, fmt.Errorf("tagging: reading clusters: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]int{}
+	for rows.Next() {
+		var f int64
+		var c int
+		if err := rows.Scan(&f, &c); err != nil {
+			return nil, fmt.Errorf("tagging: reading clusters: %w", err)
+		}
+		out[f] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tagging: reading clusters: %w", err)
 	}
 	return out, nil
 }

@@ -349,3 +349,169 @@ func Search(library *Gallery, query [][]float32, o SuggestOptions, dist float64,
 	}
 	return out, nil
 }
+
+// LibrarySuggestion is a suggestion with the person's name.
+type LibrarySuggestion struct {
+	Suggestion
+	Name string
+}
+
+// suggestionInputs reads what Suggest needs from the library: a gallery
+// of the faces assigned to people who are not hidden, the faces waiting
+// for a suggestion (unassigned, not removed, and not unassigned by the
+// user: AssignAuto would not apply a suggestion to those), the user's
+// rejections and every person's name.
+func (l *Library) suggestionInputs() (*Gallery, []Unnamed, []Rejection, map[int64]Person, error) {
+	faces, err := l.Faces(FaceFilter{Descriptors: true})
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	people, err := l.People()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	byID := make(map[int64]Person, len(people))
+	for _, p := range people {
+		byID[p.ID] = p
+	}
+	dim := 0
+	for _, f := range faces {
+		if len(f.Descriptor) > 0 {
+			dim = len(f.Descriptor)
+			break
+		}
+	}
+	if dim == 0 {
+		dim = 128
+	}
+	g, err := NewGallery(dim)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	var un []Unnamed
+	for _, f := range faces {
+		if len(f.Descriptor) == 0 {
+			continue
+		}
+		if f.PersonID != 0 {
+			if byID[f.PersonID].Hidden {
+				continue
+			}
+			if err := g.Add(f.ID, f.PhotoID, f.PersonID, f.Descriptor); err != nil {
+				return nil, nil, nil, nil, fmt.Errorf("tagging: %w", err)
+			}
+			continue
+		}
+		if f.AssignedBy == ByUser {
+			continue
+		}
+		un = append(un, Unnamed{Face: f.ID, Photo: f.PhotoID, Descriptor: f.Descriptor})
+	}
+	rej, err := l.Rejections()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	var rs []Rejection
+	for f, ps := range rej {
+		for _, p := range ps {
+			rs = append(rs, Rejection{Face: f, Person: p})
+		}
+	}
+	return g, un, rs, byID, nil
+}
+
+// Suggestions returns the library's current suggestions (Suggest on its
+// named and unnamed faces), in face order. Naming, rejecting or
+// unassigning takes effect at the next call: nothing is cached.
+func (l *Library) Suggestions(o SuggestOptions) ([]LibrarySuggestion, error) {
+	g, un, rs, people, err := l.suggestionInputs()
+	if err != nil {
+		return nil, err
+	}
+	sugs, err := Suggest(g, un, rs, o)
+	if err != nil {
+		return nil, fmt.Errorf("tagging: %w", err)
+	}
+	out := make([]LibrarySuggestion, len(sugs))
+	for i, s := range sugs {
+		out[i] = LibrarySuggestion{Suggestion: s, Name: people[s.Person].Name}
+	}
+	return out, nil
+}
+
+// AcceptSuggestions assigns each listed face to the person currently
+// suggested for it, through AssignAuto (so never over a decision of the
+// user's), and returns the assignments applied and the faces that had no
+// current suggestion.
+func (l *Library) AcceptSuggestions(faceIDs []int64, o SuggestOptions) (applied []LibrarySuggestion, none []int64, err error) {
+	sugs, err := l.Suggestions(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	byFace := make(map[int64]LibrarySuggestion, len(sugs))
+	for _, s := range sugs {
+		byFace[s.Face] = s
+	}
+	for _, id := range faceIDs {
+		if _, err := l.Face(id); err != nil {
+			return nil, nil, err
+		}
+		s, ok := byFace[id]
+		if !ok {
+			none = append(none, id)
+			continue
+		}
+		n, err := l.AssignAuto([]Assignment{{Face: id, Person: s.Person}})
+		if err != nil {
+			return nil, nil, err
+		}
+		if n == 1 {
+			applied = append(applied, s)
+		} else {
+			none = append(none, id)
+		}
+	}
+	return applied, none, nil
+}
+
+// SearchLibrary looks the descriptors of a query photo's faces up in the
+// whole library (Search; hidden people are not suggested).
+func (l *Library) SearchLibrary(query [][]float32, o SuggestOptions, dist float64, limit int) ([]SearchResult, map[int64]Person, error) {
+	faces, err := l.Faces(FaceFilter{Descriptors: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	people, err := l.People()
+	if err != nil {
+		return nil, nil, err
+	}
+	byID := make(map[int64]Person, len(people))
+	for _, p := range people {
+		byID[p.ID] = p
+	}
+	dim := 128
+	if len(query) > 0 {
+		dim = len(query[0])
+	}
+	g, err := NewGallery(dim)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range faces {
+		if len(f.Descriptor) == 0 {
+			continue
+		}
+		p := f.PersonID
+		if byID[p].Hidden {
+			p = 0
+		}
+		if err := g.Add(f.ID, f.PhotoID, p, f.Descriptor); err != nil {
+			return nil, nil, fmt.Errorf("tagging: %w", err)
+		}
+	}
+	res, err := Search(g, query, o, dist, limit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tagging: %w", err)
+	}
+	return res, byID, nil
+}

@@ -22,6 +22,7 @@ var faceCommands = []func(*env) *cobra.Command{
 	newFacesUnassignCmd,
 	newFacesRemoveCmd,
 	newFacesAddCmd,
+	newFacesClustersCmd,
 }
 
 func newFacesCmd(e *env) *cobra.Command {

@@ -35,6 +35,8 @@ var commandGroups = []func(*env) *cobra.Command{
 	newLibraryCmd,
 	newPeopleCmd,
 	newFacesCmd,
+	newSuggestCmd,
+	newSearchCmd,
 }
 
 // env is what every command needs from the process: its streams and logger.

@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/tagging"
+)
+
+func newFacesClustersCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var algorithm string
+	var distance float64
+	var rebuild, asJSON bool
+	var minSize int
+	cmd := &cobra.Command{
+		Use:   "clusters",
+		Short: "Group the unnamed faces of a library so a whole group can be named at once",
+		Long: `Clusters groups the library's unnamed faces by likeness and prints the groups,
+largest first, so that you can name a whole group with one veil faces name.
+Every unnamed face is in exactly one cluster (a face like no other is a cluster
+of its own; --min-size hides small ones).
+
+The clusters are kept in the library and updated incrementally: faces already
+grouped keep their cluster, faces named or removed since leave theirs, and new
+faces join the cluster they are closest to or form new ones. --rebuild groups
+every unnamed face afresh (new ids). Clustering never names anybody.
+
+The algorithm and its distance were chosen by measurement on LFW (veil bench
+tagging --tune): see tagging/thresholds.go.`,
+		Example: `  veil faces clusters --library lib --json
+  veil faces clusters --library lib --min-size 3`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := tagging.NewClusterOptions(tagging.ClusterAlgorithm(algorithm))
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("distance") {
+				o.Distance = distance
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			if minSize < 1 {
+				return fmt.Errorf("--min-size must be at least 1")
+			}
+			return withLibrary(e, &lf, func(l *tagging.Library) error {
+				groups, err := l.UpdateClusters(cmd.Context(), o, rebuild)
+				if err != nil {
+					return err
+				}
+				shown := []tagging.ClusterGroup{}
+				for _, g := range groups {
+					if len(g.Faces) >= minSize {
+						shown = append(shown, g)
+					}
+				}
+				if asJSON {
+					return writeJSON(e.stdout, map[string]any{"clusters": shown})
+				}
+				fmt.Fprintf(e.stdout, "%d cluster(s) of unnamed faces (%d shown, at least %d face(s) each)\n", len(groups), len(shown), minSize)
+				for _, g := range shown {
+					fmt.Fprintf(e.stdout, "cluster %d: %d face(s) %v\n", g.ID, len(g.Faces), g.Faces)
+				}
+				return nil
+			})
+		},
+	}
+	lf.register(cmd)
+	cmd.Flags().StringVar(&algorithm, "algorithm", string(tagging.DefaultClusterAlgorithm), fmt.Sprintf("clustering algorithm, one of %v", tagging.ClusterAlgorithms))
+	cmd.Flags().Float64Var(&distance, "distance", 0, "joining distance (default: the one measured for the algorithm)")
+	cmd.Flags().BoolVar(&rebuild, "rebuild", false, "group every unnamed face afresh instead of updating the clusters")
+	cmd.Flags().IntVar(&minSize, "min-size", 1, "show only clusters of at least this many faces")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,328 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/face"
+	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/tagging"
+)
+
+// suggestFlags are the suggestion thresholds, defaulting to the measured
+// ones (tagging/thresholds.go).
+type suggestFlags struct {
+	distance, margin float64
+}
+
+func (s *suggestFlags) register(cmd *cobra.Command) {
+	cmd.Flags().Float64Var(&s.distance, "distance", tagging.SuggestDistance, "suggest a person only if one of the person's named faces is at most this descriptor distance away (default measured on LFW: veil bench tagging --tune)")
+	cmd.Flags().Float64Var(&s.margin, "margin", tagging.SuggestMargin, "abstain unless the next person's nearest face is farther by more than this")
+}
+
+func (s *suggestFlags) options() (tagging.SuggestOptions, error) {
+	o := tagging.SuggestOptions{Distance: s.distance, Margin: s.margin}
+	return o, o.Validate()
+}
+
+type jsonSuggestion struct {
+	Face     int64   `json:"face"`
+	Person   string  `json:"person"`
+	Distance float64 `json:"distance"`
+}
+
+type jsonReviewGroup struct {
+	Person   string  `json:"person"`
+	Cluster  int     `json:"cluster"`
+	Faces    []int64 `json:"faces"`
+	Distance float64 `json:"distance"`
+}
+
+func newSuggestCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var sf suggestFlags
+	var asJSON, review bool
+	cmd := &cobra.Command{
+		Use:   "suggest",
+		Short: "Suggest who the unnamed faces of a library are",
+		Long: `Suggest proposes, for every unnamed face of the library, the person whose
+nearest named face is closest, when that face is within --distance and no other
+person is almost as close (--margin): otherwise it abstains. Faces of people you
+never named (strangers) are most of a real library: the defaults were chosen on
+LFW so that few of them get a suggestion (veil bench tagging measures it).
+
+It never suggests a person you rejected for the face (veil faces reject), a
+person already named in the same photo, or one person for two faces of a photo,
+and leaves alone faces you unassigned by hand. Hidden people are not suggested.
+Naming or rejecting takes effect at the next run.
+
+--review groups the suggestions into questions that settle many faces at once:
+the faces of one cluster (veil faces clusters) suggested as the same person,
+largest groups first. Accept with veil suggest accept FACE..., or name them with
+veil faces name; reject a wrong one with veil faces reject.`,
+		Example: `  veil suggest --library lib --json
+  veil suggest --library lib --review`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := sf.options()
+			if err != nil {
+				return err
+			}
+			return withLibrary(e, &lf, func(l *tagging.Library) error {
+				sugs, err := l.Suggestions(o)
+				if err != nil {
+					return err
+				}
+				names := map[int64]string{}
+				js := make([]jsonSuggestion, len(sugs))
+				for i, s := range sugs {
+					names[s.Person] = s.Name
+					js[i] = jsonSuggestion{Face: s.Face, Person: s.Name, Distance: s.Distance}
+				}
+				if review {
+					clusters, err := l.StoredClusters()
+					if err != nil {
+						return err
+					}
+					plain := make([]tagging.Suggestion, len(sugs))
+					for i, s := range sugs {
+						plain[i] = s.Suggestion
+					}
+					q := tagging.ReviewQueue(plain, clusters)
+					jq := make([]jsonReviewGroup, len(q))
+					for i, g := range q {
+						jq[i] = jsonReviewGroup{Person: names[g.Person], Cluster: g.Cluster, Faces: g.Faces, Distance: g.Distance}
+					}
+					if asJSON {
+						return writeJSON(e.stdout, map[string]any{"review": jq})
+					}
+					if len(jq) == 0 {
+						fmt.Fprintln(e.stdout, "nothing to review")
+					}
+					for i, g := range jq {
+						fmt.Fprintf(e.stdout, "%d. are these %d face(s) %s? %v (farthest %.3f)\n", i+1, len(g.Faces), g.Person, g.Faces, g.Distance)
+					}
+					return nil
+				}
+				if asJSON {
+					return writeJSON(e.stdout, map[string]any{"suggestions": js})
+				}
+				if len(js) == 0 {
+					fmt.Fprintln(e.stdout, "no suggestions")
+				}
+				for _, s := range js {
+					fmt.Fprintf(e.stdout, "face %d: %s (distance %.3f)\n", s.Face, s.Person, s.Distance)
+				}
+				return nil
+			})
+		},
+	}
+	lf.register(cmd)
+	sf.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&review, "review", false, "group the suggestions into questions, one per person and cluster, largest first")
+	cmd.AddCommand(newSuggestAcceptCmd(e))
+	return cmd
+}
+
+func newSuggestAcceptCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var sf suggestFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "accept FACE...",
+		Short: "Accept the current suggestions of some faces",
+		Long: `Accept assigns each listed face to the person veil suggest currently
+proposes for it (with the same --distance and --margin). The assignment is
+recorded as automatic: it never replaces anything you decided (a face you named,
+unassigned or removed, or rejected that person for), and you can change it at
+any time with veil faces name, reject or unassign. Faces without a current
+suggestion are listed and left alone.
+
+Exit status: 0 when done (even if some faces had no suggestion); 1 on an
+unknown face id or bad input.`,
+		Example: `  veil suggest accept --library lib 12 13 17 --json`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseFaceIDs(args)
+			if err != nil {
+				return err
+			}
+			o, err := sf.options()
+			if err != nil {
+				return err
+			}
+			return withLibrary(e, &lf, func(l *tagging.Library) error {
+				applied, none, err := l.AcceptSuggestions(ids, o)
+				if err != nil {
+					return err
+				}
+				js := make([]jsonSuggestion, len(applied))
+				for i, s := range applied {
+					js[i] = jsonSuggestion{Face: s.Face, Person: s.Name, Distance: s.Distance}
+				}
+				if none == nil {
+					none = []int64{}
+				}
+				if asJSON {
+					return writeJSON(e.stdout, map[string]any{"accepted": js, "without_suggestion": none})
+				}
+				for _, s := range js {
+					fmt.Fprintf(e.stdout, "face %d: %s\n", s.Face, s.Person)
+				}
+				if len(none) > 0 {
+					fmt.Fprintf(e.stdout, "no current suggestion (left alone): %v\n", none)
+				}
+				return nil
+			})
+		},
+	}
+	lf.register(cmd)
+	sf.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+type jsonSearchMatch struct {
+	Face     int64   `json:"face"`
+	Photo    string  `json:"photo"`
+	Person   *string `json:"person"`
+	Distance float64 `json:"distance"`
+}
+
+type jsonSearchFace struct {
+	Box      tagging.Box       `json:"box"`
+	Person   *string           `json:"person"`
+	Distance float64           `json:"distance,omitempty"`
+	Matches  []jsonSearchMatch `json:"matches"`
+}
+
+func newSearchCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var sf suggestFlags
+	var models string
+	var asJSON bool
+	var within float64
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "search PHOTO",
+		Short: "Find the people and photos of a library that match the faces in a photo",
+		Long: `Search finds the faces in PHOTO (which need not be in the library) with the
+library's face pipeline and looks each one up in the library: the person it most
+likely is, by the rule of veil suggest (one person per face of the photo), and
+the library's faces within --within, nearest first, with their photos. The
+photo is only read: nothing is added to the library.`,
+		Example: `  veil search --library lib holiday.jpg --json`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := sf.options()
+			if err != nil {
+				return err
+			}
+			if !(within > 0) {
+				return fmt.Errorf("--within must be positive")
+			}
+			lim := imaging.DefaultLimits()
+			st, err := os.Stat(args[0])
+			if err != nil {
+				return err
+			}
+			if st.Size() > lim.MaxBytes {
+				return fmt.Errorf("%s is %d bytes, over the %d limit", args[0], st.Size(), lim.MaxBytes)
+			}
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			img, _, err := imaging.Decode(data, lim)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			p, err := face.NewPipeline(tagging.PipelineOptions(models))
+			if err != nil {
+				return err
+			}
+			found, _, err := p.Run(img)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			query := make([][]float32, len(found))
+			for i := range found {
+				query[i] = found[i].Descriptor
+			}
+			return withLibrary(e, &lf, func(l *tagging.Library) error {
+				var res []tagging.SearchResult
+				var people map[int64]tagging.Person
+				if len(query) > 0 {
+					if res, people, err = l.SearchLibrary(query, o, within, limit); err != nil {
+						return err
+					}
+				}
+				photos, err := l.Photos()
+				if err != nil {
+					return err
+				}
+				path := map[int64]string{}
+				for _, ph := range photos {
+					path[ph.ID] = ph.Path
+				}
+				name := func(id int64) *string {
+					if id == 0 {
+						return nil
+					}
+					n := people[id].Name
+					return &n
+				}
+				out := make([]jsonSearchFace, len(res))
+				seenPeople, seenPhotos := map[string]bool{}, map[string]bool{}
+				var allPeople, allPhotos []string
+				for i, r := range res {
+					out[i] = jsonSearchFace{Box: found[i].Box, Person: name(r.Person), Distance: r.Distance, Matches: []jsonSearchMatch{}}
+					if r.Person != 0 && !seenPeople[people[r.Person].Name] {
+						seenPeople[people[r.Person].Name] = true
+						allPeople = append(allPeople, people[r.Person].Name)
+					}
+					for _, m := range r.Matches {
+						out[i].Matches = append(out[i].Matches, jsonSearchMatch{Face: m.Face, Photo: path[m.Photo], Person: name(m.Person), Distance: m.Distance})
+						if !seenPhotos[path[m.Photo]] {
+							seenPhotos[path[m.Photo]] = true
+							allPhotos = append(allPhotos, path[m.Photo])
+						}
+					}
+				}
+				sort.Strings(allPeople)
+				if allPeople == nil {
+					allPeople = []string{}
+				}
+				if allPhotos == nil {
+					allPhotos = []string{}
+				}
+				if asJSON {
+					return writeJSON(e.stdout, map[string]any{"faces": out, "people": allPeople, "photos": allPhotos})
+				}
+				fmt.Fprintf(e.stdout, "%d face(s) in %s\n", len(out), args[0])
+				for i, f := range out {
+					who := "nobody known"
+					if f.Person != nil {
+						who = fmt.Sprintf("%s (distance %.3f)", *f.Person, f.Distance)
+					}
+					fmt.Fprintf(e.stdout, "face %d at %.0f,%.0f %.0fx%.0f: %s; %d matching face(s) in the library\n", i+1, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, who, len(f.Matches))
+					for _, m := range f.Matches {
+						fmt.Fprintf(e.stdout, "  %.3f face %d in %s\n", m.Distance, m.Face, m.Photo)
+					}
+				}
+				return nil
+			})
+		},
+	}
+	lf.register(cmd)
+	sf.register(cmd)
+	cmd.Flags().StringVar(&models, "models", "", "folder of face-api's weight files (default: $VEIL_MODELS, else models/ of the checkout)")
+	cmd.Flags().Float64Var(&within, "within", tagging.SearchDistance, "list library faces at most this descriptor distance from a face of the photo")
+	cmd.Flags().IntVar(&limit, "limit", 20, "at most this many matching faces per face of the photo (0: all)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
