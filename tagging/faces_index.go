@@ -43,9 +43,13 @@ type IndexOptions struct {
 	Workers int
 	// Limits bound the photos decoded (zero: imaging.DefaultLimits).
 	Limits imaging.Limits
-	// Progress, when set, is called after each file, from one goroutine
-	// at a time.
+	// Progress, when set, is called after each file is done, from one
+	// goroutine at a time.
 	Progress func(IndexProgress)
+	// Reading, when set, is called after each file is read and hashed
+	// (the first step, before any is analysed), from one goroutine at a
+	// time: a library of many photos takes a while to read.
+	Reading func(done, total int)
 
 	// run replaces Pipeline.Run in tests of the bookkeeping, which need
 	// no networks.
@@ -202,15 +206,22 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 
 	// 1. Hash.
 	plan := make([]planned, len(scan.Files))
+	var readMu sync.Mutex
+	read := 0
 	err = parallel(ctx, opt.Workers, len(plan), func(i int) error {
 		p := &plan[i]
 		p.path = scan.Files[i]
-		c, err := ReadContent(p.path, opt.Limits.MaxBytes)
-		if err != nil {
+		if c, err := ReadContent(p.path, opt.Limits.MaxBytes); err != nil {
 			p.outcome, p.reason = PhotoFailed, err.Error()
-			return nil
+		} else {
+			p.sum, p.size = c.SHA256, c.Size
 		}
-		p.sum, p.size = c.SHA256, c.Size
+		if opt.Reading != nil {
+			readMu.Lock()
+			read++
+			opt.Reading(read, len(plan))
+			readMu.Unlock()
+		}
 		return nil
 	})
 	if err != nil {

@@ -126,10 +126,15 @@ func TestIndexIncremental(t *testing.T) {
 	writePhoto(t, filepath.Join(dir, "b.jpg"), 200, 150, 100)
 	writePhoto(t, filepath.Join(dir, "sub", "c.jpg"), 210, 150, 200)
 	var progress []IndexProgress
-	rep := fakeIndex(t, l, IndexOptions{Progress: func(p IndexProgress) { progress = append(progress, p) }}, dir)
+	var reading [][2]int
+	rep := fakeIndex(t, l, IndexOptions{Progress: func(p IndexProgress) { progress = append(progress, p) },
+		Reading: func(done, total int) { reading = append(reading, [2]int{done, total}) }}, dir)
 	wantCounts(t, rep, counts{Added: 3, Faces: 4})
-	if len(progress) != 3 || progress[2].Done != 3 || progress[2].Total != 3 {
+	if len(progress) != 3 || progress[2].Done != 3 || progress[2].Total != 3 || progress[2].Outcome != PhotoAdded {
 		t.Errorf("progress %+v", progress)
+	}
+	if !slices.Equal(reading, [][2]int{{1, 3}, {2, 3}, {3, 3}}) {
+		t.Errorf("reading progress %v", reading)
 	}
 	faces, err := l.Faces(FaceFilter{Descriptors: true})
 	if err != nil {

@@ -104,13 +104,23 @@ interrupted (what was done is kept).`,
 				}
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
-				var bar *progress.Bar
-				opt := tagging.IndexOptions{Pipeline: p, Workers: workers, Progress: func(pr tagging.IndexProgress) {
-					if bar == nil {
-						bar = progress.New(e.stderr, "photos", pr.Total, quiet)
-					}
-					bar.Add(1)
-				}}
+				var reading, bar *progress.Bar
+				opt := tagging.IndexOptions{Pipeline: p, Workers: workers,
+					Reading: func(done, total int) {
+						if done == 1 {
+							reading = progress.New(e.stderr, "reading", total, quiet || total < 1000)
+						}
+						reading.Add(1)
+						if done == total {
+							reading.Done()
+						}
+					},
+					Progress: func(pr tagging.IndexProgress) {
+						if pr.Done == 1 {
+							bar = progress.New(e.stderr, "photos", pr.Total, quiet)
+						}
+						bar.Add(1)
+					}}
 				rep, err := l.Index(ctx, args, opt)
 				bar.Done()
 				interrupted := err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled)
