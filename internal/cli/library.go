@@ -26,6 +26,7 @@ var libraryCommands = []func(*env) *cobra.Command{
 	newLibraryRekeyCmd,
 	newLibraryAddCmd,
 	newLibraryStatusCmd,
+	newLibraryLearnCmd,
 }
 
 func newLibraryCmd(e *env) *cobra.Command {
