@@ -403,7 +403,6 @@ func FuzzDecodeStoredMetric(f *testing.F) {
 	})
 }
 
-
 // SpaceForSuggestions learns when the metric is on and a metric is due,
 // and leaves a library with the metric off alone.
 func TestSpaceForSuggestions(t *testing.T) {
