@@ -123,6 +123,10 @@ veil verify and veil train use.`,
 	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the named photos, the review and the library's key")
 	fl.StringSliceVar(&splits, "splits", []string{"train", "test"}, "LFW development splits to measure: train, test")
 	fl.IntVar(&workers, "workers", 0, "LMNN worker goroutines (default GOMAXPROCS)")
+	fl.IntVar(&o.LMNN.K, "k", 0, "LMNN target neighbours per named face (default 3)")
+	fl.IntVar(&o.LMNN.Iterations, "iterations", 0, "LMNN gradient steps at most (default 200)")
+	fl.Float64Var(&o.LMNN.Regularization, "regularization", 0, "LMNN trace regularisation λ (default 0)")
+	fl.IntVar(&o.LMNN.OutputDim, "output-dim", 0, "rows of V (default: the descriptor's 128)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
