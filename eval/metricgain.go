@@ -364,6 +364,11 @@ func metricGainOne(ctx context.Context, pool []LinkagePerson, strangerX [][]floa
 		if err != nil {
 			return nil, err
 		}
+		if od := o.LMNN.OutputDim; od > 0 && od < len(gx[0]) {
+			if rot, err = rot.Truncate(od); err != nil {
+				return nil, err
+			}
+		}
 		l, err := metric.NewLMNN(o.LMNN)
 		if err != nil {
 			return nil, fmt.Errorf("eval: %w", err)
