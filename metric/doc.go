@@ -48,6 +48,14 @@
 // the same faces do not match them coordinate-wise. It does not hide
 // distances, and pairs (x, V x) reveal V.
 //
+// # Thresholds under a learned map
+//
+// LMNN changes the scale of distances, so a suggestion threshold measured
+// on plain descriptors does not apply under V. MatchThreshold carries it
+// over using only the named faces: it scales the plain threshold by the
+// ratio of a low quantile of the nearest-impostor distances in the two
+// spaces (exact for V = s·R).
+//
 // # MT-LMNN
 //
 // MTLMNN.Fit learns V₀ (square, so W₀ can stay I) and each task's V_k
