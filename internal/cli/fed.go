@@ -146,6 +146,9 @@ name is never overwritten: revoke it and issue another name.`,
 			default:
 				return fmt.Errorf("--role %q: want client or coordinator", role)
 			}
+			if err := needAuthority(dir); err != nil {
+				return err
+			}
 			ca, err := pki.Load(dir)
 			if err != nil {
 				return err
@@ -192,6 +195,12 @@ certificate from its next call on, also on connections already open; copy
 revoked.crl to a coordinator running elsewhere. Revoking twice is harmless.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := needAuthority(dir); err != nil {
+				return err
+			}
+			if _, err := os.Stat(filepath.Join(dir, args[0]+".crt")); errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("no certificate named %q in %s (%s.crt is missing)", args[0], dir, args[0])
+			}
 			ca, err := pki.Load(dir)
 			if err != nil {
 				return err
@@ -319,7 +328,7 @@ func remoteFedStatus(ctx context.Context, addr, serverName, pkiDir, name, cert, 
 	if err != nil {
 		return nil, err
 	}
-	id, err := pki.LoadIdentity(certP, keyP, caP)
+	id, err := loadFedIdentity(certP, keyP, caP)
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +346,7 @@ func remoteFedStatus(ctx context.Context, addr, serverName, pkiDir, name, cert, 
 	defer cancel()
 	st, err := fedpb.NewCoordinatorClient(conn).Status(ctx, &fedpb.StatusRequest{ProtocolVersion: fedpb.ProtocolVersion})
 	if err != nil {
-		return nil, fmt.Errorf("asking %s for its status: %w", addr, err)
+		return nil, fmt.Errorf("asking for the status: %w", explainCoordinatorError(addr, id.Leaf.Subject.CommonName, err))
 	}
 	return st, nil
 }
@@ -372,7 +381,15 @@ func printFedStatus(e *env, s fedStatus) {
 		fmt.Fprintf(e.stdout, "%-8d %-8s %8d\n", r.Round, r.State, r.Updates)
 	}
 	if ev := s.LastEvaluation; ev != nil {
-		fmt.Fprintf(e.stdout, "last evaluation: accuracy %.4f on the %s after %d rounds (model %s, %s)\n",
-			ev.Accuracy, ev.Pairs, ev.Round, shortVersion(ev.ModelVersion), ev.Time)
+		fmt.Fprintf(e.stdout, "last evaluation: accuracy %.4f on the %s after %s (model %s, %s)\n",
+			ev.Accuracy, ev.Pairs, plural(ev.Round, "round"), shortVersion(ev.ModelVersion), ev.Time)
 	}
+}
+
+// plural is "1 round", "2 rounds".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -128,6 +129,7 @@ Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the data order (not of the privacy noise)")
 	f.head.register(cmd)
 	_ = fl.Set("features", arch.HeadAgeGender)
+	fl.Lookup("features").DefValue = arch.HeadAgeGender // so --help shows the client's default
 	fl.StringVar(&f.trainer, "trainer", "local", "local trainer")
 	fl.DurationVar(&f.trainDelay, "train-delay", 0, "--trainer fixed: time a round's training takes")
 	fl.Float64Var(&f.fixedDelta, "fixed-delta", 0.01, "--trainer fixed: the update's value in every coordinate")
@@ -164,8 +166,10 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 		return errors.New("--coordinator is required")
 	case f.dir == "":
 		return errors.New("--dir is required: the client's ledger and model live there")
-	case !(f.budgetEps > 0):
-		return errors.New("--budget-epsilon is required: this client's total ε")
+	case f.budgetEps == 0:
+		return errors.New("--budget-epsilon is required: this client's total privacy budget ε")
+	case !(f.budgetEps > 0) || math.IsInf(f.budgetEps, 0):
+		return fmt.Errorf("--budget-epsilon must be a positive number, got %g", f.budgetEps)
 	case f.retryFor < 0:
 		return errors.New("--retry-for must not be negative")
 	}
@@ -173,7 +177,7 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 	if err != nil {
 		return err
 	}
-	id, err := pki.LoadIdentity(certP, keyP, caP)
+	id, err := loadFedIdentity(certP, keyP, caP)
 	if err != nil {
 		return err
 	}
@@ -205,7 +209,7 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 	defer stop()
 	rep := clientReport{Client: id.Leaf.Subject.CommonName, BudgetEpsilon: f.budgetEps, Delta: f.budgetDelta, PrivacyUnit: f.unit,
 		Ledger: f.dir + "/ledger.json"}
-	runErr := runWithRetries(sctx, c, f.retryFor, progress)
+	runErr := runWithRetries(sctx, c, f.addr, rep.Client, f.retryFor, progress)
 	if s, err := c.Spent(); err == nil {
 		rep.EpsilonSpent = s.Epsilon
 	}
@@ -243,24 +247,31 @@ func transient(err error) bool {
 }
 
 // runWithRetries runs the client, joining again after transient failures,
-// until the run is over, a permanent error, or the coordinator has been
-// unreachable for retryFor.
-func runWithRetries(ctx context.Context, c *client.Client, retryFor time.Duration, progress func(string)) error {
+// until the run is over, a permanent error (a certificate the other side
+// refuses is one, though gRPC calls it unavailable), or the coordinator
+// at addr has been unreachable for retryFor. Errors reaching the
+// coordinator are worded for the user (explainCoordinatorError); name is
+// this client's certificate name.
+func runWithRetries(ctx context.Context, c *client.Client, addr, name string, retryFor time.Duration, progress func(string)) error {
 	var failingSince time.Time
 	backoff := 200 * time.Millisecond
 	for {
 		start := time.Now()
 		err := c.Run(ctx)
-		if err == nil || !transient(err) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
 			return err
+		}
+		xerr := explainCoordinatorError(addr, name, err)
+		if !transient(err) || permanentCoordinatorError(xerr) {
+			return xerr
 		}
 		if failingSince.IsZero() || time.Since(start) > 5*time.Second {
 			failingSince, backoff = start, 200*time.Millisecond
 		}
 		if time.Since(failingSince) > retryFor {
-			return fmt.Errorf("the coordinator has been unreachable for %s: %w", retryFor, err)
+			return fmt.Errorf("gave up after trying for %s (--retry-for): %w", retryFor, xerr)
 		}
-		progress(fmt.Sprintf("coordinator unreachable (%v); retrying in %s", err, backoff))
+		progress(fmt.Sprintf("%v; retrying in %s", xerr, backoff))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -245,11 +245,15 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 		}
 		return errors.New("--out needs --init: the final model is written as a checkpoint of the initial one's network")
 	}
+	if _, err := os.Stat(cfg.State); errors.Is(err, os.ErrNotExist) && cfg.Init == "" {
+		return fmt.Errorf("--state %s is new, so the coordinator needs its initial model: give --init FILE "+
+			"(veil fed init-model --out FILE makes one)", cfg.State)
+	}
 	certP, keyP, caP, crlP, err := identityFiles(cfg.PKI, cfg.Name, cfg.Cert, cfg.Key, cfg.CA, cfg.CRL)
 	if err != nil {
 		return err
 	}
-	id, err := pki.LoadIdentity(certP, keyP, caP)
+	id, err := loadFedIdentity(certP, keyP, caP)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/pki"
+)
+
+// tlsCoordinator serves the coordinator's service (unimplemented: these
+// tests fail before any call) with the certificate NAME of the authority
+// in dir and its revocation list, and returns its address.
+func tlsCoordinator(t *testing.T, dir, name string) string {
+	t.Helper()
+	id, err := pki.LoadIdentity(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"), filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.ServerTLS(id, pki.NewRevocations(filepath.Join(dir, "revoked.crl"), id.CA)))))
+	fedpb.RegisterCoordinatorServer(srv, fedpb.UnimplementedCoordinatorServer{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
+}
+
+// What a new user meets when the network or the certificates are wrong:
+// one sentence saying what is wrong and what to do, no gRPC internals,
+// and no retrying what retrying cannot fix.
+func TestFedConnectionErrorsAreWordedForUsers(t *testing.T) {
+	dir := t.TempDir()
+	fedPKI, otherPKI := filepath.Join(dir, "pki"), filepath.Join(dir, "other")
+	mustVeil(t, "fed", "certs", "init", "--pki", fedPKI)
+	mustVeil(t, "fed", "certs", "issue", "coordinator", "--role", "coordinator", "--pki", fedPKI)
+	mustVeil(t, "fed", "certs", "issue", "alice", "--pki", fedPKI)
+	mustVeil(t, "fed", "certs", "issue", "mallory", "--pki", fedPKI)
+	mustVeil(t, "fed", "certs", "revoke", "mallory", "--pki", fedPKI)
+	mustVeil(t, "fed", "certs", "init", "--pki", otherPKI)
+	mustVeil(t, "fed", "certs", "issue", "dave", "--pki", otherPKI)
+	addr := tlsCoordinator(t, fedPKI, "coordinator")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	port := addr[strings.LastIndex(addr, ":"):]
+
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"another authority", []string{"fed", "status", "--coordinator", addr, "--pki", otherPKI, "--name", "dave"},
+			"certificate from another authority"},
+		{"a name the certificate lacks", []string{"fed", "status", "--coordinator", "localhost" + port, "--server-name", "coord.example",
+			"--pki", fedPKI, "--name", "alice"}, "not valid for the name coord.example (it is valid for localhost"},
+		{"a revoked certificate", []string{"fed", "status", "--coordinator", addr, "--pki", fedPKI, "--name", "mallory"},
+			`refused the certificate of "mallory": it is revoked`},
+		{"nobody listening", []string{"fed", "status", "--coordinator", closed, "--pki", fedPKI, "--name", "alice"},
+			"cannot reach the coordinator at " + closed + ": connection refused"},
+		{"a client of another authority", []string{"fed", "client", "--coordinator", addr, "--pki", otherPKI, "--name", "dave",
+			"--budget-epsilon", "1", "--dir", filepath.Join(dir, "dave"), "--trainer", "fixed", "--retry-for", "1m"},
+			"certificate from another authority"},
+		{"a client with nobody listening", []string{"fed", "client", "--coordinator", closed, "--pki", fedPKI, "--name", "alice",
+			"--budget-epsilon", "1", "--dir", filepath.Join(dir, "alice"), "--trainer", "fixed", "--retry-for", "1s", "--quiet"},
+			"gave up after trying for 1s (--retry-for): cannot reach the coordinator"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			code, _, errs := runVeil(t, "", c.args...)
+			if code == 0 || !strings.Contains(errs, c.want) {
+				t.Fatalf("exit %d, %q: want %q", code, errs, c.want)
+			}
+			for _, internal := range []string{"rpc error", "desc =", "transport:", "x509:"} {
+				if strings.Contains(errs, internal) {
+					t.Errorf("the message %q shows gRPC's or TLS's internals (%q)", errs, internal)
+				}
+			}
+			// A certificate problem is not retried for --retry-for.
+			if time.Since(start) > 30*time.Second {
+				t.Errorf("took %s", time.Since(start))
+			}
+		})
+	}
+}
+
+// Missing files and a missing initial model are named, with the command
+// that makes them.
+func TestFedMissingFilesSayHowToMakeThem(t *testing.T) {
+	dir := t.TempDir()
+	fedPKI, empty := filepath.Join(dir, "pki"), filepath.Join(dir, "empty")
+	mustVeil(t, "fed", "certs", "init", "--pki", fedPKI)
+	mustVeil(t, "fed", "certs", "issue", "coordinator", "--role", "coordinator", "--pki", fedPKI)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fed", "client", "--coordinator", "127.0.0.1:1", "--pki", empty, "--name", "alice", "--budget-epsilon", "1", "--dir", dir},
+			"veil fed certs issue alice makes alice.crt and alice.key"},
+		{[]string{"fed", "status", "--coordinator", "127.0.0.1:1", "--pki", fedPKI, "--name", "bob"}, "veil fed certs issue bob"},
+		{[]string{"fed", "certs", "issue", "alice", "--pki", empty}, "no certificate authority in " + empty},
+		{[]string{"fed", "certs", "revoke", "nobody", "--pki", fedPKI}, `no certificate named "nobody"`},
+		{[]string{"fed", "coordinator", "--state", filepath.Join(dir, "new.db"), "--pki", fedPKI}, "veil fed init-model --out FILE"},
+		{[]string{"fed", "client", "--coordinator", "127.0.0.1:1", "--pki", fedPKI, "--name", "coordinator", "--budget-epsilon", "-2",
+			"--dir", dir}, "--budget-epsilon must be a positive number, got -2"},
+	}
+	for _, c := range cases {
+		code, _, errs := runVeil(t, "", c.args...)
+		if code == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("veil %v: exit %d, %q: want %q", c.args, code, errs, c.want)
+		}
+	}
+	// The client's --help shows the default it uses.
+	_, out, _ := runVeil(t, "", "fed", "client", "--help")
+	if !strings.Contains(out, `(default "agegender")`) {
+		t.Errorf("veil fed client --help does not show --features' default agegender")
+	}
+}
