@@ -524,10 +524,15 @@ func (g Grid) LaplaceEpsilon(l1Sensitivity float64) (float64, error) {
 func roundDown(x float64) float64 { return x * (1 - 4e-16) }
 func roundUp(x float64) float64   { return x * (1 + 4e-16) }
 
-// snap returns x/γ rounded to the nearest integer, saturated at ±(2^62 − 1)
-// (a contraction, so it never grows the sensitivity). NaN maps to 0.
-func snap(x, gamma float64) int64 {
-	r := math.Round(x / gamma)
+// snap returns x/γ rounded to the nearest integer (ties to even, a single
+// instruction on amd64; any rounding within 1/2 gives the accounting of
+// Grid), saturated at ±(2^62 − 1) (a contraction, so it never grows the
+// sensitivity). NaN maps to 0.
+func snap(x, gamma float64) int64 { return snapScaled(x / gamma) }
+
+// snapScaled is snap of the scaled value y = x/γ.
+func snapScaled(y float64) int64 {
+	r := math.RoundToEven(y)
 	switch {
 	case r != r:
 		return 0
@@ -1011,20 +1016,27 @@ func (s *Source) tableGaussian(t *gaussTable) int64 {
 	for {
 		w := s.c.Uint64()
 		i := w >> (64 - kappa)
-		neg := (w>>(63-kappa))&1 == 1
-		e := i
-		if p, c := (w>>restBits)&(1<<12-1), t.cut[i]; p > c>>restBits ||
-			(p == c>>restBits && s.bits(restBits) >= c&(1<<restBits-1)) {
-			e = uint64(t.alias[i])
+		sign := (w >> (63 - kappa)) & 1 // 1: negative
+		// The alias: entry i if the threshold's uniform is below cut[i],
+		// else alias[i]; written without a branch on the random outcome
+		// (the compiler uses conditional moves), ties on the prefix aside.
+		p, c := (w>>restBits)&(1<<12-1), t.cut[i]
+		var other uint64
+		if p > c>>restBits {
+			other = 1
 		}
+		if p == c>>restBits && s.bits(restBits) >= c&(1<<restBits-1) {
+			other = 1
+		}
+		e := i ^ (i^uint64(t.alias[i]))&-other
 		if e >= t.blocks {
 			if hi, lo, ok := s.tableTail(t); ok {
-				return saturate(hi, lo, neg)
+				return saturate(hi, lo, sign == 1)
 			}
 			continue
 		}
 		o := (w >> 16) & (1<<wbits - 1)
-		if neg && e == 0 && o == 0 {
+		if e|o == 0 && sign == 1 {
 			continue // −0 would count zero twice
 		}
 		xb := e << wbits
@@ -1033,14 +1045,14 @@ func (s *Source) tableGaussian(t *gaussTable) int64 {
 		// block's squeeze, then against a coarse bracket of p.
 		u := (w & (1<<16 - 1)) << 47 // U ∈ [u, u + 2^47)·2^−63
 		if u+1<<47 <= t.sq[e] && !t.slow {
-			return signed(m, neg)
+			return signed(m, sign)
 		}
 		plo, phi := t.coarse(e, o)
 		if t.slow {
 			plo, phi = 0, one63+1
 		}
 		if u+1<<47 <= plo {
-			return signed(m, neg)
+			return signed(m, sign)
 		}
 		if u >= phi {
 			continue
@@ -1052,7 +1064,7 @@ func (s *Source) tableGaussian(t *gaussTable) int64 {
 		}
 		u |= s.bits(47)
 		if u < plo || (u < phi && s.lazyBelow(u, func(prec uint) (*big.Int, *big.Int) { return t.acceptBounds(e, m, prec) })) {
-			return signed(m, neg)
+			return signed(m, sign)
 		}
 	}
 }
@@ -1088,12 +1100,11 @@ func (t *gaussTable) tight(e, o uint64) (lo, hi uint64) {
 	return mulFloor63(elo, lo), mulCeil63(ehi, hi)
 }
 
-// signed returns m or −m.
-func signed(m uint64, neg bool) int64 {
-	if neg {
-		return -int64(m)
-	}
-	return int64(m)
+// signed returns m for sign 0 and −m for sign 1, without a branch on the
+// random sign.
+func signed(m, sign uint64) int64 {
+	n := -int64(sign)
+	return (int64(m) ^ n) - n
 }
 
 // tableTail proposes a magnitude L + G from the tail entry and accepts it

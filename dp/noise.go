@@ -161,8 +161,15 @@ func (s *Source) AddGaussian32(v []float32, sigma float64) {
 // gaussian32 releases v on grid g with the table sampler t for g.Scale
 // (shared by AddGaussian32 and DPSGD).
 func (s *Source) gaussian32(v []float32, g Grid, t *gaussTable) {
+	inv := 1 / g.Gamma // a power of two: x·inv = x/γ exactly
+	if math.IsInf(inv, 0) {
+		for i, x := range v {
+			v[i] = float32(release(snap(float64(x), g.Gamma), s.tableGaussian(t), g.Gamma))
+		}
+		return
+	}
 	for i, x := range v {
-		v[i] = float32(release(snap(float64(x), g.Gamma), s.tableGaussian(t), g.Gamma))
+		v[i] = float32(release(snapScaled(float64(x)*inv), s.tableGaussian(t), g.Gamma))
 	}
 }
 
