@@ -113,6 +113,12 @@ func TestFloatingPointAttackFails(t *testing.T) {
 			s.AddGaussian32(x, 1)
 			return float64(x[0])
 		}},
+		{"AddGaussian32 σ=1, 256 coordinates (table sampler)", 1, 3, gaussDelta, func(s *Source, v float64) float64 {
+			x := make([]float32, tableMinLen)
+			x[0] = float32(v)
+			s.AddGaussian32(x, 1)
+			return float64(x[0])
+		}},
 		{"DPSGD.NoiseSums C=1 σ=1", 1, 3, gaussDelta, func(s *Source, v float64) float64 {
 			d, err := NewDPSGD(SGDConfig{ClipNorm: 1, NoiseMultiplier: 1, SamplingRate: 1, ExpectedBatchSize: 1, Dimension: 1}, s)
 			if err != nil {
