@@ -126,7 +126,7 @@ func (l *Library) Faces(f FaceFilter) ([]Face, error) {
 	q += ` ORDER BY faces.id`
 	rows, err := l.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("tagging: reading faces: %w", err)
+		return nil, fmt.Errorf("reading faces: %w", err)
 	}
 	defer rows.Close()
 	var out []Face
@@ -141,7 +141,7 @@ func (l *Library) Faces(f FaceFilter) ([]Face, error) {
 			dest = append(dest, &desc)
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("tagging: reading faces: %w", err)
+			return nil, fmt.Errorf("reading faces: %w", err)
 		}
 		fc.PersonID, fc.AssignedBy = person.Int64, by.String
 		if f.Descriptors && desc != nil {
@@ -152,7 +152,7 @@ func (l *Library) Faces(f FaceFilter) ([]Face, error) {
 		out = append(out, fc)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tagging: reading faces: %w", err)
+		return nil, fmt.Errorf("reading faces: %w", err)
 	}
 	rows.Close()
 	names := map[int64]string{}
@@ -180,7 +180,7 @@ func (l *Library) Face(id int64) (Face, error) {
 		return Face{}, err
 	}
 	if len(fs) == 0 {
-		return Face{}, fmt.Errorf("tagging: face %d: %w", id, ErrUnknownFace)
+		return Face{}, fmt.Errorf("face %d: %w", id, ErrUnknownFace)
 	}
 	return fs[0], nil
 }
@@ -193,7 +193,7 @@ func (l *Library) descriptor(faceID int64, sealed []byte) ([]float32, error) {
 	}
 	d, err := DecodeDescriptor(plain)
 	if err != nil {
-		return nil, fmt.Errorf("tagging: the descriptor of face %d: %w", faceID, err)
+		return nil, fmt.Errorf("the descriptor of face %d: %w", faceID, err)
 	}
 	return d, nil
 }
@@ -228,7 +228,7 @@ func faceState(ctx context.Context, tx *sql.Tx, id int64) (removed bool, person 
 func (l *Library) NameFaces(faceIDs []int64, name string) (Person, error) {
 	ctx := context.Background()
 	if len(faceIDs) == 0 {
-		return Person{}, errors.New("tagging: no faces to name")
+		return Person{}, errors.New("no faces to name")
 	}
 	var pid int64
 	err := l.inTx(ctx, func(tx *sql.Tx) error {
@@ -254,7 +254,7 @@ func (l *Library) NameFaces(faceIDs []int64, name string) (Person, error) {
 		return nil
 	})
 	if err != nil {
-		return Person{}, fmt.Errorf("tagging: naming faces: %w", err)
+		return Person{}, fmt.Errorf("naming faces: %w", err)
 	}
 	return l.personByID(ctx, pid)
 }
@@ -279,7 +279,7 @@ func (l *Library) RejectFace(faceID int64, name string) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("tagging: rejecting: %w", err)
+		return fmt.Errorf("rejecting: %w", err)
 	}
 	return nil
 }
@@ -297,7 +297,7 @@ func (l *Library) UnassignFace(faceID int64) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("tagging: unassigning: %w", err)
+		return fmt.Errorf("unassigning: %w", err)
 	}
 	return nil
 }
@@ -321,7 +321,7 @@ func (l *Library) RemoveFace(faceID int64) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("tagging: removing: %w", err)
+		return fmt.Errorf("removing: %w", err)
 	}
 	return nil
 }
@@ -364,7 +364,7 @@ func (l *Library) AssignAuto(as []Assignment) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("tagging: assigning: %w", err)
+		return 0, fmt.Errorf("assigning: %w", err)
 	}
 	return n, nil
 }
@@ -383,7 +383,7 @@ func (l *Library) ClearAuto(faceIDs ...int64) (int, error) {
 	}
 	res, err := l.db.ExecContext(ctx, q, args...)
 	if err != nil {
-		return 0, fmt.Errorf("tagging: clearing automatic assignments: %w", err)
+		return 0, fmt.Errorf("clearing automatic assignments: %w", err)
 	}
 	k, err := res.RowsAffected()
 	return int(k), err
@@ -394,19 +394,19 @@ func (l *Library) ClearAuto(faceIDs ...int64) (int, error) {
 func (l *Library) Rejections() (map[int64][]int64, error) {
 	rows, err := l.db.Query(`SELECT face_id, person_id FROM rejections ORDER BY face_id, person_id`)
 	if err != nil {
-		return nil, fmt.Errorf("tagging: reading rejections: %w", err)
+		return nil, fmt.Errorf("reading rejections: %w", err)
 	}
 	defer rows.Close()
 	out := map[int64][]int64{}
 	for rows.Next() {
 		var f, p int64
 		if err := rows.Scan(&f, &p); err != nil {
-			return nil, fmt.Errorf("tagging: reading rejections: %w", err)
+			return nil, fmt.Errorf("reading rejections: %w", err)
 		}
 		out[f] = append(out[f], p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tagging: reading rejections: %w", err)
+		return nil, fmt.Errorf("reading rejections: %w", err)
 	}
 	return out, nil
 }

@@ -104,9 +104,9 @@ func (l *Library) personName(ctx context.Context, q querier, id int64) (string, 
 	var sealed []byte
 	if err := q.QueryRowContext(ctx, `SELECT name FROM people WHERE id = ?`, id).Scan(&sealed); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return "", fmt.Errorf("tagging: person %d: %w", id, ErrUnknownPerson)
+			return "", fmt.Errorf("person %d: %w", id, ErrUnknownPerson)
 		}
-		return "", fmt.Errorf("tagging: reading a name: %w", err)
+		return "", fmt.Errorf("reading a name: %w", err)
 	}
 	b, err := l.Unseal("people", "name", id, sealed)
 	if err != nil {
@@ -127,7 +127,7 @@ func (l *Library) scanPeople(ctx context.Context, q interface {
 }, where string, args ...any) ([]Person, error) {
 	rows, err := q.QueryContext(ctx, peopleQuery+where, args...)
 	if err != nil {
-		return nil, fmt.Errorf("tagging: reading people: %w", err)
+		return nil, fmt.Errorf("reading people: %w", err)
 	}
 	defer rows.Close()
 	var out []Person
@@ -137,14 +137,14 @@ func (l *Library) scanPeople(ctx context.Context, q interface {
 		var s []byte
 		var cover sql.NullInt64
 		if err := rows.Scan(&p.ID, &s, &p.Hidden, &p.Faces, &cover); err != nil {
-			return nil, fmt.Errorf("tagging: reading people: %w", err)
+			return nil, fmt.Errorf("reading people: %w", err)
 		}
 		p.Cover = cover.Int64
 		out = append(out, p)
 		sealed = append(sealed, s)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tagging: reading people: %w", err)
+		return nil, fmt.Errorf("reading people: %w", err)
 	}
 	for i := range out {
 		b, err := l.Unseal("people", "name", out[i].ID, sealed[i])
@@ -179,7 +179,7 @@ func (l *Library) PersonByName(name string) (Person, error) {
 	ctx := context.Background()
 	id, err := l.personID(ctx, l.db, name)
 	if err != nil {
-		return Person{}, fmt.Errorf("tagging: %w", err)
+		return Person{}, err
 	}
 	return l.personByID(ctx, id)
 }
@@ -190,7 +190,7 @@ func (l *Library) personByID(ctx context.Context, id int64) (Person, error) {
 		return Person{}, err
 	}
 	if len(ps) == 0 {
-		return Person{}, fmt.Errorf("tagging: person %d: %w", id, ErrUnknownPerson)
+		return Person{}, fmt.Errorf("person %d: %w", id, ErrUnknownPerson)
 	}
 	return ps[0], nil
 }
@@ -221,7 +221,7 @@ func (l *Library) CreatePerson(name string) (Person, error) {
 		return nil
 	})
 	if err != nil {
-		return Person{}, fmt.Errorf("tagging: %w", err)
+		return Person{}, err
 	}
 	return l.personByID(ctx, id)
 }
@@ -255,7 +255,7 @@ func (l *Library) RenamePerson(old, new string) error {
 		return l.setName(ctx, tx, id, display)
 	})
 	if err != nil {
-		return fmt.Errorf("tagging: renaming: %w", err)
+		return fmt.Errorf("renaming: %w", err)
 	}
 	return nil
 }
@@ -304,7 +304,7 @@ func (l *Library) MergePeople(from, into string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("tagging: merging: %w", err)
+		return fmt.Errorf("merging: %w", err)
 	}
 	return nil
 }
@@ -314,10 +314,10 @@ func (l *Library) SetHidden(name string, hidden bool) error {
 	ctx := context.Background()
 	id, err := l.personID(ctx, l.db, name)
 	if err != nil {
-		return fmt.Errorf("tagging: %w", err)
+		return err
 	}
 	if _, err := l.db.ExecContext(ctx, `UPDATE people SET hidden = ? WHERE id = ?`, hidden, id); err != nil {
-		return fmt.Errorf("tagging: hiding: %w", err)
+		return fmt.Errorf("hiding: %w", err)
 	}
 	return nil
 }
@@ -345,7 +345,7 @@ func (l *Library) SetCover(name string, faceID int64) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("tagging: choosing the cover: %w", err)
+		return fmt.Errorf("choosing the cover: %w", err)
 	}
 	return nil
 }
@@ -356,7 +356,7 @@ func (l *Library) PersonPhotos(name string) ([]Photo, error) {
 	ctx := context.Background()
 	id, err := l.personID(ctx, l.db, name)
 	if err != nil {
-		return nil, fmt.Errorf("tagging: %w", err)
+		return nil, err
 	}
 	return l.queryPhotos(ctx, `SELECT `+photoColumns+` FROM photos WHERE photos.id IN
 		(SELECT photo_id FROM faces WHERE person_id = ? AND removed = 0) ORDER BY photos.path`, id)

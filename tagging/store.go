@@ -47,7 +47,7 @@ func (o CreateOptions) kdf() (KDFParams, error) {
 		return DefaultKDFParams(), nil
 	}
 	if err := o.KDF.validate(); err != nil {
-		return KDFParams{}, fmt.Errorf("tagging: %w", err)
+		return KDFParams{}, err
 	}
 	return o.KDF, nil
 }
@@ -75,20 +75,20 @@ func create(ctx context.Context, dir string, passphrase []byte, opt CreateOption
 		return nil, err
 	}
 	if len(passphrase) == 0 {
-		return nil, fmt.Errorf("tagging: %w", ErrEmptyPassphrase)
+		return nil, ErrEmptyPassphrase
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("tagging: creating the library folder: %w", err)
+		return nil, fmt.Errorf("creating the library folder: %w", err)
 	}
 	path := filepath.Join(dir, DBFile)
 	// Create the file ourselves so it is private (SQLite gives the WAL and
 	// shared-memory files the same mode) and so two creators cannot race.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("tagging: %s: %w", dir, ErrExists)
+		return nil, fmt.Errorf("%s: %w", dir, ErrExists)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("tagging: creating the library: %w", err)
+		return nil, fmt.Errorf("creating the library: %w", err)
 	}
 	f.Close()
 	fail := func(err error) (*Library, error) {
@@ -104,7 +104,7 @@ func create(ctx context.Context, dir string, passphrase []byte, opt CreateOption
 	dek := make([]byte, 32)
 	if _, err := rand.Read(dek); err != nil {
 		db.Close()
-		return fail(fmt.Errorf("tagging: reading random key: %w", err))
+		return fail(fmt.Errorf("reading random key: %w", err))
 	}
 	defer clear(dek)
 	hdr, wrapped, err := wrapDEK(dek, passphrase, params)
@@ -135,7 +135,7 @@ func create(ctx context.Context, dir string, passphrase []byte, opt CreateOption
 	}
 	if err != nil {
 		db.Close()
-		return fail(fmt.Errorf("tagging: creating the library: %w", err))
+		return fail(fmt.Errorf("creating the library: %w", err))
 	}
 	keys, err := deriveSubKeys(dek)
 	if err != nil {
@@ -153,9 +153,9 @@ func Open(dir string, passphrase []byte) (*Library, error) {
 	path := filepath.Join(dir, DBFile)
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("tagging: %s: %w", dir, ErrNoLibrary)
+			return nil, fmt.Errorf("%s: %w", dir, ErrNoLibrary)
 		}
-		return nil, fmt.Errorf("tagging: %w", err)
+		return nil, err
 	}
 	db, err := openDB(path)
 	if err != nil {
@@ -169,7 +169,7 @@ func Open(dir string, passphrase []byte) (*Library, error) {
 	defer clear(dek)
 	if err := migrateTo(ctx, db, SchemaVersion); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("tagging: %w", err)
+		return nil, err
 	}
 	keys, err := deriveSubKeys(dek)
 	if err != nil {
@@ -190,11 +190,11 @@ func openDB(path string) (*sql.DB, error) {
 		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(ON)&_pragma=secure_delete(ON)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("tagging: opening the library: %w", err)
+		return nil, fmt.Errorf("opening the library: %w", err)
 	}
 	if err := db.Ping(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("tagging: opening the library: %w", err)
+		return nil, fmt.Errorf("opening the library: %w", err)
 	}
 	return db, nil
 }
@@ -203,22 +203,22 @@ func openDB(path string) (*sql.DB, error) {
 func readHeader(ctx context.Context, q querier) (kdfHeader, []byte, []byte, error) {
 	raw, err := getMeta(ctx, q, metaKDF)
 	if err != nil {
-		return kdfHeader{}, nil, nil, fmt.Errorf("tagging: reading the key header: %w", err)
+		return kdfHeader{}, nil, nil, fmt.Errorf("reading the key header: %w", err)
 	}
 	h, err := decodeKDFHeader(raw)
 	if err != nil {
-		return kdfHeader{}, nil, nil, fmt.Errorf("tagging: %w", err)
+		return kdfHeader{}, nil, nil, err
 	}
 	wrapped, err := getMeta(ctx, q, metaDEK)
 	if err != nil {
-		return kdfHeader{}, nil, nil, fmt.Errorf("tagging: reading the key header: %w", err)
+		return kdfHeader{}, nil, nil, fmt.Errorf("reading the key header: %w", err)
 	}
 	return h, raw, wrapped, nil
 }
 
 func unwrapDEK(ctx context.Context, q querier, passphrase []byte) ([]byte, error) {
 	if len(passphrase) == 0 {
-		return nil, fmt.Errorf("tagging: %w", ErrEmptyPassphrase)
+		return nil, ErrEmptyPassphrase
 	}
 	h, raw, wrapped, err := readHeader(ctx, q)
 	if err != nil {
@@ -228,7 +228,7 @@ func unwrapDEK(ctx context.Context, q querier, passphrase []byte) ([]byte, error
 	defer clear(kek)
 	dek, err := openWith(kek, wrapped, dekAAD(raw))
 	if err != nil || len(dek) != 32 {
-		return nil, fmt.Errorf("tagging: %w", ErrWrongPassphrase)
+		return nil, ErrWrongPassphrase
 	}
 	return dek, nil
 }
@@ -238,14 +238,14 @@ func unwrapDEK(ctx context.Context, q querier, passphrase []byte) ([]byte, error
 func wrapDEK(dek, passphrase []byte, params KDFParams) (header, wrapped []byte, err error) {
 	h := kdfHeader{params: params, salt: make([]byte, saltLen)}
 	if _, err := rand.Read(h.salt); err != nil {
-		return nil, nil, fmt.Errorf("tagging: reading random salt: %w", err)
+		return nil, nil, fmt.Errorf("reading random salt: %w", err)
 	}
 	header = h.encode()
 	kek := deriveKEK(passphrase, h)
 	defer clear(kek)
 	wrapped, err = sealWith(kek, dek, dekAAD(header))
 	if err != nil {
-		return nil, nil, fmt.Errorf("tagging: wrapping the key: %w", err)
+		return nil, nil, fmt.Errorf("wrapping the key: %w", err)
 	}
 	return header, wrapped, nil
 }
@@ -267,7 +267,7 @@ func Rekey(dir string, old, new []byte, opt CreateOptions) error {
 		return err
 	}
 	if len(new) == 0 {
-		return fmt.Errorf("tagging: the new passphrase: %w", ErrEmptyPassphrase)
+		return fmt.Errorf("the new passphrase: %w", ErrEmptyPassphrase)
 	}
 	l, err := Open(dir, old)
 	if err != nil {
@@ -276,7 +276,7 @@ func Rekey(dir string, old, new []byte, opt CreateOptions) error {
 	defer l.Close()
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("tagging: rekeying: %w", err)
+		return fmt.Errorf("rekeying: %w", err)
 	}
 	defer tx.Rollback()
 	// Unwrap again inside the write transaction, so a concurrent rekey
@@ -291,13 +291,13 @@ func Rekey(dir string, old, new []byte, opt CreateOptions) error {
 		return err
 	}
 	if err := setMeta(ctx, tx, metaKDF, hdr); err != nil {
-		return fmt.Errorf("tagging: rekeying: %w", err)
+		return fmt.Errorf("rekeying: %w", err)
 	}
 	if err := setMeta(ctx, tx, metaDEK, wrapped); err != nil {
-		return fmt.Errorf("tagging: rekeying: %w", err)
+		return fmt.Errorf("rekeying: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("tagging: rekeying: %w", err)
+		return fmt.Errorf("rekeying: %w", err)
 	}
 	// The old wrapped key is still in the WAL's older frames: copy the WAL
 	// into the database and empty it, so the files no longer hold anything
@@ -305,10 +305,10 @@ func Rekey(dir string, old, new []byte, opt CreateOptions) error {
 	// timeout) to finish what they are reading.
 	var busy, frames, done int
 	if err := l.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil {
-		return fmt.Errorf("tagging: the passphrase was changed, but clearing the old key from the journal failed: %w", err)
+		return fmt.Errorf("the passphrase was changed, but clearing the old key from the journal failed: %w", err)
 	}
 	if busy != 0 {
-		return errors.New("tagging: the passphrase was changed, but another program kept the library busy: " +
+		return errors.New("the passphrase was changed, but another program kept the library busy: " +
 			"the old key stays in library.db-wal until it closes the library (then rekey again)")
 	}
 	return nil
@@ -336,7 +336,7 @@ func (l *Library) DB() *sql.DB { return l.db }
 func (l *Library) Seal(table, column string, row int64, plain []byte) ([]byte, error) {
 	b, err := sealWith(l.keys.seal, plain, fieldAAD(table, column, row))
 	if err != nil {
-		return nil, fmt.Errorf("tagging: %w", err)
+		return nil, err
 	}
 	return b, nil
 }
@@ -347,7 +347,7 @@ func (l *Library) Seal(table, column string, row int64, plain []byte) ([]byte, e
 func (l *Library) Unseal(table, column string, row int64, sealed []byte) ([]byte, error) {
 	b, err := openWith(l.keys.seal, sealed, fieldAAD(table, column, row))
 	if err != nil {
-		return nil, fmt.Errorf("tagging: %s.%s of row %d: %w", table, column, row, ErrTampered)
+		return nil, fmt.Errorf("%s.%s of row %d: %w", table, column, row, ErrTampered)
 	}
 	return b, nil
 }

@@ -37,7 +37,13 @@ What you decide sticks: a face you name, unassign, remove or reject a person
 for is never changed by anything automatic (suggestions accepted in bulk,
 clustering, learning, re-indexing). Only you can change it again.
 
-To find faces in loose photos without a library, see veil detect and veil embed.`,
+To find faces in loose photos without a library, see veil detect and veil embed.
+
+` + exitStatusHelp,
+		Example: `  veil faces list --library lib --unknown
+  veil faces name 12 15 31 --person "Ada Lovelace" --library lib
+  veil faces reject 40 --person "Ada Lovelace" --library lib
+  veil faces remove 7 --library lib      # not a face at all`,
 	}
 	for _, c := range faceCommands {
 		cmd.AddCommand(c(e))
@@ -113,7 +119,8 @@ photo (the path as it was added), box, detector score, person and source
 (detected, or manual for a face drawn by hand). --photo, --person and --unknown
 (faces nobody is assigned to) select; at most one of them.
 
-Exit status: 0 on success; 1 on an unknown photo or person or bad input.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown photo or
+person or bad input.`,
 		Example: `  veil faces list --library lib --unknown --json
   veil faces list --library lib --person "Ada Lovelace"
   veil faces list --library lib --photo ~/Pictures/2024/beach.jpg`,
@@ -209,8 +216,8 @@ replaces any earlier assignment and lifts an earlier rejection of NAME for these
 faces; nothing automatic changes it later. Either all faces are named or, on an
 unknown or removed face, none.
 
-Exit status: 0 on success; 1 on an unknown or removed face, an empty name or
-other bad input.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown or removed
+face, an empty name or other bad input.`,
 		Example: `  veil faces name 12 15 31 --person "Ada Lovelace" --library lib`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -246,7 +253,8 @@ func newFacesRejectCmd(e *env) *cobra.Command {
 automatically assigned to NAME again, and a face assigned to NAME loses that
 assignment. Naming the face NAME later (veil faces name) lifts the rejection.
 
-Exit status: 0 on success; 1 on an unknown face or person.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown face or
+person.`,
 		Example: `  veil faces reject 31 --person "Ada Lovelace" --library lib`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -280,13 +288,14 @@ Exit status: 0 on success; 1 on an unknown face or person.`,
 }
 
 // newFaceEditCmd builds a command that applies one operation to each face.
-func newFaceEditCmd(e *env, use, short, long, done string, op func(*tagging.Library, int64) error) *cobra.Command {
+func newFaceEditCmd(e *env, use, short, long, example, done string, op func(*tagging.Library, int64) error) *cobra.Command {
 	var lf libraryFlags
 	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Long:  long,
-		Args:  cobra.MinimumNArgs(1),
+		Use:     use,
+		Short:   short,
+		Long:    long,
+		Example: example,
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseFaceIDs(args)
 			if err != nil {
@@ -315,7 +324,8 @@ func newFacesUnassignCmd(e *env) *cobra.Command {
 		`Unassign makes the faces nobody's, as your decision: automatic assignment
 leaves them so (a suggestion may still propose someone for you to confirm).
 
-Exit status: 0 on success; 1 on an unknown face.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown face.`,
+		`  veil faces unassign 31 --library lib`,
 		"unassigned", (*tagging.Library).UnassignFace)
 }
 
@@ -325,6 +335,7 @@ func newFacesRemoveCmd(e *env) *cobra.Command {
 listings, clusters and suggestions, and re-indexing does not bring them back.
 The photo stays in the library.
 
-Exit status: 0 on success; 1 on an unknown face.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown face.`,
+		`  veil faces remove 7 8 --library lib`,
 		"removed", (*tagging.Library).RemoveFace)
 }

@@ -159,7 +159,7 @@ func TestFacesBadInputs(t *testing.T) {
 		{"no such photo", []string{"faces", "list", "--photo", "/nowhere.jpg"}},
 		{"at most one of", []string{"faces", "list", "--unknown", "--person", "Bob"}},
 	} {
-		mustFail(t, tc.want, tc.args...)
+		mustExit(t, 1, tc.want, tc.args...)
 	}
 	// The failed commands changed nothing: an all-or-none naming did not
 	// name a[0], unassign with a bad id did not unassign it.
@@ -168,7 +168,7 @@ func TestFacesBadInputs(t *testing.T) {
 		t.Errorf("faces after the failed commands %v", fs)
 	}
 	veilOK(t, "faces", "name", id, "--person", "Ada")
-	mustFail(t, "face 999: no such face", "faces", "unassign", id, "999")
+	mustExit(t, 1, "face 999: no such face", "faces", "unassign", id, "999")
 	if fs := listFaces(t, dir, "--person", "Ada"); len(fs) != 1 {
 		t.Errorf("a failed unassign of two faces unassigned one: %v", fs)
 	}
@@ -203,15 +203,15 @@ func TestPeopleCommands(t *testing.T) {
 		t.Errorf("Ada %v", ps[0])
 	}
 
-	mustFail(t, "cannot merge a person into themselves", "people", "merge", "Ada", "ada")
-	mustFail(t, `"Nobody": no such person`, "people", "merge", "Nobody", "Ada")
-	mustFail(t, "another person already has this name", "people", "rename", "Ada L.", "ADA")
-	mustFail(t, `"Nobody": no such person`, "people", "rename", "Nobody", "X")
-	mustFail(t, "a name must be", "people", "rename", "Ada", "")
-	mustFail(t, `"Nobody": no such person`, "people", "hide", "Nobody")
-	mustFail(t, "not assigned to this person", "people", "cover", "Ada", id(a[1]))
-	mustFail(t, "face 999: no such face", "people", "cover", "Ada", "999")
-	mustFail(t, `"Nobody": no such person`, "people", "photos", "Nobody")
+	mustExit(t, 1, "cannot merge a person into themselves", "people", "merge", "Ada", "ada")
+	mustExit(t, 1, `"Nobody": no such person`, "people", "merge", "Nobody", "Ada")
+	mustExit(t, 1, "another person already has this name", "people", "rename", "Ada L.", "ADA")
+	mustExit(t, 1, `"Nobody": no such person`, "people", "rename", "Nobody", "X")
+	mustExit(t, 1, "a name must be", "people", "rename", "Ada", "")
+	mustExit(t, 1, `"Nobody": no such person`, "people", "hide", "Nobody")
+	mustExit(t, 1, "not assigned to this person", "people", "cover", "Ada", id(a[1]))
+	mustExit(t, 1, "face 999: no such face", "people", "cover", "Ada", "999")
+	mustExit(t, 1, `"Nobody": no such person`, "people", "photos", "Nobody")
 
 	veilOK(t, "people", "merge", "Ada L.", "Ada")
 	veilOK(t, "people", "rename", "Ada", "Ada Lovelace")

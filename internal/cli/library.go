@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -43,7 +44,17 @@ unlocks (Argon2id, then XChaCha20-Poly1305, each field bound to its row). The
 passphrase comes from --key-file FILE, else $VEIL_PASSPHRASE, else a prompt on
 the terminal. A key file (mode 0600) or the prompt is safer than the variable,
 which other programs of yours can read. There is no way to recover a library
-whose passphrase is lost.`,
+whose passphrase is lost.
+
+` + exitStatusHelp,
+		Example: `  export VEIL_LIBRARY=~/Pictures/veil
+  veil library init                      # asks for a new passphrase twice
+  veil library add ~/Pictures            # find and describe the faces
+  veil faces clusters                    # unnamed faces grouped by likeness
+  veil faces name 12 15 31 --person "Ada Lovelace"
+  veil suggest                           # who the other faces may be
+  veil faces reject 40 --person "Ada Lovelace"
+  veil people list`,
 	}
 	for _, c := range libraryCommands {
 		cmd.AddCommand(c(e))
@@ -88,29 +99,86 @@ func (f *libraryFlags) open(e *env) (*tagging.Library, error) {
 		return nil, err
 	}
 	defer clear(pass)
-	return tagging.Open(dir, pass)
+	l, err := tagging.Open(dir, pass)
+	return l, wrongPassphraseExit(err)
+}
+
+// exitWrongPassphrase is the exit status of a library command refused
+// because the passphrase does not unlock the library. It differs from 1
+// (bad input, an unknown face or person, a damaged library) so that a
+// script or a front end can tell "ask again" from "give up", as cryptsetup
+// does with its status 2 for a bad passphrase.
+const exitWrongPassphrase = 2
+
+// exitStatusHelp is the exit-status paragraph every library command shares.
+const exitStatusHelp = `Every command that opens a library exits with status 2 when the passphrase is
+wrong (nothing is changed then), 1 on other errors, 0 on success.`
+
+// wrongPassphraseExit gives a wrong passphrase its own exit status.
+func wrongPassphraseExit(err error) error {
+	if errors.Is(err, tagging.ErrWrongPassphrase) {
+		return &exitError{code: exitWrongPassphrase, err: err}
+	}
+	return err
+}
+
+// terminal is where a passphrase is asked when neither a key file nor the
+// environment gives one. It is an interface so that tests can drive the
+// choice of source without a terminal (cmd/veil's tests check the real one
+// does not echo).
+type terminal interface {
+	// IsTerminal reports whether there is a terminal to ask on.
+	IsTerminal() bool
+	// ReadPassword reads a line without echoing it.
+	ReadPassword() ([]byte, error)
+}
+
+// fileTerminal is the terminal of an open file (none if it is not one).
+type fileTerminal struct{ f *os.File }
+
+func (t fileTerminal) IsTerminal() bool { return t.f != nil && term.IsTerminal(int(t.f.Fd())) }
+
+func (t fileTerminal) ReadPassword() ([]byte, error) { return term.ReadPassword(int(t.f.Fd())) }
+
+// passphraseSource says where a passphrase comes from: keyFile if given,
+// else the environment variable envVar, else a no-echo prompt on tty.
+type passphraseSource struct {
+	keyFile   string
+	envVar    string
+	lookupEnv func(string) (string, bool)
+	tty       terminal
+	prompts   io.Writer // where the prompt is written (stderr)
 }
 
 // readPassphrase takes a passphrase from keyFile if given, else from the
-// environment variable, else from a no-echo prompt on the terminal.
+// environment variable, else from a no-echo prompt on the terminal of
+// standard input.
 func readPassphrase(e *env, keyFile, envVar, prompt string, confirm bool) ([]byte, error) {
-	if keyFile != "" {
-		return tagging.ReadKeyFile(keyFile)
+	in, _ := e.stdin.(*os.File)
+	src := passphraseSource{keyFile: keyFile, envVar: envVar, lookupEnv: os.LookupEnv,
+		tty: fileTerminal{in}, prompts: e.stderr}
+	return src.read(prompt, confirm)
+}
+
+// read returns the passphrase; confirm asks twice on the terminal (for a
+// new passphrase) and refuses two different answers.
+func (s passphraseSource) read(prompt string, confirm bool) ([]byte, error) {
+	if s.keyFile != "" {
+		return tagging.ReadKeyFile(s.keyFile)
 	}
-	if v, ok := os.LookupEnv(envVar); ok {
+	if v, ok := s.lookupEnv(s.envVar); ok {
 		if v == "" {
-			return nil, fmt.Errorf("%s is set but empty", envVar)
+			return nil, fmt.Errorf("%s is set but empty", s.envVar)
 		}
 		return []byte(v), nil
 	}
-	in, ok := e.stdin.(*os.File)
-	if !ok || !term.IsTerminal(int(in.Fd())) {
-		return nil, fmt.Errorf("no passphrase: set %s, pass a key file, or run in a terminal to be asked", envVar)
+	if !s.tty.IsTerminal() {
+		return nil, fmt.Errorf("no passphrase: set %s, pass a key file, or run in a terminal to be asked", s.envVar)
 	}
 	ask := func(p string) ([]byte, error) {
-		fmt.Fprintf(e.stderr, "%s: ", p)
-		b, err := term.ReadPassword(int(in.Fd()))
-		fmt.Fprintln(e.stderr)
+		fmt.Fprintf(s.prompts, "%s: ", p)
+		b, err := s.tty.ReadPassword()
+		fmt.Fprintln(s.prompts)
 		if err != nil {
 			return nil, fmt.Errorf("reading the passphrase: %w", err)
 		}
@@ -125,6 +193,7 @@ func readPassphrase(e *env, keyFile, envVar, prompt string, confirm bool) ([]byt
 	}
 	again, err := ask(prompt + " again")
 	if err != nil {
+		clear(p)
 		return nil, err
 	}
 	defer clear(again)
@@ -238,8 +307,8 @@ salt and the --argon2-* costs), in one transaction: it is fast, and if it is
 interrupted the old passphrase still works. Copies of the library made before
 the rekey still open with the old passphrase.
 
-Exit status: 0 when the passphrase was changed; 1 on a wrong current
-passphrase or bad input.`,
+Exit status: 0 when the passphrase was changed; 2 on a wrong current
+passphrase (nothing changed); 1 on bad input.`,
 		Example: `  veil library rekey --library lib
   VEIL_PASSPHRASE=old VEIL_NEW_PASSPHRASE=new veil library rekey --library lib`,
 		Args: cobra.NoArgs,
@@ -260,7 +329,7 @@ passphrase or bad input.`,
 			// Check the current passphrase before asking for a new one.
 			l, err := tagging.Open(dir, old)
 			if err != nil {
-				return err
+				return wrongPassphraseExit(err)
 			}
 			l.Close()
 			newPass, err := readPassphrase(e, newKeyFile, envNewPassphrase, "New passphrase", true)
@@ -272,7 +341,7 @@ passphrase or bad input.`,
 				return errors.New("the new passphrase is the current one")
 			}
 			if err := tagging.Rekey(dir, old, newPass, opt); err != nil {
-				return err
+				return wrongPassphraseExit(err)
 			}
 			fmt.Fprintf(e.stdout, "changed the passphrase of %s\n", dir)
 			return nil

@@ -128,5 +128,5 @@ func TestLibraryAddBadInputs(t *testing.T) {
 	mustFail(t, "--workers", "library", "add", "--library", lib, "--workers", "-1", t.TempDir())
 	mustFail(t, "no library", "library", "status")
 	t.Setenv(envPassphrase, "wrong")
-	mustFail(t, "wrong passphrase", "library", "status", "--library", lib)
+	mustExit(t, exitWrongPassphrase, "wrong passphrase", "library", "status", "--library", lib)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,19 @@ func mustFail(t *testing.T, want string, args ...string) {
 	}
 }
 
+// mustExit runs veil, expecting exit status code and stderr containing
+// want, in one line without the tagging package's prefix.
+func mustExit(t *testing.T, code int, want string, args ...string) {
+	t.Helper()
+	got, _, errs := run(t, args...)
+	if got != code || !strings.Contains(errs, want) {
+		t.Errorf("veil %s: exit %d, stderr %q; want exit %d and %q", strings.Join(args, " "), got, errs, code, want)
+	}
+	if strings.Contains(errs, "tagging:") || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
+		t.Errorf("veil %s: stderr %q: want one line in the user's words", strings.Join(args, " "), errs)
+	}
+}
+
 func TestLibraryInitAndRekey(t *testing.T) {
 	dir := initTestLibrary(t)
 	st, err := os.Stat(filepath.Join(dir, tagging.DBFile))
@@ -69,17 +83,20 @@ func TestLibraryInitAndRekey(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("library mode %04o, want 0600", st.Mode().Perm())
 	}
-	mustFail(t, "already exists", append([]string{"library", "init", "--library", dir}, cheapArgon2...)...)
+	mustExit(t, 1, "already exists", append([]string{"library", "init", "--library", dir}, cheapArgon2...)...)
 
+	// A wrong passphrase has its own exit status (2), for every command.
 	t.Setenv(envPassphrase, "wrong")
-	mustFail(t, "wrong passphrase", "people", "list", "--library", dir)
+	mustExit(t, exitWrongPassphrase, "wrong passphrase", "people", "list", "--library", dir)
+	mustExit(t, exitWrongPassphrase, "wrong passphrase", "faces", "name", "1", "--person", "Ada", "--library", dir)
+	mustExit(t, exitWrongPassphrase, "wrong passphrase", "library", "status", "--library", dir)
 	t.Setenv(envPassphrase, "pass")
 	t.Setenv(envNewPassphrase, "new pass")
 	code, out, errs := run(t, "library", "rekey", "--library", dir, "--argon2-time", "1", "--argon2-memory", "2", "--argon2-threads", "1")
 	if code != 0 || !strings.Contains(out, "changed") {
 		t.Fatalf("rekey: exit %d, %s %s", code, out, errs)
 	}
-	mustFail(t, "wrong passphrase", "people", "list", "--library", dir)
+	mustExit(t, exitWrongPassphrase, "wrong passphrase", "people", "list", "--library", dir)
 	// The new passphrase from a key file; --library from VEIL_LIBRARY.
 	key := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(key, []byte("new pass\n"), 0o600); err != nil {
@@ -91,27 +108,106 @@ func TestLibraryInitAndRekey(t *testing.T) {
 	}
 	// Rekeying to the same passphrase, or with the wrong current one, fails.
 	t.Setenv(envPassphrase, "new pass")
-	mustFail(t, "is the current one", "library", "rekey")
+	mustExit(t, 1, "is the current one", "library", "rekey")
 	t.Setenv(envPassphrase, "pass")
-	mustFail(t, "wrong passphrase", "library", "rekey")
+	mustExit(t, exitWrongPassphrase, "wrong passphrase", "library", "rekey")
+}
+
+// fakeTerminal answers ReadPassword with its lines in order, then io.EOF.
+type fakeTerminal struct {
+	tty   bool
+	lines []string
+	asked int
+}
+
+func (f *fakeTerminal) IsTerminal() bool { return f.tty }
+
+func (f *fakeTerminal) ReadPassword() ([]byte, error) {
+	f.asked++
+	if f.asked > len(f.lines) {
+		return nil, io.EOF
+	}
+	return []byte(f.lines[f.asked-1]), nil
+}
+
+// TestPassphraseSource checks where a passphrase is taken from, in order
+// (key file, environment, terminal), and the terminal dialogue, with a
+// scripted terminal. That the real terminal does not echo is checked on a
+// pseudo-terminal by cmd/veil's TestPassphrasePromptDoesNotEcho.
+func TestPassphraseSource(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(key, []byte("from file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const unset = "\x00unset"
+	tests := []struct {
+		name       string
+		keyFile    string
+		env        string
+		tty        bool
+		lines      []string
+		confirm    bool
+		want       string
+		wantErr    string
+		wantAsked  int
+		wantPrompt string
+	}{
+		{name: "key file first", keyFile: key, env: "from env", tty: true, lines: []string{"typed"}, want: "from file"},
+		{name: "environment before terminal", env: "from env", tty: true, lines: []string{"typed"}, want: "from env"},
+		{name: "empty environment refused", env: "", tty: true, lines: []string{"typed"}, wantErr: "VEIL_PASSPHRASE is set but empty"},
+		{name: "no terminal", env: unset, lines: []string{"typed"}, wantErr: "no passphrase: set VEIL_PASSPHRASE, pass a key file, or run in a terminal"},
+		{name: "asked once", env: unset, tty: true, lines: []string{"typed"}, want: "typed", wantAsked: 1, wantPrompt: "Passphrase: \n"},
+		{name: "new one asked twice", env: unset, tty: true, confirm: true, lines: []string{"new", "new"}, want: "new", wantAsked: 2,
+			wantPrompt: "Passphrase: \nPassphrase again: \n"},
+		{name: "two different answers", env: unset, tty: true, confirm: true, lines: []string{"new", "nwe"}, wantErr: "the two passphrases differ", wantAsked: 2},
+		{name: "empty answer", env: unset, tty: true, lines: []string{""}, wantErr: "the passphrase is empty", wantAsked: 1},
+		{name: "terminal closed", env: unset, tty: true, wantErr: "reading the passphrase: EOF", wantAsked: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tty := &fakeTerminal{tty: tc.tty, lines: tc.lines}
+			var prompts strings.Builder
+			src := passphraseSource{keyFile: tc.keyFile, envVar: envPassphrase, tty: tty, prompts: &prompts,
+				lookupEnv: func(k string) (string, bool) {
+					if k != envPassphrase {
+						t.Errorf("looked up %s", k)
+					}
+					return tc.env, tc.env != unset
+				}}
+			got, err := src.read("Passphrase", tc.confirm)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("got %q, %v; want an error with %q", got, err, tc.wantErr)
+				}
+			} else if err != nil || string(got) != tc.want {
+				t.Errorf("got %q, %v; want %q", got, err, tc.want)
+			}
+			if tty.asked != tc.wantAsked {
+				t.Errorf("the terminal was read %d times, want %d", tty.asked, tc.wantAsked)
+			}
+			if tc.wantPrompt != "" && prompts.String() != tc.wantPrompt {
+				t.Errorf("prompts %q, want %q", prompts.String(), tc.wantPrompt)
+			}
+		})
+	}
 }
 
 func TestLibraryBadInputs(t *testing.T) {
 	dir := initTestLibrary(t)
 	missing := filepath.Join(t.TempDir(), "none")
-	mustFail(t, "no library here", "people", "list", "--library", missing)
-	mustFail(t, "pass --library DIR or set VEIL_LIBRARY", "people", "list")
-	mustFail(t, "--argon2-memory", "library", "init", "--library", missing, "--argon2-memory", "0")
-	mustFail(t, "--argon2-memory", "library", "init", "--library", missing, "--argon2-memory", "9000")
+	mustExit(t, 1, "no library here", "people", "list", "--library", missing)
+	mustExit(t, 1, "pass --library DIR or set VEIL_LIBRARY", "people", "list")
+	mustExit(t, 1, "--argon2-memory", "library", "init", "--library", missing, "--argon2-memory", "0")
+	mustExit(t, 1, "--argon2-memory", "library", "init", "--library", missing, "--argon2-memory", "9000")
 	os.Unsetenv(envPassphrase) // t.Setenv restores it
-	mustFail(t, "no passphrase: set VEIL_PASSPHRASE", "people", "list", "--library", dir)
+	mustExit(t, 1, "no passphrase: set VEIL_PASSPHRASE", "people", "list", "--library", dir)
 	t.Setenv(envPassphrase, "")
-	mustFail(t, "VEIL_PASSPHRASE is set but empty", "people", "list", "--library", dir)
+	mustExit(t, 1, "VEIL_PASSPHRASE is set but empty", "people", "list", "--library", dir)
 	key := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(key, []byte("pass\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mustFail(t, "chmod 600", "people", "list", "--library", dir, "--key-file", key)
+	mustExit(t, 1, "chmod 600", "people", "list", "--library", dir, "--key-file", key)
 	if _, err := os.Stat(missing); err == nil {
 		t.Error("a refused init created the folder")
 	}

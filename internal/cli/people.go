@@ -27,7 +27,13 @@ func newPeopleCmd(e *env) *cobra.Command {
 		Short: "The people named in a library: list, rename, merge, hide, photos",
 		Long: `The people commands work on the people of a library (see veil library). A
 person is created by naming faces (veil faces name FACE... --person NAME). Names
-are compared ignoring case and extra spaces, and are stored encrypted.`,
+are compared ignoring case and extra spaces, and are stored encrypted.
+
+` + exitStatusHelp,
+		Example: `  veil people list --library lib
+  veil people rename "Ada" "Ada Lovelace" --library lib
+  veil people merge "Ada L." "Ada Lovelace" --library lib
+  veil people photos "Ada Lovelace" --library lib`,
 	}
 	for _, c := range peopleCommands {
 		cmd.AddCommand(c(e))
@@ -52,7 +58,7 @@ func newPeopleListCmd(e *env) *cobra.Command {
 		Long: `List prints every person of the library (hidden ones too, marked), ordered by
 name, with the number of faces assigned to them and their cover face.
 
-Exit status: 0 on success; 1 on bad input.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on bad input.`,
 		Example: `  veil people list --library lib --json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -123,7 +129,8 @@ func newPeopleRenameCmd(e *env) *cobra.Command {
 		`Rename gives the person OLD the name NEW. If NEW already belongs to another
 person, merge them instead (veil people merge).
 
-Exit status: 0 on success; 1 on an unknown person, a taken or empty name.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown person, a
+taken or empty name.`,
 		`  veil people rename "Ada" "Ada Lovelace" --library lib`, 2,
 		func(e *env, l *tagging.Library, a []string) error {
 			if err := l.RenamePerson(a[0], a[1]); err != nil {
@@ -142,8 +149,8 @@ Where the two conflict, a face you named FROM but rejected for INTO becomes
 INTO's, and a face given FROM automatically but rejected for INTO becomes
 unknown.
 
-Exit status: 0 on success; 1 on an unknown person or when FROM and INTO are the
-same person.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown person or
+when FROM and INTO are the same person.`,
 		`  veil people merge "Ada L." "Ada Lovelace" --library lib`, 2,
 		func(e *env, l *tagging.Library, a []string) error {
 			if err := l.MergePeople(a[0], a[1]); err != nil {
@@ -159,7 +166,7 @@ func newPeopleHideCmd(e *env) *cobra.Command {
 		`Hide marks the person hidden: kept with their faces, listed as hidden, and
 left out of suggestions. veil people unhide undoes it.
 
-Exit status: 0 on success; 1 on an unknown person.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown person.`,
 		`  veil people hide "Stranger at the beach" --library lib`, 1,
 		func(e *env, l *tagging.Library, a []string) error {
 			if err := l.SetHidden(a[0], true); err != nil {
@@ -174,7 +181,7 @@ func newPeopleUnhideCmd(e *env) *cobra.Command {
 	return newPersonCmd(e, "unhide NAME", "Show a hidden person again",
 		`Unhide undoes veil people hide.
 
-Exit status: 0 on success; 1 on an unknown person.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown person.`,
 		`  veil people unhide "Ada Lovelace" --library lib`, 1,
 		func(e *env, l *tagging.Library, a []string) error {
 			if err := l.SetHidden(a[0], false); err != nil {
@@ -189,8 +196,8 @@ func newPeopleCoverCmd(e *env) *cobra.Command {
 	return newPersonCmd(e, "cover NAME FACE", "Choose the face that shows a person",
 		`Cover makes FACE (one of the person's faces) the one that shows them.
 
-Exit status: 0 on success; 1 on an unknown person or face, or a face that is not
-the person's.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown person or
+face, or a face that is not the person's.`,
 		`  veil people cover "Ada Lovelace" 12 --library lib`, 2,
 		func(e *env, l *tagging.Library, a []string) error {
 			ids, err := parseFaceIDs(a[1:])
@@ -223,7 +230,7 @@ func newPeoplePhotosCmd(e *env) *cobra.Command {
 		Long: `Photos lists the photos in which a face is assigned to the person, by path
 (as added), with when they were taken.
 
-Exit status: 0 on success; 1 on an unknown person.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown person.`,
 		Example: `  veil people photos "Ada Lovelace" --library lib --json`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
