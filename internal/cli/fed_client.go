@@ -327,6 +327,15 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, error) {
 	}
 	if o.Data.CentreImages == "" {
 		o.Data.CentreImages = filepath.Join(def, "mtfl", "net_7876")
+		if _, err := os.Stat(o.Data.CentreImages); err != nil {
+			return nil, fmt.Errorf("the public face photos that centre the distillation targets are not at %s: "+
+				"give --centre-images DIR (MTFL's net_7876 folder) or set %s to the data folder", o.Data.CentreImages, datadir.EnvData)
+		}
+	}
+	if f.data == "" {
+		if _, err := os.Stat(o.Data.LFW); err != nil {
+			return nil, fmt.Errorf("no data at %s: give --data DIR (an LFW-layout folder) or set %s to the data folder", o.Data.LFW, datadir.EnvData)
+		}
 	}
 	if err := o.Validate(); err != nil {
 		return nil, err

@@ -122,6 +122,19 @@ func TestFedMissingFilesSayHowToMakeThem(t *testing.T) {
 			t.Errorf("veil %v: exit %d, %q: want %q", c.args, code, errs, c.want)
 		}
 	}
+	// Data folders by default come from VEIL_DATA (or beside the
+	// repository): a client whose default is empty says what to give.
+	t.Setenv("VEIL_DATA", empty)
+	code, _, errs := runVeil(t, "", "fed", "client", "--coordinator", "127.0.0.1:1", "--pki", fedPKI, "--name", "coordinator",
+		"--budget-epsilon", "1", "--dir", filepath.Join(dir, "c"))
+	if code == 0 || !strings.Contains(errs, "give --centre-images DIR") {
+		t.Errorf("exit %d, %q: want --centre-images named", code, errs)
+	}
+	code, _, errs = runVeil(t, "", "fed", "client", "--coordinator", "127.0.0.1:1", "--pki", fedPKI, "--name", "coordinator",
+		"--budget-epsilon", "1", "--dir", filepath.Join(dir, "c"), "--centre-images", dir)
+	if code == 0 || !strings.Contains(errs, "give --data DIR") {
+		t.Errorf("exit %d, %q: want --data named", code, errs)
+	}
 	// The client's --help shows the default it uses.
 	_, out, _ := runVeil(t, "", "fed", "client", "--help")
 	if !strings.Contains(out, `(default "agegender")`) {
