@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,13 +55,20 @@ const maxPairs = 10_000_000
 // ReadPairsFile reads a pairs file in LFW's format.
 func ReadPairsFile(path string) (*PairsFile, error) {
 	f, err := os.Open(path)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("cannot read pairs file %s: %w", path, pe.Err) // the path once
+	}
 	if err != nil {
-		return nil, fmt.Errorf("eval: %w", err)
+		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s is a folder, not a pairs file", path)
+	}
 	pf, err := ParsePairs(f)
 	if err != nil {
-		return nil, fmt.Errorf("eval: %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return pf, nil
 }

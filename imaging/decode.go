@@ -2,12 +2,14 @@ package imaging
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
 	"io"
+	"io/fs"
 	"os"
 )
 
@@ -119,22 +121,22 @@ func Decode(data []byte, lim Limits) (*RGB, DecodeInfo, error) {
 
 // DecodeFile reads and decodes an image file (see Decode). Files larger than
 // lim.MaxBytes are refused from their size before being read. Errors name
-// the file.
+// the file once, in words for the user of a command (no package names).
 func DecodeFile(path string, lim Limits) (*RGB, DecodeInfo, error) {
 	if err := lim.Validate(); err != nil {
 		return nil, DecodeInfo{}, err
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, DecodeInfo{}, fmt.Errorf("imaging: %w", err)
+		return nil, DecodeInfo{}, fileError(path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, DecodeInfo{}, fmt.Errorf("imaging: %w", err)
+		return nil, DecodeInfo{}, fileError(path, err)
 	}
 	if st.IsDir() {
-		return nil, DecodeInfo{}, fmt.Errorf("imaging: %s: is a directory", path)
+		return nil, DecodeInfo{}, fmt.Errorf("%s is a folder, not an image file", path)
 	}
 	if st.Size() > lim.MaxBytes {
 		return nil, DecodeInfo{}, fmt.Errorf("%s: %w: file is %d bytes, limit %d", path, ErrTooLarge, st.Size(), lim.MaxBytes)
@@ -142,13 +144,24 @@ func DecodeFile(path string, lim Limits) (*RGB, DecodeInfo, error) {
 	// Read at most MaxBytes+1 so a file that grows after Stat is still caught.
 	data, err := io.ReadAll(io.LimitReader(f, lim.MaxBytes+1))
 	if err != nil {
-		return nil, DecodeInfo{}, fmt.Errorf("imaging: %w", err) // an *os.PathError, naming the file
+		return nil, DecodeInfo{}, fileError(path, err)
 	}
 	m, info, err := Decode(data, lim)
 	if err != nil {
 		return nil, info, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, info, nil
+}
+
+// fileError words an error opening or reading path: "cannot read
+// photo.jpg: permission denied", naming the file once (an *fs.PathError
+// names it already, with the system call).
+func fileError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("cannot read %s: %w", path, err)
 }
 
 // toRGB converts a decoded image to RGB, reporting whether any pixel was

@@ -25,11 +25,11 @@ import (
 // Sentinel errors wrapped by Decode and DecodeFile.
 var (
 	// ErrEmpty reports zero bytes of input.
-	ErrEmpty = errors.New("imaging: empty input")
+	ErrEmpty = errors.New("empty input")
 	// ErrFormat reports input that is not a JPEG or PNG, or a corrupt one.
-	ErrFormat = errors.New("imaging: unsupported or corrupt image")
+	ErrFormat = errors.New("unsupported or corrupt image")
 	// ErrTooLarge reports an image or file beyond the configured Limits.
-	ErrTooLarge = errors.New("imaging: image too large")
+	ErrTooLarge = errors.New("image too large")
 )
 
 // RGB is an 8-bit RGB image, row-major, 3 bytes per pixel: the colour of

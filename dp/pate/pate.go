@@ -56,11 +56,11 @@ func checkGamma(g float64) error {
 
 func checkVotes(v []float64) error {
 	if len(v) < 2 {
-		return fmt.Errorf("pate: a vote histogram needs at least 2 classes, got %d", len(v))
+		return fmt.Errorf("a vote histogram needs at least 2 classes, got %d", len(v))
 	}
 	for j, x := range v {
 		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
-			return fmt.Errorf("pate: vote count %d must be a non-negative finite number, got %g", j, x)
+			return fmt.Errorf("vote count %d must be a non-negative finite number, got %g", j, x)
 		}
 	}
 	return nil
@@ -228,17 +228,17 @@ func ReadHistograms(r io.Reader) ([][]float64, error) {
 	dec := json.NewDecoder(io.LimitReader(r, MaxFileBytes))
 	var h [][]float64
 	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("pate: reading histograms (want a JSON array of arrays of counts): %w", err)
+		return nil, fmt.Errorf("not a file of vote histograms (want a JSON array of arrays of counts): %w", err)
 	}
 	if dec.More() {
-		return nil, errors.New("pate: reading histograms: trailing data after the array")
+		return nil, errors.New("vote histograms: trailing data after the array")
 	}
 	if len(h) == 0 {
-		return nil, errors.New("pate: reading histograms: no histograms")
+		return nil, errors.New("vote histograms: the array is empty")
 	}
 	for i, v := range h {
 		if err := checkVotes(v); err != nil {
-			return nil, fmt.Errorf("pate: reading histograms: histogram %d: %w", i, err)
+			return nil, fmt.Errorf("vote histograms: histogram %d: %w", i, err)
 		}
 	}
 	return h, nil

@@ -105,23 +105,23 @@ func VerifyFile(dir, name string) error {
 	}
 	want, ok := sums[name]
 	if !ok {
-		return fmt.Errorf("nets: %s has no pinned sha256; refusing to load it", name)
+		return fmt.Errorf("model file %s has no pinned sha256; refusing to load it", name)
 	}
 	path := filepath.Join(dir, name)
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("nets: %w: %s is missing; %s", ErrModelMissing, path, InstallHint)
+			return fmt.Errorf("%w: %s is missing; %s", ErrModelMissing, path, InstallHint)
 		}
-		return fmt.Errorf("nets: opening model file: %w", err)
+		return fmt.Errorf("opening model file: %w", err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Errorf("nets: reading %s: %w", path, err)
+		return fmt.Errorf("reading model file %s: %w", path, err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return fmt.Errorf("nets: %w: %s has sha256 %s, want %s; reinstall with scripts/install-models.sh",
+		return fmt.Errorf("%w: %s has sha256 %s, want %s; reinstall with scripts/install-models.sh",
 			ErrModelChecksum, path, got, want)
 	}
 	return nil

@@ -57,11 +57,16 @@ runs one photo per core at once. "descriptors_per_s" runs the descriptor
 network alone on 150×150 crops using every core. "vs_faceapi_wasm" gives the
 ratios against face-api 1.7.15 on TF.js wasm measured on this machine kind
 (30 ms per descriptor, 774 ms per 1920-pixel photo): above 1 is faster.`,
+		Example: `  veil bench faces
+  veil bench faces --size 0 --detector tiny --json photos/*.jpg`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if size < 0 || rounds < 1 {
-				return fmt.Errorf("--size must be ≥ 0 and --rounds ≥ 1")
+			if err := checkFlags(atLeast("size", size, 0), atLeast("rounds", rounds, 1)); err != nil {
+				return err
 			}
-			opt := pf.options()
+			opt, err := pf.options()
+			if err != nil {
+				return err
+			}
 			opt.Descriptors = true
 			p, err := face.NewPipeline(opt)
 			if err != nil {

@@ -78,6 +78,16 @@ type paillierCPURates struct {
 
 const baselineNote = "python-paillier 1.5.0 with gmpy2 2.1.2 (GMP 6.2.1), CPython 3.11.2, 2048-bit key, one core: 12.25 ms encrypt, 3.67 ms decrypt, 12.1 µs add (CPU time per raw operation, median of 3 runs of secagg/paillier/testdata/phe_baseline.py on a 2-core AMD EPYC VM, 2026-11-23); not measured by this command"
 
+// keyBitsCheck checks --bits: at least paillier.MinBits, unless the
+// command's --insecure-test-key-size allows smaller (test) keys.
+func keyBitsCheck(bits int, insecure bool) flagCheck {
+	min := paillier.MinBits
+	if insecure {
+		min = paillier.MinInsecureTestBits
+	}
+	return flagCheck{"bits", bits >= min, fmt.Sprintf("at least %d (a smaller modulus can be factored)", min), bits}
+}
+
 func newBenchPaillierCmd(e *env) *cobra.Command {
 	var (
 		bits, samples         int
@@ -87,13 +97,16 @@ func newBenchPaillierCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "paillier",
 		Short: "Measure Paillier key generation, encryption, decryption and homomorphic operations",
+		Example: `  veil bench paillier
+  veil bench paillier --bits 3072 --samples 50 --json`,
+		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFlags(oneOf("randomness", randomness, "full", "short-exponent"), atLeast("samples", samples, 1), keyBitsCheck(bits, unsafe)); err != nil {
+				return err
+			}
 			kind, err := paillier.ParseRandomnessKind(randomness)
 			if err != nil {
 				return err
-			}
-			if samples < 1 {
-				return fmt.Errorf("--samples must be positive, got %d", samples)
 			}
 			r, err := benchPaillier(e, paillier.KeyOptions{Bits: bits, AllowInsecureTestKeySize: unsafe}, samples, kind, quiet)
 			if err != nil {
@@ -340,14 +353,20 @@ func newBenchDPHECmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dphe",
 		Short: "Measure DPHE secure aggregation of sparse updates against dense element-wise Paillier",
+		Example: `  veil bench dphe
+  veil bench dphe --users 10 --sparsity 0.99 --json`,
+		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			err := checkFlags(oneOf("randomness", randomness, "full", "short-exponent"), atLeast("dim", dim, 1), atLeast("classes", classes, 1),
+				keyBitsCheck(bits, unsafe), intIn("frac-bits", fracBits, 0, paillier.MaxFracBits))
+			if err != nil {
+				return err
+			}
 			kind, err := paillier.ParseRandomnessKind(randomness)
 			if err != nil {
 				return err
 			}
 			switch {
-			case dim < 1 || classes < 1:
-				return fmt.Errorf("--dim and --classes must be positive, got %d and %d", dim, classes)
 			case users < dphe.MinUsers:
 				return fmt.Errorf("--users must be at least %d, got %d", dphe.MinUsers, users)
 			case !(sparsity >= 0 && sparsity < 1):

@@ -47,7 +47,7 @@ func TestBenchSecaggSmallKeysNeedTheFlag(t *testing.T) {
 		{"bench", "dphe", "--dim", "4", "--classes", "2", "--bits", "512", "--json"},
 	} {
 		var out, errb bytes.Buffer
-		if code := Main(args, nil, &out, &errb); code == 0 || !strings.Contains(errb.String(), "modulus too small") {
+		if code := Main(args, nil, &out, &errb); code == 0 || !strings.Contains(errb.String(), "--bits must be at least 2048") {
 			t.Errorf("%v: exit %d, stderr %q; want a refusal of the 512-bit key", args, code, errb.String())
 		}
 	}

@@ -39,8 +39,13 @@ accounting), and the same for the embedding head on the 2,048 age/gender
 features ("head" in the JSON). The two kinds of step alternate so that both
 see the same machine load; dp_ratio is non-private images/s divided by
 DP-SGD images/s.`,
-		Args: cobra.NoArgs,
+		Example: `  veil bench train
+  veil bench train --batch 64 --steps 8 --json`,
+		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFlags(atLeast("steps", steps, 1), atLeast("batch", batch, 1), flagCheck{"width", width > 0 && width <= 4, "in (0, 4]", width}); err != nil {
+				return err
+			}
 			var res []benchTrainResult
 			for _, input := range []int{64, 112} {
 				r, err := benchTrainOne(input, batch, steps, width)
@@ -86,8 +91,8 @@ const benchClasses = 100
 // benchTrainModel times non-private and DP-SGD steps of model mc on random
 // inputs, alternating the two kinds.
 func benchTrainModel(mc arch.Config, batch, steps int) (benchTrainResult, error) {
-	if steps < 1 || batch < 1 {
-		return benchTrainResult{}, fmt.Errorf("bench train: --steps and --batch must be positive")
+	if err := checkFlags(atLeast("steps", steps, 1), atLeast("batch", batch, 1)); err != nil {
+		return benchTrainResult{}, err
 	}
 	const classes = benchClasses
 	var per int

@@ -156,7 +156,8 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 			return fmt.Errorf("%s must be a face number (0, 1, …), got %d", f.name, f.v)
 		}
 	}
-	if c.threshold < 0 || math.IsNaN(c.threshold) || math.IsInf(c.threshold, 0) {
+	given := c.pf.cmd != nil && c.pf.cmd.Flags().Changed("threshold")
+	if c.threshold < 0 || given && c.threshold == 0 || math.IsNaN(c.threshold) || math.IsInf(c.threshold, 0) {
 		return fmt.Errorf("--threshold must be a positive distance, got %g", c.threshold)
 	}
 	// Read both photos before loading any network: a wrong path fails fast.
@@ -164,7 +165,7 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 	for i, path := range []string{pathA, pathB} {
 		img, _, err := imaging.DecodeFile(path, imaging.DefaultLimits())
 		if err != nil {
-			return fmt.Errorf("photo %s: %w", path, err)
+			return err // names the photo already
 		}
 		imgs[i] = img
 	}
@@ -175,7 +176,10 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 			return err
 		}
 	}
-	opt := c.pf.options()
+	opt, err := c.pf.options()
+	if err != nil {
+		return err
+	}
 	opt.Descriptors = r == nil || r.needsDescriptors()
 	p, err := face.NewPipeline(opt)
 	if err != nil {
@@ -232,7 +236,7 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 		fmt.Fprintln(w, rep.Head.describe())
 	}
 	for _, ph := range []*comparedPhoto{&rep.A, &rep.B} {
-		fmt.Fprintf(w, "%s (%dx%d): %d face(s) found by the %s detector; compared face %d (%s)\n", ph.Path, ph.Width, ph.Height, len(ph.Faces), ph.Detector, ph.Compared, ph.Chosen)
+		fmt.Fprintf(w, "%s (%dx%d): %d face(s) found by %s; compared face %d (%s)\n", ph.Path, ph.Width, ph.Height, len(ph.Faces), detectorWords(ph.Detector), ph.Compared, ph.Chosen)
 		for k, f := range ph.Faces {
 			mark := ""
 			if k == ph.Compared {
@@ -255,6 +259,15 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 		fmt.Fprintf(w, "%s\n", rep.Meaning)
 	}
 	return nil
+}
+
+// detectorWords names a --detector value in a sentence: "the tiny
+// detector", "both detectors".
+func detectorWords(d string) string {
+	if d == string(face.Both) {
+		return "both detectors"
+	}
+	return "the " + d + " detector"
 }
 
 // pipelines are compare's face pipeline and, built when first needed,

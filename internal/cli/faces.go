@@ -55,7 +55,19 @@ func (f *pipelineFlags) register(cmd *cobra.Command, withAlign bool, defaultDete
 	f.cmd = cmd
 }
 
-func (f *pipelineFlags) options() face.Options {
+// options checks the flags and turns them into the pipeline's options.
+func (f *pipelineFlags) options() (face.Options, error) {
+	checks := []flagCheck{
+		oneOf("detector", f.detector, string(face.Both), string(face.SSD), string(face.Tiny)),
+		openUnit("min-score", f.minScore),
+		intIn("max-faces", f.maxFaces, 1, 10000),
+	}
+	if f.cmd != nil && f.cmd.Flags().Lookup("align") != nil {
+		checks = append(checks, oneOf("align", f.align, string(face.AlignBoth), string(face.AlignFaceAPI), string(face.AlignDlib)))
+	}
+	if err := checkFlags(checks...); err != nil {
+		return face.Options{}, err
+	}
 	opt := face.Options{
 		ModelDir:      f.models,
 		Detector:      face.Detector(f.detector),
@@ -70,7 +82,7 @@ func (f *pipelineFlags) options() face.Options {
 		r.PairSSD, r.PairTiny = min(r.PairSSD, f.minScore), min(r.PairTiny, f.minScore)
 		opt.Rule = r
 	}
-	return opt
+	return opt, nil
 }
 
 // imageResult is one image's entry in the JSON output of detect and embed.
@@ -177,9 +189,12 @@ error: it is reported as such), 1 when some image could not be read or decoded.`
 		Example: `  veil detect photo.jpg
   veil detect --detector tiny --json *.jpg
   veil detect --draw out/faces.png photo.jpg`,
-		Args: cobra.MinimumNArgs(1),
+		Args: needArgs(1, -1, "photo"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opt := pf.options()
+			opt, err := pf.options()
+			if err != nil {
+				return err
+			}
 			opt.AgeGender = !noAgeGender
 			opt.TinyLandmarks = opt.Detector == face.Tiny
 			p, err := face.NewPipeline(opt)
@@ -215,12 +230,15 @@ Exit status: 0 when every image gave at least one descriptor, 1 when some image
 could not be read or decoded, 3 when some image had no face.`,
 		Example: `  veil embed --json photo.jpg
   veil embed --align faceapi --detector tiny a.jpg b.png`,
-		Args: cobra.MinimumNArgs(1),
+		Args: needArgs(1, -1, "photo"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if head != "" {
 				return runEmbedHead(e, &pf, head, args)
 			}
-			opt := pf.options()
+			opt, err := pf.options()
+			if err != nil {
+				return err
+			}
 			opt.Descriptors = true
 			p, err := face.NewPipeline(opt)
 			if err != nil {

@@ -110,8 +110,8 @@ func TestBadInputsGiveClearErrors(t *testing.T) {
 		{"greyscale", []string{"detect", "--models", models, files["grey"]}, 0, nil, 3},
 		{"no face: detect", []string{"detect", "--models", models, files["noface"]}, 0, []string{"noface.png: no face found"}, 0},
 		{"no face: embed", []string{"embed", "--models", models, files["noface"]}, exitNoFace, []string{"noface.png: no face found"}, 0},
-		{"bad detector", []string{"detect", "--models", models, "--detector", "yolo", files["grey"]}, 1, []string{"detector \"yolo\""}, 0},
-		{"no args", []string{"detect"}, 1, []string{"requires at least 1 arg"}, 0},
+		{"bad detector", []string{"detect", "--models", models, "--detector", "yolo", files["grey"]}, 1, []string{`--detector must be both, ssd or tiny, got "yolo"`}, 0},
+		{"no args", []string{"detect"}, 1, []string{"veil: detect needs at least one photo", "veil detect --help"}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

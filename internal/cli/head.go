@@ -131,7 +131,10 @@ func runEmbedHead(e *env, pf *pipelineFlags, headPath string, paths []string) er
 	if err != nil {
 		return err
 	}
-	opt := pf.options()
+	opt, err := pf.options()
+	if err != nil {
+		return err
+	}
 	opt.Descriptors = r.needsDescriptors()
 	p, err := face.NewPipeline(opt)
 	if err != nil {

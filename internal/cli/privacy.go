@@ -124,10 +124,10 @@ mechanism with sampling rate --sampling-rate and noise multiplier
 
 The ε is per --unit: with identity (the default), each sampled record must
 hold all of one person's faces and be clipped as one; with example, a person
-with k images is protected only at about k times the ε.
-
-Example: veil privacy epsilon --sampling-rate 0.004267 --noise-multiplier 1.1 --steps 14062 --delta 1e-5 --json`,
-		Args: cobra.NoArgs,
+with k images is protected only at about k times the ε.`,
+		Example: `  veil privacy epsilon --sampling-rate 0.004267 --noise-multiplier 1.1 --steps 14062 --delta 1e-5
+  veil privacy epsilon --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --accountant pld --json`,
+		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkScheduleFlags(q.v, steps); err != nil {
 				return err
@@ -139,6 +139,9 @@ Example: veil privacy epsilon --sampling-rate 0.004267 --noise-multiplier 1.1 --
 				return err
 			}
 			if err := checkUnit(unit); err != nil {
+				return err
+			}
+			if err := checkFlags(oneOf("accountant", accountant, "rdp", "pld"), positive("pld-interval", pldInterval)); err != nil {
 				return err
 			}
 			rep := privacyEpsilonReport{PrivacyUnit: unit, Accountant: accountant, SamplingRate: q.v, NoiseMultiplier: sigma.v, Steps: steps, Delta: delta}
@@ -231,7 +234,9 @@ for which --steps steps at sampling rate --sampling-rate are
 (--epsilon, --delta)-DP by the RDP accountant, and the ε it actually gives,
 per --unit (see veil privacy epsilon --help). A target no amount of noise
 can reach (below about 0.0008 at δ = 1e-5) is refused with the reason.`,
-		Args: cobra.NoArgs,
+		Example: `  veil privacy noise --epsilon 8 --sampling-rate 0.004267 --steps 14062
+  veil privacy noise --epsilon 0.1 --sampling-rate 0.01 --steps 1000 --delta 1e-6 --json`,
+		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkScheduleFlags(q.v, steps); err != nil {
 				return err
@@ -278,8 +283,16 @@ func openInput(e *env, name string) (io.ReadCloser, error) {
 		return io.NopCloser(e.stdin), nil
 	}
 	f, err := os.Open(name)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("cannot open %s: %w", name, pe.Err) // the path once
+	}
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", name, err)
+		return nil, err
+	}
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s is a folder; give a file", name)
 	}
 	return f, nil
 }
@@ -360,8 +373,20 @@ sum's norm plus centre_noise²·dimension, so a consumer can tell centres
 that are mostly noise. --diagnostics adds the number of input centres, each
 cluster's size and cosine to the exact mean: computed from the private
 centres without noise, they must not be shared.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  veil privacy dplc centres.json --ledger budget.json --budget-epsilon 4 --budget-delta 1e-5
+  veil privacy dplc centres.json --ledger budget.json --clusters 4 --epsilon 1 --json`,
+		Args: needArgs(1, 1, "file of class centres (or - for standard input)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			err := checkFlags(
+				positive("epsilon", p.Epsilon),
+				openUnit("delta", p.Delta),
+				intIn("seed-bits", p.SeedBits, 1, dplc.MaxSeedBits),
+				intIn("clusters", p.Clusters, 1, 1<<max(p.SeedBits, 0)),
+				flagCheck{"margin", p.Margin > 0 && p.Margin < math.Pi, "an angle in radians strictly between 0 and π (3.14159…)", p.Margin},
+			)
+			if err != nil {
+				return err
+			}
 			if err := p.Validate(); err != nil {
 				return err
 			}
@@ -586,8 +611,13 @@ all the faces of its people, so one person changes one teacher's vote.
 Input file (use - for standard input): a JSON array with one array of
 non-negative vote counts per answer (at least 2 classes each), e.g.
   [[48, 1, 1], [20, 25, 5]]`,
-		Args: cobra.ExactArgs(1),
+		Example: `  veil privacy pate votes.json
+  veil privacy pate --gamma 0.05 --labels --json votes.json`,
+		Args: needArgs(1, 1, "file of vote histograms (or - for standard input)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFlags(positive("gamma", gamma), openUnit("delta", delta)); err != nil {
+				return err
+			}
 			in, err := openInput(e, args[0])
 			if err != nil {
 				return err

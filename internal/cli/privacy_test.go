@@ -85,9 +85,9 @@ func TestPrivacyBadInput(t *testing.T) {
 		{"accountant", []string{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--accountant", "moments"}, "accountant"},
 		{"missing flags", []string{"privacy", "epsilon"}, "required"},
 		{"noise target", []string{"privacy", "noise", "--sampling-rate", "0.1", "--steps", "3", "--epsilon", "-1"}, "epsilon"},
-		{"dplc missing file", []string{"privacy", "dplc", "/nonexistent/centres.json"}, "opening"},
+		{"dplc missing file", []string{"privacy", "dplc", "/nonexistent/centres.json"}, "cannot open /nonexistent/centres.json"},
 		{"dplc bad margin", []string{"privacy", "dplc", "--margin", "0", "-"}, "margin"},
-		{"pate bad gamma", []string{"privacy", "pate", "--gamma", "0", "-"}, "γ"},
+		{"pate bad gamma", []string{"privacy", "pate", "--gamma", "0", "-"}, "--gamma must be a positive number"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

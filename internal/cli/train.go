@@ -12,6 +12,7 @@ import (
 
 	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/internal/progress"
+	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/nn/checkpoint"
 	"github.com/veil-privacy/veil/nn/train"
 	"github.com/veil-privacy/veil/training"
@@ -91,7 +92,10 @@ weights (fresh optimiser, step 0), and --freeze-blocks N keeps LightFace's
 first N of 14 convolution blocks fixed, so that DP-SGD clips and noises
 only the rest. Under --dp, --init accepts only public checkpoints: weights
 that have seen private data without accounting would void the guarantee.`,
-		Args: cobra.NoArgs,
+		Example: `  veil train --epochs 5
+  veil train --model head --features agegender --loss distill --dp --target-epsilon 8 --epochs 20
+  veil train --dp --noise-multiplier 1.1 --privacy-unit identity --checkpoint out/lightface-dp.ckpt --json`,
+		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTrain(e, cmd, f) },
 	}
 	fl := cmd.Flags()
@@ -139,9 +143,71 @@ that have seen private data without accounting would void the guarantee.`,
 	return cmd
 }
 
+// check checks every flag's value on its own, naming the offending flag;
+// what depends on several flags is left to training.Options.Validate.
+func (f *trainFlags) check(cmd *cobra.Command) error {
+	changed := cmd.Flags().Changed
+	checks := []flagCheck{
+		oneOf("model", f.model, "lightface", "head"),
+		oneOf("loss", f.lossKind, "softmax", "cosface", "arcface", "triplet", "irene", "distill"),
+		oneOf("optimizer", f.optimizer, "sgd", "adam"),
+		oneOf("train-set", f.trainSet, "lfw", "mtfl"),
+		atLeast("epochs", f.epochs, 1),
+		atLeast("batch", f.batch, 1),
+		atLeast("micro-batch", f.microBatch, 1),
+		intIn("input", f.input, 32, 1024),
+		flagCheck{"width", f.width > 0 && f.width <= 4, "in (0, 4]", f.width},
+		intIn("crop", f.crop, 8, 250),
+		positive("lr", f.lr),
+		flagCheck{"momentum", f.momentum >= 0 && f.momentum < 1, "in [0, 1)", f.momentum},
+		nonNegative("weight-decay", f.weightDecay),
+		positive("scale", f.scale),
+		nonNegative("margin", f.margin),
+		flagCheck{"ema", f.ema >= 0 && f.ema < 1, "in [0, 1) (0: no moving average)", f.ema},
+		atLeast("min-images", f.minImages, 1),
+		atLeast("max-people", f.maxPeople, 0),
+		atLeast("tune-pairs", f.tunePairs, 0),
+		atLeast("centre-count", f.centreCount, 1),
+		intIn("freeze-blocks", f.freezeBlocks, 0, arch.LightFaceBlocks),
+	}
+	if changed("norm") {
+		checks = append(checks, oneOf("norm", f.norm, "batch", "group", "none"))
+	}
+	if f.dp {
+		checks = append(checks,
+			oneOf("privacy-unit", f.unit, string(train.UnitIdentity), string(train.UnitExample)),
+			positive("clip", f.clip),
+			openUnit("delta", f.delta),
+			atLeast("max-per-identity", f.maxPerIdentity, 0))
+		for _, fl := range []struct {
+			name string
+			v    float64
+		}{{"noise-multiplier", f.sigma}, {"target-epsilon", f.targetEps}, {"budget-epsilon", f.budget}} {
+			if changed(fl.name) {
+				checks = append(checks, positive(fl.name, fl.v))
+			}
+		}
+	}
+	if err := checkFlags(checks...); err != nil {
+		return err
+	}
+	if f.dp {
+		switch sigma, target := changed("noise-multiplier"), changed("target-epsilon"); {
+		case sigma && target:
+			return errors.New("give --noise-multiplier or --target-epsilon, not both (σ is calibrated from the target)")
+		case !sigma && !target:
+			return errors.New("--dp needs the noise: --noise-multiplier σ, or --target-epsilon ε to calibrate σ for --epochs")
+		}
+	}
+	return nil
+}
+
 // options turns the flags into the library's options; Validate (via
 // training.New) checks them.
 func (f *trainFlags) options(cmd *cobra.Command) (training.Options, error) {
+	if err := f.check(cmd); err != nil {
+		return training.Options{}, err
+	}
 	changed := cmd.Flags().Changed
 	if f.trainSet == "mtfl" {
 		for _, n := range []string{"min-images", "max-people"} {
@@ -197,8 +263,14 @@ func (f *trainFlags) options(cmd *cobra.Command) (training.Options, error) {
 	if o.Checkpoint == "" {
 		o.Checkpoint = defaultCheckpoint
 	}
-	if f.epochs < 1 || f.batch < 1 || f.microBatch < 1 {
-		return training.Options{}, errors.New("train: --epochs, --batch and --micro-batch must be positive")
+	// Every run is evaluated on LFW's development pairs: say at once when
+	// the folder is not LFW's, rather than from deep in the data loader.
+	if _, err := os.Stat(filepath.Join(o.Data.LFW, "peopleDevTrain.txt")); err != nil {
+		flag := "--data"
+		if !changed("data") {
+			flag = "the default LFW folder (give --data)"
+		}
+		return training.Options{}, fmt.Errorf("%s %s is not LFW's folder: it has no peopleDevTrain.txt (LFW's development identities)", flag, o.Data.LFW)
 	}
 	if f.dp {
 		o.DP = &training.DPOptions{Unit: train.Unit(f.unit), NoiseMultiplier: f.sigma, TargetEpsilon: f.targetEps, Clip: f.clip,

@@ -26,11 +26,11 @@ func TestTrainRefusesBadConfigurations(t *testing.T) {
 		{[]string{"train", "--dp", "--sampling-rate", "0", "--noise-multiplier", "1"}, "(0, 1]"},
 		{[]string{"train", "--features", "agegender"}, "LightFace reads images"},
 		{[]string{"train", "--model", "head", "--norm", "group"}, "no normalisation"},
-		{[]string{"train", "--epochs", "0"}, "must be positive"},
-		{[]string{"train", "--dp", "--privacy-unit", "household", "--noise-multiplier", "1"}, "unknown privacy unit"},
-		{[]string{"train", "--dp"}, "exactly one of"},
+		{[]string{"train", "--epochs", "0"}, "--epochs must be at least 1, got 0"},
+		{[]string{"train", "--dp", "--privacy-unit", "household", "--noise-multiplier", "1"}, `--privacy-unit must be identity or example, got "household"`},
+		{[]string{"train", "--dp"}, "--dp needs the noise: --noise-multiplier"},
 		{[]string{"train", "--train-set", "mtfl"}, "needs the distill loss"},
-		{[]string{"train", "--model", "resnet"}, "unknown model"},
+		{[]string{"train", "--model", "resnet"}, `--model must be lightface or head, got "resnet"`},
 	}
 	for _, tc := range cases {
 		var out, errb bytes.Buffer

@@ -130,7 +130,10 @@ func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath str
 	} else if test.Folds == 1 {
 		return fmt.Errorf("%s is a single set (no folds): give --train-pairs to choose the threshold", pairsPath)
 	}
-	opt := pf.options()
+	opt, err := pf.options()
+	if err != nil {
+		return err
+	}
 	opt.Descriptors = true
 	opt.SecondDetector = true
 	start := time.Now()

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -224,7 +225,7 @@ func read(r io.Reader, remaining int64) (*Checkpoint, error) {
 	br := bufio.NewReader(r)
 	m := make([]byte, len(magic))
 	if _, err := io.ReadFull(br, m); err != nil || string(m) != magic {
-		return nil, errors.New("checkpoint: not a Veil checkpoint (bad magic)")
+		return nil, errors.New("not a Veil checkpoint (one written by veil train or veil fed)")
 	}
 	var n uint32
 	if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
@@ -324,13 +325,17 @@ func read(r io.Reader, remaining int64) (*Checkpoint, error) {
 // declares against the file's length before allocating tensors.
 func Load(path string) (*Checkpoint, error) {
 	f, err := os.Open(path)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("cannot read checkpoint %s: %w", path, pe.Err) // the path once
+	}
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	c, err := Read(f)
 	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, path)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
 }
