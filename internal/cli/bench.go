@@ -10,7 +10,7 @@ var benchCommands = []func(*env) *cobra.Command{
 func newBenchCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure speed of Veil's components (use --json for machine-readable reports)",
+		Short: "Measure Veil's components: speed, detection recall, secure aggregation (use --json for machine-readable reports)",
 	}
 	for _, b := range benchCommands {
 		cmd.AddCommand(b(e))
