@@ -734,6 +734,7 @@ func BenchmarkIndexLFW(b *testing.B) {
 		}
 	}
 	b.ReportMetric(last.PhotosPerSecond, "photos/s")
+	b.ReportMetric(last.CPUSPerPhoto, "cpu-s/photo")
 	b.ReportMetric(float64(last.Faces)/float64(last.Photos), "faces/photo")
 }
 
@@ -747,7 +748,8 @@ func TestMeasureIndexing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if th.Photos != 5 || th.Faces != 10 || th.Failed != 1 || th.Workers != 2 || th.WallS <= 0 || math.Abs(th.PhotosPerSecond-5/th.WallS) > 1e-9 {
+	if th.Photos != 5 || th.Faces != 10 || th.Failed != 1 || th.Workers != 2 || th.WallS <= 0 || math.Abs(th.PhotosPerSecond-5/th.WallS) > 1e-9 ||
+		th.CPUS <= 0 || math.Abs(th.CPUSPerPhoto-th.CPUS/5) > 1e-9 {
 		t.Errorf("throughput %+v", th)
 	}
 }
