@@ -89,8 +89,9 @@ type MetricGainResult struct {
 	// threshold (the production rule's distance).
 	PlainAtReviewThreshold SuggestionScores `json:"plain_at_review_threshold"`
 	// LearnedAtCarriedThreshold scores the learned metric at the review
-	// threshold carried over to its space by metric.MatchThreshold from
-	// the library's names alone (what a library would use).
+	// threshold carried over to its space by metric.MatchThreshold (as
+	// many unnamed faces suggested as under plain descriptors, labels
+	// unused: what a library would use).
 	LearnedAtCarriedThreshold SuggestionScores `json:"learned_at_carried_threshold,omitzero"`
 	// LearnSeconds is the time LMNN took.
 	LearnSeconds float64 `json:"learn_s,omitempty"`
@@ -393,7 +394,7 @@ func metricGainOne(ctx context.Context, pool []LinkagePerson, strangerX [][]floa
 		ld, lp = nearestNamed(tg, gp, tr(qx))
 		lsd, _ = nearestNamed(tg, gp, tr(sx))
 		res.NearestCorrectLearned = forcedChoice(lp, qp)
-		t, err := metric.MatchThreshold(m, gx, gp, o.ReviewThreshold, metric.DefaultThresholdQuantile)
+		t, err := metric.MatchThreshold(m, gx, append(slices.Clone(qx), sx...), o.ReviewThreshold)
 		if err != nil {
 			return nil, fmt.Errorf("eval: %w", err)
 		}

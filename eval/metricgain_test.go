@@ -83,6 +83,14 @@ func TestMetricGainLearnsNuisance(t *testing.T) {
 		if r.NearestCorrectLearned < r.NearestCorrectPlain+0.1 {
 			t.Errorf("k = %d: forced choice learned %.3f vs plain %.3f, want a gain of 0.1", r.NamedPerPerson, r.NearestCorrectLearned, r.NearestCorrectPlain)
 		}
+		// The carried-over distance suggests as many faces as plain
+		// descriptors at the review threshold.
+		count := func(s SuggestionScores) float64 {
+			return s.Coverage*float64(r.Queries) + s.Strangers*float64(r.StrangerFaces)
+		}
+		if a, b := count(r.PlainAtReviewThreshold), count(r.LearnedAtCarriedThreshold); math.Abs(a-b) > 1.5 {
+			t.Errorf("k = %d: %.0f faces suggested under plain descriptors, %.0f at the carried-over distance", r.NamedPerPerson, a, b)
+		}
 		for _, p := range r.At {
 			if math.Abs(p.Plain.Strangers-p.StrangerRate) > 0.02 || math.Abs(p.Learned.Strangers-p.StrangerRate) > 0.02 {
 				t.Errorf("k = %d: strangers' rate %.3f / %.3f, asked %.3f", r.NamedPerPerson, p.Plain.Strangers, p.Learned.Strangers, p.StrangerRate)

@@ -52,9 +52,9 @@
 //
 // LMNN changes the scale of distances, so a suggestion threshold measured
 // on plain descriptors does not apply under V. MatchThreshold carries it
-// over using only the named faces: it scales the plain threshold by the
-// ratio of a low quantile of the nearest-impostor distances in the two
-// spaces (exact for V = s·R).
+// over so that as many of the library's unnamed faces receive a suggestion
+// under V as under plain descriptors (the named faces cannot calibrate it:
+// V was fitted to them).
 //
 // # MT-LMNN
 //

@@ -1,62 +1,88 @@
 package metric
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 )
 
-// Known optimum: under V = s·R, R orthogonal, every distance is s times
-// the plain one, so the carried threshold is exactly s·T.
-func TestMatchThresholdScaledRotation(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	var x [][]float64
-	var labels []int
-	for i := range 60 {
-		v := make([]float64, 8)
-		for k := range v {
-			v[k] = rng.NormFloat64()
+func randomVectors(rng *rand.Rand, n, d int) [][]float64 {
+	x := make([][]float64, n)
+	for i := range x {
+		x[i] = make([]float64, d)
+		for k := range x[i] {
+			x[i][k] = rng.NormFloat64()
 		}
-		x = append(x, v)
-		labels = append(labels, i%12)
 	}
-	labels[5] = Unnamed // ignored
+	return x
+}
+
+// withinCount counts the unnamed faces whose nearest named face is within
+// t under m.
+func withinCount(m *Metric, named, unnamed [][]float64, t float64) int {
+	tn := make([][]float64, len(named))
+	for i, v := range named {
+		tn[i] = m.Transform(nil, v)
+	}
+	n := 0
+	for _, u := range unnamed {
+		if nearestDist(m.Transform(nil, u), tn) <= t {
+			n++
+		}
+	}
+	return n
+}
+
+// Known optimum: under V = s·R every distance is s times the plain one,
+// so exactly the same unnamed faces must be within the carried threshold;
+// under any map, as many as under plain descriptors.
+func TestMatchThresholdKeepsTheSuggestedCount(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	named, unnamed := randomVectors(rng, 40, 8), randomVectors(rng, 200, 8)
 	r, err := RandomRotation([32]byte{9}, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []float64{1, 0.5, 3} {
-		m, err := r.Scale(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := MatchThreshold(m, x, labels, 0.45, DefaultThresholdQuantile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if math.Abs(got-s*0.45) > 1e-9 {
-			t.Errorf("scale %v: threshold %v, want %v", s, got, s*0.45)
-		}
+	skew := make([]float64, 64)
+	for i := range skew {
+		skew[i] = rng.NormFloat64()
 	}
-}
-
-// A map that stretches only the direction separating people moves the
-// impostors away and the threshold up; one that shrinks it moves it down.
-func TestMatchThresholdFollowsImpostors(t *testing.T) {
-	x := [][]float64{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}}
-	labels := []int{0, 0, 1, 1, 2, 2} // people differ along the first axis
-	stretch, _ := NewMetric(2, 2, []float64{2, 0, 0, 1})
-	shrink, _ := NewMetric(2, 2, []float64{0.5, 0, 0, 1})
-	up, err := MatchThreshold(stretch, x, labels, 0.5, 0.5)
+	general, err := NewMetric(8, 8, skew)
 	if err != nil {
 		t.Fatal(err)
 	}
-	down, err := MatchThreshold(shrink, x, labels, 0.5, 0.5)
-	if err != nil {
-		t.Fatal(err)
+	for _, plain := range []float64{1.5, 2.5, 3.5} {
+		want := withinCount(Identity(8), named, unnamed, plain)
+		for _, s := range []float64{1, 0.5, 3} {
+			m, err := r.Scale(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := MatchThreshold(m, named, unnamed, plain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := withinCount(m, named, unnamed, got); n != want {
+				t.Errorf("plain %v, scale %v: %d faces within %v, %d under plain descriptors", plain, s, n, got, want)
+			}
+			if got > s*plain*1.3 || got < s*plain/1.3 {
+				t.Errorf("plain %v, scale %v: threshold %v far from %v", plain, s, got, s*plain)
+			}
+		}
+		got, err := MatchThreshold(general, named, unnamed, plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := withinCount(general, named, unnamed, got); n != want {
+			t.Errorf("plain %v, general map: %d faces within %v, want %d", plain, n, got, want)
+		}
+		t.Logf("plain %v: %d of %d unnamed faces within", plain, want, len(unnamed))
 	}
-	if up != 1 || down != 0.25 {
-		t.Errorf("stretched %v (want 1), shrunk %v (want 0.25)", up, down)
+	// Nothing or everything within.
+	if got, _ := MatchThreshold(r, named, unnamed, 1e-9); withinCount(r, named, unnamed, got) != 0 {
+		t.Error("a tiny plain threshold carried over suggests something")
+	}
+	if got, _ := MatchThreshold(r, named, unnamed, 1e9); withinCount(r, named, unnamed, got) != len(unnamed) {
+		t.Error("a huge plain threshold carried over does not suggest everything")
 	}
 }
 
@@ -64,22 +90,17 @@ func TestMatchThresholdBadInputs(t *testing.T) {
 	id := Identity(1)
 	x := [][]float64{{0}, {1}}
 	for _, tc := range []struct {
-		name   string
-		labels []int
-		plain  float64
-		q      float64
+		name           string
+		named, unnamed [][]float64
+		plain          float64
 	}{
-		{"one person", []int{0, 0}, 0.5, 0.05},
-		{"no names", []int{-1, -1}, 0.5, 0.05},
-		{"threshold", []int{0, 1}, 0, 0.05},
-		{"quantile", []int{0, 1}, 0.5, 1},
-		{"labels", []int{0}, 0.5, 0.05},
+		{"no named", nil, x, 0.5},
+		{"no unnamed", x, nil, 0.5},
+		{"threshold", x, x, 0},
+		{"size", [][]float64{{0, 1}}, x, 0.5},
 	} {
-		if _, err := MatchThreshold(id, x, tc.labels, tc.plain, tc.q); err == nil {
+		if _, err := MatchThreshold(id, tc.named, tc.unnamed, tc.plain); err == nil {
 			t.Errorf("%s: accepted", tc.name)
 		}
-	}
-	if _, err := MatchThreshold(id, [][]float64{{0}, {0}}, []int{0, 1}, 0.5, 0.05); err == nil {
-		t.Error("coinciding people accepted")
 	}
 }

@@ -15,8 +15,8 @@ package tagging
 // Each metric is a new row of the metric table (its id is the version),
 // sealed like every field that identifies people: the map, the
 // suggestion distance carried over to its space (metric.MatchThreshold of
-// SuggestDistance on the library's names) and the number of names it was
-// learned from. The last keepMetrics versions are kept.
+// SuggestDistance: as many unnamed faces within it as under plain
+// descriptors) and the number of names it was learned from. The last keepMetrics versions are kept.
 //
 // Learning never changes a face, a person or a rejection: it writes only
 // the metric table. Suggestions made with a metric are computed when asked
@@ -120,8 +120,9 @@ type learnData struct {
 	data   metric.Data
 	names  int
 	people int
-	named  [][]float64 // the named faces (the first names entries of data.X)
-	labels []int
+	named   [][]float64 // the named faces (the first names entries of data.X)
+	labels  []int
+	unnamed [][]float64 // faces the user did not name (threshold calibration)
 }
 
 func (l *Library) learnData() (*learnData, error) {
@@ -145,7 +146,11 @@ func (l *Library) learnData() (*learnData, error) {
 	}
 	dim := 0
 	for _, f := range faces {
-		if f.PersonID == 0 || f.AssignedBy != ByUser || len(f.Descriptor) == 0 {
+		if len(f.Descriptor) == 0 {
+			continue
+		}
+		if f.PersonID == 0 || f.AssignedBy != ByUser {
+			ld.unnamed = append(ld.unnamed, toF(f.Descriptor))
 			continue
 		}
 		if dim == 0 {
@@ -243,9 +248,20 @@ func (l *Library) LearnMetric(ctx context.Context, o LearnOptions) (*LearnReport
 	if err != nil {
 		return nil, fmt.Errorf("tagging: learning the metric: %w", err)
 	}
-	dist, err := metric.MatchThreshold(m, ld.named, ld.labels, SuggestDistance, metric.DefaultThresholdQuantile)
-	if err != nil {
-		return nil, fmt.Errorf("tagging: carrying the suggestion distance over: %w", err)
+	// With every face named there is nothing unfitted to calibrate on: scale
+	// the plain distance by V's root-mean-square singular value (1 for a
+	// rotation). The next metric, learned once new faces arrive and are
+	// named, calibrates properly.
+	var fro float64
+	for _, v := range m.Matrix() {
+		fro += v * v
+	}
+	_, in := m.Dims()
+	dist := SuggestDistance * math.Sqrt(fro/float64(in))
+	if len(ld.unnamed) > 0 {
+		if dist, err = metric.MatchThreshold(m, ld.named, ld.unnamed, SuggestDistance); err != nil {
+			return nil, fmt.Errorf("tagging: carrying the suggestion distance over: %w", err)
+		}
 	}
 	info, err := l.storeMetric(ctx, m, ld.names, dist)
 	if err != nil {
