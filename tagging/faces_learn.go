@@ -117,9 +117,9 @@ type LearnReport struct {
 
 // learnData gathers the user's names and rejections.
 type learnData struct {
-	data   metric.Data
-	names  int
-	people int
+	data    metric.Data
+	names   int
+	people  int
 	named   [][]float64 // the named faces (the first names entries of data.X)
 	labels  []int
 	unnamed [][]float64 // faces the user did not name (threshold calibration)
