@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/eval"
+	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/internal/progress"
@@ -487,15 +490,18 @@ type benchTaggingResult struct {
 	Clusters    []tagClusterScore  `json:"clusters"`
 	Incremental tagIncremental     `json:"incremental"`
 	Latency     []tagLatency       `json:"latency"`
-	Defaults    map[string]float64 `json:"defaults"`
-	WallS       float64            `json:"wall_s"`
+	// Indexing is veil library add's end-to-end rate on every core
+	// (tagging.MeasureIndexing) over --index-photos LFW photos.
+	Indexing *tagging.Throughput `json:"indexing,omitempty"`
+	Defaults map[string]float64  `json:"defaults"`
+	WallS    float64             `json:"wall_s"`
 }
 
 func newBenchTaggingCmd(e *env) *cobra.Command {
 	var data string
 	var h headFlags
 	var asJSON, tune bool
-	var trials int
+	var trials, indexPhotos int
 	var seed uint64
 	cmd := &cobra.Command{
 		Use:   "tagging",
@@ -592,6 +598,11 @@ fill (same pipeline settings), so a warm cache computes nothing.`,
 				}
 				res.Latency = append(res.Latency, l)
 			}
+			if indexPhotos > 0 {
+				if res.Indexing, err = measureTagIndexing(cmd.Context(), lfwDir, h.models, indexPhotos); err != nil {
+					return err
+				}
+			}
 			res.WallS = time.Since(start).Seconds()
 			if asJSON {
 				return writeJSON(e.stdout, res)
@@ -608,6 +619,7 @@ fill (same pipeline settings), so a warm cache computes nothing.`,
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fl.BoolVar(&tune, "tune", false, "also choose the thresholds again on the development training identities")
 	fl.IntVar(&trials, "trials", 5, "random choices of the named photos averaged per figure")
+	fl.IntVar(&indexPhotos, "index-photos", 100, "index this many LFW photos (the first of each person) into a throw-away library to measure indexing throughput on every core (0: skip)")
 	fl.Uint64Var(&seed, "seed", 1, "seed of the named photos' choice, the clustering order and the synthetic descriptors")
 	// The pipeline settings veil verify and veil train default to, so
 	// their cached descriptors are found.
@@ -684,6 +696,40 @@ func printBenchTagging(e *env, r *benchTaggingResult) error {
 	for _, l := range r.Latency {
 		fmt.Fprintf(w, "  %6d faces: %.3f ms per query (%.3f of the 20 ms budget)\n", l.Faces, l.MsPerQuery, l.BudgetRatio)
 	}
+	if r.Indexing != nil {
+		fmt.Fprintf(w, "indexing: %.2f photos/s on %d workers (%d photos, %d faces)\n", r.Indexing.PhotosPerSecond, r.Indexing.Workers, r.Indexing.Photos, r.Indexing.Faces)
+	}
 	fmt.Fprintf(w, "wall time %.1f s\n", r.WallS)
 	return nil
+}
+
+// measureTagIndexing links the first photo of the first n people of LFW
+// into a temporary folder and indexes it into a throw-away library.
+func measureTagIndexing(ctx context.Context, lfwDir, models string, n int) (*tagging.Throughput, error) {
+	root := filepath.Join(lfwDir, "images_deepfunneled")
+	people, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "veil-bench-tagging-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	k := 0
+	for _, p := range people {
+		if k == n {
+			break
+		}
+		name := p.Name() + "_0001.jpg"
+		if err := os.Symlink(filepath.Join(root, p.Name(), name), filepath.Join(dir, name)); err != nil {
+			return nil, err
+		}
+		k++
+	}
+	p, err := face.NewPipeline(tagging.PipelineOptions(models))
+	if err != nil {
+		return nil, err
+	}
+	return tagging.MeasureIndexing(ctx, []string{dir}, tagging.IndexOptions{Pipeline: p})
 }
