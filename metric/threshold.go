@@ -58,7 +58,9 @@ func MatchThreshold(m *Metric, named, unnamed [][]float64, plain float64) (float
 	case 0:
 		return dv[0] / 2, nil
 	case len(dv):
-		return dv[len(dv)-1], nil
+		// Every face within: a hair beyond the farthest, so that rounding
+		// (suggestions compare single-precision faceprints) keeps it in.
+		return dv[len(dv)-1] * (1 + 1e-6), nil
 	}
 	return (dv[k-1] + dv[k]) / 2, nil
 }

@@ -534,3 +534,79 @@ func (s Space) Apply(d []float32) ([]float32, error) {
 	}
 	return out, nil
 }
+
+// SuggestionsIn is Suggestions in space s: with a metric, every descriptor
+// (named and unnamed) is mapped by it and s.Options apply in its space.
+func (l *Library) SuggestionsIn(s Space) ([]LibrarySuggestion, error) {
+	if s.Metric == nil {
+		return l.Suggestions(s.Options)
+	}
+	g, un, rs, people, err := l.suggestionInputs()
+	if err != nil {
+		return nil, err
+	}
+	out, _ := s.Metric.Dims()
+	mg, err := NewGallery(out)
+	if err != nil {
+		return nil, err
+	}
+	for r := range g.faces {
+		y, err := s.Apply(g.vecs[r*g.dim : (r+1)*g.dim])
+		if err != nil {
+			return nil, err
+		}
+		if err := mg.Add(g.faces[r], g.photos[r], g.people[r], y); err != nil {
+			return nil, fmt.Errorf("tagging: %w", err)
+		}
+	}
+	for i := range un {
+		if un[i].Descriptor, err = s.Apply(un[i].Descriptor); err != nil {
+			return nil, err
+		}
+	}
+	sugs, err := Suggest(mg, un, rs, s.Options)
+	if err != nil {
+		return nil, fmt.Errorf("tagging: %w", err)
+	}
+	res := make([]LibrarySuggestion, len(sugs))
+	for i, sg := range sugs {
+		res[i] = LibrarySuggestion{Suggestion: sg, Name: people[sg.Person].Name}
+	}
+	return res, nil
+}
+
+// AcceptSuggestionsIn is AcceptSuggestions with the suggestions of space s
+// (through AssignAuto: never over a decision of the user's).
+func (l *Library) AcceptSuggestionsIn(faceIDs []int64, s Space) (applied []LibrarySuggestion, none []int64, err error) {
+	if s.Metric == nil {
+		return l.AcceptSuggestions(faceIDs, s.Options)
+	}
+	sugs, err := l.SuggestionsIn(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	byFace := make(map[int64]LibrarySuggestion, len(sugs))
+	for _, sg := range sugs {
+		byFace[sg.Face] = sg
+	}
+	for _, id := range faceIDs {
+		if _, err := l.Face(id); err != nil {
+			return nil, nil, err
+		}
+		sg, ok := byFace[id]
+		if !ok {
+			none = append(none, id)
+			continue
+		}
+		n, err := l.AssignAuto([]Assignment{{Face: id, Person: sg.Person}})
+		if err != nil {
+			return nil, nil, err
+		}
+		if n == 1 {
+			applied = append(applied, sg)
+		} else {
+			none = append(none, id)
+		}
+	}
+	return applied, none, nil
+}

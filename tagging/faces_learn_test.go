@@ -425,3 +425,55 @@ func TestSpaceForSuggestions(t *testing.T) {
 		t.Fatalf("not due again: %+v, %+v, %v", s2, rep, err)
 	}
 }
+
+// Suggestions in the learned space: every unnamed face of the fixture gets
+// its own person, as under plain descriptors, and accepting one goes
+// through AssignAuto (a face the user unassigned is left alone).
+func TestSuggestionsInLearnedSpace(t *testing.T) {
+	l := testLibrary(t)
+	f := newLearnFixture(t, l, 8, 5, 5)
+	f.name(t, 3)
+	if err := l.UnassignFace(f.faces[0][4]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.LearnMetric(context.Background(), quickLearn); err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.SuggestSpace(true)
+	if err != nil || s.Metric == nil {
+		t.Fatalf("space %+v, %v", s, err)
+	}
+	sugs, err := l.SuggestionsIn(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]string{}
+	for p, ids := range f.faces {
+		for _, id := range ids[3:] {
+			if id != f.faces[0][4] {
+				want[id] = f.people[p]
+			}
+		}
+	}
+	got := map[int64]string{}
+	for _, sg := range sugs {
+		got[sg.Face] = sg.Name
+		if sg.Distance > s.Options.Distance {
+			t.Errorf("face %d suggested at %.3f beyond %.3f", sg.Face, sg.Distance, s.Options.Distance)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("suggestions %v, want %v", got, want)
+	}
+	applied, none, err := l.AcceptSuggestionsIn([]int64{f.faces[1][3], f.faces[0][4]}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != 1 || applied[0].Face != f.faces[1][3] || len(none) != 1 || none[0] != f.faces[0][4] {
+		t.Errorf("accepted %+v, none %v", applied, none)
+	}
+	fc, err := l.Face(f.faces[1][3])
+	if err != nil || fc.Person != f.people[1] || fc.AssignedBy != ByAuto {
+		t.Errorf("accepted face: %+v, %v", fc, err)
+	}
+}

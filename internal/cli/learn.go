@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -135,4 +136,40 @@ func printLearnStatus(e *env, l *tagging.Library, out *jsonLearn, asJSON bool) e
 	}
 	fmt.Fprintf(w, "suggestions use the metric: %s; %d names now; a new metric is due: %v\n", state, out.Names, out.Due)
 	return nil
+}
+
+// useMetricUsage is the help of veil suggest's --use-metric.
+const useMetricUsage = "suggest in the library's learned metric (veil library learn) for this run, even if the library is not set to; --distance and --margin, when given, are then in its space"
+
+// suggestionSpace is the space veil suggest and veil suggest accept work
+// in: the learned metric when --use-metric or the library's setting asks
+// for it (learning a new one first if one is due), with its carried-over
+// distance unless --distance or --margin were given; else plain
+// descriptors with o.
+func suggestionSpace(cmd *cobra.Command, e *env, l *tagging.Library, o tagging.SuggestOptions, force bool) (tagging.Space, error) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	s, rep, err := l.SpaceForSuggestions(ctx, force)
+	if err != nil {
+		return tagging.Space{}, err
+	}
+	if rep != nil {
+		fmt.Fprintf(e.stderr, "learned metric version %d from %d names (enough new names since the last one)\n", rep.Version, rep.Names)
+	}
+	if s.Metric == nil {
+		if force {
+			fmt.Fprintln(e.stderr, "no learned metric yet (veil library learn): suggesting with plain descriptors")
+		}
+		s.Options = o
+		return s, nil
+	}
+	if cmd.Flags().Changed("distance") {
+		s.Options.Distance = o.Distance
+	}
+	if cmd.Flags().Changed("margin") {
+		s.Options.Margin = o.Margin
+	}
+	return s, s.Options.Validate()
 }

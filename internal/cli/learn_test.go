@@ -97,3 +97,57 @@ func TestLibraryLearn(t *testing.T) {
 		t.Errorf("second learn: exit %d, %q", code, out)
 	}
 }
+
+// veil suggest in the learned metric's space: with --use-metric, or the
+// library set to it, the unnamed faces get their people with distances in
+// the metric's space; plain descriptors otherwise.
+func TestSuggestUseMetric(t *testing.T) {
+	dir := initTestLibrary(t)
+	addLearnPeople(t, dir, 4, 4, 3) // faces 4, 8, 12, 16 unnamed
+	suggest := func(args ...string) map[int64]jsonSuggestion {
+		t.Helper()
+		code, out, errs := run(t, append([]string{"suggest", "--library", dir, "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("suggest %v: exit %d: %s", args, code, errs)
+		}
+		var got struct{ Suggestions []jsonSuggestion }
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		m := map[int64]jsonSuggestion{}
+		for _, s := range got.Suggestions {
+			m[s.Face] = s
+		}
+		return m
+	}
+	plain := suggest()
+	if code, _, errs := run(t, "library", "learn", "--library", dir, "--iterations", "20"); code != 0 {
+		t.Fatalf("learn: %s", errs)
+	}
+	learned := suggest("--use-metric")
+	set := func(v string) {
+		if code, _, errs := run(t, "library", "learn", "--library", dir, "--status", "--use-metric", v); code != 0 {
+			t.Fatalf("learn --use-metric %s: %s", v, errs)
+		}
+	}
+	set("on")
+	byLibrary := suggest()
+	set("off")
+	again := suggest()
+	for p := range 4 {
+		face := int64(4*p + 4)
+		want := fmt.Sprintf("Person %d", p)
+		for name, m := range map[string]map[int64]jsonSuggestion{"plain": plain, "--use-metric": learned, "library setting": byLibrary, "setting off": again} {
+			if m[face].Person != want {
+				t.Errorf("%s: face %d suggested %q, want %q", name, face, m[face].Person, want)
+			}
+		}
+		if learned[face].Distance == plain[face].Distance || byLibrary[face].Distance != learned[face].Distance || again[face].Distance != plain[face].Distance {
+			t.Errorf("face %d distances: plain %v, --use-metric %v, setting on %v, off %v", face, plain[face].Distance, learned[face].Distance, byLibrary[face].Distance, again[face].Distance)
+		}
+	}
+	code, out, errs := run(t, "suggest", "accept", "--library", dir, "--use-metric", "--json", "4")
+	if code != 0 || !strings.Contains(out, `"person": "Person 0"`) {
+		t.Errorf("suggest accept --use-metric: exit %d, %s %s", code, out, errs)
+	}
+}

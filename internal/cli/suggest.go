@@ -44,7 +44,7 @@ type jsonReviewGroup struct {
 func newSuggestCmd(e *env) *cobra.Command {
 	var lf libraryFlags
 	var sf suggestFlags
-	var asJSON, review bool
+	var asJSON, review, useMetric bool
 	cmd := &cobra.Command{
 		Use:   "suggest",
 		Short: "Suggest who the unnamed faces of a library are",
@@ -72,7 +72,11 @@ veil faces name; reject a wrong one with veil faces reject.`,
 				return err
 			}
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
-				sugs, err := l.Suggestions(o)
+				space, err := suggestionSpace(cmd, e, l, o, useMetric)
+				if err != nil {
+					return err
+				}
+				sugs, err := l.SuggestionsIn(space)
 				if err != nil {
 					return err
 				}
@@ -124,6 +128,7 @@ veil faces name; reject a wrong one with veil faces reject.`,
 	sf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&review, "review", false, "group the suggestions into questions, one per person and cluster, largest first")
+	cmd.Flags().BoolVar(&useMetric, "use-metric", false, useMetricUsage)
 	cmd.AddCommand(newSuggestAcceptCmd(e))
 	return cmd
 }
@@ -131,7 +136,7 @@ veil faces name; reject a wrong one with veil faces reject.`,
 func newSuggestAcceptCmd(e *env) *cobra.Command {
 	var lf libraryFlags
 	var sf suggestFlags
-	var asJSON bool
+	var asJSON, useMetric bool
 	cmd := &cobra.Command{
 		Use:   "accept FACE...",
 		Short: "Accept the current suggestions of some faces",
@@ -156,7 +161,11 @@ unknown face id or bad input.`,
 				return err
 			}
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
-				applied, none, err := l.AcceptSuggestions(ids, o)
+				space, err := suggestionSpace(cmd, e, l, o, useMetric)
+				if err != nil {
+					return err
+				}
+				applied, none, err := l.AcceptSuggestionsIn(ids, space)
 				if err != nil {
 					return err
 				}
@@ -183,6 +192,7 @@ unknown face id or bad input.`,
 	lf.register(cmd)
 	sf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&useMetric, "use-metric", false, useMetricUsage)
 	return cmd
 }
 
