@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/veil-privacy/veil/fed/coord"
@@ -112,6 +113,9 @@ func DecodeConfig(r io.Reader, c *Config) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&next); err != nil {
+		if k, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return fmt.Errorf("configuration: unknown key %s (the keys are veil fed coordinator's flag names)", k)
+		}
 		return fmt.Errorf("configuration: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -136,6 +140,9 @@ func (c *Config) Options() (coord.Options, error) {
 	if c.Deadline <= 0 || c.Available <= 0 || c.Linger < 0 {
 		return coord.Options{}, errors.New("--deadline and --available must be positive and --linger not negative")
 	}
+	if err := c.check(); err != nil {
+		return coord.Options{}, err
+	}
 	o := coord.Options{
 		StatePath: c.State,
 		Strategy:  strategy.Options{Name: c.Strategy, Weighting: c.Weighting, DP: c.DP, ServerLR: c.ServerLR, Momentum: c.Momentum},
@@ -150,4 +157,52 @@ func (c *Config) Options() (coord.Options, error) {
 		return coord.Options{}, err
 	}
 	return o, nil
+}
+
+// check validates the settings in the words of the flags (and so of the
+// configuration file's keys), before package coord's own validation.
+func (c *Config) check() error {
+	switch {
+	case c.Strategy != "fedavg" && c.Strategy != "fedsgd":
+		return fmt.Errorf("--strategy %q: want fedavg or fedsgd", c.Strategy)
+	case c.Weighting != "" && c.Weighting != "uniform" && c.Weighting != "examples":
+		return fmt.Errorf("--weighting %q: want uniform or examples", c.Weighting)
+	case c.Strategy == "fedsgd" && !(c.ServerLR > 0):
+		return errors.New("--strategy fedsgd needs --server-lr > 0 (the coordinator applies the optimiser step)")
+	case c.Strategy == "fedavg" && c.Momentum != 0:
+		return errors.New("--momentum is for --strategy fedsgd")
+	case !(c.Momentum >= 0 && c.Momentum < 1):
+		return fmt.Errorf("--momentum must be in [0, 1), got %g", c.Momentum)
+	case c.Rounds < 1:
+		return fmt.Errorf("--rounds must be at least 1, got %d", c.Rounds)
+	case !(c.Fraction > 0 && c.Fraction <= 1):
+		return fmt.Errorf("--fraction must be in (0, 1], got %g", c.Fraction)
+	case c.MinUpdate < 1:
+		return fmt.Errorf("--min-updates must be at least 1, got %d", c.MinUpdate)
+	case c.MinAvail < c.MinUpdate:
+		return fmt.Errorf("--min-available (%d) must be at least --min-updates (%d): a round cannot count more clients than it starts with",
+			c.MinAvail, c.MinUpdate)
+	case c.LocalEpochs < 0 || c.LocalSteps < 0 || c.LocalEpochs == 0 && c.LocalSteps == 0:
+		return errors.New("--local-epochs or --local-steps must be at least 1")
+	case !(c.LR > 0):
+		return fmt.Errorf("--lr must be positive, got %g", c.LR)
+	case c.Batch < 1:
+		return fmt.Errorf("--batch must be at least 1, got %d", c.Batch)
+	case !(c.MaxUpdateNorm > 0):
+		return fmt.Errorf("--max-update-norm must be positive, got %g", c.MaxUpdateNorm)
+	}
+	if !c.DP {
+		return nil
+	}
+	switch {
+	case !(c.Clip > 0):
+		return fmt.Errorf("--clip must be positive, got %g", c.Clip)
+	case !(c.Delta > 0 && c.Delta < 1):
+		return fmt.Errorf("--delta must be in (0, 1), got %g", c.Delta)
+	case c.NoiseMultiplier < 0:
+		return fmt.Errorf("--noise-multiplier must not be negative, got %g", c.NoiseMultiplier)
+	case c.Unit != "identity" && c.Unit != "example":
+		return fmt.Errorf("--privacy-unit %q: want identity (all of a person's images) or example (one image)", c.Unit)
+	}
+	return nil
 }

@@ -28,7 +28,7 @@ func TestDecodeConfig(t *testing.T) {
 	}{
 		{"full.json", &full, ""},
 		{"partial.json", &partial, ""},
-		{"unknown-key.json", nil, `unknown field "roundz"`},
+		{"unknown-key.json", nil, `unknown key "roundz" (the keys are veil fed coordinator's flag names)`},
 		{"wrong-type.json", nil, "rounds"},
 		{"bad-duration.json", nil, `duration "soon"`},
 		{"two-values.json", nil, "more than one JSON value"},
@@ -89,6 +89,47 @@ func TestConfigOptions(t *testing.T) {
 	c.Strategy = "fedprox"
 	if _, err := c.Options(); err == nil {
 		t.Fatal("an unknown strategy was accepted")
+	}
+}
+
+// Bad settings are refused in the words of the flags (the configuration
+// file's keys), not of the coordinator's internals.
+func TestConfigOptionsNameTheFlag(t *testing.T) {
+	cases := []struct {
+		set  func(*ops.Config)
+		want string
+	}{
+		{func(c *ops.Config) { c.Strategy = "fedprox" }, `--strategy "fedprox": want fedavg or fedsgd`},
+		{func(c *ops.Config) { c.Weighting = "size" }, `--weighting "size"`},
+		{func(c *ops.Config) { c.Strategy = "fedsgd" }, "--strategy fedsgd needs --server-lr > 0"},
+		{func(c *ops.Config) { c.Momentum = 0.9 }, "--momentum is for --strategy fedsgd"},
+		{func(c *ops.Config) { c.Strategy, c.ServerLR, c.Momentum = "fedsgd", 1, 1 }, "--momentum must be in [0, 1)"},
+		{func(c *ops.Config) { c.Rounds = 0 }, "--rounds must be at least 1, got 0"},
+		{func(c *ops.Config) { c.Fraction = 2 }, "--fraction must be in (0, 1], got 2"},
+		{func(c *ops.Config) { c.MinUpdate = 0 }, "--min-updates must be at least 1"},
+		{func(c *ops.Config) { c.MinAvail, c.MinUpdate = 1, 2 }, "--min-available (1) must be at least --min-updates (2)"},
+		{func(c *ops.Config) { c.LocalEpochs, c.LocalSteps = 0, 0 }, "--local-epochs or --local-steps"},
+		{func(c *ops.Config) { c.LR = 0 }, "--lr must be positive"},
+		{func(c *ops.Config) { c.Batch = 0 }, "--batch must be at least 1"},
+		{func(c *ops.Config) { c.MaxUpdateNorm = -1 }, "--max-update-norm must be positive"},
+		{func(c *ops.Config) { c.Clip = 0 }, "--clip must be positive"},
+		{func(c *ops.Config) { c.Delta = 1 }, "--delta must be in (0, 1)"},
+		{func(c *ops.Config) { c.NoiseMultiplier = -1 }, "--noise-multiplier must not be negative"},
+		{func(c *ops.Config) { c.Unit = "photo" }, `--privacy-unit "photo": want identity`},
+	}
+	for _, tc := range cases {
+		c := ops.DefaultConfig()
+		c.State = "s.db"
+		tc.set(&c)
+		if _, err := c.Options(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+	}
+	// Without DP, the DP settings are not checked.
+	c := ops.DefaultConfig()
+	c.State, c.DP, c.Unit = "s.db", false, "photo"
+	if _, err := c.Options(); err != nil {
+		t.Errorf("--dp=false with an unused --privacy-unit: %v", err)
 	}
 }
 

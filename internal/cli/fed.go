@@ -273,7 +273,7 @@ func newFedStatusCmd(e *env) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "The federation's rounds, clients and the ε each has spent",
+		Short: "The federation's rounds, clients, the ε each has spent and the last evaluation",
 		Long: `Print the coordinator's state: the latest round, the current model version,
 every enrolled client with its budget, the ε its ledger records (at the
 client's δ, in its privacy unit) and its accepted updates, and the log of
@@ -333,8 +333,8 @@ func remoteFedStatus(ctx context.Context, addr, serverName, pkiDir, name, cert, 
 		return nil, err
 	}
 	if serverName == "" {
-		if serverName, _, err = net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("--coordinator %q: %w", addr, err)
+		if serverName, err = coordinatorHost(addr); err != nil {
+			return nil, err
 		}
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(pki.ClientTLS(id, serverName))))
@@ -356,14 +356,33 @@ func readFedStatus(ctx context.Context, path string) (*fedpb.StatusResponse, err
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("the coordinator's state file: %w", err)
 	}
+	notState := func(err error) error {
+		if m := err.Error(); strings.Contains(m, "not a database") || strings.Contains(m, "no such table") {
+			return fmt.Errorf("%s is not a coordinator's state file (veil fed coordinator --state makes one)", path)
+		}
+		return err
+	}
 	db, err := coord.OpenStatus(path)
 	if err != nil {
-		return nil, err
+		return nil, notState(err)
 	}
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return coord.ReadStatus(ctx, db)
+	st, err := coord.ReadStatus(ctx, db)
+	if err != nil {
+		return nil, notState(err)
+	}
+	return st, nil
+}
+
+// coordinatorHost is the host of a --coordinator address.
+func coordinatorHost(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return "", fmt.Errorf("--coordinator %q: want HOST:PORT, e.g. coordinator.example.org:7443", addr)
+	}
+	return host, nil
 }
 
 func printFedStatus(e *env, s fedStatus) {

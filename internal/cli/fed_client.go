@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -183,9 +182,9 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 	}
 	serverName := f.serverName
 	if serverName == "" {
-		host, _, err := net.SplitHostPort(f.addr)
+		host, err := coordinatorHost(f.addr)
 		if err != nil {
-			return fmt.Errorf("--coordinator %q: %w", f.addr, err)
+			return err
 		}
 		serverName = host
 	}

@@ -62,6 +62,12 @@ func explainCoordinatorError(addr, name string, err error) error {
 	case strings.Contains(msg, "remote error: tls:"):
 		return mk(true, "the coordinator at %s refused the certificate of %q: it is revoked, expired, issued by another authority, "+
 			"or not a client certificate (veil fed certs issue NAME makes client certificates)", addr, name)
+	case strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer"):
+		// Under TLS 1.3 a coordinator refuses a client's certificate
+		// after the client's side of the handshake is done, so the
+		// client may see the connection cut instead of the refusal.
+		return mk(false, "the coordinator at %s closed the connection: it may have refused the certificate of %q (revoked, expired, "+
+			"issued by another authority, or not a client certificate), or it stopped", addr, name)
 	case strings.Contains(msg, "connection refused"):
 		return mk(false, "cannot reach the coordinator at %s: connection refused (is it running, and listening on that address? "+
 			"it listens on 127.0.0.1 only unless started with --listen 0.0.0.0:PORT)", addr)

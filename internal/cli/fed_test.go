@@ -120,7 +120,7 @@ func TestCoordinatorConfigFileAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs := runVeil(t, "", "fed", "coordinator", "--config", path)
-	if code == 0 || !strings.Contains(errs, `unknown field "round"`) {
+	if code == 0 || !strings.Contains(errs, `unknown key "round"`) {
 		t.Fatalf("unknown key: exit %d, %q", code, errs)
 	}
 }
