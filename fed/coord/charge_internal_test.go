@@ -1,11 +1,13 @@
 package coord
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/strategy"
 	"github.com/veil-privacy/veil/fed/wire"
@@ -36,7 +38,7 @@ func TestFoldIgnoresAStaleCharge(t *testing.T) {
 	if err := c.st.db.QueryRow(`SELECT ledger FROM clients WHERE id = 'alice'`).Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
-	honest, err := charge("alice", stored, meta, model.Len())
+	honest, err := c.charge("alice", stored, meta, model.Len())
 	if err != nil || honest.refusal != nil {
 		t.Fatal(err, honest.refusal)
 	}
@@ -79,5 +81,54 @@ func TestGatherWaitsForUpdatesBeingReceived(t *testing.T) {
 	start = time.Now()
 	if b := c.gather(first); len(b) != 1 || time.Since(start) < maxBatchWait {
 		t.Fatalf("a batch of %d after %s", len(b), time.Since(start))
+	}
+}
+
+// The ledger cache gives the charges that decoding the stored ledger
+// gives, round after round, and never serves a ledger cached under other
+// bytes than those stored.
+func TestLedgerCacheChargesAsDecoding(t *testing.T) {
+	l, err := dp.NewLedger(dp.LedgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetBudget("alice", dp.Budget{Epsilon: 50, Delta: 1e-5}); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := marshalLedger(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &fedpb.DPParams{Clip: 1, Delta: 1e-5, PrivacyUnit: "identity", NoiseMultiplier: 1, SamplingRate: 0.1, Steps: 20}
+	cached, fresh := &Coordinator{}, &Coordinator{}
+	for round := 1; round <= 4; round++ {
+		a, err := cached.charge("alice", stored, meta, 100)
+		if err != nil || a.refusal != nil {
+			t.Fatal(err, a.refusal)
+		}
+		b, err := fresh.charge("alice", stored, meta, 100)
+		if err != nil || b.refusal != nil {
+			t.Fatal(err, b.refusal)
+		}
+		if a.spent != b.spent || !bytes.Equal(a.ledger, b.ledger) {
+			t.Fatalf("round %d: cached charge ε = %g, decoded %g (ledgers equal: %v)", round, a.spent, b.spent, bytes.Equal(a.ledger, b.ledger))
+		}
+		cached.ledgers.put("alice", a.ledger, a.l) // as fold does after committing
+		stored = a.ledger
+	}
+	// A ledger cached under other bytes (say, a charge whose
+	// transaction failed) is not used: the stored bytes are decoded.
+	other, err := dp.NewLedger(dp.LedgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = other.SetBudget("alice", dp.Budget{Epsilon: 1e-3, Delta: 1e-5})
+	cached.ledgers.put("alice", []byte(`{"other": true}`), other)
+	got, err := cached.ledgers.take("alice", stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := got.Budget("alice"); b.Epsilon != 50 {
+		t.Fatalf("served the ledger cached under other bytes (budget ε = %g)", b.Epsilon)
 	}
 }

@@ -159,6 +159,7 @@ type Coordinator struct {
 	queue chan *pending
 	// receiving counts the updates being received (not yet queued).
 	receiving atomic.Int64
+	ledgers   ledgerCache
 
 	mu        sync.Mutex
 	model     wire.Weights // current model
@@ -614,30 +615,33 @@ func event(m *fedpb.DPParams, dim int) (dp.Event, error) {
 
 // charged is what accepting an update would do to its client's ledger.
 type charged struct {
-	base    []byte // the stored ledger it was worked out from
-	ledger  []byte // the ledger after the charge
+	base    []byte     // the stored ledger it was worked out from
+	ledger  []byte     // the ledger after the charge
+	l       *dp.Ledger // ledger, decoded
 	spent   float64
 	refusal error // if set, the update is refused for this
 }
 
 // charge works out the charge of an update with DP metadata m (on dim
-// values) to the client's stored ledger lb. It changes nothing, so the
-// costly part (the event's Rényi curve) can run in the update's own
+// values) to the client's stored ledger lb. It changes nothing stored, so
+// the costly part (the event's Rényi curve) can run in the update's own
 // goroutine before the update is queued; fold uses the result only if lb
 // is still what is stored.
-func charge(client string, lb []byte, m *fedpb.DPParams, dim int) (charged, error) {
+func (c *Coordinator) charge(client string, lb []byte, m *fedpb.DPParams, dim int) (charged, error) {
 	ch := charged{base: lb}
-	l, err := clientLedger(lb)
+	l, err := c.ledgers.take(client, lb)
 	if err != nil {
 		return ch, err
 	}
 	ev, err := event(m, dim)
 	if err != nil {
+		c.ledgers.put(client, lb, l)
 		ch.refusal = refuse("dp", "the update's DP metadata: %v", err)
 		return ch, nil
 	}
 	s, err := l.Charge(client, ev)
 	if err != nil {
+		c.ledgers.put(client, lb, l) // a refused charge leaves the ledger as it was
 		if errors.Is(err, dp.ErrBudgetExceeded) {
 			ch.refusal = refuse("budget", "accepting this update would take client %q past its privacy budget (it would have spent ε = %.4g)", client, s.Epsilon)
 		} else {
@@ -645,9 +649,47 @@ func charge(client string, lb []byte, m *fedpb.DPParams, dim int) (charged, erro
 		}
 		return ch, nil
 	}
-	ch.spent = s.Epsilon
+	ch.spent, ch.l = s.Epsilon, l
 	ch.ledger, err = marshalLedger(l)
 	return ch, err
+}
+
+// ledgerCache keeps each client's ledger decoded, by the bytes it is
+// stored as: decoding a ledger replays (recomputes the Rényi curve of)
+// every event it holds, which made a charge cost more with every round.
+// An entry is taken out while in use, since a charge changes it, and put
+// back only under the bytes it then has once those are committed.
+type ledgerCache struct {
+	mu sync.Mutex
+	m  map[string]cachedLedger
+}
+
+type cachedLedger struct {
+	stored []byte
+	l      *dp.Ledger
+}
+
+// take returns the ledger stored as b: the cached one if it was cached
+// under exactly b, else b decoded.
+func (lc *ledgerCache) take(client string, b []byte) (*dp.Ledger, error) {
+	lc.mu.Lock()
+	e, ok := lc.m[client]
+	delete(lc.m, client)
+	lc.mu.Unlock()
+	if ok && bytes.Equal(e.stored, b) {
+		return e.l, nil
+	}
+	return clientLedger(b)
+}
+
+// put caches l as the ledger stored as b.
+func (lc *ledgerCache) put(client string, b []byte, l *dp.Ledger) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.m == nil {
+		lc.m = map[string]cachedLedger{}
+	}
+	lc.m[client] = cachedLedger{stored: b, l: l}
 }
 
 // fold charges and folds a batch of validated updates in one transaction
@@ -660,6 +702,7 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 	type acceptance struct {
 		i     int
 		spent float64
+		ch    *charged
 	}
 	var accepted []acceptance
 	var sum *strategy.Sum
@@ -684,6 +727,7 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 				continue
 			}
 			var spent float64
+			var used *charged
 			if r.cfg.GetDp() != nil {
 				// The charge worked out before the update was queued
 				// holds only if the ledger it started from is still the
@@ -691,7 +735,7 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 				// worked out again here.
 				ch := p.charged
 				if ch == nil || !bytes.Equal(ch.base, lb) {
-					fresh, err := charge(p.client, lb, p.dp, c.model.Len())
+					fresh, err := c.charge(p.client, lb, p.dp, c.model.Len())
 					if err != nil {
 						return err
 					}
@@ -701,7 +745,7 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 					results[i].err = ch.refusal
 					continue
 				}
-				spent, lb = ch.spent, ch.ledger
+				spent, lb, used = ch.spent, ch.ledger, ch
 			}
 			w, err := c.strat.Weight(p.examples)
 			if err != nil {
@@ -719,7 +763,7 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 				return err
 			}
 			counted[p.client] = true
-			accepted = append(accepted, acceptance{i: i, spent: spent})
+			accepted = append(accepted, acceptance{i: i, spent: spent, ch: used})
 		}
 		if len(accepted) == 0 {
 			return nil
@@ -742,6 +786,9 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 		}
 		c.mu.Unlock()
 		for _, a := range accepted {
+			if a.ch != nil && a.ch.l != nil {
+				c.ledgers.put(batch[a.i].client, a.ch.ledger, a.ch.l)
+			}
 			results[a.i].spent = a.spent
 			c.o.Metrics.UpdateAccepted(batch[a.i].client, batch[a.i].bytes, a.spent)
 			c.log.Info("update accepted", "round", batch[a.i].round, "client", batch[a.i].client)

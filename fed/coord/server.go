@@ -275,7 +275,7 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 		// updates, rather than in the one goroutine that folds them.
 		var lb []byte
 		if err := c.st.db.QueryRowContext(ctx, `SELECT ledger FROM clients WHERE id = ?`, id).Scan(&lb); err == nil {
-			if ch, err := charge(id, lb, h.GetDp(), layout.Len()); err == nil {
+			if ch, err := c.charge(id, lb, h.GetDp(), layout.Len()); err == nil {
 				p.charged = &ch
 			}
 		}
