@@ -19,6 +19,31 @@
 // The pure-Go backend runs one graph execution per core, so at most
 // Parallel clients (default 2) train at once.
 //
+// # FedAvg under DP: noise per client, and the server learning rate
+//
+// Each client runs DP-SGD on its own people at its own budget: a step adds
+// Gaussian noise of standard deviation σC to the sum of the clipped
+// gradients of about b sampled people. The uniform mean of K clients'
+// updates carries K independent noises, σC/(b√K) on the mean gradient,
+// where central DP-SGD over the same K·b people at the same (ε, δ) adds
+// σC/(Kb), √K times less. In the linear regime (σ roughly proportional to
+// 1/ε) federated DP with a ledger per client is therefore central DP at
+// about ε/√K (8/√8 ≈ 2.8 for 8 clients), and a client alone, noise σC/b
+// on a K-th of the people, central DP at about ε/K. The federation sits
+// between the two. Only aggregation under encryption, where the
+// coordinator sees the sum alone and each client adds a K-th of the
+// noise variance, would recover central DP's noise, and then a client's
+// guarantee rests on that aggregation rather than on its own noise.
+//
+// The server learning rate η matters under DP because the clients' local
+// optimiser is Adam, which divides each step by the running root mean
+// square of the client's own gradients: under DP that is the client's
+// noise, so a client's steps have a fixed size in units of its own noise.
+// The mean of K clients' updates keeps their common signal and divides
+// their noise by √K, so with η = 1 the model moves √K times less than an
+// optimiser seeing the federation's mean gradient would move it; η ≈ √K
+// restores that step. veil fed sim's default under DP is η = 3.
+//
 // # The round average (EMA)
 //
 // With EMA β > 0 the simulation scores a moving average of the global

@@ -46,7 +46,9 @@ train's embedding head on public age/gender features by distillation
 
 --strategy fedavg: each round every client trains --local-epochs epochs from
 the round's model and sends the difference of weights; the coordinator adds
-their uniform mean (times --server-lr, default 1). --strategy fedsgd: each
+their uniform mean times --server-lr (under DP 3 by default, about the square
+root of 8: each client's Adam scales its steps to its own noise, and the mean
+of 8 clients' noises is √8 smaller; 1 without DP). --strategy fedsgd: each
 client sends one gradient over all its data (one plain SGD step, B = ∞) and
 the coordinator takes an SGD step with momentum (--server-lr, --momentum).
 
@@ -73,14 +75,14 @@ more.`,
 	fl := cmd.Flags()
 	fl.IntVar(&f.clients, "clients", 8, "number of clients (each with its own identities)")
 	fl.StringVar(&f.strategy, "strategy", "fedavg", "fedavg or fedsgd")
-	fl.IntVar(&f.rounds, "rounds", 10, "rounds")
-	fl.IntVar(&f.localEpochs, "local-epochs", 2, "FedAvg: local epochs per round")
+	fl.IntVar(&f.rounds, "rounds", 20, "rounds (each client's budget is spread over all of them)")
+	fl.IntVar(&f.localEpochs, "local-epochs", 1, "FedAvg: local epochs per round")
 	fl.IntVar(&f.batch, "batch", 64, "expected local batch (under DP, of people: q = batch / the client's people, at most 1)")
 	fl.IntVar(&f.microBatch, "micro-batch", 32, "examples per graph execution")
 	fl.Float64Var(&f.lr, "lr", 0.002, "local learning rate (FedAvg: of --optimizer; FedSGD: of the one SGD step, which the update divides out)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "FedAvg's local optimiser: sgd or adam")
 	fl.Float64Var(&f.weightDecay, "weight-decay", 5e-4, "FedAvg's local weight decay")
-	fl.Float64Var(&f.serverLR, "server-lr", 0, "the coordinator's learning rate (FedAvg: default 1; FedSGD: default 1)")
+	fl.Float64Var(&f.serverLR, "server-lr", 0, "the coordinator's learning rate (default: FedAvg 3 under DP and 1 without, FedSGD 1)")
 	fl.Float64Var(&f.momentum, "momentum", 0.9, "FedSGD: the coordinator's momentum")
 	fl.BoolVar(&f.noDP, "no-dp", false, "train without DP-SGD (no privacy: the reference)")
 	fl.Float64Var(&f.targetEps, "target-epsilon", 8, "each client's privacy budget ε, spent over all the rounds")
@@ -132,7 +134,7 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 	}
 	serverLR := f.serverLR
 	if serverLR == 0 {
-		serverLR = 1
+		serverLR = defaultServerLR(f.strategy, !f.noDP)
 	}
 	def := datadir.Default()
 	o := training.Options{
@@ -195,6 +197,23 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 	}
 	printFedSim(e.stdout, rep)
 	return nil
+}
+
+// defaultServerLR is the coordinator's learning rate when --server-lr is
+// not given. FedAvg under DP: 3, about √8 for 8 clients. Each client's
+// local Adam scales its steps by the inverse of its own noise, which is
+// that of a batch 8 times smaller than the federation's; the mean of 8
+// independent noises is √8 smaller, so η ≈ √K gives the averaged update
+// the step size an optimiser seeing the federation's mean would take
+// (measured on all of LFW's development training identities, 8 clients,
+// 20 rounds: 0.752 at η = 3 against 0.730 as initialised; see the package
+// documentation of fed/sim). Without DP there is no noise to average and
+// FedAvg's η = 1 applies; FedSGD's server SGD+momentum takes 1.
+func defaultServerLR(strategy string, dp bool) float64 {
+	if strategy == "fedavg" && dp {
+		return 3
+	}
+	return 1
 }
 
 // printFedSim prints the readable summary of a simulation.
