@@ -64,7 +64,7 @@ func TestGatherWaitsForUpdatesBeingReceived(t *testing.T) {
 	c := &Coordinator{queue: make(chan *pending, 8)}
 	first := &pending{client: "a"}
 	start := time.Now()
-	if b := c.gather(first); len(b) != 1 || time.Since(start) > maxBatchWait/2 {
+	if b := c.gather(first); len(b) != 1 || time.Since(start) >= maxBatchWait {
 		t.Fatalf("nothing being received: a batch of %d after %s", len(b), time.Since(start))
 	}
 	c.receiving.Add(1)

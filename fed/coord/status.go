@@ -105,3 +105,23 @@ func (c *Coordinator) RecordEvaluation(ctx context.Context, ev *fedpb.Evaluation
 	}
 	return nil
 }
+
+// ClientIDs returns the enrolled clients' ids from a state file opened by
+// OpenStatus: what ReadStatus reports about clients, without decoding
+// their ledgers (which replays every charge).
+func ClientIDs(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id FROM clients ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator status: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("coordinator status: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

@@ -60,6 +60,14 @@ func TestStatusReportsTheLastEvaluation(t *testing.T) {
 			}
 		}
 	}
+	db, err := coord.OpenStatus(h.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if ids, err := coord.ClientIDs(ctx, db); err != nil || len(ids) != 0 {
+		t.Fatalf("clients %v, %v before any joined", ids, err)
+	}
 	if err := h.co.RecordEvaluation(ctx, &fedpb.Evaluation{Accuracy: 1}); err == nil {
 		t.Error("an evaluation of no model version was recorded")
 	}

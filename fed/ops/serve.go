@@ -232,14 +232,14 @@ func (s *Server) allTold(ctx context.Context) bool {
 		return false
 	}
 	defer db.Close()
-	st, err := coord.ReadStatus(ctx, db)
+	ids, err := coord.ClientIDs(ctx, db)
 	if err != nil {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, c := range st.GetClients() {
-		if !s.toldDone[c.GetId()] {
+	for _, id := range ids {
+		if !s.toldDone[id] {
 			return false
 		}
 	}
