@@ -63,8 +63,15 @@ const (
 
 // UseMetricDefault is whether a library's suggestions use its learned
 // metric when the user has not chosen: off, because on LFW's development
-// identities the learned metric did not improve suggestions over plain
-// descriptors by enough to justify it (veil bench metric; README).
+// identities the learned metric suggested worse than plain descriptors
+// (veil bench metric, LMNN defaults): at the distance that lets 5% of the
+// strangers' faces receive a suggestion, the right person was suggested
+// for 87.1% (1 name per person) and 95.3% (3 names) of the named people's
+// other faces with plain descriptors, 82.1% and 93.6% with the learned
+// metric (training identities; test identities: 88.4% and 97.8% against
+// 80.4% and 92.3%). The descriptors come from a network trained on
+// millions of faces; a linear map fitted to a few hundred people's names
+// overfits them.
 const UseMetricDefault = false
 
 // metaUseMetric is the meta key of the library's setting ("1" or "0").

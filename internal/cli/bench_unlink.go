@@ -113,8 +113,9 @@ func newBenchUnlinkCmd(e *env) *cobra.Command {
 		Long: `Unlink simulates two face libraries with overlapping people drawn from LFW's
 development identities (peopleDevTrain.txt and peopleDevTest.txt, people with
 at least 4 photos; a shared person's photos are split between the libraries).
-Every face is named by its library. Each library stores its faceprints under
-its own map: plain descriptors (identity), its secret random rotation
+Every face is named by its library. Each library stores its faceprints (the
+pipeline's descriptors as a library keeps them; --normalize scales them to unit
+length first, as Irene does) under its own map: plain descriptors (identity), its secret random rotation
 (rotation), or LMNN learned from its names starting from that rotation
 (lmnn, what a Veil library does). Each library calibrates its own tagging
 threshold on its own faces (balanced accuracy over all pairs).
