@@ -45,3 +45,6 @@ bin/veil train "${head[@]}" --batch 512 --dp --target-epsilon 8 --delta 1e-5 --c
   --checkpoint out/head-dp.ckpt --report out/train-dp.json
 echo "== the same head without DP (no privacy: the reference)"
 bin/veil train "${head[@]}" --batch 128 --checkpoint out/head-nodp.ckpt --quiet --report out/train-nodp.json
+
+echo "== face tagging: an encrypted photo library (veil library, faces, people, suggest)"
+VEIL_BIN=bin/veil scripts/main-job-tagging.sh
