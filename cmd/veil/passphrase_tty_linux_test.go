@@ -154,7 +154,7 @@ func TestPassphrasePromptDoesNotEcho(t *testing.T) {
 
 	other := filepath.Join(t.TempDir(), "lib")
 	code, scr, _ = session(other, secret, secret+"!")
-	if code != 1 || !strings.Contains(scr, "the two passphrases differ") {
+	if code != 1 || !strings.Contains(scr, "the two passphrases typed differ") {
 		t.Errorf("two different answers: exit %d, screen %q; want exit 1 and a clear message", code, scr)
 	}
 	if _, err := os.Stat(other); err == nil {

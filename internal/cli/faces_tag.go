@@ -48,6 +48,7 @@ To find faces in loose photos without a library, see veil detect and veil embed.
 	for _, c := range faceCommands {
 		cmd.AddCommand(c(e))
 	}
+	requireSubcommand(cmd)
 	return cmd
 }
 
@@ -219,7 +220,7 @@ unknown or removed face, none.
 Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown or removed
 face, an empty name or other bad input.`,
 		Example: `  veil faces name 12 15 31 --person "Ada Lovelace" --library lib`,
-		Args:    cobra.MinimumNArgs(1),
+		Args:    minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseFaceIDs(args)
 			if err != nil {
@@ -233,7 +234,7 @@ face, an empty name or other bad input.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stdout, "named %d faces %s (%d faces in all)\n", len(ids), p.Name, p.Faces)
+				fmt.Fprintf(e.stdout, "named %s %s (%s in all)\n", plural(len(ids), "face"), p.Name, plural(p.Faces, "face"))
 				return nil
 			})
 		},
@@ -256,7 +257,7 @@ assignment. Naming the face NAME later (veil faces name) lifts the rejection.
 Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown face or
 person.`,
 		Example: `  veil faces reject 31 --person "Ada Lovelace" --library lib`,
-		Args:    cobra.MinimumNArgs(1),
+		Args:    minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseFaceIDs(args)
 			if err != nil {
@@ -277,7 +278,7 @@ person.`,
 						return err
 					}
 				}
-				fmt.Fprintf(e.stdout, "rejected %s for %d faces\n", person, len(ids))
+				fmt.Fprintf(e.stdout, "rejected %s for %s\n", person, plural(len(ids), "face"))
 				return nil
 			})
 		},
@@ -295,7 +296,7 @@ func newFaceEditCmd(e *env, use, short, long, example, done string, op func(*tag
 		Short:   short,
 		Long:    long,
 		Example: example,
-		Args:    cobra.MinimumNArgs(1),
+		Args:    minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseFaceIDs(args)
 			if err != nil {
@@ -310,7 +311,7 @@ func newFaceEditCmd(e *env, use, short, long, example, done string, op func(*tag
 						return err
 					}
 				}
-				fmt.Fprintf(e.stdout, "%s %d faces\n", done, len(ids))
+				fmt.Fprintf(e.stdout, "%s %s\n", done, plural(len(ids), "face"))
 				return nil
 			})
 		},

@@ -98,7 +98,9 @@ func TestFacesCommands(t *testing.T) {
 	if !strings.Contains(out, "named 2 faces Ada") {
 		t.Errorf("name said %q", out)
 	}
-	veilOK(t, "faces", "name", id(a[1]), "--person", "Bob")
+	if out := veilOK(t, "faces", "name", id(a[1]), "--person", "Bob"); out != "named 1 face Bob (1 face in all)\n" {
+		t.Errorf("name said %q", out)
+	}
 	if got := faceIDs(listFaces(t, dir, "--person", "ada")); !slices.Equal(got, []string{id(a[0]), id(b[0])}) {
 		t.Errorf("Ada's faces %v", got)
 	}
@@ -158,6 +160,15 @@ func TestFacesBadInputs(t *testing.T) {
 		{`"Nobody": no such person`, []string{"faces", "list", "--person", "Nobody"}},
 		{"no such photo", []string{"faces", "list", "--photo", "/nowhere.jpg"}},
 		{"at most one of", []string{"faces", "list", "--unknown", "--person", "Bob"}},
+		{"veil faces unassign takes FACE... (got 0 arguments)", []string{"faces", "unassign"}},
+		{"veil faces name takes FACE... --person NAME (got 0 arguments)", []string{"faces", "name", "--person", "Ada"}},
+		{"veil people merge takes FROM INTO (got 1 argument)", []string{"people", "merge", "Bob"}},
+		{"veil people photos takes NAME (got 2 arguments)", []string{"people", "photos", "Bob", "Ada"}},
+		// A typo in a subcommand is an error, not the group's help and
+		// status 0.
+		{`veil faces has no command "nmae" (did you mean name?)`, []string{"faces", "nmae", id}},
+		{`veil people has no command "lsit" (did you mean list?)`, []string{"people", "lsit"}},
+		{`veil library has no command "stauts" (did you mean status?)`, []string{"library", "stauts"}},
 	} {
 		mustExit(t, 1, tc.want, tc.args...)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -59,6 +60,7 @@ whose passphrase is lost.
 	for _, c := range libraryCommands {
 		cmd.AddCommand(c(e))
 	}
+	requireSubcommand(cmd)
 	return cmd
 }
 
@@ -85,7 +87,7 @@ func (f *libraryFlags) folder() (string, error) {
 // passphrase reads the passphrase from --key-file, $VEIL_PASSPHRASE or the
 // terminal (confirm asks twice, for a new passphrase).
 func (f *libraryFlags) passphrase(e *env, confirm bool) ([]byte, error) {
-	return readPassphrase(e, f.keyFile, envPassphrase, "Passphrase", confirm)
+	return readPassphrase(e, passphraseSource{keyFile: f.keyFile, keyFlag: "--key-file", envVar: envPassphrase}, confirm)
 }
 
 // open unlocks the library the flags name.
@@ -140,29 +142,35 @@ func (t fileTerminal) IsTerminal() bool { return t.f != nil && term.IsTerminal(i
 
 func (t fileTerminal) ReadPassword() ([]byte, error) { return term.ReadPassword(int(t.f.Fd())) }
 
-// passphraseSource says where a passphrase comes from: keyFile if given,
-// else the environment variable envVar, else a no-echo prompt on tty.
+// passphraseSource says where a passphrase comes from: keyFile (given by
+// the flag keyFlag) if set, else the environment variable envVar, else a
+// no-echo prompt on tty. what names the passphrase in prompts and
+// messages ("passphrase" when empty).
 type passphraseSource struct {
 	keyFile   string
+	keyFlag   string
 	envVar    string
+	what      string
 	lookupEnv func(string) (string, bool)
 	tty       terminal
 	prompts   io.Writer // where the prompt is written (stderr)
 }
 
-// readPassphrase takes a passphrase from keyFile if given, else from the
-// environment variable, else from a no-echo prompt on the terminal of
-// standard input.
-func readPassphrase(e *env, keyFile, envVar, prompt string, confirm bool) ([]byte, error) {
+// readPassphrase reads the passphrase src names, asking on the terminal of
+// e's standard input if it comes to that.
+func readPassphrase(e *env, src passphraseSource, confirm bool) ([]byte, error) {
 	in, _ := e.stdin.(*os.File)
-	src := passphraseSource{keyFile: keyFile, envVar: envVar, lookupEnv: os.LookupEnv,
-		tty: fileTerminal{in}, prompts: e.stderr}
-	return src.read(prompt, confirm)
+	src.lookupEnv, src.tty, src.prompts = os.LookupEnv, fileTerminal{in}, e.stderr
+	return src.read(confirm)
 }
 
 // read returns the passphrase; confirm asks twice on the terminal (for a
 // new passphrase) and refuses two different answers.
-func (s passphraseSource) read(prompt string, confirm bool) ([]byte, error) {
+func (s passphraseSource) read(confirm bool) ([]byte, error) {
+	what := s.what
+	if what == "" {
+		what = "passphrase"
+	}
 	if s.keyFile != "" {
 		return tagging.ReadKeyFile(s.keyFile)
 	}
@@ -173,20 +181,21 @@ func (s passphraseSource) read(prompt string, confirm bool) ([]byte, error) {
 		return []byte(v), nil
 	}
 	if !s.tty.IsTerminal() {
-		return nil, fmt.Errorf("no passphrase: set %s, pass a key file, or run in a terminal to be asked", s.envVar)
+		return nil, fmt.Errorf("no %s: set %s, pass %s FILE, or run in a terminal to be asked", what, s.envVar, s.keyFlag)
 	}
 	ask := func(p string) ([]byte, error) {
 		fmt.Fprintf(s.prompts, "%s: ", p)
 		b, err := s.tty.ReadPassword()
 		fmt.Fprintln(s.prompts)
 		if err != nil {
-			return nil, fmt.Errorf("reading the passphrase: %w", err)
+			return nil, fmt.Errorf("reading the %s: %w", what, err)
 		}
 		if len(b) == 0 {
-			return nil, errors.New("the passphrase is empty")
+			return nil, fmt.Errorf("the %s is empty", what)
 		}
 		return b, nil
 	}
+	prompt := strings.ToUpper(what[:1]) + what[1:]
 	p, err := ask(prompt)
 	if err != nil || !confirm {
 		return p, err
@@ -199,9 +208,56 @@ func (s passphraseSource) read(prompt string, confirm bool) ([]byte, error) {
 	defer clear(again)
 	if !bytes.Equal(p, again) {
 		clear(p)
-		return nil, errors.New("the two passphrases differ")
+		return nil, fmt.Errorf("the two %ss typed differ", what)
 	}
 	return p, nil
+}
+
+// requireSubcommand makes the command group cmd refuse a word that is not
+// one of its subcommands, suggesting the nearest: cobra would print the
+// group's help and exit 0, so that a typo in a script passed unnoticed.
+// Without arguments the group prints its help, as before.
+func requireSubcommand(cmd *cobra.Command) {
+	cmd.SuggestionsMinimumDistance = 2 // cobra's default, which SuggestionsFor does not apply
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("%s has no command %q", c.CommandPath(), args[0])
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+		}
+		return errors.New(msg + "; see " + c.CommandPath() + " --help")
+	}
+	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+}
+
+// exactArgs is cobra.ExactArgs saying what the arguments are, in the words
+// of the command's usage line.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return argsError(cmd, args)
+		}
+		return nil
+	}
+}
+
+// minArgs is cobra.MinimumNArgs saying what the arguments are.
+func minArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return argsError(cmd, args)
+		}
+		return nil
+	}
+}
+
+// argsError says that cmd was given the wrong number of arguments, as
+// "veil people merge takes FROM INTO (got 1 argument)".
+func argsError(cmd *cobra.Command, args []string) error {
+	want := strings.TrimSpace(strings.TrimPrefix(cmd.Use, cmd.Name()))
+	return fmt.Errorf("%s takes %s (got %s)", cmd.CommandPath(), want, plural(len(args), "argument"))
 }
 
 // kdfFlags choose Argon2id's cost for a new key.
@@ -332,9 +388,10 @@ passphrase (nothing changed); 1 on bad input.`,
 				return wrongPassphraseExit(err)
 			}
 			l.Close()
-			newPass, err := readPassphrase(e, newKeyFile, envNewPassphrase, "New passphrase", true)
+			newPass, err := readPassphrase(e, passphraseSource{keyFile: newKeyFile, keyFlag: "--new-key-file",
+				envVar: envNewPassphrase, what: "new passphrase"}, true)
 			if err != nil {
-				return fmt.Errorf("the new passphrase: %w", err)
+				return err
 			}
 			defer clear(newPass)
 			if bytes.Equal(old, newPass) {

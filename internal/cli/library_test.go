@@ -155,11 +155,11 @@ func TestPassphraseSource(t *testing.T) {
 		{name: "key file first", keyFile: key, env: "from env", tty: true, lines: []string{"typed"}, want: "from file"},
 		{name: "environment before terminal", env: "from env", tty: true, lines: []string{"typed"}, want: "from env"},
 		{name: "empty environment refused", env: "", tty: true, lines: []string{"typed"}, wantErr: "VEIL_PASSPHRASE is set but empty"},
-		{name: "no terminal", env: unset, lines: []string{"typed"}, wantErr: "no passphrase: set VEIL_PASSPHRASE, pass a key file, or run in a terminal"},
+		{name: "no terminal", env: unset, lines: []string{"typed"}, wantErr: "no passphrase: set VEIL_PASSPHRASE, pass --key-file FILE, or run in a terminal"},
 		{name: "asked once", env: unset, tty: true, lines: []string{"typed"}, want: "typed", wantAsked: 1, wantPrompt: "Passphrase: \n"},
 		{name: "new one asked twice", env: unset, tty: true, confirm: true, lines: []string{"new", "new"}, want: "new", wantAsked: 2,
 			wantPrompt: "Passphrase: \nPassphrase again: \n"},
-		{name: "two different answers", env: unset, tty: true, confirm: true, lines: []string{"new", "nwe"}, wantErr: "the two passphrases differ", wantAsked: 2},
+		{name: "two different answers", env: unset, tty: true, confirm: true, lines: []string{"new", "nwe"}, wantErr: "the two passphrases typed differ", wantAsked: 2},
 		{name: "empty answer", env: unset, tty: true, lines: []string{""}, wantErr: "the passphrase is empty", wantAsked: 1},
 		{name: "terminal closed", env: unset, tty: true, wantErr: "reading the passphrase: EOF", wantAsked: 1},
 	}
@@ -167,14 +167,14 @@ func TestPassphraseSource(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tty := &fakeTerminal{tty: tc.tty, lines: tc.lines}
 			var prompts strings.Builder
-			src := passphraseSource{keyFile: tc.keyFile, envVar: envPassphrase, tty: tty, prompts: &prompts,
+			src := passphraseSource{keyFile: tc.keyFile, keyFlag: "--key-file", envVar: envPassphrase, tty: tty, prompts: &prompts,
 				lookupEnv: func(k string) (string, bool) {
 					if k != envPassphrase {
 						t.Errorf("looked up %s", k)
 					}
 					return tc.env, tc.env != unset
 				}}
-			got, err := src.read("Passphrase", tc.confirm)
+			got, err := src.read(tc.confirm)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("got %q, %v; want an error with %q", got, err, tc.wantErr)
@@ -208,6 +208,10 @@ func TestLibraryBadInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustExit(t, 1, "chmod 600", "people", "list", "--library", dir, "--key-file", key)
+	t.Setenv(envPassphrase, "pass")
+	t.Setenv(envNewPassphrase, "")
+	os.Unsetenv(envNewPassphrase)
+	mustExit(t, 1, "no new passphrase: set VEIL_NEW_PASSPHRASE, pass --new-key-file FILE, or run in a terminal", "library", "rekey", "--library", dir)
 	if _, err := os.Stat(missing); err == nil {
 		t.Error("a refused init created the folder")
 	}

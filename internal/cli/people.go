@@ -38,6 +38,7 @@ are compared ignoring case and extra spaces, and are stored encrypted.
 	for _, c := range peopleCommands {
 		cmd.AddCommand(c(e))
 	}
+	requireSubcommand(cmd)
 	return cmd
 }
 
@@ -115,7 +116,7 @@ func newPersonCmd(e *env, use, short, long, example string, n int, op func(*env,
 		Short:   short,
 		Long:    long,
 		Example: example,
-		Args:    cobra.ExactArgs(n),
+		Args:    exactArgs(n),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withLibrary(e, &lf, func(l *tagging.Library) error { return op(e, l, args) })
 		},
@@ -232,7 +233,7 @@ func newPeoplePhotosCmd(e *env) *cobra.Command {
 
 Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown person.`,
 		Example: `  veil people photos "Ada Lovelace" --library lib --json`,
-		Args:    cobra.ExactArgs(1),
+		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
 				ps, err := l.PersonPhotos(args[0])
