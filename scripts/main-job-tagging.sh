@@ -49,8 +49,10 @@ rm -rf "$photos"
 mkdir -p "$photos"
 # The first 12 development test identities (alphabetically) with at least 5
 # photos, and the first 8 with a single photo.
-people=$(awk 'NR > 1 && $2 >= 5 { print $1 }' "$lfw/peopleDevTest.txt" | head -n 12)
-strangers=$(awk 'NR > 1 && $2 == 1 { print $1 }' "$lfw/peopleDevTest.txt" | head -n 8)
+# (No "| head" here: under pipefail, awk killed by SIGPIPE would stop the
+# script.)
+people=$(awk 'NR > 1 && $2 >= 5 && n < 12 { print $1; n++ }' "$lfw/peopleDevTest.txt")
+strangers=$(awk 'NR > 1 && $2 == 1 && n < 8 { print $1; n++ }' "$lfw/peopleDevTest.txt")
 img=$(cd "$lfw/images_deepfunneled" && pwd)
 for p in $people; do
   for i in 1 2 3 4 5; do
@@ -66,7 +68,7 @@ nphotos=$(find "$photos" -name '*.jpg' | wc -l)
 # Reuse the library if it opens and holds exactly these photos.
 if [ -e out/library/library.db ]; then
   if have=$("$veil" library status --json 2>/dev/null) &&
-    [ "$(printf '%s' "$have" | tr -d ' \n' | grep -o '"photos":[0-9]*' | head -n 1)" = "\"photos\":$nphotos" ]; then
+    [ "$(printf '%s' "$have" | tr -d ' \n' | grep -o '"photos":[0-9]*')" = "\"photos\":$nphotos" ]; then
     echo "== reusing the demo library out/library"
   else
     echo "== out/library is not this demo's library: rebuilding it"
