@@ -411,14 +411,19 @@ func incrementalAt(s *tagSplit, o tagging.ClusterOptions, later float64, seed ui
 
 // tagLatency is the time of one suggestion query against a gallery.
 type tagLatency struct {
-	Faces       int     `json:"faces"`
-	People      int     `json:"people"`
-	MsPerQuery  float64 `json:"ms_per_query"`
-	BudgetRatio float64 `json:"budget_ratio"` // ms_per_query / 20 ms
+	Faces  int `json:"faces"`
+	People int `json:"people"`
+	// CPUMsPerQuery is the CPU time of one query (one goroutine, so one
+	// core), which a busy shared machine distorts less than wall time.
+	CPUMsPerQuery float64 `json:"cpu_ms_per_query"`
+	// WallMsPerQuery is the best wall time per query over five rounds.
+	WallMsPerQuery float64 `json:"wall_ms_per_query"`
+	// BudgetRatio is CPUMsPerQuery / 20 ms (the issue's budget at 100k).
+	BudgetRatio float64 `json:"budget_ratio"`
 }
 
-// latencyAt times Nearest on one goroutine (one core) over a synthetic
-// gallery of random unit descriptors, ten faces per person.
+// latencyAt times Nearest on one goroutine over a synthetic gallery of
+// random unit descriptors, ten faces per person.
 func latencyAt(n int, seed uint64) (tagLatency, error) {
 	const dim = 128
 	rng := rand.New(rand.NewPCG(seed, uint64(n)))
@@ -444,25 +449,30 @@ func latencyAt(n int, seed uint64) (tagLatency, error) {
 			return tagLatency{}, err
 		}
 	}
-	qs := make([][]float32, 64)
+	queries := max(16, 2_000_000/n)
+	qs := make([][]float32, queries)
 	for i := range qs {
 		qs[i] = unit()
 	}
-	var best time.Duration
+	var best, cpu time.Duration
 	var sink float64
 	for rep := 0; rep < 5; rep++ {
-		t0 := time.Now()
+		c0, t0 := processCPU(), time.Now()
 		for _, q := range qs {
 			b, _ := g.Nearest(q, nil)
 			sink += b.Distance
 		}
-		if d := time.Since(t0); rep == 0 || d < best {
+		d, c := time.Since(t0), processCPU()-c0
+		if rep == 0 || d < best {
 			best = d
+		}
+		if rep == 0 || c < cpu {
+			cpu = c
 		}
 	}
 	_ = sink
-	ms := best.Seconds() * 1000 / float64(len(qs))
-	return tagLatency{Faces: n, People: (n + 9) / 10, MsPerQuery: ms, BudgetRatio: ms / 20}, nil
+	per := func(d time.Duration) float64 { return d.Seconds() * 1000 / float64(len(qs)) }
+	return tagLatency{Faces: n, People: (n + 9) / 10, CPUMsPerQuery: per(cpu), WallMsPerQuery: per(best), BudgetRatio: per(cpu) / 20}, nil
 }
 
 // tagSuggestReport is one named-photos protocol on one split at one setting.
@@ -694,7 +704,7 @@ func printBenchTagging(e *env, r *benchTaggingResult) error {
 	in := r.Incremental
 	fmt.Fprintf(w, "incremental (%s, last %.0f%% joined): F1 %.3f vs %.3f at once\n", in.Algorithm, 100*in.LaterShare, in.Incremental.F1, in.Batch.F1)
 	for _, l := range r.Latency {
-		fmt.Fprintf(w, "  %6d faces: %.3f ms per query (%.3f of the 20 ms budget)\n", l.Faces, l.MsPerQuery, l.BudgetRatio)
+		fmt.Fprintf(w, "  %6d faces: %.3f ms CPU per query (%.3f of the 20 ms budget), best wall %.3f ms\n", l.Faces, l.CPUMsPerQuery, l.BudgetRatio, l.WallMsPerQuery)
 	}
 	if r.Indexing != nil {
 		fmt.Fprintf(w, "indexing: %.2f photos/s on %d workers (%d photos, %d faces)\n", r.Indexing.PhotosPerSecond, r.Indexing.Workers, r.Indexing.Photos, r.Indexing.Faces)
