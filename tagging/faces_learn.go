@@ -27,8 +27,9 @@ package tagging
 // learned metric did not improve suggestions enough to be the default (see
 // UseMetricDefault).
 //
-// Automatic retraining (RetrainIfDue, called after the user names faces):
-// a metric is due when the library has at least RetrainFirstNames names
+// Automatic retraining (RetrainIfDue, which SpaceForSuggestions calls
+// when suggestions are asked for with the metric in use, so a library that
+// does not use its metric spends nothing on it): a metric is due when the library has at least RetrainFirstNames names
 // and none yet, or when the names have grown since the last metric by at
 // least RetrainGrowth of that metric's names and by at least
 // RetrainMinNew. Growth by a fraction keeps the number of retrainings

@@ -46,7 +46,7 @@ automatic assignments stay as they are.
 Suggestions use the learned metric only when the library is set to
 (--use-metric on), or for one run with veil suggest --use-metric. It is off by
 default: on LFW it did not improve suggestions enough (see veil bench metric).
-With the metric on, a new one is learned automatically once the names have
+With the metric on, veil suggest learns a new one first whenever the names have
 grown by a quarter since the last one (and by at least 20; the first after 20
 names).
 
