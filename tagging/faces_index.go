@@ -172,11 +172,11 @@ type planned struct {
 // A file that cannot be read, decoded or analysed is recorded in the
 // library's scan errors with the reason (and in the report), and the run
 // goes on; a later run that reads it, or that scans its folder and no
-// longer finds it, removes the error. Finally every
-// photo of the library not found in this run is checked: a photo whose
-// file no longer exists is marked missing, never deleted (ForgetMissing
-// deletes on request, and says what happens to names), and a missing
-// photo whose file is back is marked present.
+// longer finds it, removes the error. Finally every photo of the library
+// not found in this run is checked: a photo whose file no longer exists is
+// marked missing, never deleted (ForgetMissing deletes on request, and
+// says what happens to names), and a missing photo whose file is back is
+// marked present.
 //
 // Index stops early when ctx is done, returning the report so far and
 // ctx's error; what was committed stays.
