@@ -30,11 +30,29 @@ type Rule struct {
 }
 
 // DefaultRule is the rule Detector Both uses unless Options.Rule says
-// otherwise. Provisional: its pair thresholds were set by hand from the
-// scores of the issue's examples; `veil bench detect --tune` on LFW's
-// development training images is to replace them.
+// otherwise. Each network alone keeps face-api's 0.5; the pair thresholds
+// were chosen by `veil bench detect --tune --train-every 18` on every 18th
+// image of LFW's development training pairs (192 images, colour and
+// greyscale copies; objective: labelled faces found minus other faces
+// accepted) over a grid of 256 rules, and measured on every 9th image of
+// the development test pairs (173 images):
+//
+//	                 colour            grey
+//	                 recall  other     recall  other
+//	SSD alone        89.6%   11        42.8%   3
+//	tiny alone       84.4%    6        88.4%   5
+//	either at 0.5    96.0%   13        90.2%   6
+//	DefaultRule      96.5%   13        94.2%   8
+//
+// "Found" is a box containing the image centre that overlaps LFW's central
+// face box by IoU ≥ 0.3; "other" counts every other accepted face, real
+// people in the background included. PairSSD sits at the grid's (and the
+// measurement's) floor of 0.01: any SSD box a confident enough tiny box
+// (≥ 0.4) agrees with is a face. A hand-set rule (pair SSD 0.05, tiny 0.2)
+// measured the same within noise on the test images (97.7% and 94.2%,
+// 17 and 7 other faces).
 func DefaultRule() Rule {
-	return Rule{SSD: 0.5, Tiny: 0.5, PairSSD: 0.05, PairTiny: 0.2, PairIoU: 0.3}
+	return Rule{SSD: 0.5, Tiny: 0.5, PairSSD: 0.01, PairTiny: 0.4, PairIoU: 0.3}
 }
 
 // Validate reports whether every threshold is in (0, 1) and PairIoU in (0, 1].

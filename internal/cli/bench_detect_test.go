@@ -2,9 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -180,5 +183,60 @@ func TestTuneRule(t *testing.T) {
 	}
 	if iou := (face.Box{X: 75, Y: 65, Width: 100, Height: 120}).IoU(face.Box{X: 65, Y: 80, Width: 120, Height: 100}); !(iou > 0.6 && iou < 0.75) {
 		t.Fatalf("test geometry: IoU %g", iou)
+	}
+}
+
+// TestDefaultRuleIsTuned: face.DefaultRule is what bench detect --tune
+// chooses on the detections of its training images. The testdata file is
+// the --detections file of `veil bench detect --tune --train-every 18` on
+// LFW's development training pairs (192 images, colour and grey), pruned
+// of boxes no rule of the grid can accept or pair (tiny boxes below 0.1;
+// SSD boxes below 0.5 overlapping no remaining tiny box by IoU 0.3), with
+// paths relative to the data folder. It fails when the rule, the grid,
+// the objective or the networks' weights (the file's header) change
+// without re-tuning.
+func TestDefaultRuleIsTuned(t *testing.T) {
+	gz, err := os.Open(filepath.Join("testdata", "detect-devtrain-every18.jsonl.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gz.Close()
+	zr, err := gzip.NewReader(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "dets.jsonl")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	have, _, err := readDetections(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := make([]string, 0, len(have))
+	for p := range have {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var train [2][]detectImage
+	for _, p := range paths {
+		for c := range train {
+			if have[p][c] == nil {
+				t.Fatalf("%s has no %s copy", p, detectCopies[c])
+			}
+			train[c] = append(train[c], *have[p][c])
+		}
+	}
+	if len(paths) != 192 {
+		t.Fatalf("%d images, want 192", len(paths))
+	}
+	got := tuneRule(train)
+	// Found and other faces as the full run reported them (before pruning).
+	if got.Rule != face.DefaultRule() || got.Found != 364 || got.Other != 23 {
+		t.Errorf("tuned %+v (found %d, other %d); DefaultRule is %+v (found 364, other 23 on these images)", got.Rule, got.Found, got.Other, face.DefaultRule())
 	}
 }

@@ -25,10 +25,12 @@ const (
 // detectorHelp explains --detector both in the help of detect and embed.
 const detectorHelp = `By default both of face-api's detectors run (--detector both): a face is kept
 when either network alone scores it at least 0.5 (face-api's threshold), or
-when both find it, their boxes overlapping, at lower scores (veil bench detect
-measures how many faces each way finds on LFW).
-SSD alone misses most faces in greyscale photos, the tiny detector alone misses
-others; --detector ssd or tiny runs one network, as face-api does.`
+when both find it, their boxes overlapping, at lower scores (SSD's down to
+0.01 when the tiny detector's reaches 0.4). On LFW's development test images
+(every 9th) it finds the face of 96.5% of colour photos and 94.2% of their
+greyscale copies; SSD alone 89.6% and 42.8%, the tiny detector alone 84.4%
+and 88.4% (veil bench detect). --detector ssd or tiny runs one network, as
+face-api does.`
 
 // pipelineFlags are the flags shared by the commands that run the face pipeline.
 type pipelineFlags struct {
