@@ -254,8 +254,8 @@ func TestTaggingEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(addRaw), &add); err != nil {
 		t.Fatalf("%v in %s", err, addRaw)
 	}
-	if add.Added != nPhotos || add.Skipped != 0 || add.Failed != 1 || add.Faces < nPhotos || add.WallS <= 0 {
-		t.Errorf("library add: %+v, want %d photos added, 1 failed, a face or more each", add, nPhotos)
+	if add.Added != nPhotos || add.Skipped != 0 || add.Failed != 1 || add.Faces < nPhotos-2 || add.WallS <= 0 {
+		t.Errorf("library add: %+v, want %d photos added, 1 failed, about a face each", add, nPhotos)
 	}
 	if len(add.Errors) != 1 || add.Errors[0].Path != broken || add.Errors[0].Error == "" {
 		t.Errorf("library add's errors: %+v, want %s with a reason", add.Errors, broken)
@@ -309,91 +309,56 @@ func TestTaggingEndToEnd(t *testing.T) {
 		faceOf[f.Photo] = f.ID
 		truth[f.ID] = personOf(f.Photo)
 	}
-	subject := func(person string, i int) int64 {
+	// subject returns the face of the subject of person's photo i, if
+	// the detector found it. It may miss one now and then (the test does
+	// not depend on which), but not more than two of the photos.
+	subject := func(person string, i int) (int64, bool) {
+		id, ok := faceOf[filepath.Join(photos, strings.ToLower(person[:1]), fmt.Sprintf("%s_%04d.jpg", person, i))]
+		return id, ok
+	}
+	if len(faceOf) < nPhotos-2 {
+		t.Fatalf("a face at the centre of only %d of the %d photos", len(faceOf), nPhotos)
+	}
+
+	// 4. veil faces clusters --json on the new library: every face in
+	// exactly one cluster; the photos of one person mostly together, those
+	// of different people apart.
+	clustersNow := func(want int) map[int64]int {
 		t.Helper()
-		p := filepath.Join(photos, strings.ToLower(person[:1]), fmt.Sprintf("%s_%04d.jpg", person, i))
-		id, ok := faceOf[p]
-		if !ok {
-			t.Fatalf("no face at the centre of %s", p)
+		var clusters struct {
+			Clusters []struct {
+				ID    int     `json:"id"`
+				Faces []int64 `json:"faces"`
+			} `json:"clusters"`
 		}
-		return id
-	}
-	for _, p := range e2eStrangers {
-		subject(p, 1)
-	}
-
-	// 4. veil faces name: the user names photos 1 and 2 of each person.
-	named := map[int64]bool{}
-	for _, p := range e2ePeople {
-		a, b := subject(p, 1), subject(p, 2)
-		out := u.ok("faces", "name", strconv.FormatInt(a, 10), strconv.FormatInt(b, 10), "--person", display(p))
-		if !strings.Contains(out, "named 2 faces "+display(p)) {
-			t.Errorf("faces name says %q", out)
-		}
-		named[a], named[b] = true, true
-	}
-	var mine struct{ Faces []e2eFace }
-	u.json(&mine, true, "faces", "list", "--person", "colin powell") // names ignore case
-	if len(mine.Faces) != 2 || *mine.Faces[0].Person != "Colin Powell" || mine.Faces[0].AssignedBy != "user" {
-		t.Errorf("Colin Powell's faces: %+v", mine.Faces)
-	}
-
-	// 5. veil people list --json.
-	type personOut struct {
-		Name   string `json:"name"`
-		Faces  int    `json:"faces"`
-		Hidden bool   `json:"hidden"`
-		Cover  *int64 `json:"cover"`
-	}
-	var people struct {
-		People []personOut `json:"people"`
-	}
-	u.json(&people, true, "people", "list")
-	if len(people.People) != len(e2ePeople) {
-		t.Fatalf("people list: %+v, want the %d people named", people.People, len(e2ePeople))
-	}
-	for _, p := range people.People {
-		if p.Faces != 2 || p.Hidden || !slices.ContainsFunc(e2ePeople, func(q string) bool { return display(q) == p.Name }) {
-			t.Errorf("people list: %+v, want one of the people named, with 2 faces, not hidden", p)
-		}
-	}
-
-	// 6. veil faces clusters --json: every unnamed face in exactly one
-	// cluster; the unnamed photos of one person mostly together, those of
-	// different people apart.
-	var clusters struct {
-		Clusters []struct {
-			ID    int     `json:"id"`
-			Faces []int64 `json:"faces"`
-		} `json:"clusters"`
-	}
-	u.json(&clusters, true, "faces", "clusters")
-	clusterOf := map[int64]int{}
-	for _, c := range clusters.Clusters {
-		if len(c.Faces) == 0 {
-			t.Errorf("cluster %d is empty", c.ID)
-		}
-		for _, f := range c.Faces {
-			if _, dup := clusterOf[f]; dup {
-				t.Errorf("face %d is in two clusters", f)
+		u.json(&clusters, true, "faces", "clusters")
+		clusterOf := map[int64]int{}
+		for _, c := range clusters.Clusters {
+			if len(c.Faces) == 0 {
+				t.Errorf("cluster %d is empty", c.ID)
 			}
-			clusterOf[f] = c.ID
+			for _, f := range c.Faces {
+				if _, dup := clusterOf[f]; dup {
+					t.Errorf("face %d is in two clusters", f)
+				}
+				clusterOf[f] = c.ID
+			}
 		}
+		if len(clusterOf) != want {
+			t.Errorf("%d faces in clusters, want the %d unnamed", len(clusterOf), want)
+		}
+		return clusterOf
 	}
-	if len(clusterOf) != len(listed.Faces)-len(named) {
-		t.Errorf("%d faces in clusters, want the %d unnamed", len(clusterOf), len(listed.Faces)-len(named))
-	}
+	before := clustersNow(len(listed.Faces))
 	var same, sameTotal, mixed, mixedTotal int
-	var unnamedSubjects []int64
+	var subjects []int64
 	for f := range truth {
-		if !named[f] {
-			unnamedSubjects = append(unnamedSubjects, f)
-		}
+		subjects = append(subjects, f)
 	}
-	slices.Sort(unnamedSubjects)
-	for i, a := range unnamedSubjects {
-		for _, b := range unnamedSubjects[i+1:] {
-			together := clusterOf[a] == clusterOf[b]
+	slices.Sort(subjects)
+	for i, a := range subjects {
+		for _, b := range subjects[i+1:] {
+			together := before[a] == before[b]
 			if truth[a] == truth[b] {
 				sameTotal++
 				if together {
@@ -412,7 +377,72 @@ func TestTaggingEndToEnd(t *testing.T) {
 		t.Errorf("clusters put %d of %d pairs of one person together and %d of %d pairs of different people", same, sameTotal, mixed, mixedTotal)
 	}
 
-	// 7. veil suggest --json: only unnamed faces, right for most of the
+	// 5. veil faces name: the user names photos 1 and 2 of each person
+	// (photo 3 too if the detector missed one of them).
+	named := map[int64]bool{}
+	namedOf := map[string]int{} // person → faces named
+	for _, p := range e2ePeople {
+		var ids []string
+		for i := 1; i <= 3 && len(ids) < 2; i++ {
+			if f, ok := subject(p, i); ok {
+				ids = append(ids, strconv.FormatInt(f, 10))
+				named[f] = true
+			}
+		}
+		out := u.ok(append(append([]string{"faces", "name"}, ids...), "--person", display(p))...)
+		if want := fmt.Sprintf("named %d faces %s", len(ids), display(p)); !strings.HasPrefix(out, want) {
+			t.Errorf("faces name says %q, want %q", out, want)
+		}
+		namedOf[display(p)] = len(ids)
+	}
+	var mine struct{ Faces []e2eFace }
+	u.json(&mine, true, "faces", "list", "--person", "colin powell") // names ignore case
+	if len(mine.Faces) != 2 || *mine.Faces[0].Person != "Colin Powell" || mine.Faces[0].AssignedBy != "user" {
+		t.Errorf("Colin Powell's faces: %+v", mine.Faces)
+	}
+
+	// 6. veil people list --json.
+	type personOut struct {
+		Name   string `json:"name"`
+		Faces  int    `json:"faces"`
+		Hidden bool   `json:"hidden"`
+		Cover  *int64 `json:"cover"`
+	}
+	var people struct {
+		People []personOut `json:"people"`
+	}
+	u.json(&people, true, "people", "list")
+	if len(people.People) != len(e2ePeople) {
+		t.Fatalf("people list: %+v, want the %d people named", people.People, len(e2ePeople))
+	}
+	for _, p := range people.People {
+		if p.Faces != namedOf[p.Name] || p.Faces != 2 || p.Hidden {
+			t.Errorf("people list: %+v, want one of the people named, with 2 faces, not hidden", p)
+		}
+	}
+
+	// 7. veil faces clusters again, after the naming: the named faces left
+	// their clusters, every other face kept its cluster (the clusters are
+	// updated incrementally, not rebuilt).
+	after := clustersNow(len(listed.Faces) - len(named))
+	for f, c := range before {
+		if named[f] {
+			if _, ok := after[f]; ok {
+				t.Errorf("face %d, named, is still in cluster %d", f, after[f])
+			}
+		} else if after[f] != c {
+			t.Errorf("face %d moved from cluster %d to %d when other faces were named", f, c, after[f])
+		}
+	}
+	var unnamedSubjects []int64
+	for f := range truth {
+		if !named[f] {
+			unnamedSubjects = append(unnamedSubjects, f)
+		}
+	}
+	slices.Sort(unnamedSubjects)
+
+	// 8. veil suggest --json: only unnamed faces, right for most of the
 	// named people's other photos, rarely for strangers.
 	suggest := func() map[int64]e2eSuggestion {
 		t.Helper()
@@ -436,9 +466,13 @@ func TestTaggingEndToEnd(t *testing.T) {
 		return m
 	}
 	sugs := suggest()
-	var right, wrong, strangers int
+	var right, wrong, strangers, others int
 	for _, f := range unnamedSubjects {
 		s, ok := sugs[f]
+		isStranger := slices.ContainsFunc(e2eStrangers, func(p string) bool { return display(p) == truth[f] })
+		if !isStranger {
+			others++
+		}
 		switch {
 		case !ok:
 		case slices.ContainsFunc(e2eStrangers, func(p string) bool { return display(p) == truth[f] }):
@@ -451,15 +485,15 @@ func TestTaggingEndToEnd(t *testing.T) {
 		}
 	}
 	t.Logf("suggestions: %d right and %d wrong of the named people's %d other photos; %d of %d strangers suggested",
-		right, wrong, 2*len(e2ePeople), strangers, len(e2eStrangers))
+		right, wrong, others, strangers, len(e2eStrangers))
 	// Most (more than half) of the named people's other photos get the
 	// right person, none a wrong one; strangers rarely get anyone.
-	if right <= len(e2ePeople) || wrong > 0 || strangers > 1 {
+	if 2*right <= others || wrong > 0 || strangers > 1 {
 		t.Errorf("suggestions: %d right, %d wrong (of %d), %d of %d strangers suggested; want more than half right, none wrong, at most 1 stranger",
-			right, wrong, 2*len(e2ePeople), strangers, len(e2eStrangers))
+			right, wrong, others, strangers, len(e2eStrangers))
 	}
 
-	// 8. veil faces reject: the user says a suggestion is wrong (here,
+	// 9. veil faces reject: the user says a suggestion is wrong (here,
 	// a right one: the user may err; the library obeys). That pair is
 	// never suggested again, even after more faces are named.
 	var victim e2eSuggestion
@@ -482,8 +516,8 @@ func TestTaggingEndToEnd(t *testing.T) {
 	// Naming the person's other unnamed photo makes the rejected face even
 	// closer to a named face: still not suggested.
 	who := strings.ReplaceAll(victim.Person, " ", "_")
-	for i := 3; i <= 4; i++ {
-		if f := subject(who, i); f != victim.Face {
+	for i := 1; i <= 4; i++ {
+		if f, ok := subject(who, i); ok && f != victim.Face && !named[f] {
 			u.ok("faces", "name", strconv.FormatInt(f, 10), "--person", victim.Person)
 			named[f] = true
 		}
@@ -491,19 +525,48 @@ func TestTaggingEndToEnd(t *testing.T) {
 	if s, ok := suggest()[victim.Face]; ok && s.Person == victim.Person {
 		t.Errorf("face %d is suggested as %s after the user rejected it and named more", victim.Face, victim.Person)
 	}
+	// Nor does the review queue ask about it, nor accepting suggestions in
+	// bulk assign it.
+	var review struct {
+		Review []struct {
+			Person string  `json:"person"`
+			Faces  []int64 `json:"faces"`
+		} `json:"review"`
+	}
+	u.json(&review, false, "suggest", "--review")
+	for _, q := range review.Review {
+		if q.Person == victim.Person && slices.Contains(q.Faces, victim.Face) {
+			t.Errorf("the review queue asks whether face %d is %s after the user rejected it", victim.Face, victim.Person)
+		}
+	}
+	var accepted struct {
+		Accepted []e2eSuggestion `json:"accepted"`
+	}
+	u.json(&accepted, false, "suggest", "accept", strconv.FormatInt(victim.Face, 10))
+	for _, a := range accepted.Accepted {
+		if a.Face == victim.Face && a.Person == victim.Person {
+			t.Errorf("accepting suggestions assigned face %d to %s after the user rejected it", victim.Face, victim.Person)
+		}
+	}
 	var rejected struct{ Faces []e2eFace }
 	u.json(&rejected, true, "faces", "list", "--unknown")
 	if !slices.ContainsFunc(rejected.Faces, func(f e2eFace) bool { return f.ID == victim.Face }) {
 		t.Errorf("the rejected face %d is not among the unknown faces", victim.Face)
 	}
 
-	// 9. veil people merge: the user named one photo "T. Blair" by
+	// 10. veil people merge: the user named one photo "T. Blair" by
 	// mistake and merges that person into Tony Blair.
-	tb := subject("Tony_Blair", 3)
-	if victim.Person == "Tony Blair" {
-		tb = subject("Colin_Powell", 3)
+	var tb int64
+	for _, f := range unnamedSubjects {
+		if namedOf[truth[f]] > 0 && truth[f] != victim.Person && !named[f] {
+			tb = f
+			break
+		}
 	}
-	into := personOf(filepath.Base(listedPhoto(listed.Faces, tb)))
+	if tb == 0 {
+		t.Fatal("no unnamed photo of a named person left to name by mistake")
+	}
+	into := truth[tb]
 	u.ok("faces", "name", strconv.FormatInt(tb, 10), "--person", "Mistaken Name")
 	msg := u.fail(1, "people", "merge", "Mistaken Name", "mistaken  name")
 	if !strings.Contains(msg, "themselves") {
@@ -517,14 +580,14 @@ func TestTaggingEndToEnd(t *testing.T) {
 	for _, p := range people.People {
 		counts[p.Name] = p.Faces
 	}
-	if _, ok := counts["Mistaken Name"]; ok || counts[into] != 3 || len(counts) != len(e2ePeople) {
-		t.Errorf("after the merge: %v, want %s with 3 faces and no Mistaken Name", counts, into)
+	if _, ok := counts["Mistaken Name"]; ok || counts[into] != namedOf[into]+1 || len(counts) != len(e2ePeople) {
+		t.Errorf("after the merge: %v, want %s with %d faces and no Mistaken Name", counts, into, namedOf[into]+1)
 	}
 	u.fail(1, "people", "merge", "Mistaken Name", into)
 
-	// 10. A named photo is moved and renamed: the next add finds it by
+	// 11. A named photo is moved and renamed: the next add finds it by
 	// its content, records the new path and keeps its name.
-	old := filepath.Join(photos, "c", "Colin_Powell_0001.jpg")
+	old, cp := mine.Faces[0].Photo, mine.Faces[0].ID // a photo of Colin Powell's, named
 	moved := filepath.Join(photos, "moved", "holiday.jpg")
 	if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
 		t.Fatal(err)
@@ -540,12 +603,12 @@ func TestTaggingEndToEnd(t *testing.T) {
 	var movedFaces struct{ Faces []e2eFace }
 	u.json(&movedFaces, true, "faces", "list", "--photo", moved)
 	if !slices.ContainsFunc(movedFaces.Faces, func(f e2eFace) bool {
-		return f.ID == subject("Colin_Powell", 1) && f.Person != nil && *f.Person == "Colin Powell"
+		return f.ID == cp && f.Person != nil && *f.Person == "Colin Powell"
 	}) {
-		t.Errorf("the moved photo's faces: %+v, want face %d still named Colin Powell", movedFaces.Faces, subject("Colin_Powell", 1))
+		t.Errorf("the moved photo's faces: %+v, want face %d still named Colin Powell", movedFaces.Faces, cp)
 	}
 
-	// 11. veil library status.
+	// 12. veil library status.
 	var status struct {
 		Photos      int `json:"photos"`
 		Missing     int `json:"missing"`
@@ -567,7 +630,7 @@ func TestTaggingEndToEnd(t *testing.T) {
 		t.Errorf("library status does not list %s:\n%s", broken, out)
 	}
 
-	// 12. A wrong passphrase: refused with exit status 2 and a clear
+	// 13. A wrong passphrase: refused with exit status 2 and a clear
 	// message, the library unchanged.
 	code, _, errs := u.run("people", "list", "--library", u.lib, "--key-file", writeKey(t, dir, "not the passphrase"))
 	if code != 2 || !strings.Contains(errs, "wrong passphrase") || strings.Contains(errs, "tagging:") {
@@ -581,16 +644,6 @@ func TestTaggingEndToEnd(t *testing.T) {
 		t.Errorf("rejecting an unknown person: %q", msg)
 	}
 	t.Logf("took %s", time.Since(start).Round(time.Second))
-}
-
-// listedPhoto returns the photo of face id.
-func listedPhoto(fs []e2eFace, id int64) string {
-	for _, f := range fs {
-		if f.ID == id {
-			return f.Photo
-		}
-	}
-	return ""
 }
 
 // writeKey writes a key file (mode 0600) holding pass.
