@@ -60,10 +60,10 @@ type IndexOptions struct {
 func (o *IndexOptions) validate() error {
 	if o.run == nil {
 		if o.Pipeline == nil {
-			return errors.New("tagging: index: no face pipeline")
+			return errors.New("indexing: no face pipeline")
 		}
 		if !o.Pipeline.Options().Descriptors {
-			return errors.New("tagging: index: the face pipeline must compute descriptors (see PipelineOptions)")
+			return errors.New("indexing: the face pipeline must compute descriptors (see PipelineOptions)")
 		}
 		p := o.Pipeline
 		o.run = func(img *imaging.RGB) ([]face.Face, error) {
@@ -75,7 +75,7 @@ func (o *IndexOptions) validate() error {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	if o.Workers < 1 || o.Workers > 256 {
-		return fmt.Errorf("tagging: index: %d workers (want 1 to 256)", o.Workers)
+		return fmt.Errorf("indexing: %d workers (want 1 to 256)", o.Workers)
 	}
 	if o.Limits == (imaging.Limits{}) {
 		o.Limits = imaging.DefaultLimits()
@@ -200,7 +200,7 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 	}
 	for _, e := range scan.Errors {
 		if err := l.recordScanError(ctx, e.Path, e.Err); err != nil {
-			return finish(fmt.Errorf("tagging: recording a scan error: %w", err))
+			return finish(fmt.Errorf("recording a scan error: %w", err))
 		}
 	}
 
@@ -253,7 +253,7 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 			rep.Failed++
 			rep.Errors = append(rep.Errors, FileError{Path: p.path, Err: p.reason})
 			if err := l.recordScanError(ctx, p.path, p.reason); err != nil {
-				return fmt.Errorf("tagging: recording a scan error: %w", err)
+				return fmt.Errorf("recording a scan error: %w", err)
 			}
 		}
 		rep.Faces += faces
@@ -311,20 +311,20 @@ func (l *Library) forgetStaleErrors(ctx context.Context, roots []string, current
 	for _, r := range roots {
 		a, err := filepath.Abs(r)
 		if err != nil {
-			return fmt.Errorf("tagging: %w", err)
+			return fmt.Errorf("updating the library: %w", err)
 		}
 		abs = append(abs, a)
 	}
 	rows, err := l.db.QueryContext(ctx, `SELECT path FROM scan_errors`)
 	if err != nil {
-		return fmt.Errorf("tagging: reading scan errors: %w", err)
+		return fmt.Errorf("reading scan errors: %w", err)
 	}
 	var stale []string
 	for rows.Next() {
 		var p string
 		if err := rows.Scan(&p); err != nil {
 			rows.Close()
-			return fmt.Errorf("tagging: reading scan errors: %w", err)
+			return fmt.Errorf("reading scan errors: %w", err)
 		}
 		if failed[p] {
 			continue
@@ -338,11 +338,11 @@ func (l *Library) forgetStaleErrors(ctx context.Context, roots []string, current
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("tagging: reading scan errors: %w", err)
+		return fmt.Errorf("reading scan errors: %w", err)
 	}
 	for _, p := range stale {
 		if _, err := l.db.ExecContext(ctx, `DELETE FROM scan_errors WHERE path = ?`, p); err != nil {
-			return fmt.Errorf("tagging: %w", err)
+			return fmt.Errorf("updating the library: %w", err)
 		}
 	}
 	return nil
@@ -462,7 +462,7 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 		if occ, ok := byPath[m.path]; ok && !movedAway[occ.id] {
 			decided, err := hasDecisions(ctx, l.db, occ.id)
 			if err != nil {
-				return fmt.Errorf("tagging: %w", err)
+				return fmt.Errorf("updating the library: %w", err)
 			}
 			if decided {
 				plan[m.i].outcome, plan[m.i].reason, plan[m.i].photo = PhotoFailed, errPathTaken.Error(), 0
@@ -503,7 +503,7 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 		}
 		for _, m := range moves {
 			if err := l.moveTx(ctx, tx, m.id, m.path); err != nil {
-				return fmt.Errorf("tagging: recording the move to %s: %w", m.path, err)
+				return fmt.Errorf("recording the move to %s: %w", m.path, err)
 			}
 		}
 		return nil
@@ -561,7 +561,7 @@ func (l *Library) analyse(ctx context.Context, p *planned, opt IndexOptions) (in
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("tagging: recording %s: %w", p.path, err)
+		return 0, fmt.Errorf("recording %s: %w", p.path, err)
 	}
 	return n, nil
 }
@@ -609,7 +609,7 @@ func (l *Library) checkMissing(ctx context.Context, photos []Photo, seen map[int
 		if seen[p.ID] {
 			if p.Missing { // found again (moves and edits cleared the mark already)
 				if err := l.setMissing(ctx, p.ID, false); err != nil {
-					return fmt.Errorf("tagging: %w", err)
+					return fmt.Errorf("updating the library: %w", err)
 				}
 				r.Returned++
 			}
@@ -619,18 +619,18 @@ func (l *Library) checkMissing(ctx context.Context, photos []Photo, seen map[int
 		switch {
 		case err == nil && p.Missing:
 			if err := l.setMissing(ctx, p.ID, false); err != nil {
-				return fmt.Errorf("tagging: %w", err)
+				return fmt.Errorf("updating the library: %w", err)
 			}
 			r.Returned++
 		case errors.Is(err, fs.ErrNotExist) && !p.Missing:
 			if err := l.setMissing(ctx, p.ID, true); err != nil {
-				return fmt.Errorf("tagging: %w", err)
+				return fmt.Errorf("updating the library: %w", err)
 			}
 			r.NewlyMissing++
 		}
 	}
 	if err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM photos WHERE missing = 1`).Scan(&r.Missing); err != nil {
-		return fmt.Errorf("tagging: %w", err)
+		return fmt.Errorf("updating the library: %w", err)
 	}
 	return nil
 }
@@ -691,45 +691,45 @@ var ErrDuplicateFace = errors.New("the photo already has a face there")
 // The file must still hold the bytes that were indexed.
 func (l *Library) AddManualFace(ctx context.Context, p *face.Pipeline, path string, box Box, person string) (Face, error) {
 	if p == nil || !p.Options().Descriptors {
-		return Face{}, errors.New("tagging: adding a face needs a pipeline that computes descriptors (see PipelineOptions)")
+		return Face{}, errors.New("adding a face needs a pipeline that computes descriptors (see PipelineOptions)")
 	}
 	for _, v := range []float64{box.X, box.Y, box.Width, box.Height} {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return Face{}, fmt.Errorf("tagging: %w: coordinates must be finite", ErrBox)
+			return Face{}, fmt.Errorf("%w: coordinates must be finite", ErrBox)
 		}
 	}
 	if box.Width < MinManualFace || box.Height < MinManualFace {
-		return Face{}, fmt.Errorf("tagging: %w: %gx%g is smaller than %dx%d pixels", ErrBox, box.Width, box.Height, MinManualFace, MinManualFace)
+		return Face{}, fmt.Errorf("%w: %gx%g is smaller than %dx%d pixels", ErrBox, box.Width, box.Height, MinManualFace, MinManualFace)
 	}
 	if person != "" {
 		if _, _, err := normaliseName(person); err != nil {
-			return Face{}, fmt.Errorf("tagging: %q: %w", person, err)
+			return Face{}, fmt.Errorf("%q: %w", person, err)
 		}
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return Face{}, fmt.Errorf("tagging: %s: %w", path, err)
+		return Face{}, fmt.Errorf("%s: %w", path, err)
 	}
 	ph, err := l.PhotoByPath(abs)
 	if errors.Is(err, ErrUnknownPhoto) {
-		return Face{}, fmt.Errorf("tagging: %s is not in the library (add it with veil library add): %w", path, ErrUnknownPhoto)
+		return Face{}, fmt.Errorf("%s is not in the library (add it with veil library add): %w", path, ErrUnknownPhoto)
 	}
 	if err != nil {
 		return Face{}, err
 	}
 	c, err := ReadContent(abs, imaging.DefaultLimits().MaxBytes)
 	if err != nil {
-		return Face{}, fmt.Errorf("tagging: reading %s: %w", path, err)
+		return Face{}, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if c.SHA256 != ph.SHA256 {
-		return Face{}, fmt.Errorf("tagging: %s changed since it was added: run veil library add on it first", path)
+		return Face{}, fmt.Errorf("%s changed since it was added: run veil library add on it first", path)
 	}
 	img, _, err := imaging.Decode(c.Data, imaging.DefaultLimits())
 	if err != nil {
-		return Face{}, fmt.Errorf("tagging: %s: %w", path, err)
+		return Face{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if intersection(box, Box{Width: float64(img.W), Height: float64(img.H)}) < (1-maxOutside)*box.Area() {
-		return Face{}, fmt.Errorf("tagging: %w: %g,%g %gx%g lies outside the %dx%d photo (at most a quarter of the box may)",
+		return Face{}, fmt.Errorf("%w: %g,%g %gx%g lies outside the %dx%d photo (at most a quarter of the box may)",
 			ErrBox, box.X, box.Y, box.Width, box.Height, img.W, img.H)
 	}
 	existing, err := l.Faces(FaceFilter{Photo: abs})
@@ -738,16 +738,16 @@ func (l *Library) AddManualFace(ctx context.Context, p *face.Pipeline, path stri
 	}
 	for _, f := range existing {
 		if IoU(f.Box, box) >= duplicateIoU {
-			return Face{}, fmt.Errorf("tagging: face %d: %w", f.ID, ErrDuplicateFace)
+			return Face{}, fmt.Errorf("face %d: %w", f.ID, ErrDuplicateFace)
 		}
 	}
 	faces := []face.Face{{Box: box}}
 	if _, err := p.Complete(img, faces); err != nil {
-		return Face{}, fmt.Errorf("tagging: describing the face: %w", err)
+		return Face{}, fmt.Errorf("describing the face: %w", err)
 	}
 	nf, err := newFaces(img, faces, Manual)
 	if err != nil {
-		return Face{}, fmt.Errorf("tagging: %w", err)
+		return Face{}, fmt.Errorf("describing the face: %w", err)
 	}
 	nf[0].Score = 0
 	var id int64
@@ -768,7 +768,7 @@ func (l *Library) AddManualFace(ctx context.Context, p *face.Pipeline, path stri
 		return err
 	})
 	if err != nil {
-		return Face{}, fmt.Errorf("tagging: adding the face: %w", err)
+		return Face{}, fmt.Errorf("adding the face: %w", err)
 	}
 	return l.Face(id)
 }
@@ -800,12 +800,12 @@ type Throughput struct {
 func MeasureIndexing(ctx context.Context, roots []string, opt IndexOptions) (*Throughput, error) {
 	dir, err := os.MkdirTemp("", "veil-index-bench-")
 	if err != nil {
-		return nil, fmt.Errorf("tagging: %w", err)
+		return nil, fmt.Errorf("a temporary library: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	pass := make([]byte, 16)
 	if _, err := rand.Read(pass); err != nil {
-		return nil, fmt.Errorf("tagging: %w", err)
+		return nil, fmt.Errorf("a temporary passphrase: %w", err)
 	}
 	l, err := Create(filepath.Join(dir, "lib"), pass, CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}})
 	if err != nil {

@@ -66,7 +66,7 @@ func (l *Library) AddPhoto(p PhotoRecord, faces []NewFace) (photoID int64, faceI
 		return err
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("tagging: %w", err)
+		return 0, nil, fmt.Errorf("updating the library: %w", err)
 	}
 	return photoID, faceIDs, nil
 }
@@ -110,7 +110,7 @@ func (l *Library) AddFaces(photoID int64, faces []NewFace) ([]int64, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("tagging: %w", err)
+		return nil, fmt.Errorf("updating the library: %w", err)
 	}
 	return ids, nil
 }
@@ -169,7 +169,7 @@ func (l *Library) PhotoByPath(path string) (Photo, error) {
 		return Photo{}, err
 	}
 	if len(ps) == 0 {
-		return Photo{}, fmt.Errorf("tagging: %s: %w", path, ErrUnknownPhoto)
+		return Photo{}, fmt.Errorf("%s: %w", path, ErrUnknownPhoto)
 	}
 	return ps[0], nil
 }
@@ -179,7 +179,7 @@ const photoColumns = `photos.id, photos.path, photos.sha256, photos.size, photos
 func (l *Library) queryPhotos(ctx context.Context, query string, args ...any) ([]Photo, error) {
 	rows, err := l.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("tagging: reading photos: %w", err)
+		return nil, fmt.Errorf("reading photos: %w", err)
 	}
 	defer rows.Close()
 	var out []Photo
@@ -188,14 +188,14 @@ func (l *Library) queryPhotos(ctx context.Context, query string, args ...any) ([
 		var sum []byte
 		var taken sql.NullString
 		if err := rows.Scan(&p.ID, &p.Path, &sum, &p.Size, &taken, &p.Width, &p.Height, &p.Missing); err != nil {
-			return nil, fmt.Errorf("tagging: reading photos: %w", err)
+			return nil, fmt.Errorf("reading photos: %w", err)
 		}
 		copy(p.SHA256[:], sum)
 		p.Taken = taken.String
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tagging: reading photos: %w", err)
+		return nil, fmt.Errorf("reading photos: %w", err)
 	}
 	return out, nil
 }
@@ -430,7 +430,7 @@ func (l *Library) ForgetMissing(ctx context.Context) (photos, faces int, err err
 		return deletePhotosTx(ctx, tx, `missing = 1`)
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("tagging: forgetting missing photos: %w", err)
+		return 0, 0, fmt.Errorf("forgetting missing photos: %w", err)
 	}
 	return photos, faces, nil
 }
@@ -472,7 +472,7 @@ func (l *Library) Status(ctx context.Context) (*Status, error) {
 	st := &Status{Failed: []ScanError{}, MissingPaths: []string{}}
 	v, err := schemaVersion(ctx, l.db)
 	if err != nil {
-		return nil, fmt.Errorf("tagging: status: %w", err)
+		return nil, fmt.Errorf("reading the library's status: %w", err)
 	}
 	st.SchemaVersion = v
 	counts := []struct {
@@ -491,25 +491,25 @@ func (l *Library) Status(ctx context.Context) (*Status, error) {
 	}
 	for _, c := range counts {
 		if err := l.db.QueryRowContext(ctx, c.q).Scan(c.dst); err != nil {
-			return nil, fmt.Errorf("tagging: status: %w", err)
+			return nil, fmt.Errorf("reading the library's status: %w", err)
 		}
 	}
 	rows, err := l.db.QueryContext(ctx, `SELECT path, error, at FROM scan_errors ORDER BY path`)
 	if err != nil {
-		return nil, fmt.Errorf("tagging: status: %w", err)
+		return nil, fmt.Errorf("reading the library's status: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var e ScanError
 		var at int64
 		if err := rows.Scan(&e.Path, &e.Err, &at); err != nil {
-			return nil, fmt.Errorf("tagging: status: %w", err)
+			return nil, fmt.Errorf("reading the library's status: %w", err)
 		}
 		e.At = time.Unix(at, 0).UTC()
 		st.Failed = append(st.Failed, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tagging: status: %w", err)
+		return nil, fmt.Errorf("reading the library's status: %w", err)
 	}
 	rows.Close()
 	missing, err := l.queryPhotos(ctx, `SELECT `+photoColumns+` FROM photos WHERE missing = 1 ORDER BY path`)

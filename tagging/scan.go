@@ -65,11 +65,11 @@ func Scan(ctx context.Context, roots []string) (*ScanResult, error) {
 	for _, root := range roots {
 		abs, err := filepath.Abs(root)
 		if err != nil {
-			return nil, fmt.Errorf("tagging: %s: %w", root, err)
+			return nil, fmt.Errorf("%s: %w", root, err)
 		}
 		st, err := os.Stat(abs)
 		if err != nil {
-			return nil, fmt.Errorf("tagging: cannot read %s: %w", root, unwrapPath(err))
+			return nil, fmt.Errorf("cannot read %s: %w", root, unwrapPath(err))
 		}
 		if st.IsDir() {
 			if err := s.dir(abs); err != nil {

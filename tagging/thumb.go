@@ -37,15 +37,15 @@ var ErrBox = errors.New("bad face box")
 // the photo.
 func Thumbnail(img *imaging.RGB, box face.Box) ([]byte, error) {
 	if err := img.Validate(); err != nil {
-		return nil, fmt.Errorf("tagging: thumbnail: %w", err)
+		return nil, fmt.Errorf("thumbnail: %w", err)
 	}
 	for _, v := range []float64{box.X, box.Y, box.Width, box.Height} {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("tagging: thumbnail: %w: coordinates must be finite", ErrBox)
+			return nil, fmt.Errorf("thumbnail: %w: coordinates must be finite", ErrBox)
 		}
 	}
 	if box.Width <= 0 || box.Height <= 0 {
-		return nil, fmt.Errorf("tagging: thumbnail: %w: size %gx%g is not positive", ErrBox, box.Width, box.Height)
+		return nil, fmt.Errorf("thumbnail: %w: size %gx%g is not positive", ErrBox, box.Width, box.Height)
 	}
 	cx, cy := box.Center()
 	half := thumbMargin * math.Max(box.Width, box.Height) / 2
@@ -54,11 +54,11 @@ func Thumbnail(img *imaging.RGB, box face.Box) ([]byte, error) {
 	x1 := int(math.Ceil(math.Min(cx+half, float64(img.W))))
 	y1 := int(math.Ceil(math.Min(cy+half, float64(img.H))))
 	if x1 <= x0 || y1 <= y0 {
-		return nil, fmt.Errorf("tagging: thumbnail: %w: box %.0f,%.0f %.0fx%.0f lies outside the %dx%d photo", ErrBox, box.X, box.Y, box.Width, box.Height, img.W, img.H)
+		return nil, fmt.Errorf("thumbnail: %w: box %.0f,%.0f %.0fx%.0f lies outside the %dx%d photo", ErrBox, box.X, box.Y, box.Width, box.Height, img.W, img.H)
 	}
 	crop, err := img.Crop(x0, y0, x1-x0, y1-y0)
 	if err != nil {
-		return nil, fmt.Errorf("tagging: thumbnail: %w", err)
+		return nil, fmt.Errorf("thumbnail: %w", err)
 	}
 	w, h := ThumbSize, ThumbSize
 	if crop.W > crop.H {
@@ -69,7 +69,7 @@ func Thumbnail(img *imaging.RGB, box face.Box) ([]byte, error) {
 	small := areaResize(crop, w, h)
 	var b bytes.Buffer
 	if err := jpeg.Encode(&b, small.Image(), &jpeg.Options{Quality: thumbQuality}); err != nil {
-		return nil, fmt.Errorf("tagging: thumbnail: encoding: %w", err)
+		return nil, fmt.Errorf("thumbnail: encoding: %w", err)
 	}
 	return b.Bytes(), nil
 }

@@ -30,8 +30,9 @@ quarter of it outside) and not cover a face the photo already has (remove that
 one first if it is wrong). The photo must be in the library (veil library add)
 and unchanged since it was added.
 
-Exit status: 0 when the face was added; 1 on a malformed box, a box outside the
-photo or over another face, a photo not in the library, or bad input.`,
+Exit status: 0 when the face was added; 2 on a wrong passphrase; 1 on a
+malformed box, a box outside the photo or over another face, a photo not in the
+library, or bad input.`,
 		Example: `  veil faces add --library lib ~/Pictures/party.jpg --box 410,120,96,110
   veil faces add --library lib party.jpg --box 410,120,96,110 --person "Ada Lovelace" --json`,
 		Args: cobra.ExactArgs(1),

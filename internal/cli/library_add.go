@@ -81,8 +81,8 @@ the photos missing after this run, with their faces and the names given to
 those faces (people stay, with fewer faces).
 
 Exit status: 0 when the run finished (files that could not be read are
-reported, not fatal); 1 on bad input or an error of the library; 130 when
-interrupted (what was done is kept).`,
+reported, not fatal); 2 on a wrong passphrase; 1 on bad input or an error of
+the library; 130 when interrupted (what was done is kept).`,
 		Example: `  veil library add --library lib ~/Pictures
   veil library add --library lib --json --quiet ~/Pictures/2024 ~/Desktop/scan.png
   VEIL_LIBRARY=lib veil library add ~/Pictures --forget-missing`,
@@ -209,7 +209,8 @@ could not be read with the reason and the missing photos. It prints the
 library's schema version. It decrypts nothing but needs the passphrase to
 check it.
 
-Exit status: 0 on success; 1 when the library cannot be opened.`,
+Exit status: 0 on success; 2 on a wrong passphrase; 1 when the library cannot
+be opened otherwise.`,
 		Example: `  veil library status --library lib
   veil library status --library lib --json`,
 		Args: cobra.NoArgs,
