@@ -59,9 +59,11 @@ Which faces: every face found is listed with its number and box; of several,
 the largest is compared (in a portrait, selfie or group photo the person the
 photo is about is usually the nearest, wherever the framing puts them), and
 --face-a N / --face-b N pick another. The output names the compared faces and
-their boxes. When --detector finds no face in a photo, the other detector is
-tried (at the same --min-score) and the output says which found the faces; a
-photo where neither finds one is an error naming the photo.
+their boxes. When --detector finds no face in a photo, both detectors are
+tried together (as --detector both: either alone at --min-score, or both
+at lower scores, which finds most faces of greyscale photos) and the output
+says which found the faces; a photo where none is found is an error naming
+the photo.
 
 With --head CKPT the faces are compared by a head trained with veil train
 (--model head): cosine distance of its embeddings, with the threshold the head
@@ -271,30 +273,30 @@ func detectorWords(d string) string {
 }
 
 // pipelines are compare's face pipeline and, built when first needed,
-// the same pipeline with the other detector.
+// the same pipeline with both detectors (--detector both).
 type pipelines struct {
 	primary, other *face.Pipeline
 }
 
 // detect returns the faces --detector finds in img or, when it finds
-// none, those the other detector finds at the same minimum score, with
-// the pipeline that found them. A detector's miss is often the other's
-// find: on LFW's Zach_Safrin_0001 the tiny detector scores the face 0.499,
-// SSD 0.81.
+// none, those both detectors find together (face.DefaultRule: either
+// alone at the same minimum score, or both at lower scores), with the
+// pipeline that found them. A detector's miss is often the other's find:
+// on LFW's Zach_Safrin_0001 the tiny detector scores the face 0.499, SSD
+// 0.81; and on greyscale photos neither may reach 0.5 where both see the
+// face (a grey copy of LFW's Barbara_Bach_0001: tiny 0.465, SSD 0.178).
+// The primary detector is tried first because the threshold was measured
+// with its faces (verify's central face: the tiny detector's first).
 func (pp *pipelines) detect(img *imaging.RGB) (*face.Pipeline, []face.Face, error) {
 	faces, err := pp.primary.Detect(img)
 	if err != nil || len(faces) > 0 {
 		return pp.primary, faces, err
 	}
 	o := pp.primary.Options()
-	switch o.Detector {
-	case face.SSD:
-		o.Detector = face.Tiny
-	case face.Tiny:
-		o.Detector = face.SSD
-	default: // a detector that already runs both networks
+	if o.Detector == face.Both { // both networks ran already
 		return pp.primary, faces, nil
 	}
+	o.Detector = face.Both
 	if pp.other == nil {
 		if pp.other, err = face.NewPipeline(o); err != nil {
 			return nil, nil, err
@@ -314,7 +316,7 @@ func comparePhoto(pp *pipelines, r *headRunner, path string, img *imaging.RGB, p
 	}
 	if len(faces) == 0 {
 		o := pp.primary.Options()
-		return nil, &exitError{code: exitNoFace, err: fmt.Errorf("photo %s: no face found by either detector at --min-score %g (try a lower --min-score)", path, o.MinScore)}
+		return nil, &exitError{code: exitNoFace, err: fmt.Errorf("photo %s: no face found by either detector at --min-score %g, nor by both together (try a lower --min-score)", path, o.MinScore)}
 	}
 	ph := &comparedPhoto{Path: path, Width: img.W, Height: img.H, Faces: []faceBrief{}, Detector: string(p.Options().Detector)}
 	for _, f := range faces {

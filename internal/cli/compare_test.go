@@ -12,6 +12,7 @@ import (
 
 	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/face"
+	"github.com/veil-privacy/veil/imaging"
 	"github.com/veil-privacy/veil/internal/datadir"
 )
 
@@ -92,11 +93,12 @@ func TestCompareLFWPairs(t *testing.T) {
 		a, b string
 		same bool
 		// detB is the detector that finds photo b's face: the tiny
-		// detector scores Zach_Safrin_0001's face 0.499, so SSD is tried.
+		// detector scores Zach_Safrin_0001's face 0.499, so both are
+		// tried (SSD scores it 0.81).
 		detB string
 	}{
 		{"same person", lfwPhoto(t, "Abdullah_Gul", 13), lfwPhoto(t, "Abdullah_Gul", 14), true, "tiny"},
-		{"different people", lfwPhoto(t, "AJ_Lamas", 1), lfwPhoto(t, "Zach_Safrin", 1), false, "ssd"},
+		{"different people", lfwPhoto(t, "AJ_Lamas", 1), lfwPhoto(t, "Zach_Safrin", 1), false, "both"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -119,7 +121,7 @@ func TestCompareLFWPairs(t *testing.T) {
 				t.Errorf("threshold meaning missing: %+v", r)
 			}
 			for _, ph := range []comparedPhoto{r.A, r.B} {
-				if len(ph.Faces) == 0 || ph.Compared < 0 || ph.Compared >= len(ph.Faces) || ph.Box != ph.Faces[ph.Compared].Box || ph.Chosen != "largest" || ph.Width != 250 || (ph.Detector != "tiny" && ph.Detector != "ssd") {
+				if len(ph.Faces) == 0 || ph.Compared < 0 || ph.Compared >= len(ph.Faces) || ph.Box != ph.Faces[ph.Compared].Box || ph.Chosen != "largest" || ph.Width != 250 || (ph.Detector != "tiny" && ph.Detector != "both") {
 					t.Errorf("photo %+v: want the compared face's box among the listed faces", ph)
 				}
 			}
@@ -149,13 +151,37 @@ func TestCompareLFWPairs(t *testing.T) {
 	}
 	code, stdout, stderr := run(t, "compare", "--models", models, "-q", cases[1].a, cases[1].b)
 	if code != 0 || !strings.Contains(stdout, "different people") || !strings.Contains(stdout, "<- compared") ||
-		!strings.Contains(stdout, "found by the ssd detector") || !strings.Contains(stdout, "of different-person pairs") {
+		!strings.Contains(stdout, "found by both detectors") || !strings.Contains(stdout, "of different-person pairs") {
 		t.Errorf("text output (exit %d): %s%s", code, stdout, stderr)
 	}
 	// --threshold replaces the measured one, and the verdict follows it.
 	r := compareJSON(t, "compare", "--models", models, "--threshold", "0.01", cases[0].a, cases[0].b)
 	if r.Same || r.Threshold != 0.01 || r.ThresholdSource != "--threshold" || r.Meaning != "" {
 		t.Errorf("--threshold 0.01: %+v", r)
+	}
+}
+
+// TestCompareGreyPhoto: a greyscale copy of LFW's Barbara_Bach_0001,
+// whose face neither network scores 0.5 (tiny 0.465, SSD 0.178, boxes
+// overlapping by IoU 0.72), is compared with the colour photo: the tiny
+// detector finds nothing, both together find the face, and the verdict is
+// the same person. Before, compare tried SSD alone and failed with "no
+// face found".
+func TestCompareGreyPhoto(t *testing.T) {
+	models := datadir.ModelDirForTest(t)
+	colour := lfwPhoto(t, "Barbara_Bach", 1)
+	img, _, err := imaging.DecodeFile(colour, imaging.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	grey := writeFile(t, t.TempDir(), "barbara-grey.png", encodePNG(t, img.Grey().Image()))
+	r := compareJSON(t, "compare", "--models", models, colour, grey)
+	if !r.Same || r.A.Detector != "tiny" || r.B.Detector != "both" || len(r.B.Faces) != 1 {
+		t.Errorf("same %v at %.3f; faces found by %s and %s (%d in the grey photo), want the same person, tiny and both",
+			r.Same, r.Distance, r.A.Detector, r.B.Detector, len(r.B.Faces))
+	}
+	if b := r.B.Box; !(b.X < 125 && b.X+b.Width > 125 && b.Y < 125 && b.Y+b.Height > 125) {
+		t.Errorf("compared box %+v does not hold the centre", b)
 	}
 }
 
