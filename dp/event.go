@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 )
 
 // Kind names a mechanism whose privacy cost an Event records.
@@ -212,4 +213,114 @@ func (e Event) pureEpsilon() float64 {
 	default:
 		return math.Inf(1)
 	}
+}
+
+// CurveCache memoises the Rényi DP curve of one use of a mechanism (an
+// Event with Count 1) at a fixed set of orders, keyed by the mechanism's
+// kind and parameters. A coordinator charging many clients that run the
+// same DP-SGD settings computes each curve once instead of once per charge
+// (the subsampled Gaussian's curve costs a series per order). The curve
+// of an event with Count n is the cached one times n, the same arithmetic
+// Event.RDPAt does, so a charge through a cache is bit-for-bit the charge
+// without one. Events given by their curve (KindRDPCurve) are not cached.
+// A CurveCache is safe for concurrent use; attach it to ledgers with
+// Ledger.UseCurveCache.
+type CurveCache struct {
+	orders []float64
+	max    int
+
+	mu sync.Mutex
+	m  map[curveKey][]float64
+}
+
+// curveKey is what determines one use's curve, besides the orders.
+type curveKey struct {
+	kind                                  Kind
+	samplingRate, noise, laplace, epsilon float64
+}
+
+// NewCurveCache returns a cache of curves at the given orders (nil means
+// DefaultOrders(), what ledgers use by default) holding at most max curves
+// (max ≤ 0: 1024); when full it is emptied and refilled, so a stream of
+// distinct parameters cannot grow it without bound.
+func NewCurveCache(orders []float64, max int) (*CurveCache, error) {
+	a, err := NewAccountant(orders)
+	if err != nil {
+		return nil, inContext("curve cache", err)
+	}
+	if max <= 0 {
+		max = 1024
+	}
+	return &CurveCache{orders: a.orders, max: max, m: map[curveKey][]float64{}}, nil
+}
+
+// Len returns the number of curves cached.
+func (c *CurveCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
+// serves reports whether the cache's orders are exactly orders.
+func (c *CurveCache) serves(orders []float64) bool {
+	return c != nil && slices.Equal(c.orders, orders)
+}
+
+// curve returns the total RDP of events at the cache's orders, as
+// Accountant.curve computes it.
+func (c *CurveCache) curve(events ...Event) ([]float64, error) {
+	out := make([]float64, len(c.orders))
+	for _, e := range events {
+		if err := e.Validate(); err != nil {
+			return nil, err
+		}
+		if e.Kind == KindRDPCurve {
+			for i, o := range c.orders {
+				r, err := e.RDPAt(o)
+				if err != nil {
+					return nil, err
+				}
+				out[i] += r
+			}
+			continue
+		}
+		one, err := c.once(e)
+		if err != nil {
+			return nil, err
+		}
+		n := float64(e.Count)
+		for i, r := range one {
+			out[i] += r * n
+		}
+	}
+	return out, nil
+}
+
+// once returns the curve of one use of e's mechanism (e already valid).
+func (c *CurveCache) once(e Event) ([]float64, error) {
+	k := curveKey{kind: e.Kind, samplingRate: e.SamplingRate, noise: e.NoiseMultiplier, laplace: e.LaplaceScale, epsilon: e.Epsilon}
+	c.mu.Lock()
+	one, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return one, nil
+	}
+	// Computed outside the lock; two goroutines may both compute a
+	// missing curve, and store the same values.
+	unit := Event{Kind: e.Kind, SamplingRate: e.SamplingRate, NoiseMultiplier: e.NoiseMultiplier, LaplaceScale: e.LaplaceScale, Epsilon: e.Epsilon, Count: 1}
+	one = make([]float64, len(c.orders))
+	for i, o := range c.orders {
+		r, err := unit.RDPAt(o)
+		if err != nil {
+			return nil, err
+		}
+		one[i] = r
+	}
+	c.mu.Lock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[k] = one
+	c.mu.Unlock()
+	return one, nil
 }

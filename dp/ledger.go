@@ -66,6 +66,7 @@ type Ledger struct {
 	opts   LedgerOptions
 	orders []float64
 	acct   map[string]*principal
+	curves *CurveCache // nil: curves computed per charge
 }
 
 type principal struct {
@@ -200,7 +201,7 @@ func (l *Ledger) Charge(id string, events ...Event) (Spent, error) {
 		return Spent{}, fmt.Errorf("dp: ledger: unknown principal %q (set a budget first)", id)
 	}
 	trial := p.acct.Clone()
-	if err := trial.Add(events...); err != nil {
+	if err := l.add(trial, events); err != nil {
 		return Spent{}, inContext(fmt.Sprintf("ledger: principal %q", id), err)
 	}
 	s, err := l.spent(trial, p.budget.Delta)
@@ -215,6 +216,40 @@ func (l *Ledger) Charge(id string, events ...Event) (Spent, error) {
 	return s, nil
 }
 
+// UseCurveCache makes the ledger take the curves of the events it is
+// charged from c (shared between ledgers) when c is over the ledger's
+// orders; nil stops it. The charges are the same either way (see
+// CurveCache); only their cost differs.
+func (l *Ledger) UseCurveCache(c *CurveCache) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.serves(l.orders) {
+		l.curves = c
+	} else {
+		l.curves = nil
+	}
+}
+
+// add composes events into a (a principal's trial accountant), through
+// the curve cache when there is one.
+func (l *Ledger) add(a *Accountant, events []Event) error {
+	if l.curves == nil {
+		return a.Add(events...)
+	}
+	c, err := l.curves.curve(events...)
+	if err != nil {
+		return err
+	}
+	for i := range a.rdp {
+		a.rdp[i] += c[i]
+	}
+	a.events = append(a.events, events...)
+	for _, e := range events {
+		a.pure += e.pureEpsilon()
+	}
+	return nil
+}
+
 // CanCharge reports whether a principal could still be charged events
 // without exceeding its budget, without charging them.
 func (l *Ledger) CanCharge(id string, events ...Event) (bool, error) {
@@ -225,7 +260,7 @@ func (l *Ledger) CanCharge(id string, events ...Event) (bool, error) {
 		return false, fmt.Errorf("dp: ledger: unknown principal %q", id)
 	}
 	trial := p.acct.Clone()
-	if err := trial.Add(events...); err != nil {
+	if err := l.add(trial, events); err != nil {
 		return false, err
 	}
 	s, err := l.spent(trial, p.budget.Delta)

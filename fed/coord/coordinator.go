@@ -160,6 +160,10 @@ type Coordinator struct {
 	// receiving counts the updates being received (not yet queued).
 	receiving atomic.Int64
 	ledgers   ledgerCache
+	// curves holds the Rényi curves of the DP settings clients ran, shared
+	// by every client's ledger: clients of one federation mostly run the
+	// same settings, so a charge rarely computes a curve.
+	curves *dp.CurveCache
 
 	mu        sync.Mutex
 	model     wire.Weights // current model
@@ -225,7 +229,12 @@ func New(o Options) (*Coordinator, error) {
 	if _, err := rand.Read(seed[:]); err != nil {
 		return nil, err
 	}
-	c := &Coordinator{o: o, st: st, strat: strat, log: o.Logger, queue: make(chan *pending, 256),
+	curves, err := dp.NewCurveCache(nil, 0)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	c := &Coordinator{o: o, st: st, strat: strat, log: o.Logger, queue: make(chan *pending, 256), curves: curves,
 		lastPoll: map[string]time.Time{},
 		rng:      mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))}
 	if err := c.restore(); err != nil {
@@ -633,6 +642,7 @@ func (c *Coordinator) charge(client string, lb []byte, m *fedpb.DPParams, dim in
 	if err != nil {
 		return ch, err
 	}
+	l.UseCurveCache(c.curves)
 	ev, err := event(m, dim)
 	if err != nil {
 		c.ledgers.put(client, lb, l)
