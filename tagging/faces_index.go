@@ -50,6 +50,11 @@ type IndexOptions struct {
 	// (the first step, before any is analysed), from one goroutine at a
 	// time: a library of many photos takes a while to read.
 	Reading func(done, total int)
+	// Planned, when set, is called once the files are matched against
+	// the library, with how many photos will be analysed (new or edited)
+	// and how many files need nothing more (unchanged, moved, copies,
+	// unreadable): a progress bar of the analysis starts then.
+	Planned func(analyse, rest int)
 
 	// run replaces Pipeline.Run in tests of the bookkeeping, which need
 	// no networks.
@@ -102,6 +107,9 @@ type IndexProgress struct {
 	Path        string
 	Outcome     Outcome
 	Faces       int // faces recorded for the file (Added, Updated)
+	// Analysed is set for the files that were decoded and analysed (new
+	// or edited photos, whatever came of it).
+	Analysed bool
 }
 
 // IndexReport is the outcome of Index.
@@ -235,7 +243,7 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 	}
 	var mu sync.Mutex
 	done := 0
-	record := func(p *planned, faces int) error {
+	record := func(p *planned, faces int, analysed bool) error {
 		mu.Lock()
 		defer mu.Unlock()
 		switch p.outcome {
@@ -259,19 +267,25 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 		rep.Faces += faces
 		done++
 		if opt.Progress != nil {
-			opt.Progress(IndexProgress{Done: done, Total: len(plan), Path: p.path, Outcome: p.outcome, Faces: faces})
+			opt.Progress(IndexProgress{Done: done, Total: len(plan), Path: p.path, Outcome: p.outcome, Faces: faces, Analysed: analysed})
 		}
 		return nil
 	}
-	var todo []int
+	var todo, rest []int
 	for i := range plan {
 		switch plan[i].outcome {
 		case PhotoAdded, PhotoUpdated:
 			todo = append(todo, i)
 		default:
-			if err := record(&plan[i], 0); err != nil {
-				return finish(err)
-			}
+			rest = append(rest, i)
+		}
+	}
+	if opt.Planned != nil {
+		opt.Planned(len(todo), len(rest))
+	}
+	for _, i := range rest {
+		if err := record(&plan[i], 0, false); err != nil {
+			return finish(err)
 		}
 	}
 
@@ -282,7 +296,7 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 		if err != nil {
 			return err
 		}
-		return record(p, n)
+		return record(p, n, true)
 	})
 	if err != nil {
 		return finish(err)

@@ -126,12 +126,17 @@ func TestIndexIncremental(t *testing.T) {
 	writePhoto(t, filepath.Join(dir, "b.jpg"), 200, 150, 100)
 	writePhoto(t, filepath.Join(dir, "sub", "c.jpg"), 210, 150, 200)
 	var progress []IndexProgress
-	var reading [][2]int
-	rep := fakeIndex(t, l, IndexOptions{Progress: func(p IndexProgress) { progress = append(progress, p) },
-		Reading: func(done, total int) { reading = append(reading, [2]int{done, total}) }}, dir)
+	var reading, planned [][2]int
+	opt := IndexOptions{Progress: func(p IndexProgress) { progress = append(progress, p) },
+		Reading: func(done, total int) { reading = append(reading, [2]int{done, total}) },
+		Planned: func(analyse, rest int) { planned = append(planned, [2]int{analyse, rest}) }}
+	rep := fakeIndex(t, l, opt, dir)
 	wantCounts(t, rep, counts{Added: 3, Faces: 4})
-	if len(progress) != 3 || progress[2].Done != 3 || progress[2].Total != 3 || progress[2].Outcome != PhotoAdded {
+	if len(progress) != 3 || progress[2].Done != 3 || progress[2].Total != 3 || progress[2].Outcome != PhotoAdded || !progress[2].Analysed {
 		t.Errorf("progress %+v", progress)
+	}
+	if !slices.Equal(planned, [][2]int{{3, 0}}) {
+		t.Errorf("planned %v", planned)
 	}
 	if !slices.Equal(reading, [][2]int{{1, 3}, {2, 3}, {3, 3}}) {
 		t.Errorf("reading progress %v", reading)
@@ -154,8 +159,12 @@ func TestIndexIncremental(t *testing.T) {
 	}
 
 	// A second run reads and hashes every file but analyses none.
-	rep = fakeIndex(t, l, IndexOptions{}, dir)
+	progress, planned = nil, nil
+	rep = fakeIndex(t, l, opt, dir)
 	wantCounts(t, rep, counts{Unchanged: 3})
+	if !slices.Equal(planned, [][2]int{{0, 3}}) || len(progress) != 3 || progress[0].Analysed {
+		t.Errorf("second run: planned %v, progress %+v", planned, progress)
+	}
 	if n := len(photoPaths(t, l)); n != 3 {
 		t.Errorf("%d photos after the second run", n)
 	}

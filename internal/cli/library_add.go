@@ -115,11 +115,13 @@ the library; 130 when interrupted (what was done is kept).`,
 							reading.Done()
 						}
 					},
+					Planned: func(analyse, rest int) {
+						bar = progress.New(e.stderr, "analysing", analyse, quiet)
+					},
 					Progress: func(pr tagging.IndexProgress) {
-						if pr.Done == 1 {
-							bar = progress.New(e.stderr, "photos", pr.Total, quiet)
+						if pr.Analysed {
+							bar.Add(1)
 						}
-						bar.Add(1)
 					}}
 				rep, err := l.Index(ctx, args, opt)
 				bar.Done()
