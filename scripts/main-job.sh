@@ -7,6 +7,9 @@
 #     age/gender network, never trained on identities) trained on LFW's
 #     development training identities with DP-SGD at ε = 8, δ = 1e-5, and the
 #     same run without DP, both scored on the development pairs.
+#  4. face tagging: a small encrypted photo library of LFW people
+#     (scripts/main-job-tagging.sh): people, clusters and suggestions
+#     (out/library, out/tagging-*.json).
 # Results go to out/ (verify.json, demo-*.png, train-dp.json, train-nodp.json).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
