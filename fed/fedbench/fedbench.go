@@ -259,7 +259,23 @@ func Serve(ctx context.Context, s Settings, listen string, ready func(addr strin
 		return nil, err
 	}
 	go srv.Serve(ln)
-	defer srv.Stop()
+	// The last round closes as soon as its last update is folded in,
+	// which can be before that update's handler has sent its answer: a
+	// plain Stop would cut the connection under it and the client would
+	// see "error reading from server: EOF" (TestBenchFedInProcess failed
+	// so about once in 12 runs). Let the handlers finish, for a while.
+	defer func() {
+		stopped := make(chan struct{})
+		go func() {
+			srv.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			srv.Stop()
+		}
+	}()
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
