@@ -68,7 +68,23 @@ Every command that reports results takes --json for machine-readable output.`,
 	for _, g := range commandGroups {
 		root.AddCommand(g(e))
 	}
+	requireSubcommands(root)
 	return root
+}
+
+// requireSubcommands makes every command group below root (a command with
+// subcommands and nothing of its own to run) refuse an unknown subcommand
+// with a suggestion, instead of printing its help and exiting 0 as cobra
+// does for a mistyped `veil fed statsu`.
+func requireSubcommands(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.HasSubCommands() {
+			if c.Run == nil && c.Args == nil {
+				requireSubcommand(c)
+			}
+			requireSubcommands(c)
+		}
+	}
 }
 
 // Main runs the veil command line and returns the process exit status.
