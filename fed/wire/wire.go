@@ -117,15 +117,24 @@ func (w Weights) CheckFinite() error {
 	return nil
 }
 
-// Norm returns the L2 norm over all values.
+// Norm returns the L2 norm over all values. It is +Inf or NaN when a
+// value is not finite (squares of finite float32 values cannot overflow a
+// float64), so one pass checks both the bound and finiteness.
 func (w Weights) Norm() float64 {
 	var ss float64
 	for _, t := range w {
-		for _, v := range t.Values {
-			ss += float64(v) * float64(v)
-		}
+		ss += sumSquares(t.Values)
 	}
 	return math.Sqrt(ss)
+}
+
+// sumSquaresScalar returns Σ float64(v)².
+func sumSquaresScalar(v []float32) float64 {
+	var ss float64
+	for _, x := range v {
+		ss += float64(x) * float64(x)
+	}
+	return ss
 }
 
 const maxNameLen = 256
