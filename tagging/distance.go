@@ -31,3 +31,11 @@ func Distance(a, b []float32) float64 {
 	}
 	return math.Sqrt(float64(sqDist(a, b)))
 }
+
+// sqDistRowsScalar writes ‖q − row‖² for consecutive len(q)-value rows.
+func sqDistRowsScalar(q, rows []float32, out []float32) {
+	d := len(q)
+	for r := range out {
+		out[r] = sqDistScalar(q, rows[r*d:(r+1)*d])
+	}
+}

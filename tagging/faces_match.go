@@ -59,33 +59,57 @@ type PersonDistance struct {
 
 // Nearest returns the two people whose nearest named faces are closest to
 // q, skipping unnamed faces and the people exclude reports (nil: none).
+// A q of another length than Dim matches nobody.
 func (g *Gallery) Nearest(q []float32, exclude func(person int64) bool) (best, second PersonDistance) {
+	if len(q) != g.dim {
+		return PersonDistance{Distance: math.Inf(1)}, PersonDistance{Distance: math.Inf(1)}
+	}
 	var p1, p2 int64
 	d1, d2 := float32(math.Inf(1)), float32(math.Inf(1))
-	dim := g.dim
-	vecs := g.vecs
-	for r, p := range g.people {
-		d := sqDist(q, vecs[r*dim:(r+1)*dim])
-		if d >= d2 || p == 0 {
-			continue
-		}
-		if p == p1 {
-			d1 = min(d1, d)
-			continue
-		}
-		if exclude != nil && exclude(p) {
-			continue
-		}
-		if d < d1 {
-			p2, d2 = p1, d1
-			p1, d1 = p, d
-		} else {
-			p2, d2 = p, d
+	var buf [nearestBlock]float32
+	for start := 0; start < len(g.people); start += nearestBlock {
+		end := min(start+nearestBlock, len(g.people))
+		dist := buf[:end-start]
+		g.distances(q, start, dist)
+		for k, d := range dist {
+			p := g.people[start+k]
+			if d >= d2 || p == 0 {
+				continue
+			}
+			if p == p1 {
+				d1 = min(d1, d)
+				continue
+			}
+			if exclude != nil && exclude(p) {
+				continue
+			}
+			if d < d1 {
+				p2, d2 = p1, d1
+				p1, d1 = p, d
+			} else {
+				p2, d2 = p, d
+			}
 		}
 	}
 	best = PersonDistance{p1, math.Sqrt(float64(d1))}
 	second = PersonDistance{p2, math.Sqrt(float64(d2))}
 	return best, second
+}
+
+// nearestBlock is how many squared distances a scan computes before
+// reading them (a block stays in the first-level cache).
+const nearestBlock = 256
+
+// distances writes the squared distances of q to rows start… into out.
+func (g *Gallery) distances(q []float32, start int, out []float32) {
+	rows := g.vecs[start*g.dim : (start+len(out))*g.dim]
+	if g.dim == 128 {
+		sqDistRows128((*[128]float32)(q), rows, out)
+		return
+	}
+	for r := range out {
+		out[r] = sqDist(q, rows[r*g.dim:(r+1)*g.dim])
+	}
 }
 
 // FaceMatch is a face of the gallery and its distance to a query.
