@@ -164,6 +164,12 @@ type Coordinator struct {
 	// by every client's ledger: clients of one federation mostly run the
 	// same settings, so a charge rarely computes a curve.
 	curves *dp.CurveCache
+	// payloads recycles the buffers updates are received into.
+	payloads bufferPool
+	// spare and encoded sum are the fold goroutine's scratch: the copy of
+	// the running sum a batch is added to, and its bytes as stored.
+	spare      []float64
+	encodedSum []byte
 
 	mu        sync.Mutex
 	model     wire.Weights // current model
@@ -717,7 +723,17 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 	var accepted []acceptance
 	var sum *strategy.Sum
 	if r != nil {
-		sum = &strategy.Sum{Layout: r.sum.Layout, Values: slices.Clone(r.sum.Values), Weight: r.sum.Weight, Count: r.sum.Count}
+		// The batch is added to a copy, so a failed transaction leaves
+		// the running sum as stored; the copy's memory is the previous
+		// sum's, kept from the last batch, rather than 8 bytes per value
+		// allocated and cleared per batch.
+		vals := c.spare
+		if len(vals) != len(r.sum.Values) {
+			vals = make([]float64, len(r.sum.Values))
+		}
+		c.spare = nil
+		copy(vals, r.sum.Values)
+		sum = &strategy.Sum{Layout: r.sum.Layout, Values: vals, Weight: r.sum.Weight, Count: r.sum.Count}
 	}
 	counted := map[string]bool{}
 	err := c.st.tx(ctx, func(tx *sql.Tx) error {
@@ -778,8 +794,9 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 		if len(accepted) == 0 {
 			return nil
 		}
+		c.encodedSum = appendSum(c.encodedSum[:0], sum.Values)
 		_, err := tx.Exec(`UPDATE rounds SET sum = ?, sum_weight = ?, updates = ? WHERE round = ? AND state = 'open'`,
-			encodeSum(sum.Values), sum.Weight, sum.Count, r.n)
+			c.encodedSum, sum.Weight, sum.Count, r.n)
 		return err
 	})
 	if err != nil {
@@ -790,6 +807,7 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 		}
 	} else if len(accepted) > 0 {
 		c.mu.Lock()
+		c.spare = r.sum.Values
 		r.sum = sum
 		for id := range counted {
 			r.counted[id] = true

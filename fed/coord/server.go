@@ -233,7 +233,17 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	c.mu.Lock()
 	layout := c.model
 	c.mu.Unlock()
-	dec, err := wire.NewDecoder(h.GetWeights(), wire.Limits{MaxBytes: uint64(4 * layout.Len()), Layout: layout})
+	// The payload goes into a buffer of an earlier update, handed back
+	// once nothing can use its values any more: on a refusal, or once the
+	// fold has answered (not if the client left while its update waited
+	// to be folded: that buffer is left to the garbage collector).
+	buf := c.payloads.get(4 * layout.Len())
+	defer func() {
+		if buf != nil {
+			c.payloads.put(buf)
+		}
+	}()
+	dec, err := wire.NewDecoder(h.GetWeights(), wire.Limits{MaxBytes: uint64(4 * layout.Len()), Layout: layout, Buffer: *buf})
 	if err != nil {
 		return reply(refuse("shape", "%v", err))
 	}
@@ -289,9 +299,12 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	queued := buf
+	buf = nil // the fold may read it until it answers
 	var res result
 	select {
 	case res = <-p.reply:
+		buf = queued
 	case <-ctx.Done():
 		return ctx.Err()
 	}

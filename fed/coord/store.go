@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -203,10 +205,12 @@ func fillValues(w wire.Weights, b []byte) error {
 	return nil
 }
 
-func encodeSum(v []float64) []byte {
-	b := make([]byte, 8*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+// appendSum appends the running sum's stored bytes (float64
+// little-endian) to b.
+func appendSum(b []byte, v []float64) []byte {
+	b = slices.Grow(b, 8*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
 	}
 	return b
 }
@@ -232,3 +236,18 @@ func clientLedger(b []byte) (*dp.Ledger, error) {
 }
 
 func marshalLedger(l *dp.Ledger) ([]byte, error) { return json.Marshal(l) }
+
+// bufferPool recycles the byte buffers updates are received into (one
+// payload each: 2.2 MB for the embedding head).
+type bufferPool struct{ p sync.Pool }
+
+// get returns a buffer of capacity at least n (contents undefined).
+func (bp *bufferPool) get(n int) *[]byte {
+	if b, ok := bp.p.Get().(*[]byte); ok && cap(*b) >= n {
+		return b
+	}
+	b := make([]byte, 0, n)
+	return &b
+}
+
+func (bp *bufferPool) put(b *[]byte) { bp.p.Put(b) }

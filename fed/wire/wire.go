@@ -258,6 +258,13 @@ type Limits struct {
 	// Layout, if non-nil, is the layout the payload must have (names and
 	// shapes in order); anything else is refused before any allocation.
 	Layout Weights
+	// Buffer, if its capacity holds the payload, receives it instead of a
+	// new allocation, and the decoded Weights alias it (on little-endian
+	// machines): a receiver can reuse one buffer per update rather than
+	// have the runtime allocate and clear megabytes each time. Its old
+	// contents are never read: Finish accepts only a payload written in
+	// full.
+	Buffer []byte
 }
 
 // ErrRefused wraps every refusal of a malformed or oversized payload.
@@ -338,7 +345,11 @@ func NewDecoder(h *fedpb.WeightsHeader, lim Limits) (*Decoder, error) {
 		return nil, refuse("declares %d bytes, its shapes need %d", h.GetTotalBytes(), total)
 	}
 	d := &Decoder{w: specs, want: total, sum: h.GetSha256(), h: sha256.New()}
-	d.buf = make([]byte, 0, total)
+	if uint64(cap(lim.Buffer)) >= total {
+		d.buf = lim.Buffer[:0]
+	} else {
+		d.buf = make([]byte, 0, total)
+	}
 	return d, nil
 }
 
