@@ -102,3 +102,27 @@ func oneOf(flag, v string, choices ...string) flagCheck {
 	}
 	return flagCheck{flag, ok, want, fmt.Sprintf("%q", v)}
 }
+
+// flagError words cobra's and pflag's errors about flags for a user (the
+// root's FlagErrorFunc, inherited by every command): a value that does not
+// parse says what kind of value the flag wants instead of naming Go's
+// strconv function ("strconv.ParseInt: parsing \"abc\": invalid syntax"),
+// and every flag error points at the command's help.
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, ": strconv.Parse"); i >= 0 {
+		kind, rest := "a number", msg[i+len(": strconv.Parse"):]
+		switch {
+		case strings.HasPrefix(rest, "Int"), strings.HasPrefix(rest, "Uint"):
+			kind = "a whole number"
+		case strings.HasPrefix(rest, "Bool"):
+			kind = "true or false"
+		}
+		what := "not " + kind
+		if strings.HasSuffix(rest, "value out of range") {
+			what = "out of range"
+		}
+		msg = msg[:i] + ": " + what
+	}
+	return fmt.Errorf("%s (see %s --help)", msg, cmd.CommandPath())
+}

@@ -65,6 +65,7 @@ Every command that reports results takes --json for machine-readable output.`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.SetFlagErrorFunc(flagError)
 	for _, g := range commandGroups {
 		root.AddCommand(g(e))
 	}

@@ -13,7 +13,7 @@ import (
 // internalName matches what a user should never read in a message: a Go
 // package's error prefix ("imaging: …", "eval: …"), a Go type name, or a
 // formatting mistake.
-var internalName = regexp.MustCompile(`(^|[\s:(])(imaging|eval|nets|pate|dplc|checkpoint|arch|dataset|paillier|cli):\s|\*?(os|fs)\.PathError|%!|\bfloat64\b|\bint\b`)
+var internalName = regexp.MustCompile(`(^|[\s:(])(imaging|eval|nets|pate|dplc|checkpoint|arch|dataset|paillier|cli):\s|\*?(os|fs)\.PathError|\bstrconv\.|%!|\bfloat64\b|\bint\b`)
 
 // TestUserErrors is the new user's pass over the commands' errors (issue
 // 13, item 4): each bad input fails with a non-zero status and one line
@@ -51,6 +51,13 @@ func TestUserErrors(t *testing.T) {
 		{"epsilon with an argument", append([]string{"privacy", "epsilon", "extra"}, schedule...), "takes no arguments", "extra"},
 		{"bench paillier with an argument", []string{"bench", "paillier", "extra"}, "veil: bench paillier takes no arguments", "extra"},
 		{"bench dphe with an argument", []string{"bench", "dphe", "extra"}, "veil: bench dphe takes no arguments", "extra"},
+
+		// Flags that do not parse, or do not exist.
+		{"steps not a number", append([]string{"privacy", "epsilon"}, append(schedule, "--steps", "abc")...), `invalid argument "abc" for "--steps" flag: not a whole number (see veil privacy epsilon --help)`, "--steps"},
+		{"min-score not a number", []string{"detect", "--min-score", "x", good}, `invalid argument "x" for "--min-score" flag: not a number (see veil detect --help)`, "--min-score"},
+		{"dp not a boolean", []string{"train", "--dp=maybe"}, `invalid argument "maybe" for "--dp" flag: not true or false`, "--dp"},
+		{"batch out of range", []string{"bench", "train", "--batch", "99999999999999999999"}, `for "--batch" flag: out of range`, "--batch"},
+		{"unknown flag", []string{"embed", "--bogus", good}, "unknown flag: --bogus (see veil embed --help)", "--bogus"},
 
 		// The face pipeline's flags.
 		{"min-score above 1", []string{"detect", "--min-score", "1.5", good}, "--min-score must be strictly between 0 and 1, got 1.5", "--min-score"},
