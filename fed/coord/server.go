@@ -262,6 +262,7 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 		if err := dec.Write(data); err != nil {
 			return reply(refuse("size", "%v", err))
 		}
+		c.recycleChunk(data)
 	}
 	update, err := dec.Finish()
 	if err != nil {

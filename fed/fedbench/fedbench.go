@@ -242,10 +242,10 @@ func Serve(ctx context.Context, s Settings, listen string, ready func(addr strin
 			return nil, err
 		}
 		rev := pki.NewRevocations(filepath.Join(s.Dir, "revoked.crl"), id.CA)
-		srv = grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.ServerTLS(id, rev))))
+		srv = grpc.NewServer(append(co.ServerOptions(), grpc.Creds(credentials.NewTLS(pki.ServerTLS(id, rev))))...)
 		fedpb.RegisterCoordinatorServer(srv, co.Service(rev))
 	} else {
-		srv = grpc.NewServer()
+		srv = grpc.NewServer(co.ServerOptions()...)
 		fedpb.RegisterCoordinatorServer(srv, co.ServiceWithIdentity(func(ctx context.Context) (string, error) {
 			md, _ := metadata.FromIncomingContext(ctx)
 			if v := md.Get(clientHeader); len(v) == 1 && v[0] != "" {
