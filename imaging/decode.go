@@ -114,7 +114,10 @@ func Decode(data []byte, lim Limits) (*RGB, DecodeInfo, error) {
 	info.OrigW, info.OrigH = m.W, m.H
 	info.Orientation = 1
 	if info.Format == "jpeg" {
-		info.Orientation = jpegOrientation(data)
+		// A malformed EXIF block is no reason to refuse the photo
+		// (browsers ignore it too): the orientation is what could be read.
+		x, _ := ReadJPEGEXIF(data)
+		info.Orientation = x.Orientation
 	}
 	return Orient(m, info.Orientation), info, nil
 }

@@ -1,5 +1,6 @@
 // Package imaging decodes JPEG and PNG photos into 8-bit RGB, applies the
-// EXIF orientation, and provides the geometric operations of the face
+// EXIF orientation (ReadJPEGEXIF, which also reads when the photo was
+// taken), and provides the geometric operations of the face
 // pipeline: TensorFlow-compatible bilinear resize, padding to a square,
 // cropping, similarity-transform estimation and affine warping, plus simple
 // drawing for annotated output.

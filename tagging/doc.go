@@ -81,8 +81,8 @@
 // with IndexOptions and PipelineOptions (one photo per transaction, photos
 // known by content hash, moves and edits keep the user's decisions, vanished
 // photos marked missing, never deleted unasked), Scan, ReadContent,
-// ReadJPEGEXIF, ParseEXIF, Thumbnail, (*Library).AddManualFace, ParseBox,
-// IoU, MeasureIndexing.
+// ReadJPEGEXIF (imaging's EXIF parser), Thumbnail, (*Library).AddManualFace,
+// ParseBox, IoU, MeasureIndexing.
 //
 // Faces: Face, FaceFilter, Box, Source (Detected, Manual), (*Library).Faces,
 // Face, NameFaces, RejectFace, UnassignFace, RemoveFace, AssignAuto,
