@@ -88,10 +88,10 @@ func NewServer(o ServerOptions) (*Server, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{o: o, toldDone: map[string]bool{}, health: health.NewServer()}
-	opts := []grpc.ServerOption{
+	opts := append(o.Coordinator.ServerOptions(),
 		grpc.Creds(credentials.NewTLS(pki.ServerTLS(o.Identity, o.Revocations))),
 		grpc.ChainUnaryInterceptor(s.watchDone),
-	}
+	)
 	if o.Metrics != nil {
 		opts = append(opts, grpc.StatsHandler(o.Metrics.StatsHandler()))
 		o.Metrics.Watch(o.Coordinator)

@@ -472,7 +472,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	rev := pki.NewRevocations(filepath.Join(caDir, "revoked.crl"), ca.Cert())
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.ServerTLS(sid, rev))))
+	srv := grpc.NewServer(append(co.ServerOptions(), grpc.Creds(credentials.NewTLS(pki.ServerTLS(sid, rev))))...)
 	fedpb.RegisterCoordinatorServer(srv, co.Service(rev))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
