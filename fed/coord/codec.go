@@ -15,7 +15,8 @@ import (
 
 // ServerOptions returns the options a gRPC server serving this
 // coordinator should be created with (besides its credentials): a codec
-// that reads the payload chunks of submitted updates straight from the
+// that sends model chunks without copying them (see chunkCodec.Marshal)
+// and reads the payload chunks of submitted updates straight from the
 // received HTTP/2 frames into recycled buffers. gRPC's protobuf codec
 // first copies a message's frames into one (cleared) buffer, and protobuf
 // then copies the chunk's bytes out of it into a new slice: two copies
@@ -36,9 +37,23 @@ type chunkCodec struct {
 
 func (cc chunkCodec) Name() string { return cc.base.Name() }
 
-func (cc chunkCodec) Marshal(v any) (mem.BufferSlice, error) { return cc.base.Marshal(v) }
+// Marshal encodes v. A model chunk holding payload bytes (what
+// DownloadModel sends) is encoded without copying them: its key and
+// length, then the bytes themselves, which are the coordinator's encoded
+// model, never changed once made (a new model version is a new slice).
+// The bytes on the wire are exactly protobuf's.
+func (cc chunkCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(*fedpb.WeightsChunk); ok {
+		if b := m.GetData(); len(b) > 0 && len(m.ProtoReflect().GetUnknown()) == 0 {
+			head := binary.AppendUvarint([]byte{dataTag}, uint64(len(b)))
+			return mem.BufferSlice{mem.SliceBuffer(head), mem.SliceBuffer(b)}, nil
+		}
+	}
+	return cc.base.Marshal(v)
+}
 
-// dataTag is the key of UpdateChunk's field 2 (data), length-delimited.
+// dataTag is the key of field 2 (data), length-delimited, in both
+// UpdateChunk and WeightsChunk.
 const dataTag = 2<<3 | 2
 
 // Unmarshal decodes data into v. An UpdateChunk whose encoding is exactly
