@@ -1,15 +1,16 @@
 //go:build unix
 
-package tagging
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the processor time this process has used so far, user and
-// system, over all its threads (0 if unknown).
-func processCPU() time.Duration {
+// Process returns the processor time this process has used so far, user
+// and system, over all its threads (getrusage RUSAGE_SELF); 0 if the
+// system cannot say.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
