@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -150,35 +149,24 @@ person or bad input.`,
 					return err
 				}
 				if asJSON {
-					out := struct {
-						Faces []jsonLibraryFace `json:"faces"`
-					}{Faces: make([]jsonLibraryFace, 0, len(fs))}
-					for _, f := range fs {
+					return writeJSONList(e.stdout, "faces", fs, func(f tagging.Face) jsonLibraryFace {
 						jf := jsonLibraryFace{ID: f.ID, Photo: f.Photo, Box: f.Box, Score: f.Score,
 							Source: string(f.Source), AssignedBy: f.AssignedBy}
 						if f.PersonID != 0 {
 							name := f.Person
 							jf.Person = &name
 						}
-						out.Faces = append(out.Faces, jf)
-					}
-					return writeJSON(e.stdout, out)
+						return jf
+					})
 				}
-				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "FACE\tPERSON\tBOX\tSCORE\tSOURCE\tPHOTO")
-				for _, f := range fs {
+				return writeTable(e.stdout, "FACE\tPERSON\tBOX\tSCORE\tSOURCE\tPHOTO", fs, func(f tagging.Face) string {
 					who := f.Person
 					if who == "" {
 						who = "-"
 					}
-					fmt.Fprintf(tw, "%d\t%s\t%.0f,%.0f,%.0f,%.0f\t%.2f\t%s\t%s\n", f.ID, who,
+					return fmt.Sprintf("%d\t%s\t%.0f,%.0f,%.0f,%.0f\t%.2f\t%s\t%s", f.ID, who,
 						f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, f.Source, f.Photo)
-				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-				fmt.Fprintf(e.stdout, "%d faces\n", len(fs))
-				return nil
+				}, fmt.Sprintf("%d faces", len(fs)))
 			})
 		},
 	}

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -69,22 +68,16 @@ Exit status: 0 on success; 2 on a wrong passphrase; 1 on bad input.`,
 					return err
 				}
 				if asJSON {
-					out := struct {
-						People []jsonPerson `json:"people"`
-					}{People: make([]jsonPerson, 0, len(ps))}
-					for _, p := range ps {
+					return writeJSONList(e.stdout, "people", ps, func(p tagging.Person) jsonPerson {
 						jp := jsonPerson{Name: p.Name, Faces: p.Faces, Hidden: p.Hidden}
 						if p.Cover != 0 {
 							c := p.Cover
 							jp.Cover = &c
 						}
-						out.People = append(out.People, jp)
-					}
-					return writeJSON(e.stdout, out)
+						return jp
+					})
 				}
-				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "PERSON\tFACES\tCOVER\t")
-				for _, p := range ps {
+				return writeTable(e.stdout, "PERSON\tFACES\tCOVER\t", ps, func(p tagging.Person) string {
 					cover, hidden := "-", ""
 					if p.Cover != 0 {
 						cover = strconv.FormatInt(p.Cover, 10)
@@ -92,13 +85,8 @@ Exit status: 0 on success; 2 on a wrong passphrase; 1 on bad input.`,
 					if p.Hidden {
 						hidden = "hidden"
 					}
-					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", p.Name, p.Faces, cover, hidden)
-				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-				fmt.Fprintf(e.stdout, "%d people\n", len(ps))
-				return nil
+					return fmt.Sprintf("%s\t%d\t%s\t%s", p.Name, p.Faces, cover, hidden)
+				}, fmt.Sprintf("%d people", len(ps)))
 			})
 		},
 	}
@@ -241,14 +229,10 @@ Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown person.`,
 					return err
 				}
 				if asJSON {
-					out := struct {
-						Photos []jsonPersonPhoto `json:"photos"`
-					}{Photos: make([]jsonPersonPhoto, 0, len(ps))}
-					for _, p := range ps {
-						out.Photos = append(out.Photos, jsonPersonPhoto{Path: p.Path, Taken: p.Taken,
-							Width: p.Width, Height: p.Height, Missing: p.Missing})
-					}
-					return writeJSON(e.stdout, out)
+					return writeJSONList(e.stdout, "photos", ps, func(p tagging.Photo) jsonPersonPhoto {
+						return jsonPersonPhoto{Path: p.Path, Taken: p.Taken,
+							Width: p.Width, Height: p.Height, Missing: p.Missing}
+					})
 				}
 				for _, p := range ps {
 					fmt.Fprintln(e.stdout, p.Path)
