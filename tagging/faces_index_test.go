@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/imaging"
@@ -711,22 +713,39 @@ func mustFace(t *testing.T, l *Library, id int64) Face {
 	return fs[0]
 }
 
-// BenchmarkIndexLFW measures indexing throughput on every core: the first
-// photo of each of LFW's first 200 people (folder order), indexed into a
-// fresh library per iteration (MeasureIndexing). Run with
-//
-//	go test ./tagging -run '^$' -bench IndexLFW -benchtime 1x
-func BenchmarkIndexLFW(b *testing.B) {
+// indexLFWPhotos is how many photos BenchmarkIndexLFW and
+// BenchmarkPipelineLFW use.
+var indexLFWPhotos = flag.Int("index-lfw-photos", 200, "photos BenchmarkIndexLFW and BenchmarkPipelineLFW use (the first of each of LFW's first N people)")
+
+// lfwFirstPhotos returns the names (Name_0001) of the first photo of each
+// of LFW's first -index-lfw-photos people, in folder order.
+func lfwFirstPhotos(b *testing.B) []string {
+	b.Helper()
 	people, err := os.ReadDir(lfwDir)
 	if err != nil {
 		b.Skipf("LFW not in the shared data folder: %v", err)
 	}
-	const n = 200
-	dir := b.TempDir()
+	n := *indexLFWPhotos
+	if n < 1 || n > len(people) {
+		b.Fatalf("-index-lfw-photos %d: want 1 to %d", n, len(people))
+	}
 	var names []string
 	for _, p := range people[:n] {
 		names = append(names, p.Name()+"_0001")
 	}
+	return names
+}
+
+// BenchmarkIndexLFW measures indexing throughput on every core: the first
+// photo of each of LFW's first 200 people (folder order; -index-lfw-photos
+// N for fewer, e.g. to profile), indexed into a fresh library per
+// iteration (MeasureIndexing). Run with
+//
+//	go test ./tagging -run '^$' -bench IndexLFW -benchtime 1x
+func BenchmarkIndexLFW(b *testing.B) {
+	names := lfwFirstPhotos(b)
+	n := len(names)
+	dir := b.TempDir()
 	copyLFW(b, dir, names...)
 	p, err := face.NewPipeline(PipelineOptions(""))
 	if err != nil {
@@ -745,6 +764,73 @@ func BenchmarkIndexLFW(b *testing.B) {
 	b.ReportMetric(last.PhotosPerSecond, "photos/s")
 	b.ReportMetric(last.CPUSPerPhoto, "cpu-s/photo")
 	b.ReportMetric(float64(last.Faces)/float64(last.Photos), "faces/photo")
+}
+
+// BenchmarkPipelineLFW measures what BenchmarkIndexLFW's photos cost in
+// the face pipeline alone, one photo at a time, split by stage: decoding,
+// each detector of PipelineOptions (SSD, then the tiny detector, at the
+// floors of the pipeline's rule, combined as Detect combines them), and
+// completing the faces (68 landmarks, both alignments, two descriptor
+// passes per face). The processor time per photo of each stage is
+// reported; BenchmarkIndexLFW's cpu-s/photo minus this total is what
+// indexing adds (hashing, EXIF, thumbnails, sealing, SQLite). Run with
+//
+//	go test ./tagging -run '^$' -bench PipelineLFW -benchtime 1x -index-lfw-photos 30
+func BenchmarkPipelineLFW(b *testing.B) {
+	names := lfwFirstPhotos(b)
+	var data [][]byte
+	for _, n := range names {
+		person := n[:strings.LastIndexByte(n, '_')]
+		d, err := os.ReadFile(filepath.Join(lfwDir, person, n+".jpg"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		data = append(data, d)
+	}
+	p, err := face.NewPipeline(PipelineOptions(""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rule := p.Options().Rule
+	floorSSD, floorTiny := min(rule.SSD, rule.PairSSD), min(rule.Tiny, rule.PairTiny)
+	var decode, ssd, tiny, complete time.Duration
+	faces := 0
+	b.ResetTimer()
+	for b.Loop() {
+		decode, ssd, tiny, complete, faces = 0, 0, 0, 0, 0
+		for _, d := range data {
+			c0 := processCPU()
+			img, _, err := imaging.Decode(d, imaging.DefaultLimits())
+			if err != nil {
+				b.Fatal(err)
+			}
+			c1 := processCPU()
+			s, err := p.Detections(img, face.SSD, floorSSD)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c2 := processCPU()
+			t, err := p.Detections(img, face.Tiny, floorTiny)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c3 := processCPU()
+			fs := rule.Combine(s, t)
+			if _, err := p.Complete(img, fs); err != nil {
+				b.Fatal(err)
+			}
+			c4 := processCPU()
+			decode, ssd, tiny, complete = decode+c1-c0, ssd+c2-c1, tiny+c3-c2, complete+c4-c3
+			faces += len(fs)
+		}
+	}
+	per := func(d time.Duration) float64 { return d.Seconds() / float64(len(data)) }
+	b.ReportMetric(per(decode), "decode-cpu-s/photo")
+	b.ReportMetric(per(ssd), "ssd-cpu-s/photo")
+	b.ReportMetric(per(tiny), "tiny-cpu-s/photo")
+	b.ReportMetric(per(complete), "complete-cpu-s/photo")
+	b.ReportMetric(per(decode+ssd+tiny+complete), "cpu-s/photo")
+	b.ReportMetric(float64(faces)/float64(len(data)), "faces/photo")
 }
 
 func TestMeasureIndexing(t *testing.T) {
