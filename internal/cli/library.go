@@ -284,6 +284,23 @@ func (k *kdfFlags) options() (tagging.CreateOptions, error) {
 	return tagging.CreateOptions{KDF: tagging.KDFParams{Time: k.timeCost, MemoryKiB: k.memoryMiB << 10, Threads: k.threads}}, nil
 }
 
+// keyInputs reads what init and rekey need, in this order so that bad
+// flags are refused before any prompt: the library folder, the Argon2id
+// costs of the (new) key and the (current) passphrase, asked twice when
+// confirm.
+func (f *libraryFlags) keyInputs(e *env, kf *kdfFlags, confirm bool) (dir string, opt tagging.CreateOptions, pass []byte, err error) {
+	if dir, err = f.folder(); err != nil {
+		return "", tagging.CreateOptions{}, nil, err
+	}
+	if opt, err = kf.options(); err != nil {
+		return "", tagging.CreateOptions{}, nil, err
+	}
+	if pass, err = f.passphrase(e, confirm); err != nil {
+		return "", tagging.CreateOptions{}, nil, err
+	}
+	return dir, opt, pass, nil
+}
+
 func newLibraryInitCmd(e *env) *cobra.Command {
 	var lf libraryFlags
 	var kf kdfFlags
@@ -306,15 +323,7 @@ holds a library.`,
   veil library init --library lib --key-file ~/.veil-key`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := lf.folder()
-			if err != nil {
-				return err
-			}
-			opt, err := kf.options()
-			if err != nil {
-				return err
-			}
-			pass, err := lf.passphrase(e, true)
+			dir, opt, pass, err := lf.keyInputs(e, &kf, true)
 			if err != nil {
 				return err
 			}
@@ -369,15 +378,7 @@ passphrase (nothing changed); 1 on bad input.`,
   VEIL_PASSPHRASE=old VEIL_NEW_PASSPHRASE=new veil library rekey --library lib`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := lf.folder()
-			if err != nil {
-				return err
-			}
-			opt, err := kf.options()
-			if err != nil {
-				return err
-			}
-			old, err := lf.passphrase(e, false)
+			dir, opt, old, err := lf.keyInputs(e, &kf, false)
 			if err != nil {
 				return err
 			}
