@@ -465,9 +465,15 @@ func (l *Library) Suggestions(o SuggestOptions) ([]LibrarySuggestion, error) {
 
 // AcceptSuggestions assigns each listed face to the person currently
 // suggested for it, through AssignAuto (so never over a decision of the
-// user's), and returns the assignments applied and the faces that had no
-// current suggestion.
+// user's) in one transaction, and returns the assignments applied and the
+// faces that had no current suggestion. An unknown face id is an error and
+// nothing is assigned.
 func (l *Library) AcceptSuggestions(faceIDs []int64, o SuggestOptions) (applied []LibrarySuggestion, none []int64, err error) {
+	for _, id := range faceIDs {
+		if _, err := l.Face(id); err != nil {
+			return nil, nil, err
+		}
+	}
 	sugs, err := l.Suggestions(o)
 	if err != nil {
 		return nil, nil, err
@@ -476,23 +482,33 @@ func (l *Library) AcceptSuggestions(faceIDs []int64, o SuggestOptions) (applied 
 	for _, s := range sugs {
 		byFace[s.Face] = s
 	}
+	var as []Assignment
+	var wanted []LibrarySuggestion
 	for _, id := range faceIDs {
-		if _, err := l.Face(id); err != nil {
-			return nil, nil, err
-		}
 		s, ok := byFace[id]
 		if !ok {
 			none = append(none, id)
 			continue
 		}
-		n, err := l.AssignAuto([]Assignment{{Face: id, Person: s.Person}})
+		as = append(as, Assignment{Face: id, Person: s.Person})
+		wanted = append(wanted, s)
+	}
+	if len(as) == 0 {
+		return nil, none, nil
+	}
+	if _, err := l.AssignAuto(as); err != nil {
+		return nil, nil, err
+	}
+	// AssignAuto skips what the user decided meanwhile: report what holds.
+	for _, s := range wanted {
+		f, err := l.Face(s.Face)
 		if err != nil {
 			return nil, nil, err
 		}
-		if n == 1 {
+		if f.PersonID == s.Person && f.AssignedBy == ByAuto {
 			applied = append(applied, s)
 		} else {
-			none = append(none, id)
+			none = append(none, s.Face)
 		}
 	}
 	return applied, none, nil

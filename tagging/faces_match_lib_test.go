@@ -217,8 +217,16 @@ func TestLibrarySuggestAndClusterOnLFW(t *testing.T) {
 	if f, _ := l.Face(unassigned); f.PersonID != 0 {
 		t.Fatalf("face the user unassigned was assigned to %d", f.PersonID)
 	}
-	if _, _, err := l.AcceptSuggestions([]int64{99999}, DefaultSuggestOptions()); err == nil {
+	// An unknown face among the ids: an error, and nothing is assigned.
+	sugs, err = l.Suggestions(DefaultSuggestOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.AcceptSuggestions([]int64{sugs[0].Face, 99999}, DefaultSuggestOptions()); err == nil {
 		t.Fatal("unknown face accepted")
+	}
+	if f, _ := l.Face(sugs[0].Face); f.PersonID != 0 {
+		t.Fatalf("face %d assigned although the request failed", sugs[0].Face)
 	}
 
 	// Two faces of Al Gore in one photo: at most one is suggested as him.
