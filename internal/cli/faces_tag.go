@@ -44,11 +44,7 @@ To find faces in loose photos without a library, see veil detect and veil embed.
   veil faces reject 40 --person "Ada Lovelace" --library lib
   veil faces remove 7 --library lib      # not a face at all`,
 	}
-	for _, c := range faceCommands {
-		cmd.AddCommand(c(e))
-	}
-	requireSubcommand(cmd)
-	return cmd
+	return addSubcommands(e, cmd, faceCommands)
 }
 
 // parseFaceIDs parses face ids given as arguments.

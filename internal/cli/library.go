@@ -57,11 +57,7 @@ whose passphrase is lost.
   veil faces reject 40 --person "Ada Lovelace"
   veil people list`,
 	}
-	for _, c := range libraryCommands {
-		cmd.AddCommand(c(e))
-	}
-	requireSubcommand(cmd)
-	return cmd
+	return addSubcommands(e, cmd, libraryCommands)
 }
 
 // libraryFlags are the flags of every command that opens a library.
@@ -211,6 +207,16 @@ func (s passphraseSource) read(confirm bool) ([]byte, error) {
 		return nil, fmt.Errorf("the two %ss typed differ", what)
 	}
 	return p, nil
+}
+
+// addSubcommands adds to the command group cmd the subcommands that subs
+// make, and returns cmd. (NewRoot makes every group refuse a word that is
+// not one of its subcommands: see requireSubcommands.)
+func addSubcommands(e *env, cmd *cobra.Command, subs []func(*env) *cobra.Command) *cobra.Command {
+	for _, c := range subs {
+		cmd.AddCommand(c(e))
+	}
+	return cmd
 }
 
 // requireSubcommand makes the command group cmd refuse a word that is not

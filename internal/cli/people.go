@@ -34,11 +34,7 @@ are compared ignoring case and extra spaces, and are stored encrypted.
   veil people merge "Ada L." "Ada Lovelace" --library lib
   veil people photos "Ada Lovelace" --library lib`,
 	}
-	for _, c := range peopleCommands {
-		cmd.AddCommand(c(e))
-	}
-	requireSubcommand(cmd)
-	return cmd
+	return addSubcommands(e, cmd, peopleCommands)
 }
 
 // jsonPerson is a person in `veil people list --json`.
