@@ -60,9 +60,10 @@ func parseFaceIDs(args []string) ([]int64, error) {
 	return ids, nil
 }
 
-// checkFaces fails, naming the first, if any id is not a face of the
-// library, so that a command given several faces changes none of them then.
-func checkFaces(l *tagging.Library, ids []int64) error {
+// editFaces applies op to each face in turn, after checking that every id
+// is a face of the library (failing, naming the first, if one is not), so
+// that a command given several faces changes none of them then.
+func editFaces(l *tagging.Library, ids []int64, op func(id int64) error) error {
 	fs, err := l.Faces(tagging.FaceFilter{IDs: ids, Removed: true})
 	if err != nil {
 		return err
@@ -74,6 +75,11 @@ func checkFaces(l *tagging.Library, ids []int64) error {
 	for _, id := range ids {
 		if !have[id] {
 			return fmt.Errorf("face %d: %w", id, tagging.ErrUnknownFace)
+		}
+	}
+	for _, id := range ids {
+		if err := op(id); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -254,13 +260,8 @@ person.`,
 				if _, err := l.PersonByName(person); err != nil {
 					return err
 				}
-				if err := checkFaces(l, ids); err != nil {
+				if err := editFaces(l, ids, func(id int64) error { return l.RejectFace(id, person) }); err != nil {
 					return err
-				}
-				for _, id := range ids {
-					if err := l.RejectFace(id, person); err != nil {
-						return err
-					}
 				}
 				fmt.Fprintf(e.stdout, "rejected %s for %s\n", person, plural(len(ids), "face"))
 				return nil
@@ -287,13 +288,8 @@ func newFaceEditCmd(e *env, use, short, long, example, done string, op func(*tag
 				return err
 			}
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
-				if err := checkFaces(l, ids); err != nil {
+				if err := editFaces(l, ids, func(id int64) error { return op(l, id) }); err != nil {
 					return err
-				}
-				for _, id := range ids {
-					if err := op(l, id); err != nil {
-						return err
-					}
 				}
 				fmt.Fprintf(e.stdout, "%s %s\n", done, plural(len(ids), "face"))
 				return nil
