@@ -240,14 +240,14 @@ func chooseSuggest(trials [][]tagQuery) (best tagSuggestScore, feasible bool) {
 		}
 		return a.Coverage > b.Coverage
 	}
-	for d := 0.30; d <= 0.651; d += 0.01 {
-		for m := 0.0; m <= 0.101; m += 0.01 {
+	for di := 30; di <= 65; di++ {
+		for mi := 0; mi <= 10; mi++ {
+			d, m := float64(di)/100, float64(mi)/100
 			ss := make([]tagSuggestScore, len(trials))
 			for i, qs := range trials {
 				ss[i] = scoreSuggest(qs, d, m)
 			}
 			s := meanScores(ss)
-			s.Distance, s.Margin = math.Round(d*100)/100, math.Round(m*100)/100
 			f := s.Precision >= tagGoal.precision && s.StrangersSuggested < tagGoal.strangers
 			if first || better(s, best, f, feasible) {
 				best, feasible, first = s, f, false
