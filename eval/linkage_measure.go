@@ -36,6 +36,17 @@ type LinkagePerson struct {
 	Descriptors [][]float32
 }
 
+// withPhotos returns, in order, the people of pool with at least n photos.
+func withPhotos(pool []LinkagePerson, n int) []LinkagePerson {
+	var out []LinkagePerson
+	for _, p := range pool {
+		if len(p.Descriptors) >= n {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // minLinkImages is the fewest photos a person of the pool needs: a shared
 // person gives each library at least two (LMNN needs two named faces of a
 // person to learn from them, and a library can only tag a person whose
@@ -358,12 +369,7 @@ func calibrate(f [][]float64, people []int, n int, rng *rand.Rand) (float64, err
 // learns from all of them; with every face named, rejections would add
 // nothing). Each library calibrates its own threshold (BalancedThreshold).
 func MeasureLinkage(ctx context.Context, pool []LinkagePerson, o LinkageOptions) (*LinkageReport, error) {
-	var eligible []LinkagePerson
-	for _, p := range pool {
-		if len(p.Descriptors) >= minLinkImages {
-			eligible = append(eligible, p)
-		}
-	}
+	eligible := withPhotos(pool, minLinkImages)
 	if len(eligible) < 3 {
 		return nil, fmt.Errorf("eval: only %d people have at least %d photos; linkage needs more", len(eligible), minLinkImages)
 	}

@@ -225,12 +225,7 @@ func MeasureMetricGain(ctx context.Context, people, strangers []LinkagePerson, o
 		return nil, err
 	}
 	need := slices.Max(o.Named) + 1
-	var pool []LinkagePerson
-	for _, p := range people {
-		if len(p.Descriptors) >= need {
-			pool = append(pool, p)
-		}
-	}
+	pool := withPhotos(people, need)
 	if len(pool) < 2 {
 		return nil, fmt.Errorf("eval: only %d people have %d photos or more", len(pool), need)
 	}
