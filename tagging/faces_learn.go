@@ -593,28 +593,5 @@ func (l *Library) AcceptSuggestionsIn(faceIDs []int64, s Space) (applied []Libra
 	if err != nil {
 		return nil, nil, err
 	}
-	byFace := make(map[int64]LibrarySuggestion, len(sugs))
-	for _, sg := range sugs {
-		byFace[sg.Face] = sg
-	}
-	for _, id := range faceIDs {
-		if _, err := l.Face(id); err != nil {
-			return nil, nil, err
-		}
-		sg, ok := byFace[id]
-		if !ok {
-			none = append(none, id)
-			continue
-		}
-		n, err := l.AssignAuto([]Assignment{{Face: id, Person: sg.Person}})
-		if err != nil {
-			return nil, nil, err
-		}
-		if n == 1 {
-			applied = append(applied, sg)
-		} else {
-			none = append(none, id)
-		}
-	}
-	return applied, none, nil
+	return l.acceptSuggested(faceIDs, sugs)
 }

@@ -469,14 +469,20 @@ func (l *Library) Suggestions(o SuggestOptions) ([]LibrarySuggestion, error) {
 // faces that had no current suggestion. An unknown face id is an error and
 // nothing is assigned.
 func (l *Library) AcceptSuggestions(faceIDs []int64, o SuggestOptions) (applied []LibrarySuggestion, none []int64, err error) {
+	sugs, err := l.Suggestions(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.acceptSuggested(faceIDs, sugs)
+}
+
+// acceptSuggested applies the suggestions sugs makes for the listed faces
+// (AcceptSuggestions; AcceptSuggestionsIn for a learned metric's).
+func (l *Library) acceptSuggested(faceIDs []int64, sugs []LibrarySuggestion) (applied []LibrarySuggestion, none []int64, err error) {
 	for _, id := range faceIDs {
 		if _, err := l.Face(id); err != nil {
 			return nil, nil, err
 		}
-	}
-	sugs, err := l.Suggestions(o)
-	if err != nil {
-		return nil, nil, err
 	}
 	byFace := make(map[int64]LibrarySuggestion, len(sugs))
 	for _, s := range sugs {
