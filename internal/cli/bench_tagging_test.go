@@ -53,3 +53,17 @@ func TestChooseSuggestMeetsGoal(t *testing.T) {
 		t.Fatalf("chose %+v (goal met %v)", best, ok)
 	}
 }
+
+func TestScoreKNN(t *testing.T) {
+	pd := func(p int64, d float64) tagging.PersonDistance { return tagging.PersonDistance{Person: p, Distance: d} }
+	qs := []tagQuery{
+		{truth: 1, knn: [3]tagging.PersonDistance{pd(2, 0.30), pd(1, 0.35), pd(1, 0.40)}}, // majority 1 at 0.35: right
+		{truth: 1, knn: [3]tagging.PersonDistance{pd(1, 0.30), pd(2, 0.35), pd(3, 0.40)}}, // no majority: abstain
+		{truth: 2, knn: [3]tagging.PersonDistance{pd(2, 0.55), pd(2, 0.56), pd(1, 0.6)}},  // majority but too far
+		{stranger: true, knn: [3]tagging.PersonDistance{pd(3, 0.2), pd(3, 0.3), pd(1, 0.4)}},
+	}
+	s := scoreKNN(qs, 0.5, 0)
+	if s.Known != 3 || s.Coverage != 1.0/3 || s.Precision != 1 || s.StrangersSuggested != 1 {
+		t.Fatalf("%+v", s)
+	}
+}
