@@ -99,7 +99,8 @@ func startHarness(t *testing.T, o coord.Options, dir string) *harness {
 		t.Fatal(err)
 	}
 	rev := pki.NewRevocations(filepath.Join(dir, "revoked.crl"), h.ca.Cert())
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.ServerTLS(id, rev))))
+	// As veil fed coordinator serves: with the coordinator's codec.
+	srv := grpc.NewServer(append(h.co.ServerOptions(), grpc.Creds(credentials.NewTLS(pki.ServerTLS(id, rev))))...)
 	fedpb.RegisterCoordinatorServer(srv, h.co.Service(rev))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
