@@ -27,7 +27,11 @@ const (
 	// cross-validation over identities chose 0.50/0.02 on each half and
 	// scored 99.91%/96.7%/4.4% and 99.73%/96.5%/4.8% on the other half).
 	// Strangers, not precision, bind: the margin is what keeps them under
-	// 5%.
+	// 5%. A 3-NN majority vote chosen by the same criterion did about as
+	// well with three named photos (distance 0.49: 99.84%, 95.3%, 4.0%)
+	// but can suggest nobody named in fewer than two photos, the common
+	// case when a user starts; the nearest-face rule covers 84% of the
+	// other faces from one named photo at 99.6% precision.
 	SuggestDistance = 0.50
 	SuggestMargin   = 0.04
 	// SearchDistance: veil search lists library faces this close to a
