@@ -108,29 +108,14 @@ type tagQuery struct {
 // tagQueries names `named` random photos of every non-stranger person
 // (trial chooses which) and returns every other face's two nearest people.
 func tagQueries(s *tagSplit, named int, trial uint64) ([]tagQuery, error) {
-	rng := rand.New(rand.NewPCG(trial, 0x5eed))
-	byPerson := make([][]int, s.people)
-	for i, p := range s.identity {
-		byPerson[p] = append(byPerson[p], i)
-	}
 	g, err := tagging.NewGallery(len(s.descs[0]))
 	if err != nil {
 		return nil, err
 	}
-	isNamed := make([]bool, len(s.descs))
-	var namedIdx []int
-	for p, faces := range byPerson {
-		if s.stranger[p] {
-			continue
-		}
-		f := append([]int(nil), faces...)
-		rng.Shuffle(len(f), func(i, j int) { f[i], f[j] = f[j], f[i] })
-		for _, i := range f[:min(named, len(f))] {
-			isNamed[i] = true
-			namedIdx = append(namedIdx, i)
-			if err := g.Add(int64(i), int64(i), int64(p)+1, s.descs[i]); err != nil {
-				return nil, err
-			}
+	isNamed, namedIdx := chooseNamed(s, named, trial)
+	for _, i := range namedIdx {
+		if err := g.Add(int64(i), int64(i), int64(s.identity[i])+1, s.descs[i]); err != nil {
+			return nil, err
 		}
 	}
 	var out []tagQuery
@@ -157,6 +142,30 @@ func tagQueries(s *tagSplit, named int, trial uint64) ([]tagQuery, error) {
 		out = append(out, q)
 	}
 	return out, nil
+}
+
+// chooseNamed draws the `named` photos the user names of every
+// non-stranger person (trial chooses which): per face whether it is named,
+// and the named faces in person order.
+func chooseNamed(s *tagSplit, named int, trial uint64) (isNamed []bool, namedIdx []int) {
+	rng := rand.New(rand.NewPCG(trial, 0x5eed))
+	byPerson := make([][]int, s.people)
+	for i, p := range s.identity {
+		byPerson[p] = append(byPerson[p], i)
+	}
+	isNamed = make([]bool, len(s.descs))
+	for p, faces := range byPerson {
+		if s.stranger[p] {
+			continue
+		}
+		f := append([]int(nil), faces...)
+		rng.Shuffle(len(f), func(i, j int) { f[i], f[j] = f[j], f[i] })
+		for _, i := range f[:min(named, len(f))] {
+			isNamed[i] = true
+			namedIdx = append(namedIdx, i)
+		}
+	}
+	return isNamed, namedIdx
 }
 
 // tagSuggestScore is the suggestion protocol's outcome at one setting.
@@ -556,15 +565,18 @@ type benchTaggingResult struct {
 	// Indexing is veil library add's end-to-end rate on every core
 	// (tagging.MeasureIndexing) over --index-photos LFW photos.
 	Indexing *tagging.Throughput `json:"indexing,omitempty"`
-	Defaults map[string]float64  `json:"defaults"`
-	WallS    float64             `json:"wall_s"`
+	// LearnedMetric holds the figures after the library learns its metric
+	// (--learned-metric; bench_tagging_learned.go).
+	LearnedMetric []*tagLearnedReport `json:"learned_metric,omitempty"`
+	Defaults      map[string]float64  `json:"defaults"`
+	WallS         float64             `json:"wall_s"`
 }
 
 func newBenchTaggingCmd(e *env) *cobra.Command {
 	var data string
 	var h headFlags
-	var asJSON, tune bool
-	var trials, indexPhotos int
+	var asJSON, tune, learned bool
+	var trials, indexPhotos, learnedTrials, learnedPeople int
 	var seed uint64
 	cmd := &cobra.Command{
 		Use:   "tagging",
@@ -588,13 +600,30 @@ grid of distance and margin maximising coverage subject to ≥98% precision and
 identities shows how well the choice carries), and each clustering
 algorithm's best-F1 distance.
 
+--learned-metric adds the same figures after the library learns its metric,
+on the development test identities: a throw-away library holds their faces,
+the user names the photos of the plain figures' first --learned-trials
+choices, reviews a quarter of the plain suggestions (confirming right ones,
+rejecting wrong ones), and the library learns its LMNN metric as veil
+library learn does; the faces neither named nor reviewed are then suggested
+under plain descriptors and under the metric at its carried-over distance,
+and every face is clustered in the learned space. Each trial is one LMNN fit
+(minutes); --learned-max-people measures on fewer people.
+
 Descriptors come through the descriptor cache veil verify and veil train
 fill (same pipeline settings), so a warm cache computes nothing.`,
-		Example: `  nice veil bench tagging --tune --json`,
-		Args:    cobra.NoArgs,
+		Example: `  nice veil bench tagging --tune --json
+  nice veil bench tagging --learned-metric --index-photos 0 --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if trials < 1 {
 				return fmt.Errorf("--trials must be at least 1")
+			}
+			if learnedTrials < 1 {
+				return fmt.Errorf("--learned-trials must be at least 1")
+			}
+			if learnedPeople < 0 {
+				return fmt.Errorf("--learned-max-people must not be negative")
 			}
 			start := time.Now()
 			lfwDir := data
@@ -661,6 +690,16 @@ fill (same pipeline settings), so a warm cache computes nothing.`,
 				}
 				res.Latency = append(res.Latency, l)
 			}
+			if learned {
+				ls := firstPeople(test, learnedPeople)
+				for _, named := range []int{1, 3} {
+					r, err := learnedTagging(cmd.Context(), ls, named, learnedTrials, seed, tagging.LearnOptions{})
+					if err != nil {
+						return err
+					}
+					res.LearnedMetric = append(res.LearnedMetric, r)
+				}
+			}
 			if indexPhotos > 0 {
 				if res.Indexing, err = measureTagIndexing(cmd.Context(), lfwDir, h.models, indexPhotos); err != nil {
 					return err
@@ -683,6 +722,9 @@ fill (same pipeline settings), so a warm cache computes nothing.`,
 	fl.BoolVar(&tune, "tune", false, "also choose the thresholds again on the development training identities")
 	fl.IntVar(&trials, "trials", 5, "random choices of the named photos averaged per figure")
 	fl.IntVar(&indexPhotos, "index-photos", 100, "index this many LFW photos (the first of each person) into a throw-away library to measure indexing throughput on every core (0: skip)")
+	fl.BoolVar(&learned, "learned-metric", false, "also measure suggestions and clustering after the library learns its metric, on the development test identities (slow: one LMNN fit per trial and number of named photos)")
+	fl.IntVar(&learnedTrials, "learned-trials", 1, "choices of the named photos averaged with --learned-metric (the first ones of --trials)")
+	fl.IntVar(&learnedPeople, "learned-max-people", 0, "with --learned-metric, only the first this many named people and the same share of strangers (0: all)")
 	fl.Uint64Var(&seed, "seed", 1, "seed of the named photos' choice, the clustering order and the synthetic descriptors")
 	// The pipeline settings veil verify and veil train default to, so
 	// their cached descriptors are found.
@@ -761,6 +803,21 @@ func printBenchTagging(e *env, r *benchTaggingResult) error {
 	fmt.Fprintf(w, "incremental (%s, last %.0f%% joined): F1 %.3f vs %.3f at once\n", in.Algorithm, 100*in.LaterShare, in.Incremental.F1, in.Batch.F1)
 	for _, l := range r.Latency {
 		fmt.Fprintf(w, "  %6d faces: %.3f ms CPU per query (%.3f of the 20 ms budget), best wall %.3f ms\n", l.Faces, l.CPUMsPerQuery, l.BudgetRatio, l.WallMsPerQuery)
+	}
+	for _, l := range r.LearnedMetric {
+		fmt.Fprintf(w, "after learning the metric (%s, %d named, review confirmed %.0f and rejected %.0f, learned in %d of %d trials, %.0f s per fit):\n",
+			l.Split, l.Named, l.Confirmed, l.Rejected, l.Learned, l.Trials, l.LearnS)
+		for _, c := range []struct {
+			name string
+			s    tagSuggestScore
+		}{{"plain", l.Plain}, {"learned", l.LearnedScores}} {
+			fmt.Fprintf(w, "  %-8s distance %.3f margin %.3f: precision %.2f%%, coverage %.2f%%, strangers suggested %.2f%%\n",
+				c.name, c.s.Distance, c.s.Margin, 100*c.s.Precision, 100*c.s.Coverage, 100*c.s.StrangersSuggested)
+		}
+		for _, c := range l.Clusters {
+			fmt.Fprintf(w, "  %-16s BCubed F1 plain %.3f (P %.3f R %.3f), learned %.3f (P %.3f R %.3f) at distance %.3f\n",
+				c.Algorithm, c.Plain.F1, c.Plain.Precision, c.Plain.Recall, c.Learned.F1, c.Learned.Precision, c.Learned.Recall, c.Learned.Distance)
+		}
 	}
 	if r.Indexing != nil {
 		fmt.Fprintf(w, "indexing: %.2f photos/s on %d workers (%d photos, %d faces)\n", r.Indexing.PhotosPerSecond, r.Indexing.Workers, r.Indexing.Photos, r.Indexing.Faces)
