@@ -810,8 +810,8 @@ func printBenchTagging(e *env, r *benchTaggingResult) error {
 		for _, c := range []struct {
 			name string
 			s    tagSuggestScore
-		}{{"plain", l.Plain}, {"learned", l.LearnedScores}} {
-			fmt.Fprintf(w, "  %-8s distance %.3f margin %.3f: precision %.2f%%, coverage %.2f%%, strangers suggested %.2f%%\n",
+		}{{"plain", l.Plain}, {"learned", l.LearnedScores}, {"before review (plain)", l.BeforeReview}} {
+			fmt.Fprintf(w, "  %-22s distance %.3f margin %.3f: precision %.2f%%, coverage %.2f%%, strangers suggested %.2f%%\n",
 				c.name, c.s.Distance, c.s.Margin, 100*c.s.Precision, 100*c.s.Coverage, 100*c.s.StrangersSuggested)
 		}
 		for _, c := range l.Clusters {

@@ -73,6 +73,10 @@ type tagLearnedReport struct {
 	// learned metric at the carried-over ones (their Distance and Margin).
 	Plain         tagSuggestScore `json:"plain"`
 	LearnedScores tagSuggestScore `json:"learned_metric"`
+	// BeforeReview scores the library's plain suggestions before the
+	// review on every face not named: the plain protocol's figure for the
+	// same trials, through the library (they agree; a check of this path).
+	BeforeReview tagSuggestScore `json:"plain_before_review"`
 	// Clusters are BCubed scores of every algorithm on all of the split's
 	// faces, plain then learned.
 	Clusters []tagLearnedCluster `json:"clusters"`
@@ -90,7 +94,7 @@ type tagLearnedCluster struct {
 // per person over trials choices of them (seed as the plain figures).
 func learnedTagging(ctx context.Context, s *tagSplit, named, trials int, seed uint64, lo tagging.LearnOptions) (*tagLearnedReport, error) {
 	rep := &tagLearnedReport{Split: s.Name, Named: named, Trials: trials}
-	var plain, learned []tagSuggestScore
+	var plain, learned, before []tagSuggestScore
 	// Plain clustering does not depend on the trial.
 	for _, a := range tagging.ClusterAlgorithms {
 		o, err := tagging.NewClusterOptions(a)
@@ -111,6 +115,7 @@ func learnedTagging(ctx context.Context, s *tagSplit, named, trials int, seed ui
 			return nil, err
 		}
 		plain = append(plain, r.plain)
+		before = append(before, r.before)
 		rep.Names += float64(r.names) / float64(trials)
 		rep.Confirmed += float64(r.confirmed) / float64(trials)
 		rep.Rejected += float64(r.rejected) / float64(trials)
@@ -146,6 +151,7 @@ func learnedTagging(ctx context.Context, s *tagSplit, named, trials int, seed ui
 		clusters = append(clusters, cs)
 	}
 	rep.Plain = meanScores(plain)
+	rep.BeforeReview = meanScores(before)
 	if rep.Learned > 0 {
 		rep.LearnedScores = meanScores(learned)
 		rep.LearnS /= float64(rep.Learned)
@@ -171,7 +177,7 @@ func learnedTagging(ctx context.Context, s *tagSplit, named, trials int, seed ui
 
 // learnedTrialResult is one trial of learnedTagging.
 type learnedTrialResult struct {
-	plain, learned             tagSuggestScore
+	plain, learned, before     tagSuggestScore
 	space                      tagging.Space
 	names, confirmed, rejected int
 	learnS                     float64
@@ -239,6 +245,8 @@ func learnedTrial(ctx context.Context, s *tagSplit, named int, trial uint64, lo 
 	if err != nil {
 		return nil, err
 	}
+	res.before = scoreLibrarySuggestions(s, faceIDs, func(i int) bool { return isNamed[i] }, truthOf, sugs,
+		plainSpace.Options.Distance, plainSpace.Options.Margin)
 	rng := rand.New(rand.NewPCG(trial, 0x4e71e))
 	reviewed := make([]bool, len(s.descs))
 	var confirm []int

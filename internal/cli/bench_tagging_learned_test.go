@@ -140,3 +140,47 @@ func TestFirstPeople(t *testing.T) {
 		t.Fatal("no limit should keep the split")
 	}
 }
+
+// Before the review, the library's plain suggestions score exactly as the
+// plain protocol (tagQueries and scoreSuggest at the defaults) on the same
+// choice of named photos: the learned figures are measured on the same
+// footing as the plain ones. People close enough that some suggestions
+// are wrong or abstain, so the figures are not trivially 1.
+func TestLearnedTaggingAgreesWithPlainProtocol(t *testing.T) {
+	s := synthSplit(6, []int{5, 6, 7, 5, 6, 8, 5, 5}, 10)
+	// Move every person 85% of the way towards the first one (by their
+	// first faces), keeping each person's spread.
+	first := map[int][]float32{}
+	for i, d := range s.descs {
+		if _, ok := first[s.identity[i]]; !ok {
+			first[s.identity[i]] = append([]float32(nil), d...)
+		}
+	}
+	for i, d := range s.descs {
+		if s.stranger[s.identity[i]] {
+			continue
+		}
+		f := first[s.identity[i]]
+		for j := range d {
+			d[j] += 0.85 * (first[0][j] - f[j])
+		}
+	}
+	def := tagging.DefaultSuggestOptions()
+	for _, named := range []int{1, 3} {
+		r, err := learnedTagging(context.Background(), s, named, 1, 7, quickLearnOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs, err := tagQueries(s, named, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := scoreSuggest(qs, def.Distance, def.Margin)
+		if r.BeforeReview != want {
+			t.Fatalf("named %d: library %+v\nprotocol %+v", named, r.BeforeReview, want)
+		}
+		if want.Coverage == 1 && want.Precision == 1 {
+			t.Fatalf("named %d: a trivial case %+v", named, want)
+		}
+	}
+}
