@@ -143,7 +143,7 @@ learn it, then exits 0.`,
 	fl.IntVar(&c.CentreCount, "centre-count", c.CentreCount, "with --eval-data: how many of --centre-images to average")
 	fl.StringVar(&c.Strategy, "strategy", c.Strategy, "fedavg or fedsgd")
 	fl.StringVar(&c.Weighting, "weighting", "", "FedAvg's mean: uniform or examples (default: uniform with --dp, else examples)")
-	fl.Float64Var(&c.ServerLR, "server-lr", 0, "server learning rate (FedAvg default 1; required by fedsgd)")
+	fl.Float64Var(&c.ServerLR, "server-lr", 0, "server learning rate (FedAvg default 1; under DP set it near the square root of the clients per round, e.g. 3 for 8: each client's noise is averaged away by √K, measured with veil fed sim; required by fedsgd)")
 	fl.Float64Var(&c.Momentum, "momentum", 0, "FedSGD's server momentum in [0, 1)")
 	fl.IntVar(&c.Rounds, "rounds", c.Rounds, "rounds to run (done or failed)")
 	fl.Float64Var(&c.Fraction, "fraction", c.Fraction, "fraction of the available clients selected per round, in (0, 1]")
