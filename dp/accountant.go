@@ -65,6 +65,13 @@ func (a *Accountant) Add(events ...Event) error {
 	if err != nil {
 		return err
 	}
+	a.record(c, events)
+	return nil
+}
+
+// record composes events whose total RDP curve at the accountant's orders
+// is c (computed by curve or by a CurveCache).
+func (a *Accountant) record(c []float64, events []Event) {
 	for i := range a.rdp {
 		a.rdp[i] += c[i]
 	}
@@ -72,7 +79,6 @@ func (a *Accountant) Add(events ...Event) error {
 	for _, e := range events {
 		a.pure += e.pureEpsilon()
 	}
-	return nil
 }
 
 // Step composes steps of the Poisson-subsampled Gaussian mechanism with

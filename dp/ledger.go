@@ -240,13 +240,7 @@ func (l *Ledger) add(a *Accountant, events []Event) error {
 	if err != nil {
 		return err
 	}
-	for i := range a.rdp {
-		a.rdp[i] += c[i]
-	}
-	a.events = append(a.events, events...)
-	for _, e := range events {
-		a.pure += e.pureEpsilon()
-	}
+	a.record(c, events)
 	return nil
 }
 
