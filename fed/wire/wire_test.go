@@ -148,34 +148,52 @@ func TestChecks(t *testing.T) {
 }
 
 // FuzzDecode feeds arbitrary headers and payloads to the decoder: it must
-// never panic, and whatever it accepts must re-encode to the same bytes.
+// never panic, whatever it accepts must re-encode to the same bytes, and
+// decoding into a reused buffer full of an earlier update's bytes
+// (Limits.Buffer, as the coordinator does) must accept and refuse exactly
+// what a fresh decoder does, with the same values.
 func FuzzDecode(f *testing.F) {
 	w := sample()
 	hb, _ := proto.Marshal(w.Header())
 	f.Add(hb, w.Payload(), 3)
+	f.Add(hb, w.Payload()[:len(w.Payload())-4], 5)
 	f.Add([]byte{}, []byte{1, 2, 3}, 1)
 	f.Fuzz(func(t *testing.T, header, payload []byte, chunk int) {
 		var h fedpb.WeightsHeader
 		if proto.Unmarshal(header, &h) != nil {
 			return
 		}
-		d, err := NewDecoder(&h, Limits{MaxBytes: 1 << 16})
-		if err != nil {
-			return
-		}
 		if chunk <= 0 || chunk > 1<<16 {
 			chunk = 7
 		}
-		for len(payload) > 0 {
-			n := min(chunk, len(payload))
-			if d.Write(payload[:n]) != nil {
-				return
+		decode := func(buf []byte) (Weights, error) {
+			d, err := NewDecoder(&h, Limits{MaxBytes: 1 << 16, Buffer: buf})
+			if err != nil {
+				return nil, err
 			}
-			payload = payload[n:]
+			for p := payload; len(p) > 0; {
+				n := min(chunk, len(p))
+				if err := d.Write(p[:n]); err != nil {
+					return nil, err
+				}
+				p = p[n:]
+			}
+			return d.Finish()
 		}
-		got, err := d.Finish()
+		got, err := decode(nil)
+		dirty := make([]byte, 1<<16)
+		for i := range dirty {
+			dirty[i] = 0xff // NaN bit patterns
+		}
+		reused, rerr := decode(dirty)
+		if (err == nil) != (rerr == nil) {
+			t.Fatalf("fresh decoder: %v; reused buffer: %v", err, rerr)
+		}
 		if err != nil {
 			return
+		}
+		if string(reused.Payload()) != string(got.Payload()) {
+			t.Fatal("decoding into a reused buffer gave other values")
 		}
 		if err := got.Validate(); err != nil {
 			t.Fatalf("accepted invalid weights: %v", err)
