@@ -345,7 +345,7 @@ func (l *Library) AssignAuto(as []Assignment) (int, error) {
 			if _, _, err := faceState(ctx, tx, a.Face); err != nil {
 				return err
 			}
-			if _, err := l.personByIDTx(ctx, tx, a.Person); err != nil {
+			if err := personExists(ctx, tx, a.Person); err != nil {
 				return err
 			}
 			res, err := tx.ExecContext(ctx, `UPDATE faces SET person_id = ?, assigned_by = 'auto'

@@ -59,12 +59,20 @@ func (l *Library) personID(ctx context.Context, q querier, name string) (int64, 
 	if err != nil {
 		return 0, fmt.Errorf("%q: %w", name, err)
 	}
-	var id int64
-	err = q.QueryRowContext(ctx, `SELECT id FROM people WHERE name_mac = ?`, l.keys.mac(key)).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
+	id, found, err := personByMAC(ctx, q, l.keys.mac(key))
+	if err == nil && !found {
 		return 0, fmt.Errorf("%q: %w", name, ErrUnknownPerson)
 	}
 	return id, err
+}
+
+// personByMAC finds the person whose name index is mac.
+func personByMAC(ctx context.Context, q querier, mac []byte) (id int64, found bool, err error) {
+	err = q.QueryRowContext(ctx, `SELECT id FROM people WHERE name_mac = ?`, mac).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return id, err == nil, err
 }
 
 // ensurePerson finds the person of this name or creates them.
@@ -74,12 +82,9 @@ func (l *Library) ensurePerson(ctx context.Context, tx *sql.Tx, name string) (id
 		return 0, false, err
 	}
 	mac := l.keys.mac(key)
-	err = tx.QueryRowContext(ctx, `SELECT id FROM people WHERE name_mac = ?`, mac).Scan(&id)
-	if err == nil {
-		return id, false, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return 0, false, err
+	id, found, err := personByMAC(ctx, tx, mac)
+	if err != nil || found {
+		return id, false, err
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO people (name, name_mac) VALUES (X'', ?)`, mac)
 	if err != nil {
@@ -195,13 +200,14 @@ func (l *Library) personByID(ctx context.Context, id int64) (Person, error) {
 	return ps[0], nil
 }
 
-func (l *Library) personByIDTx(ctx context.Context, tx *sql.Tx, id int64) (int64, error) {
+// personExists returns ErrUnknownPerson if no person has this id.
+func personExists(ctx context.Context, q querier, id int64) error {
 	var one int64
-	err := tx.QueryRowContext(ctx, `SELECT id FROM people WHERE id = ?`, id).Scan(&one)
+	err := q.QueryRowContext(ctx, `SELECT id FROM people WHERE id = ?`, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("person %d: %w", id, ErrUnknownPerson)
+		return fmt.Errorf("person %d: %w", id, ErrUnknownPerson)
 	}
-	return one, err
+	return err
 }
 
 // CreatePerson adds a person without faces; it is an error if the name is
@@ -241,13 +247,12 @@ func (l *Library) RenamePerson(old, new string) error {
 			return err
 		}
 		mac := l.keys.mac(key)
-		var other int64
-		err = tx.QueryRowContext(ctx, `SELECT id FROM people WHERE name_mac = ?`, mac).Scan(&other)
-		switch {
-		case err == nil && other != id:
-			return fmt.Errorf("%q: %w", new, ErrNameTaken)
-		case err != nil && !errors.Is(err, sql.ErrNoRows):
+		other, found, err := personByMAC(ctx, tx, mac)
+		if err != nil {
 			return err
+		}
+		if found && other != id {
+			return fmt.Errorf("%q: %w", new, ErrNameTaken)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE people SET name_mac = ? WHERE id = ?`, mac, id); err != nil {
 			return err

@@ -334,11 +334,7 @@ func (l *Library) DB() *sql.DB { return l.db }
 // nonce. The result is bound to "veil/tagging/v1|table|column|row": Unseal
 // refuses it anywhere else.
 func (l *Library) Seal(table, column string, row int64, plain []byte) ([]byte, error) {
-	b, err := sealWith(l.keys.seal, plain, fieldAAD(table, column, row))
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return sealWith(l.keys.seal, plain, fieldAAD(table, column, row))
 }
 
 // Unseal decrypts a field sealed by Seal for the same table, column and row.
