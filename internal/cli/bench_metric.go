@@ -46,23 +46,24 @@ Descriptors come from the face pipeline through the descriptor cache that
 veil verify and veil train use.`,
 		Example: `  veil bench metric --json
   veil bench metric --splits train --named 3`,
-		Args: cobra.NoArgs,
+		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if workers < 0 {
-				return fmt.Errorf("--workers %d: must not be negative", workers)
+			// Every flag is checked before the first split's minutes of
+			// work, so a mistyped second split is not reported last.
+			checks := []flagCheck{atLeast("workers", workers, 0)}
+			for _, split := range splits {
+				checks = append(checks, oneOf("splits", split, "train", "test"))
+			}
+			if err := checkFlags(checks...); err != nil {
+				return err
 			}
 			o.LMNN.Workers = workers
 			start := time.Now()
 			var out []benchMetricSplit
 			for _, split := range splits {
-				var file string
-				switch split {
-				case "train":
-					file = "peopleDevTrain.txt"
-				case "test":
+				file := "peopleDevTrain.txt"
+				if split == "test" {
 					file = "peopleDevTest.txt"
-				default:
-					return fmt.Errorf("--splits: unknown split %q (want train or test)", split)
 				}
 				people, err := lfwPeopleDescriptors(e, &f, []string{file}, func(n int) bool { return n >= 5 })
 				if err != nil {

@@ -136,13 +136,16 @@ verify and veil train use (same settings), so cached images are not
 recomputed.`,
 		Example: `  veil bench unlink --json
   veil bench unlink --trials 3 --known 5,20,50,128`,
-		Args: cobra.NoArgs,
+		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every flag is checked before the minutes of describing LFW.
+			checks := []flagCheck{atLeast("workers", workers, 0)}
 			for _, m := range metrics {
+				checks = append(checks, oneOf("metrics", m, string(eval.LinkIdentity), string(eval.LinkRotation), string(eval.LinkLMNN)))
 				o.Metrics = append(o.Metrics, eval.LinkMetric(m))
 			}
-			if workers < 0 {
-				return fmt.Errorf("--workers %d: must not be negative", workers)
+			if err := checkFlags(checks...); err != nil {
+				return err
 			}
 			o.LMNN.Workers = workers
 			start := time.Now()

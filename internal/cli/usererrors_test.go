@@ -51,6 +51,8 @@ func TestUserErrors(t *testing.T) {
 		{"epsilon with an argument", append([]string{"privacy", "epsilon", "extra"}, schedule...), "takes no arguments", "extra"},
 		{"bench paillier with an argument", []string{"bench", "paillier", "extra"}, "veil: bench paillier takes no arguments", "extra"},
 		{"bench dphe with an argument", []string{"bench", "dphe", "extra"}, "veil: bench dphe takes no arguments", "extra"},
+		{"bench metric with an argument", []string{"bench", "metric", "extra"}, "veil: bench metric takes no arguments", "extra"},
+		{"bench unlink with an argument", []string{"bench", "unlink", "extra"}, "veil: bench unlink takes no arguments", "extra"},
 
 		// Flags that do not parse, or do not exist.
 		{"steps not a number", append([]string{"privacy", "epsilon"}, append(schedule, "--steps", "abc")...), `invalid argument "abc" for "--steps" flag: not a whole number (see veil privacy epsilon --help)`, "--steps"},
@@ -118,6 +120,10 @@ func TestUserErrors(t *testing.T) {
 		{"bench paillier randomness", []string{"bench", "paillier", "--randomness", "weak"}, `--randomness must be full or short-exponent, got "weak"`, "--randomness"},
 		{"bench dphe classes", []string{"bench", "dphe", "--classes", "-1"}, "--classes must be at least 1, got -1", "--classes"},
 		{"bench dphe small key", []string{"bench", "dphe", "--bits", "10"}, "--bits must be at least 2048", "--bits"},
+		{"bench metric mistyped second split", []string{"bench", "metric", "--data", missing, "--splits", "train,tset"}, `--splits must be train or test, got "tset"`, "--splits"},
+		{"bench metric negative workers", []string{"bench", "metric", "--data", missing, "--workers", "-1"}, "--workers must be at least 0, got -1", "--workers"},
+		{"bench unlink unknown metric", []string{"bench", "unlink", "--data", missing, "--metrics", "lmnn,pca"}, `--metrics must be identity, rotation or lmnn, got "pca"`, "--metrics"},
+		{"bench unlink negative workers", []string{"bench", "unlink", "--data", missing, "--workers", "-1"}, "--workers must be at least 0, got -1", "--workers"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
