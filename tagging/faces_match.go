@@ -169,6 +169,18 @@ func (o SuggestOptions) Validate() error {
 	return nil
 }
 
+// Accepts reports whether Suggest's rule proposes best, given the two
+// nearest people (Gallery.Nearest): best is a person within o.Distance and
+// no second person is within o.Margin of it. It is the rule alone, without
+// Suggest's per-photo and rejection rules, so benchmarks score exactly the
+// rule the library applies.
+func (o SuggestOptions) Accepts(best, second PersonDistance) bool {
+	if best.Person == 0 || best.Distance > o.Distance {
+		return false
+	}
+	return !(second.Person != 0 && second.Distance-best.Distance <= o.Margin)
+}
+
 // Unnamed is a face waiting for a suggestion.
 type Unnamed struct {
 	Face, Photo int64
@@ -230,10 +242,7 @@ func Suggest(named *Gallery, unnamed []Unnamed, rejected []Rejection, o SuggestO
 			exclude = func(p int64) bool { return photoPeople[p] || faceRej[p] }
 		}
 		best, second := named.Nearest(u.Descriptor, exclude)
-		if best.Person == 0 || best.Distance > o.Distance {
-			continue
-		}
-		if second.Person != 0 && second.Distance-best.Distance <= o.Margin {
+		if !o.Accepts(best, second) {
 			continue
 		}
 		out = append(out, Suggestion{Face: u.Face, Person: best.Person, Distance: best.Distance})

@@ -257,3 +257,28 @@ func TestSqDistRows128(t *testing.T) {
 		t.Fatal("a query of the wrong length matched")
 	}
 }
+
+// TestSuggestOptionsAccepts pins the rule's boundaries: a face exactly at
+// Distance is suggested, a second person exactly Margin farther makes it
+// abstain, and an empty best or second behaves as no person.
+func TestSuggestOptionsAccepts(t *testing.T) {
+	o := SuggestOptions{Distance: 0.5, Margin: 0.04}
+	none := PersonDistance{}
+	for _, c := range []struct {
+		name         string
+		best, second PersonDistance
+		want         bool
+	}{
+		{"no person", none, none, false},
+		{"within, alone", PersonDistance{1, 0.3}, none, true},
+		{"at distance", PersonDistance{1, 0.5}, none, true},
+		{"beyond distance", PersonDistance{1, 0.51}, none, false},
+		{"clear margin", PersonDistance{1, 0.3}, PersonDistance{2, 0.35}, true},
+		{"at margin", PersonDistance{1, 0.25}, PersonDistance{2, 0.29}, false},
+		{"inside margin", PersonDistance{1, 0.3}, PersonDistance{2, 0.31}, false},
+	} {
+		if got := o.Accepts(c.best, c.second); got != c.want {
+			t.Errorf("%s: Accepts(%v, %v) = %v, want %v", c.name, c.best, c.second, got, c.want)
+		}
+	}
+}

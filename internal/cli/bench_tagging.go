@@ -215,6 +215,7 @@ func scoreKNN(qs []tagQuery, dist, _ float64) tagSuggestScore {
 // same-photo rules do not arise) at a distance and margin.
 func scoreSuggest(qs []tagQuery, dist, margin float64) tagSuggestScore {
 	s := tagSuggestScore{Distance: dist, Margin: margin}
+	rule := tagging.SuggestOptions{Distance: dist, Margin: margin}
 	var sugK, rightK, sugS int
 	for _, q := range qs {
 		if q.stranger {
@@ -222,9 +223,7 @@ func scoreSuggest(qs []tagQuery, dist, margin float64) tagSuggestScore {
 		} else {
 			s.Known++
 		}
-		ok := q.best.Person != 0 && q.best.Distance <= dist &&
-			(q.second.Person == 0 || q.second.Distance-q.best.Distance > margin)
-		if !ok {
+		if !rule.Accepts(q.best, q.second) {
 			continue
 		}
 		if q.stranger {
