@@ -139,3 +139,53 @@ func TestCurveCacheBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestCurveCacheKeySeparatesParameters: events that differ in one
+// parameter only must not share a cached curve. For each pair, the first
+// event fills the cache and the second must still get its own curve, the
+// one an accountant without a cache computes.
+func TestCurveCacheKeySeparatesParameters(t *testing.T) {
+	pairs := []struct {
+		name string
+		a, b Event
+	}{
+		{"kind", Event{Kind: KindSubsampledGaussian, SamplingRate: 0.1, NoiseMultiplier: 1, Count: 1},
+			Event{Kind: KindSubsampledDiscreteGaussian, SamplingRate: 0.1, NoiseMultiplier: 1, Count: 1}},
+		{"sampling rate", Event{Kind: KindSubsampledGaussian, SamplingRate: 0.1, NoiseMultiplier: 1, Count: 1},
+			Event{Kind: KindSubsampledGaussian, SamplingRate: 0.2, NoiseMultiplier: 1, Count: 1}},
+		{"noise multiplier", Event{Kind: KindGaussian, NoiseMultiplier: 1, Count: 1},
+			Event{Kind: KindGaussian, NoiseMultiplier: 2, Count: 1}},
+		{"Laplace scale", Event{Kind: KindLaplace, LaplaceScale: 1, Count: 1},
+			Event{Kind: KindLaplace, LaplaceScale: 2, Count: 1}},
+		{"epsilon", Event{Kind: KindPureDP, Epsilon: 0.1, Count: 1},
+			Event{Kind: KindPureDP, Epsilon: 0.5, Count: 1}},
+	}
+	for _, p := range pairs {
+		cache, err := NewCurveCache(nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := NewAccountant(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cache.curve(p.a); err != nil {
+			t.Fatal(err)
+		}
+		got, err := cache.curve(p.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ref.curve(p.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("%s: after caching %+v, the curve of %+v at order %g is %g, want %g",
+					p.name, p.a, p.b, cache.orders[i], got[i], want[i])
+				break
+			}
+		}
+	}
+}
