@@ -3,15 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"github.com/veil-privacy/veil/internal/datadir"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/tagging"
 )
 
@@ -213,7 +214,7 @@ func TestLibraryAddSurvivesSIGKILL(t *testing.T) {
 			if final.photos[path] != sum {
 				t.Errorf("%s changed hash", path)
 			}
-			if a, b := earlier.faces[path], final.faces[path]; !equalIDs(a, b) {
+			if a, b := earlier.faces[path], final.faces[path]; !slices.Equal(a, b) {
 				t.Errorf("%s: faces %v before, %v after", path, a, b)
 			}
 		}
@@ -224,16 +225,4 @@ func TestLibraryAddSurvivesSIGKILL(t *testing.T) {
 		}
 	}
 	t.Logf("took %s", time.Since(start).Round(time.Second))
-}
-
-func equalIDs(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
