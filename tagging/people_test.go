@@ -3,7 +3,10 @@ package tagging
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func person(t *testing.T, l *Library, name string) Person {
@@ -240,4 +243,35 @@ func TestCoverAndPhotos(t *testing.T) {
 	if p := person(t, l, "Ada"); p.Cover != 0 {
 		t.Errorf("Ada's cover after its face became Bob's: %d", p.Cover)
 	}
+}
+
+// FuzzNormaliseName checks the invariants of name normalisation on any
+// input: an accepted name is 1 to 200 runes of valid UTF-8 without control
+// characters or runs of spaces, and normalising it again changes neither it
+// nor its lookup key (else a person could become unreachable by the name
+// veil prints for them).
+func FuzzNormaliseName(f *testing.F) {
+	for _, s := range []string{"Ann Lee", " Ann   Lee ", "  ann\t\nLEE ", "e\u0301", "\u00e9", "Stra\u00dfe", "a\x00b", "\xff", "\u200b", strings.Repeat("a", maxNameRunes+1)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		display, key, err := normaliseName(name)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidName) {
+				t.Fatalf("normaliseName(%q): %v, want ErrInvalidName", name, err)
+			}
+			return
+		}
+		n := utf8.RuneCountInString(display)
+		if n < 1 || n > maxNameRunes || !utf8.ValidString(display) || !utf8.ValidString(key) {
+			t.Fatalf("normaliseName(%q) = %q (%d runes)", name, display, n)
+		}
+		if strings.IndexFunc(display, unicode.IsControl) >= 0 || display != strings.Join(strings.Fields(display), " ") {
+			t.Fatalf("normaliseName(%q) = %q keeps control characters or extra spaces", name, display)
+		}
+		d2, k2, err := normaliseName(display)
+		if err != nil || d2 != display || k2 != key {
+			t.Fatalf("normaliseName(%q) = %q, %q; again: %q, %q, %v", name, display, key, d2, k2, err)
+		}
+	})
 }

@@ -678,6 +678,39 @@ func TestReadKeyFile(t *testing.T) {
 	}
 }
 
+// FuzzReadKeyFile checks that any key file content within the size limit
+// reads back as itself less one trailing "\n" or "\r\n", and that an empty
+// result or an oversized file is an error, never a passphrase.
+func FuzzReadKeyFile(f *testing.F) {
+	for _, s := range []string{"secret\n", "secret\r\n", "\n", "\r\n", "", "\r", "a\n\n", "\x00\xff"} {
+		f.Add([]byte(s))
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, content []byte) {
+		p := filepath.Join(dir, "key")
+		if err := os.WriteFile(p, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadKeyFile(p)
+		want := content
+		switch {
+		case bytes.HasSuffix(want, []byte("\r\n")):
+			want = want[:len(want)-2]
+		case bytes.HasSuffix(want, []byte("\n")):
+			want = want[:len(want)-1]
+		}
+		if len(want) == 0 || len(content) > maxKeyFile {
+			if err == nil {
+				t.Fatalf("ReadKeyFile(%q) = %q, want an error", content, got)
+			}
+			return
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("ReadKeyFile(%q) = %q, %v; want %q", content, got, err, want)
+		}
+	})
+}
+
 func TestDescriptorEncoding(t *testing.T) {
 	d := testDescriptor(4)
 	got, err := DecodeDescriptor(EncodeDescriptor(d))
