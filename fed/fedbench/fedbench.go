@@ -53,11 +53,10 @@ import (
 
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/ops"
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/fed/strategy"
 	"github.com/veil-privacy/veil/fed/wire"
-	"github.com/veil-privacy/veil/nn/arch"
-	"github.com/veil-privacy/veil/nn/loss"
 )
 
 // HeadParams is the number of values of the embedding head federated by
@@ -67,7 +66,8 @@ const HeadParams = 557824
 
 // Layout returns the tensors (names and shapes, zero values) of a model of
 // params values: the federated embedding head's own when params is
-// HeadParams, otherwise one tensor "w" of params values.
+// HeadParams (the layout of ops.InitialHead, the model veil fed
+// init-model writes), otherwise one tensor "w" of params values.
 func Layout(params int) (wire.Weights, error) {
 	if params < 1 {
 		return nil, fmt.Errorf("fedbench: a model needs at least one value, got %d", params)
@@ -75,27 +75,21 @@ func Layout(params int) (wire.Weights, error) {
 	if params != HeadParams {
 		return wire.Weights{{Name: "w", Shape: []int{params}, Values: make([]float32, params)}}, nil
 	}
-	m, err := arch.New(arch.Config{Kind: "head", Features: arch.HeadAgeGender})
+	ck, err := ops.InitialHead(ops.InitialHeadOptions{})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := loss.New(m.Params(), loss.Config{Kind: "distill", Classes: 1, Targets: [][]float32{unit(m.Config().Embedding)}}, m.Config().Embedding); err != nil {
+	w, err := ops.WeightsFromCheckpoint(ck)
+	if err != nil {
 		return nil, err
-	}
-	var w wire.Weights
-	for _, s := range m.Params().Specs() {
-		w = append(w, wire.Tensor{Name: s.Name, Shape: append([]int(nil), s.Shape...), Values: make([]float32, s.Size())})
 	}
 	if w.Len() != HeadParams {
 		return nil, fmt.Errorf("fedbench: the head has %d values, not %d", w.Len(), HeadParams)
 	}
+	for i := range w {
+		clear(w[i].Values)
+	}
 	return w, nil
-}
-
-func unit(d int) []float32 {
-	v := make([]float32, d)
-	v[0] = 1
-	return v
 }
 
 // CoordinatorName is the coordinator certificate's name in the folder
