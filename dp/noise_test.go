@@ -449,3 +449,33 @@ func TestReleaseOfSaturatedValuesDoesNotOverflow(t *testing.T) {
 		t.Errorf("saturated releases changed sign: %v", v)
 	}
 }
+
+// TestSingleDrawsIgnoreOtherTables: a Source keeps the table sampler of
+// its last vector release; single draws at another σ must not use it.
+// After a 256-coordinate release at σ = 100, Gaussian(1) and
+// NoisyGaussian(0, 1) must still have variance 1 (tested to ±5%, about
+// six standard errors at 20000 draws).
+func TestSingleDrawsIgnoreOtherTables(t *testing.T) {
+	const n = 20000
+	src := seeded(41)
+	src.AddGaussian64(make([]float64, 256), 100)
+	if src.gt == nil {
+		t.Fatal("a 256-coordinate release did not build a table sampler")
+	}
+	for _, draw := range []struct {
+		name string
+		f    func() float64
+	}{
+		{"Gaussian", func() float64 { return src.Gaussian(1) }},
+		{"NoisyGaussian", func() float64 { return src.NoisyGaussian(0, 1) }},
+	} {
+		var ss float64
+		for range n {
+			x := draw.f()
+			ss += x * x
+		}
+		if v := ss / n; math.Abs(v-1) > 0.05 {
+			t.Errorf("%s(σ = 1) after a release at σ = 100: variance %.3f, want 1", draw.name, v)
+		}
+	}
+}
