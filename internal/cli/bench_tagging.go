@@ -235,12 +235,19 @@ func scoreSuggest(qs []tagQuery, dist, margin float64) tagSuggestScore {
 			}
 		}
 	}
+	s.setRates(sugK, rightK, sugS)
+	return s
+}
+
+// setRates fills the shares from the counts of suggestions on named
+// people's faces (sugK), the right ones among them (rightK) and
+// suggestions on strangers' faces (sugS); Known and Strangers must be set.
+func (s *tagSuggestScore) setRates(sugK, rightK, sugS int) {
 	s.Precision = ratio(rightK, sugK)
 	s.Coverage = ratio(sugK, s.Known)
 	s.CorrectCoverage = ratio(rightK, s.Known)
 	s.StrangersSuggested = ratio(sugS, s.Strangers)
 	s.PrecisionAll = ratio(rightK, sugK+sugS)
-	return s
 }
 
 func ratio(a, b int) float64 {

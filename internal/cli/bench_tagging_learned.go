@@ -334,11 +334,7 @@ func scoreLibrarySuggestions(s *tagSplit, faceIDs []int64, skip func(row int) bo
 			}
 		}
 	}
-	sc.Precision = ratio(rightK, sugK)
-	sc.Coverage = ratio(sugK, sc.Known)
-	sc.CorrectCoverage = ratio(rightK, sc.Known)
-	sc.StrangersSuggested = ratio(sugS, sc.Strangers)
-	sc.PrecisionAll = ratio(rightK, sugK+sugS)
+	sc.setRates(sugK, rightK, sugS)
 	return sc
 }
 
