@@ -129,31 +129,44 @@ func DecodeFile(path string, lim Limits) (*RGB, DecodeInfo, error) {
 	if err := lim.Validate(); err != nil {
 		return nil, DecodeInfo{}, err
 	}
-	f, err := os.Open(path)
+	data, err := ReadFile(path, lim.MaxBytes)
 	if err != nil {
-		return nil, DecodeInfo{}, fileError(path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, DecodeInfo{}, fileError(path, err)
-	}
-	if st.IsDir() {
-		return nil, DecodeInfo{}, fmt.Errorf("%s is a folder, not an image file", path)
-	}
-	if st.Size() > lim.MaxBytes {
-		return nil, DecodeInfo{}, fmt.Errorf("%s: %w: file is %d bytes, limit %d", path, ErrTooLarge, st.Size(), lim.MaxBytes)
-	}
-	// Read at most MaxBytes+1 so a file that grows after Stat is still caught.
-	data, err := io.ReadAll(io.LimitReader(f, lim.MaxBytes+1))
-	if err != nil {
-		return nil, DecodeInfo{}, fileError(path, err)
+		return nil, DecodeInfo{}, err
 	}
 	m, info, err := Decode(data, lim)
 	if err != nil {
 		return nil, info, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, info, nil
+}
+
+// ReadFile reads an image file's bytes, for a caller that needs them
+// before decoding (to key a cache, say) and then calls Decode. A file
+// larger than maxBytes is refused from its size before being read (with
+// ErrTooLarge), a folder is refused, and at most maxBytes+1 bytes are read
+// so that a file growing after the size check is still caught by Decode.
+// Errors name the file once, as DecodeFile's do.
+func ReadFile(path string, maxBytes int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("%s is a folder, not an image file", path)
+	}
+	if st.Size() > maxBytes {
+		return nil, fmt.Errorf("%s: %w: file is %d bytes, limit %d", path, ErrTooLarge, st.Size(), maxBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	return data, nil
 }
 
 // fileError words an error opening or reading path: "cannot read

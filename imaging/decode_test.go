@@ -350,3 +350,41 @@ func TestDecodeFile(t *testing.T) {
 		}
 	}
 }
+
+// TestReadFile checks the file reading DecodeFile and the descriptor
+// cache share: sizes are refused before reading, folders are refused, and
+// errors name the file once.
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.jpg")
+	if err := os.WriteFile(good, []byte("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, err := ReadFile(good, 10)
+	if err != nil || string(data) != "0123456789" {
+		t.Fatalf("ReadFile at the limit: %q, %v", data, err)
+	}
+	tests := []struct {
+		path string
+		max  int64
+		is   error
+		want string
+	}{
+		{good, 9, ErrTooLarge, "file is 10 bytes, limit 9"},
+		{dir, 100, nil, "is a folder, not an image file"},
+		{filepath.Join(dir, "missing.jpg"), 100, os.ErrNotExist, "cannot read "},
+	}
+	for _, tc := range tests {
+		_, err := ReadFile(tc.path, tc.max)
+		if err == nil {
+			t.Errorf("%s (limit %d): no error", tc.path, tc.max)
+			continue
+		}
+		if tc.is != nil && !errors.Is(err, tc.is) {
+			t.Errorf("%s: %v, want %v", tc.path, err, tc.is)
+		}
+		if !strings.Contains(err.Error(), tc.want) || strings.Count(err.Error(), tc.path) != 1 {
+			t.Errorf("%s: %q, want it to say %q and name the file once", tc.path, err, tc.want)
+		}
+	}
+}

@@ -250,14 +250,7 @@ func describer(p *face.Pipeline, cache *desccache.Cache) eval.Describer {
 func cachedDescriber(cache *desccache.Cache, describe func(img *imaging.RGB) (eval.Described, error)) eval.Describer {
 	lim := imaging.DefaultLimits()
 	return func(path string) (eval.Described, error) {
-		st, err := os.Stat(path)
-		if err != nil {
-			return eval.Described{}, err
-		}
-		if st.Size() > lim.MaxBytes {
-			return eval.Described{}, fmt.Errorf("file is %d bytes, over the %d limit", st.Size(), lim.MaxBytes)
-		}
-		data, err := os.ReadFile(path)
+		data, err := imaging.ReadFile(path, lim.MaxBytes)
 		if err != nil {
 			return eval.Described{}, err
 		}
