@@ -402,3 +402,22 @@ func TestTableSamplerWordBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestExpSeriesBracketsAtLowPrecision checks expSeries' own error bound
+// where it matters: at g = 16..40 bits (expNegBounds calls it with 64
+// guard bits, which would hide a bound that is too small) its bracket must
+// contain ⌊exp(−r/den)·2^128⌋·2^(g−128) from expNegDigits' exact series.
+func TestExpSeriesBracketsAtLowPrecision(t *testing.T) {
+	for _, c := range []struct{ num, den int64 }{{1, 1}, {1, 3}, {2, 3}, {255, 256}, {7, 1000}, {999999, 1000000}, {12345, 65536}} {
+		d := expNegDigits(c.num, c.den, 2)
+		w := new(big.Int).SetUint64(d[0])
+		w.Lsh(w, 64).Or(w, new(big.Int).SetUint64(d[1])) // ⌊exp(−x)·2^128⌋
+		for g := uint(16); g <= 40; g++ {
+			lo, hi := expSeries(big.NewInt(c.num), big.NewInt(c.den), g)
+			// lo·2^(128−g) ≤ exp(−x)·2^128 ≤ hi·2^(128−g).
+			if new(big.Int).Lsh(lo, 128-g).Cmp(w) > 0 || new(big.Int).Lsh(hi, 128-g).Cmp(w) <= 0 {
+				t.Errorf("exp(−%d/%d) at %d bits: [%v, %v] does not bracket %v·2^−128", c.num, c.den, g, lo, hi, w)
+			}
+		}
+	}
+}
