@@ -572,15 +572,7 @@ func (l *Library) SuggestionsIn(s Space) ([]LibrarySuggestion, error) {
 			return nil, err
 		}
 	}
-	sugs, err := Suggest(mg, un, rs, s.Options)
-	if err != nil {
-		return nil, fmt.Errorf("tagging: %w", err)
-	}
-	res := make([]LibrarySuggestion, len(sugs))
-	for i, sg := range sugs {
-		res[i] = LibrarySuggestion{Suggestion: sg, Name: people[sg.Person].Name}
-	}
-	return res, nil
+	return namedSuggestions(mg, un, rs, people, s.Options)
 }
 
 // AcceptSuggestionsIn is AcceptSuggestions with the suggestions of space s

@@ -461,6 +461,12 @@ func (l *Library) Suggestions(o SuggestOptions) ([]LibrarySuggestion, error) {
 	if err != nil {
 		return nil, err
 	}
+	return namedSuggestions(g, un, rs, people, o)
+}
+
+// namedSuggestions runs Suggest and names each suggested person
+// (Suggestions, and SuggestionsIn in a learned metric's space).
+func namedSuggestions(g *Gallery, un []Unnamed, rs []Rejection, people map[int64]Person, o SuggestOptions) ([]LibrarySuggestion, error) {
 	sugs, err := Suggest(g, un, rs, o)
 	if err != nil {
 		return nil, fmt.Errorf("tagging: %w", err)
