@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"errors"
 	"math"
 	"path/filepath"
 	"strings"
@@ -158,5 +159,35 @@ func TestVerifyWithCosine(t *testing.T) {
 	}
 	if _, err := Verify(VerifyOptions{Test: single, Train: single, Metric: "hamming"}, describe); err == nil {
 		t.Error("unknown metric accepted")
+	}
+}
+
+// TestDescribeAllErrorWording checks the error DescribeAll hands to a
+// command's user: it names the failing path exactly once (adding it only
+// when the describer's error does not already) and has no package prefix.
+func TestDescribeAllErrorWording(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"bare error", errors.New("no face found"), "b.jpg: no face found"},
+		{"error naming the file", errors.New("cannot read b.jpg: permission denied"), "cannot read b.jpg: permission denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			describe := func(p string) (Described, error) {
+				if p == "b.jpg" {
+					return Described{}, tc.err
+				}
+				return Described{Descriptor: make([]float32, 128)}, nil
+			}
+			_, err := DescribeAll([]string{"a.jpg", "b.jpg"}, 1, describe, nil)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%v does not wrap the describer's error", err)
+			}
+		})
 	}
 }

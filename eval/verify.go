@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -195,7 +196,10 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 
 // DescribeAll runs describe on every path with the given number of workers
 // (at least one), calling progress after each image. It stops handing out
-// paths at the first error and returns that error, naming the path.
+// paths at the first error and returns that error, naming the path once
+// and in the user's words (the error is shown to the user of a command as
+// it is: no package prefix, and no second copy of a path the describer's
+// error already names, as imaging's file errors do).
 func DescribeAll(paths []string, workers int, describe Describer, progress func()) (map[string]Described, error) {
 	out := make(map[string]Described, len(paths))
 	var mu sync.Mutex
@@ -210,7 +214,10 @@ func DescribeAll(paths []string, workers int, describe Describer, progress func(
 				d, err := describe(p)
 				mu.Lock()
 				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("eval: %s: %w", p, err)
+					firstErr = err
+					if !strings.Contains(err.Error(), p) {
+						firstErr = fmt.Errorf("%s: %w", p, err)
+					}
 				}
 				out[p] = d
 				mu.Unlock()
