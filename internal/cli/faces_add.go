@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -35,10 +36,10 @@ malformed box, a box outside the photo or over another face, a photo not in the
 library, or bad input.`,
 		Example: `  veil faces add --library lib ~/Pictures/party.jpg --box 410,120,96,110
   veil faces add --library lib party.jpg --box 410,120,96,110 --person "Ada Lovelace" --json`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if box == "" {
-				return fmt.Errorf("give the face's box: --box X,Y,W,H (pixels)")
+				return errors.New("give the face's box: --box X,Y,W,H (pixels)")
 			}
 			b, err := tagging.ParseBox(box)
 			if err != nil {

@@ -163,6 +163,7 @@ func TestFacesBadInputs(t *testing.T) {
 		{"veil faces unassign takes FACE... (got 0 arguments)", []string{"faces", "unassign"}},
 		{"veil faces name takes FACE... --person NAME (got 0 arguments)", []string{"faces", "name", "--person", "Ada"}},
 		{"veil people merge takes FROM INTO (got 1 argument)", []string{"people", "merge", "Bob"}},
+		{"veil faces add takes PHOTO --box X,Y,W,H (got 0 arguments)", []string{"faces", "add", "--box", "1,2,30,30"}},
 		{"veil people photos takes NAME (got 2 arguments)", []string{"people", "photos", "Bob", "Ada"}},
 		// A typo in a subcommand is an error, not the group's help and
 		// status 0.

@@ -86,7 +86,7 @@ the library; 130 when interrupted (what was done is kept).`,
 		Example: `  veil library add --library lib ~/Pictures
   veil library add --library lib --json --quiet ~/Pictures/2024 ~/Desktop/scan.png
   VEIL_LIBRARY=lib veil library add ~/Pictures --forget-missing`,
-		Args: cobra.MinimumNArgs(1),
+		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if workers < 0 {
 				return fmt.Errorf("--workers %d: want 0 (every core) or more", workers)

@@ -121,7 +121,7 @@ func fmtNum(v any) string {
 func TestLibraryAddBadInputs(t *testing.T) {
 	lib := initTestLibrary(t)
 	mustFail(t, "cannot read", "library", "add", "--library", lib, filepath.Join(t.TempDir(), "nope"))
-	mustFail(t, "requires at least 1 arg", "library", "add", "--library", lib)
+	mustFail(t, "veil library add takes PATH... (got 0 arguments)", "library", "add", "--library", lib)
 	mustFail(t, "--workers", "library", "add", "--library", lib, "--workers", "-1", t.TempDir())
 	mustFail(t, "no library", "library", "status")
 	t.Setenv(envPassphrase, "wrong")
