@@ -96,7 +96,7 @@ func (r Rule) Combine(ssd, tiny []nets.Detection) []Face {
 	var pairs []pair
 	for i, s := range ssd {
 		for j, t := range tiny {
-			if v := boxIoU(detBox(s), detBox(t)); v >= r.PairIoU {
+			if v := detBox(s).IoU(detBox(t)); v >= r.PairIoU {
 				pairs = append(pairs, pair{i, j, v})
 			}
 		}
@@ -146,8 +146,8 @@ func (r Rule) Combine(ssd, tiny []nets.Detection) []Face {
 	for _, c := range cs {
 		dup := false
 		for _, k := range kept {
-			if c.i >= 0 && k.j >= 0 && boxIoU(detBox(ssd[c.i]), detBox(tiny[k.j])) >= r.PairIoU ||
-				c.j >= 0 && k.i >= 0 && boxIoU(detBox(tiny[c.j]), detBox(ssd[k.i])) >= r.PairIoU {
+			if c.i >= 0 && k.j >= 0 && detBox(ssd[c.i]).IoU(detBox(tiny[k.j])) >= r.PairIoU ||
+				c.j >= 0 && k.i >= 0 && detBox(tiny[c.j]).IoU(detBox(ssd[k.i])) >= r.PairIoU {
 				dup = true
 				break
 			}
@@ -165,21 +165,17 @@ func (r Rule) Combine(ssd, tiny []nets.Detection) []Face {
 
 func detBox(d nets.Detection) Box { return Box{X: d.X, Y: d.Y, Width: d.W, Height: d.H} }
 
-// boxIoU is the intersection over union of two boxes (0 when either is
+// IoU returns the intersection over union of b and o (0 when either is
 // empty).
-func boxIoU(a, b Box) float64 {
-	iw := math.Min(a.X+a.Width, b.X+b.Width) - math.Max(a.X, b.X)
-	ih := math.Min(a.Y+a.Height, b.Y+b.Height) - math.Max(a.Y, b.Y)
-	if iw <= 0 || ih <= 0 || a.Area() <= 0 || b.Area() <= 0 {
+func (b Box) IoU(o Box) float64 {
+	iw := math.Min(b.X+b.Width, o.X+o.Width) - math.Max(b.X, o.X)
+	ih := math.Min(b.Y+b.Height, o.Y+o.Height) - math.Max(b.Y, o.Y)
+	if iw <= 0 || ih <= 0 || b.Area() <= 0 || o.Area() <= 0 {
 		return 0
 	}
 	in := iw * ih
-	return in / (a.Area() + b.Area() - in)
+	return in / (b.Area() + o.Area() - in)
 }
-
-// IoU returns the intersection over union of b and o (0 when either is
-// empty).
-func (b Box) IoU(o Box) float64 { return boxIoU(b, o) }
 
 // Contains reports whether the point (x, y) lies in the box (edges
 // included).

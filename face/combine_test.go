@@ -84,7 +84,7 @@ func TestRuleCombinePairsBestOverlap(t *testing.T) {
 	if len(got) != 1 || got[0].SSDScore != 0.2 || got[0].Box.X != 35 {
 		t.Fatalf("got %+v, want one face pairing the tiny box with the SSD box at x 40", got)
 	}
-	if iou := boxIoU(detBox(ssd[1]), detBox(tiny[0])); !(iou > boxIoU(detBox(ssd[0]), detBox(tiny[0]))) {
+	if iou := detBox(ssd[1]).IoU(detBox(tiny[0])); !(iou > detBox(ssd[0]).IoU(detBox(tiny[0]))) {
 		t.Fatalf("test geometry: IoU %g", iou)
 	}
 }
