@@ -59,12 +59,7 @@ library, or bad input.`,
 					return err
 				}
 				if asJSON {
-					jf := jsonLibraryFace{ID: f.ID, Photo: f.Photo, Box: f.Box, Score: f.Score, Source: string(f.Source), AssignedBy: f.AssignedBy}
-					if f.PersonID != 0 {
-						name := f.Person
-						jf.Person = &name
-					}
-					return writeJSON(e.stdout, jf)
+					return writeJSON(e.stdout, toJSONLibraryFace(f))
 				}
 				fmt.Fprintf(e.stdout, "added face %d to %s at %.0f,%.0f,%.0f,%.0f", f.ID, f.Photo, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height)
 				if f.Person != "" {

@@ -109,6 +109,18 @@ type jsonLibraryFace struct {
 	AssignedBy string      `json:"assigned_by,omitempty"`
 }
 
+// toJSONLibraryFace converts a face for --json: person is null for a face
+// nobody is assigned to.
+func toJSONLibraryFace(f tagging.Face) jsonLibraryFace {
+	jf := jsonLibraryFace{ID: f.ID, Photo: f.Photo, Box: f.Box, Score: f.Score,
+		Source: string(f.Source), AssignedBy: f.AssignedBy}
+	if f.PersonID != 0 {
+		name := f.Person
+		jf.Person = &name
+	}
+	return jf
+}
+
 func newFacesListCmd(e *env) *cobra.Command {
 	var lf libraryFlags
 	var photo, person string
@@ -151,15 +163,7 @@ person or bad input.`,
 					return err
 				}
 				if asJSON {
-					return writeJSONList(e.stdout, "faces", fs, func(f tagging.Face) jsonLibraryFace {
-						jf := jsonLibraryFace{ID: f.ID, Photo: f.Photo, Box: f.Box, Score: f.Score,
-							Source: string(f.Source), AssignedBy: f.AssignedBy}
-						if f.PersonID != 0 {
-							name := f.Person
-							jf.Person = &name
-						}
-						return jf
-					})
+					return writeJSONList(e.stdout, "faces", fs, toJSONLibraryFace)
 				}
 				return writeTable(e.stdout, "FACE\tPERSON\tBOX\tSCORE\tSOURCE\tPHOTO", fs, func(f tagging.Face) string {
 					who := f.Person
