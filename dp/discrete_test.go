@@ -421,3 +421,45 @@ func TestExpSeriesBracketsAtLowPrecision(t *testing.T) {
 		}
 	}
 }
+
+// TestGridSensitivityWitness plays the adversary against the rounding
+// terms of Grid's accounting: neighbours v, v' with |v_i − v'_i| just
+// above γ on every coordinate snap 2 grid steps apart per coordinate
+// (0.5γ − ε rounds to 0, 1.5γ + ε to 2), so the integer sensitivity
+// reaches Δ/γ + Dim in L1 and Δ/γ + √Dim in L2 (both bounds tight). The charged ε
+// (LaplaceEpsilon) and multiplier (GaussianMultiplier) must cover the
+// integer distance the attacker actually produced.
+func TestGridSensitivityWitness(t *testing.T) {
+	const dim = 16
+	g := Grid{Gamma: 0.5, Scale: 1000, Dim: dim}
+	tiny := 1e-6
+	var l1Real, l1Int, l2RealSq, l2IntSq float64
+	for range dim {
+		v, w := (0.5-tiny)*g.Gamma, (1.5+tiny)*g.Gamma
+		k := float64(snap(w, g.Gamma) - snap(v, g.Gamma))
+		l1Real += w - v
+		l1Int += math.Abs(k)
+		l2RealSq += (w - v) * (w - v)
+		l2IntSq += k * k
+	}
+	if l1Int != 2*dim {
+		t.Fatalf("the witness moves %g grid steps in L1, want %d", l1Int, 2*dim)
+	}
+	eps, err := g.LaplaceEpsilon(l1Real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The discrete Laplace release of scale Scale is (l1Int/Scale)-DP
+	// for this pair, and no better.
+	if want := l1Int / float64(g.Scale); eps < want {
+		t.Errorf("LaplaceEpsilon(%g) = %g, below the %g the witness pair costs", l1Real, eps, want)
+	}
+	m, err := g.GaussianMultiplier(math.Sqrt(l2RealSq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pair costs multiplier Scale/‖k‖₂; the charged one must not be larger.
+	if have := float64(g.Scale) / math.Sqrt(l2IntSq); m > have {
+		t.Errorf("GaussianMultiplier(%g) = %g, above the %g the witness pair allows", math.Sqrt(l2RealSq), m, have)
+	}
+}
