@@ -186,14 +186,20 @@ person or bad input.`,
 
 // findPhoto returns the path under which the library recorded a photo the
 // user named: as typed, else as an absolute path.
+// Only "not in the library" falls through to the next form: any other
+// error (a damaged database) is returned as it is.
 func findPhoto(l *tagging.Library, path string) (string, error) {
-	if _, err := l.PhotoByPath(path); err == nil {
-		return path, nil
+	candidates := []string{path}
+	if abs, err := filepath.Abs(path); err == nil && abs != path {
+		candidates = append(candidates, abs)
 	}
-	abs, err := filepath.Abs(path)
-	if err == nil && abs != path {
-		if _, err := l.PhotoByPath(abs); err == nil {
-			return abs, nil
+	for _, p := range candidates {
+		_, err := l.PhotoByPath(p)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, tagging.ErrUnknownPhoto) {
+			return "", err
 		}
 	}
 	return "", fmt.Errorf("%s: %w", path, tagging.ErrUnknownPhoto)
