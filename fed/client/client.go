@@ -407,7 +407,13 @@ func SendUpdate(ctx context.Context, api fedpb.CoordinatorClient, h *fedpb.Updat
 	if err != nil {
 		return nil, err
 	}
+	// A Send that fails with io.EOF means the coordinator has already ended
+	// the stream (a refusal such as a revoked certificate); its status is
+	// read by CloseAndRecv, so EOF is never the error the caller sees.
 	if err := stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Header{Header: h}}); err != nil {
+		if errors.Is(err, io.EOF) {
+			return stream.CloseAndRecv()
+		}
 		return nil, err
 	}
 	err = w.Chunks(wire.DefaultChunk, func(b []byte) error {
