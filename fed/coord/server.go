@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"time"
 
 	"google.golang.org/grpc"
@@ -28,13 +29,21 @@ func (c *Coordinator) Service(rev *pki.Revocations) fedpb.CoordinatorServer {
 	return &service{c: c, rev: rev}
 }
 
-// ServiceWithIdentity returns the coordinator's gRPC service with each
-// caller identified by identify instead of its TLS certificate. It exists
-// so that the coordinator's cost can be measured without TLS (veil bench
-// fed): such a service believes whatever identify says, so it must never
-// be reachable by anyone but the process measuring it. Everything else
+// LoopbackService returns the coordinator's gRPC service with each caller
+// identified by identify instead of a TLS certificate, answering callers
+// on a loopback address only. It exists so that the coordinator's cost can
+// be measured without TLS (veil bench fed, package fedbench): identify is
+// believed as it stands, so the service checks on every call that the
+// caller's address is a loopback address (127.0.0.0/8 or ::1) and refuses
+// any other caller, whatever the server listens on. A served coordinator
+// must use Service: only mutual TLS authenticates a client, and any
+// process on the machine can reach a loopback port. Everything else
 // (enrolment, binding, validation, budgets) is the same.
-func (c *Coordinator) ServiceWithIdentity(identify func(context.Context) (string, error)) fedpb.CoordinatorServer {
+//
+// The check is on the peer's address rather than on the listener so that
+// registering this service by mistake on a server listening on every
+// interface still admits no one from another machine.
+func (c *Coordinator) LoopbackService(identify func(context.Context) (string, error)) fedpb.CoordinatorServer {
 	return &service{c: c, identify: identify}
 }
 
@@ -46,9 +55,12 @@ type service struct {
 }
 
 // who returns the calling client's identity from its verified certificate
-// (or from identify, see ServiceWithIdentity).
+// (or from identify, see LoopbackService).
 func (s *service) who(ctx context.Context) (string, error) {
 	if s.identify != nil {
+		if !fromLoopback(ctx) {
+			return "", status.Error(codes.PermissionDenied, "this coordinator service answers callers on this machine's loopback address only")
+		}
 		id, err := s.identify(ctx)
 		if err != nil {
 			return "", status.Error(codes.Unauthenticated, err.Error())
@@ -77,6 +89,17 @@ func (s *service) who(ctx context.Context) (string, error) {
 		}
 	}
 	return name, nil
+}
+
+// fromLoopback reports whether the caller of ctx is connected from a
+// loopback IP address.
+func fromLoopback(ctx context.Context) bool {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return false
+	}
+	a, ok := p.Addr.(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
 }
 
 func checkVersion(v uint32) error {

@@ -27,8 +27,8 @@
 // framing and the payload), divided by the updates.
 //
 // Without TLS the service identifies a client by a request header
-// (coord.Coordinator.ServiceWithIdentity): that mode exists for this
-// measurement only and listens on loopback.
+// (coord.Coordinator.LoopbackService): that mode exists for this
+// measurement only, listens on loopback and answers loopback callers only.
 package fedbench
 
 import (
@@ -240,7 +240,7 @@ func Serve(ctx context.Context, s Settings, listen string, ready func(addr strin
 		fedpb.RegisterCoordinatorServer(srv, co.Service(rev))
 	} else {
 		srv = grpc.NewServer(co.ServerOptions()...)
-		fedpb.RegisterCoordinatorServer(srv, co.ServiceWithIdentity(func(ctx context.Context) (string, error) {
+		fedpb.RegisterCoordinatorServer(srv, co.LoopbackService(func(ctx context.Context) (string, error) {
 			md, _ := metadata.FromIncomingContext(ctx)
 			if v := md.Get(clientHeader); len(v) == 1 && v[0] != "" {
 				return v[0], nil
