@@ -235,3 +235,57 @@ func TestNoisyArgmaxAdversary(t *testing.T) {
 		}
 	}
 }
+
+// TestMomentConditionBoundary pins the role of the 4γ term in Theorem 3's
+// condition q < (e^{2γ}−1)/(e^{4γ}−1) = 1/(e^{2γ}+1) =: q*.
+//
+// Why q* is exactly where the bound ends: at q = q*,
+// 1−q* = e^{2γ}/(e^{2γ}+1) and 1−e^{2γ}q* = 1/(e^{2γ}+1), so
+// (1−q*)/(1−e^{2γ}q*) = e^{2γ} and the bound is
+// log((1−q*)e^{2γl} + q*e^{2γl}) = 2γl, the trivial moment of a (2γ, 0)-DP
+// answer. Below q* Theorem 3 is tighter than 2γl; above it, it is looser
+// (so the minimum falls back), and from q = e^{−2γ} on, 1−e^{2γ}q ≤ 0 and
+// the formula is not even defined. Hence two pins:
+//
+//   - just below q* the data-dependent value must be returned. At γ = 0.5,
+//     l = 1 (data-independent bound min(2·0.25·2, 1) = 1, q* = 1/(e+1) =
+//     0.2689414): q = 0.25 gives log(¾·3/(4−e) + e/4) = log(9/(4(4−e)) +
+//     e/4) = log(1.755454 + 0.679570) = 0.8899577; q = 0.2689 gives
+//     0.9997354 (same formula, computed to 30 digits with mpmath). Writing
+//     e^{cγ} with c > 4 for the 4γ term moves the condition below 0.2689
+//     already at c = 4.01 ((e−1)/(e^{2.005}−1) = 0.26743) and the answer
+//     would become 1.
+//   - between e^{−2γ} and 1 the data-independent bound must be returned,
+//     never NaN. At γ = 3, l = 1 (bound min(2·9·2, 6) = 6): e^{−6} =
+//     0.0024788 < q = 0.0025, and 1−e^6·0.0025 = −0.0086 < 0, while
+//     q* = 0.0024726. With c < 4, e.g. c = 3.99, the condition becomes
+//     (e^6−1)/(e^{11.97}−1) = 0.002549 > q and the formula's log of a
+//     negative number would be returned as NaN.
+func TestMomentConditionBoundary(t *testing.T) {
+	tests := []struct {
+		name        string
+		gamma, q, l float64
+		want        float64
+	}{
+		{"below q*, γ=0.5, q=0.25", 0.5, 0.25, 1, 0.8899577},
+		{"just below q*, γ=0.5, q=0.2689", 0.5, 0.2689, 1, 0.9997354},
+		{"past e^-2γ, γ=3, q=0.0025", 3, 0.0025, 1, 6},
+		{"past e^-2γ, γ=1, q=0.5", 1, 0.5, 2, 4},
+	}
+	for _, tc := range tests {
+		got := DataDependentMoment(tc.gamma, tc.q, tc.l)
+		if math.IsNaN(got) || math.Abs(got-tc.want) > 1e-7 {
+			t.Errorf("%s: moment %.7f, want %.7f", tc.name, got, tc.want)
+		}
+	}
+	// The boundary itself: at q* the bound meets 2γl from below (l = 3 with
+	// γ(l+1) ≥ 1, so that 2γl is also the data-independent bound).
+	for _, g := range []float64{0.5, 2} {
+		qs := 1 / (math.Exp(2*g) + 1)
+		l := 3.0
+		got := DataDependentMoment(g, qs*(1-1e-7), l)
+		if got > 2*g*l || 2*g*l-got > 1e-4 {
+			t.Errorf("γ=%g: moment just below q* = %g, want just under 2γl = %g", g, got, 2*g*l)
+		}
+	}
+}
