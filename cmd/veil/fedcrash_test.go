@@ -227,7 +227,7 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 	coordArgs := []string{"fed", "coordinator", "--state", state, "--pki", pkiDir, "--listen", addr, "--init", initPath, "--out", outPath,
 		"--rounds", strconv.Itoa(rounds), "--min-available", "3", "--min-updates", "3", "--fraction", "1", "--deadline", "40s",
 		"--local-steps", "5", "--clip", "1", "--delta", "1e-5", "--noise-multiplier", "1", "--max-update-norm", "100",
-		"--linger", "15s", "--json"}
+		"--server-lr", "1", "--linger", "15s", "--json"}
 	co := ps.start("coordinator-1", coordArgs...)
 	// Each client trains for a different time, so a round stays open with
 	// some updates accepted and others still coming.
@@ -351,8 +351,9 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 			t.Errorf("%s's report %q (%v)", n, clients[i].stdout.String(), err)
 		}
 	}
-	// Every update folded once: FedAvg's uniform mean adds (0.01 + 0.02 +
-	// 0.06)/3 = 0.03 per round (an update counted twice would change it).
+	// Every update folded once: FedAvg's uniform mean at η = 1 adds (0.01 +
+	// 0.02 + 0.06)/3 = 0.03 per round (an update counted twice would
+	// change it).
 	h, err := trained.LoadHead(outPath)
 	if err != nil {
 		t.Fatalf("the final model is not a head checkpoint: %v", err)

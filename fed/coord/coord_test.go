@@ -180,9 +180,11 @@ func TestThreeClientsTwoRoundsOverMutualTLS(t *testing.T) {
 	if err := <-h.done; err != nil {
 		t.Fatal(err)
 	}
-	// Uniform FedAvg: each round adds the mean delta (0.1+0.2+0.6)/3 = 0.3.
+	// Uniform FedAvg under DP, the server learning rate by default
+	// round(√3) = 2 (strategy.DefaultServerLR): each round adds twice the
+	// mean delta (0.1+0.2+0.6)/3 = 0.3.
 	w, _ := h.co.Model()
-	want := []float32{1.6, 2.6, 3.6, 4.6}
+	want := []float32{2.2, 3.2, 4.2, 5.2}
 	for i, v := range w[0].Values {
 		if math.Abs(float64(v-want[i])) > 1e-6 {
 			t.Fatalf("model %v, want %v", w[0].Values, want)

@@ -528,7 +528,7 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 	} else {
 		mean, err := r.sum.Mean()
 		if err == nil {
-			next, nextState, err = c.strat.Apply(c.model, mean, c.stratSt)
+			next, nextState, err = c.strat.Apply(c.model, mean, r.sum.Count, c.stratSt)
 		}
 		if err == nil {
 			err = next.CheckFinite()

@@ -167,6 +167,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("--strategy %q: want fedavg or fedsgd", c.Strategy)
 	case c.Weighting != "" && c.Weighting != "uniform" && c.Weighting != "examples":
 		return fmt.Errorf("--weighting %q: want uniform or examples", c.Weighting)
+	case c.ServerLR < 0:
+		return fmt.Errorf("--server-lr must not be negative, got %g (0: the default)", c.ServerLR)
 	case c.Strategy == "fedsgd" && !(c.ServerLR > 0):
 		return errors.New("--strategy fedsgd needs --server-lr > 0 (the coordinator applies the optimiser step)")
 	case c.Strategy == "fedavg" && c.Momentum != 0:

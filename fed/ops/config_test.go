@@ -102,6 +102,7 @@ func TestConfigOptionsNameTheFlag(t *testing.T) {
 		{func(c *ops.Config) { c.Strategy = "fedprox" }, `--strategy "fedprox": want fedavg or fedsgd`},
 		{func(c *ops.Config) { c.Weighting = "size" }, `--weighting "size"`},
 		{func(c *ops.Config) { c.Strategy = "fedsgd" }, "--strategy fedsgd needs --server-lr > 0"},
+		{func(c *ops.Config) { c.ServerLR = -1 }, "--server-lr must not be negative"},
 		{func(c *ops.Config) { c.Momentum = 0.9 }, "--momentum is for --strategy fedsgd"},
 		{func(c *ops.Config) { c.Strategy, c.ServerLR, c.Momentum = "fedsgd", 1, 1 }, "--momentum must be in [0, 1)"},
 		{func(c *ops.Config) { c.Rounds = 0 }, "--rounds must be at least 1, got 0"},

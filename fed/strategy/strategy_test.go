@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -37,7 +38,7 @@ func round(t *testing.T, s Strategy, model wire.Weights, state wire.Weights, upd
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, st, err := s.Apply(model, mean, state)
+	next, st, err := s.Apply(model, mean, len(updates), state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,5 +102,67 @@ func TestBadOptionsAndUpdates(t *testing.T) {
 	}
 	if _, err := sum.Mean(); err == nil {
 		t.Error("mean of nothing")
+	}
+}
+
+// TestDefaultServerLR: FedAvg's η is 1 without DP and √K rounded under DP
+// (3 for the 8 clients veil fed sim measured); FedSGD has none.
+func TestDefaultServerLR(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		dp      bool
+		updates int
+		want    float64
+	}{
+		{"fedavg", false, 1, 1}, {"fedavg", false, 8, 1}, {"fedavg", false, 100, 1},
+		{"fedavg", true, 1, 1}, {"fedavg", true, 2, 1}, {"fedavg", true, 3, 2}, {"fedavg", true, 6, 2},
+		{"fedavg", true, 7, 3}, {"fedavg", true, 8, 3}, {"fedavg", true, 12, 3}, {"fedavg", true, 13, 4},
+		{"fedavg", true, 100, 10},
+	} {
+		got, err := DefaultServerLR(c.name, c.dp, c.updates)
+		if err != nil || got != c.want {
+			t.Errorf("%s, DP %v, %d updates: η = %g (%v), want %g", c.name, c.dp, c.updates, got, err, c.want)
+		}
+	}
+	if _, err := DefaultServerLR("fedsgd", true, 8); err == nil {
+		t.Error("fedsgd got a default server learning rate")
+	}
+	if _, err := DefaultServerLR("fedprox", true, 8); err == nil {
+		t.Error("an unknown strategy got a default server learning rate")
+	}
+}
+
+// TestFedAvgStepsByTheRoundsUpdates: under DP without a configured η,
+// Apply moves the model by round(√K) times the mean of K updates, worked
+// out for each round; a configured η is used as it is.
+func TestFedAvgStepsByTheRoundsUpdates(t *testing.T) {
+	model := vec(1, 2)
+	auto, err := New(Options{Name: "fedavg", DP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed, err := New(Options{Name: "fedavg", DP: true, ServerLR: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		s       Strategy
+		k       int
+		step    float64
+		explain string
+	}{{auto, 8, 3, "√8 → 3"}, {auto, 4, 2, "√4 = 2"}, {auto, 2, 1, "√2 → 1"}, {fixed, 8, 0.5, "configured"}} {
+		updates := make([]wire.Weights, c.k)
+		for i := range updates {
+			updates[i] = vec(float32(i%2), 1) // mean (⌊k/2⌋/k, 1)
+		}
+		next, _ := round(t, c.s, model, nil, updates, make([]uint64, c.k))
+		mean0 := float64(c.k/2) / float64(c.k)
+		near(t, fmt.Sprintf("%d updates (%s)", c.k, c.explain), next, 1+c.step*mean0, 2+c.step)
+		if got := c.s.ServerLR(c.k); got != c.step {
+			t.Errorf("%d updates (%s): ServerLR %g, want %g", c.k, c.explain, got, c.step)
+		}
+	}
+	if _, _, err := auto.Apply(model, vec(1, 1), 0, nil); err == nil {
+		t.Error("a mean of no updates applied")
 	}
 }

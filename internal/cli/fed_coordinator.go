@@ -96,6 +96,14 @@ each client calibrate its noise to its own budget), and closes when every
 selected client is counted or at the --deadline (failed below
 --min-updates). Updates above --max-update-norm are refused.
 
+Server learning rate: FedAvg adds --server-lr times the mean of the round's
+updates. By default that is 1 without DP and, with --dp, √K rounded to a
+whole number, K the updates in the round (3 for 8 clients), the setting
+veil fed sim measured: each client's DP noise is averaged down by √K while
+their common signal is not, and each client's optimiser scales its steps
+to its own noise, so η = 1 would move the model √K times too little.
+FedSGD has no default: give --server-lr (and --momentum).
+
 Configuration file: --config FILE is JSON whose keys are these flags' names
 (all but --config, --json and --log-*; e.g. {"state": "coord.db", "rounds":
 20, "deadline": "5m", "dp": true}); unknown keys are refused, and flags
@@ -143,7 +151,7 @@ learn it, then exits 0.`,
 	fl.IntVar(&c.CentreCount, "centre-count", c.CentreCount, "with --eval-data: how many of --centre-images to average")
 	fl.StringVar(&c.Strategy, "strategy", c.Strategy, "fedavg or fedsgd")
 	fl.StringVar(&c.Weighting, "weighting", "", "FedAvg's mean: uniform or examples (default: uniform with --dp, else examples)")
-	fl.Float64Var(&c.ServerLR, "server-lr", 0, "server learning rate (FedAvg default 1; under DP set it near the square root of the clients per round, e.g. 3 for 8: each client's noise is averaged away by √K, measured with veil fed sim; required by fedsgd)")
+	fl.Float64Var(&c.ServerLR, "server-lr", 0, "server learning rate η (default for fedavg: with --dp the square root of the updates in the round, rounded (3 for 8), as veil fed sim; 1 with --dp=false; fedsgd: required)")
 	fl.Float64Var(&c.Momentum, "momentum", 0, "FedSGD's server momentum in [0, 1)")
 	fl.IntVar(&c.Rounds, "rounds", c.Rounds, "rounds to run (done or failed)")
 	fl.Float64Var(&c.Fraction, "fraction", c.Fraction, "fraction of the available clients selected per round, in (0, 1]")

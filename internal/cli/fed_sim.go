@@ -31,6 +31,12 @@ type fedSimFlags struct {
 }
 
 func newFedSimCmd(e *env) *cobra.Command {
+	cmd, _ := fedSimCmd(e)
+	return cmd
+}
+
+// fedSimCmd returns the command and the flags it fills.
+func fedSimCmd(e *env) (*cobra.Command, *fedSimFlags) {
 	f := &fedSimFlags{}
 	cmd := &cobra.Command{
 		Use:   "sim",
@@ -46,11 +52,13 @@ train's embedding head on public age/gender features by distillation
 
 --strategy fedavg: each round every client trains --local-epochs epochs from
 the round's model and sends the difference of weights; the coordinator adds
-their uniform mean times --server-lr (under DP 3 by default, about the square
-root of 8: each client's Adam scales its steps to its own noise, and the mean
-of 8 clients' noises is √8 smaller; 1 without DP). --strategy fedsgd: each
-client sends one gradient over all its data (one plain SGD step, B = ∞) and
-the coordinator takes an SGD step with momentum (--server-lr, --momentum).
+their uniform mean times --server-lr, by default (as veil fed coordinator's)
+under DP the square root of the updates in the round rounded to a whole
+number, 3 for 8 clients (each client's Adam scales its steps to its own
+noise, and the mean of K clients' noises is √K smaller), and 1 without DP.
+--strategy fedsgd: each client sends one gradient over all its data (one
+plain SGD step, B = ∞) and the coordinator takes an SGD step with momentum
+(--server-lr, 1 by default here, and --momentum).
 
 Under DP (the default; --no-dp turns it off) every client has a budget of
 --target-epsilon at --delta per --privacy-unit (identity: all the images of
@@ -82,7 +90,7 @@ more.`,
 	fl.Float64Var(&f.lr, "lr", 0.002, "local learning rate (FedAvg: of --optimizer; FedSGD: of the one SGD step, which the update divides out)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "FedAvg's local optimiser: sgd or adam")
 	fl.Float64Var(&f.weightDecay, "weight-decay", 5e-4, "FedAvg's local weight decay")
-	fl.Float64Var(&f.serverLR, "server-lr", 0, "the coordinator's learning rate (default: FedAvg 3 under DP and 1 without, FedSGD 1)")
+	fl.Float64Var(&f.serverLR, "server-lr", 0, "the coordinator's learning rate η (default: FedAvg under DP √(updates per round) rounded, 3 for 8 clients, and 1 without DP; FedSGD 1)")
 	fl.Float64Var(&f.momentum, "momentum", 0.9, "FedSGD: the coordinator's momentum")
 	fl.BoolVar(&f.noDP, "no-dp", false, "train without DP-SGD (no privacy: the reference)")
 	fl.Float64Var(&f.targetEps, "target-epsilon", 8, "each client's privacy budget ε, spent over all the rounds")
@@ -110,51 +118,13 @@ more.`,
 	fl.BoolVar(&f.alone, "alone", false, "instead of federating, train each client alone on its own identities (same rounds, epochs and budget) and report each one's accuracy, their mean and the best")
 	f.head.register(cmd)
 	_ = fl.Set("features", arch.HeadAgeGender)
-	return cmd
+	return cmd, f
 }
 
 func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
-	changed := cmd.Flags().Changed
-	if f.noDP {
-		for _, n := range []string{"target-epsilon", "delta", "clip", "privacy-unit", "max-per-identity"} {
-			if changed(n) {
-				return fmt.Errorf("fed sim: --%s is a DP setting; it does not apply with --no-dp", n)
-			}
-		}
-	}
-	if f.strategy == "fedsgd" && changed("local-epochs") {
-		return errors.New("fed sim: FedSGD takes one local step a round; --local-epochs is for fedavg")
-	}
-	if f.strategy == "fedavg" && changed("momentum") {
-		return errors.New("fed sim: --momentum is the coordinator's, for fedsgd")
-	}
-	momentum := f.momentum
-	if f.strategy != "fedsgd" {
-		momentum = 0
-	}
-	serverLR := f.serverLR
-	if serverLR == 0 {
-		serverLR = defaultServerLR(f.strategy, !f.noDP)
-	}
-	def := datadir.Default()
-	o := training.Options{
-		Model: training.ModelOptions{Kind: "head", Features: f.head.features, Loss: "distill"},
-		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, MaxPeople: f.maxPeople, CentreImages: f.centreDir, CentreCount: f.centreCount},
-		Optim: training.OptimOptions{Batch: f.batch, MicroBatch: f.microBatch, Optimizer: f.optimizer, LearningRate: f.lr,
-			WeightDecay: f.weightDecay, Seed: f.seed},
-		Epochs: 1,
-		// LoadData writes nothing; Validate wants a checkpoint path.
-		Checkpoint: filepath.Join(os.TempDir(), "veil-fed-sim-unused.ckpt"),
-		Describers: training.Describers{Inputs: f.head.openInputs, Teacher: f.head.openDescriber},
-	}
-	if o.Data.LFW == "" {
-		o.Data.LFW = filepath.Join(def, "lfw")
-	}
-	if o.Data.CentreImages == "" {
-		o.Data.CentreImages = filepath.Join(def, "mtfl", "net_7876")
-	}
-	if err := o.Validate(); err != nil {
-		return fmt.Errorf("fed sim: %w", err)
+	so, o, err := f.options(cmd.Flags().Changed)
+	if err != nil {
+		return err
 	}
 	quiet := f.head.quiet
 	draw := &trainProgress{w: e.stderr, quiet: quiet}
@@ -164,14 +134,7 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 	if err != nil {
 		return fmt.Errorf("fed sim: %w", err)
 	}
-	so := sim.Options{Data: data, Model: o.Model, Optim: o.Optim,
-		Partition: dataset.PartitionOptions{Clients: f.clients, Alpha: f.alpha, Seed: f.partitionSeed},
-		Strategy:  f.strategy, Rounds: f.rounds, LocalEpochs: f.localEpochs, Batch: f.batch, LearningRate: f.lr,
-		ServerLR: serverLR, Momentum: momentum, Dropout: f.dropout, Stragglers: f.stragglers, RoundTimeout: f.roundTimeout,
-		MinUpdates: f.minUpdates, Parallel: f.parallel, Seed: f.seed, Dir: f.dir, EMA: f.ema, Curve: f.curve, Logger: slog.New(slog.DiscardHandler)}
-	if !f.noDP {
-		so.DP = &sim.DP{Epsilon: f.targetEps, Delta: f.delta, Clip: f.clip, Unit: f.unit, MaxPerIdentity: f.maxPerIdentity}
-	}
+	so.Data = data
 	if !quiet {
 		start := time.Now()
 		so.Progress = func(s string) { fmt.Fprintf(e.stderr, "[%5.0fs] %s\n", time.Since(start).Seconds(), s) }
@@ -199,24 +162,63 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 	return nil
 }
 
-// defaultServerLR is the coordinator's learning rate when --server-lr is
-// not given. FedAvg under DP: 3, about √8 for 8 clients. Each client's
-// local Adam scales its steps by the inverse of its own noise, which is
-// that of a batch 8 times smaller than the federation's; the mean of 8
-// independent noises is √8 smaller, so η ≈ √K gives the averaged update
-// the step size an optimiser seeing the federation's mean would take
-// (see the package documentation of fed/sim). Measured on all 4,038 of
-// LFW's development training identities, 8 clients, 20 rounds, ε = 8 per
-// identity per client: development-pairs accuracy 0.752, 0.763 and 0.768
-// at η = 3 (three runs), 0.747 at η = 5, 0.735 at η = 1, each client alone
-// 0.732 and 0.738 on average, 0.730 as initialised. Without DP there is
-// no noise to average and FedAvg's η = 1 applies; FedSGD's server
-// SGD+momentum takes 1.
-func defaultServerLR(strategy string, dp bool) float64 {
-	if strategy == "fedavg" && dp {
-		return 3
+// options checks the flags (changed says which were given) and returns
+// the simulation's options, all but its data, and veil train's options
+// that load the data.
+func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, training.Options, error) {
+	if f.noDP {
+		for _, n := range []string{"target-epsilon", "delta", "clip", "privacy-unit", "max-per-identity"} {
+			if changed(n) {
+				return sim.Options{}, training.Options{}, fmt.Errorf("fed sim: --%s is a DP setting; it does not apply with --no-dp", n)
+			}
+		}
 	}
-	return 1
+	if f.strategy == "fedsgd" && changed("local-epochs") {
+		return sim.Options{}, training.Options{}, errors.New("fed sim: FedSGD takes one local step a round; --local-epochs is for fedavg")
+	}
+	if f.strategy == "fedavg" && changed("momentum") {
+		return sim.Options{}, training.Options{}, errors.New("fed sim: --momentum is the coordinator's, for fedsgd")
+	}
+	momentum := f.momentum
+	if f.strategy != "fedsgd" {
+		momentum = 0
+	}
+	// FedAvg's default η is the library's (strategy.DefaultServerLR), as
+	// veil fed coordinator's. FedSGD has none there; 1 is this
+	// experiment's setting (the README's FedSGD row).
+	serverLR := f.serverLR
+	if serverLR == 0 && f.strategy == "fedsgd" {
+		serverLR = 1
+	}
+	def := datadir.Default()
+	o := training.Options{
+		Model: training.ModelOptions{Kind: "head", Features: f.head.features, Loss: "distill"},
+		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, MaxPeople: f.maxPeople, CentreImages: f.centreDir, CentreCount: f.centreCount},
+		Optim: training.OptimOptions{Batch: f.batch, MicroBatch: f.microBatch, Optimizer: f.optimizer, LearningRate: f.lr,
+			WeightDecay: f.weightDecay, Seed: f.seed},
+		Epochs: 1,
+		// LoadData writes nothing; Validate wants a checkpoint path.
+		Checkpoint: filepath.Join(os.TempDir(), "veil-fed-sim-unused.ckpt"),
+		Describers: training.Describers{Inputs: f.head.openInputs, Teacher: f.head.openDescriber},
+	}
+	if o.Data.LFW == "" {
+		o.Data.LFW = filepath.Join(def, "lfw")
+	}
+	if o.Data.CentreImages == "" {
+		o.Data.CentreImages = filepath.Join(def, "mtfl", "net_7876")
+	}
+	if err := o.Validate(); err != nil {
+		return sim.Options{}, training.Options{}, fmt.Errorf("fed sim: %w", err)
+	}
+	so := sim.Options{Model: o.Model, Optim: o.Optim,
+		Partition: dataset.PartitionOptions{Clients: f.clients, Alpha: f.alpha, Seed: f.partitionSeed},
+		Strategy:  f.strategy, Rounds: f.rounds, LocalEpochs: f.localEpochs, Batch: f.batch, LearningRate: f.lr,
+		ServerLR: serverLR, Momentum: momentum, Dropout: f.dropout, Stragglers: f.stragglers, RoundTimeout: f.roundTimeout,
+		MinUpdates: f.minUpdates, Parallel: f.parallel, Seed: f.seed, Dir: f.dir, EMA: f.ema, Curve: f.curve, Logger: slog.New(slog.DiscardHandler)}
+	if !f.noDP {
+		so.DP = &sim.DP{Epsilon: f.targetEps, Delta: f.delta, Clip: f.clip, Unit: f.unit, MaxPerIdentity: f.maxPerIdentity}
+	}
+	return so, o, nil
 }
 
 // printFedSim prints the readable summary of a simulation.

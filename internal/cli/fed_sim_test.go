@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/veil-privacy/veil/fed/strategy"
 )
 
 // TestFedSimRefusesContradictoryFlags: settings that would be silently
@@ -28,8 +31,8 @@ func TestFedSimRefusesContradictoryFlags(t *testing.T) {
 // TestFedSimDefaultsAreTheExperiment: veil fed sim without flags runs the
 // experiment's settings (the package documentation of fed/sim and the
 // README's table): 20 rounds of one local epoch at batch 64 and Adam's
-// 0.002, and FedAvg's server learning rate 3 under DP (1 without DP and
-// for FedSGD).
+// 0.002, and FedAvg's server learning rate 3 under DP for its 8 clients
+// (1 without DP), FedSGD's 1.
 func TestFedSimDefaultsAreTheExperiment(t *testing.T) {
 	cmd := newFedSimCmd(&env{})
 	want := map[string]string{"clients": "8", "strategy": "fedavg", "rounds": "20", "local-epochs": "1", "batch": "64", "lr": "0.002",
@@ -41,12 +44,74 @@ func TestFedSimDefaultsAreTheExperiment(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		strategy string
-		dp       bool
-		want     float64
-	}{{"fedavg", true, 3}, {"fedavg", false, 1}, {"fedsgd", true, 1}, {"fedsgd", false, 1}} {
-		if got := defaultServerLR(c.strategy, c.dp); got != c.want {
-			t.Errorf("server learning rate of %s (DP %v): %g, want %g", c.strategy, c.dp, got, c.want)
+		args []string
+		want float64
+	}{{nil, 3}, {[]string{"--no-dp"}, 1}, {[]string{"--strategy", "fedsgd"}, 1}, {[]string{"--strategy", "fedsgd", "--no-dp"}, 1},
+		{[]string{"--server-lr", "5"}, 5}} {
+		if got := simServerLR(t, 8, c.args...); got != c.want {
+			t.Errorf("%v: server learning rate %g with 8 clients, want %g", c.args, got, c.want)
 		}
+	}
+}
+
+// simServerLR is the server learning rate veil fed sim's coordinator
+// applies to a round of k updates, with args.
+func simServerLR(t *testing.T, k int, args ...string) float64 {
+	t.Helper()
+	cmd, f := fedSimCmd(&env{})
+	if err := cmd.ParseFlags(append([]string{"--clients", strconv.Itoa(k), "--data", t.TempDir()}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	so, _, err := f.options(cmd.Flags().Changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := strategy.New(so.StrategyOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.ServerLR(k)
+}
+
+// TestFedCoordinatorServerLRIsFedSims: veil fed coordinator without
+// --server-lr applies to a round of K updates the η veil fed sim applies
+// with K clients, under DP and without (the coordinator took 1 under DP
+// where veil fed sim took 3).
+func TestFedCoordinatorServerLRIsFedSims(t *testing.T) {
+	for _, dp := range []bool{true, false} {
+		for _, k := range []int{1, 2, 3, 4, 8, 9, 16, 100} {
+			cmd, f := coordinatorCmd(&env{})
+			args := []string{"--state", "state.db", "--min-available", strconv.Itoa(k), "--min-updates", strconv.Itoa(k)}
+			var simArgs []string
+			if !dp {
+				args, simArgs = append(args, "--dp=false"), []string{"--no-dp"}
+			}
+			if err := cmd.ParseFlags(args); err != nil {
+				t.Fatal(err)
+			}
+			o, err := f.cfg.Options()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := strategy.New(o.Strategy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			coordLR, simLR := s.ServerLR(k), simServerLR(t, k, simArgs...)
+			if coordLR != simLR {
+				t.Errorf("DP %v, %d updates a round: the coordinator's η %g, veil fed sim's %g", dp, k, coordLR, simLR)
+			}
+			if want := 3.0; dp && k == 8 && coordLR != want {
+				t.Errorf("DP, 8 updates a round: η %g, want the measured %g", coordLR, want)
+			}
+		}
+	}
+	// FedSGD has no default on a real coordinator.
+	cmd, f := coordinatorCmd(&env{})
+	if err := cmd.ParseFlags([]string{"--state", "state.db", "--strategy", "fedsgd"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cfg.Options(); err == nil || !strings.Contains(err.Error(), "--server-lr") {
+		t.Errorf("fedsgd without --server-lr: %v", err)
 	}
 }
