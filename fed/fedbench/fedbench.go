@@ -57,6 +57,7 @@ import (
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/fed/strategy"
 	"github.com/veil-privacy/veil/fed/wire"
+	"github.com/veil-privacy/veil/internal/cputime"
 )
 
 // HeadParams is the number of values of the embedding head federated by
@@ -133,6 +134,10 @@ type Settings struct {
 	TLS bool
 	// Dir holds the certificates (from Prepare) and the state file.
 	Dir string
+	// CoordinatorCPU, if set, returns the processor time the coordinator
+	// has used so far: Drive reads it at each submission phase's start
+	// and end (DriveReport.CoordinatorSubmitCPUSeconds). Drive only.
+	CoordinatorCPU func() time.Duration
 }
 
 func (s *Settings) validate() error {
@@ -310,6 +315,14 @@ type DriveReport struct {
 	BytesPerUpdate float64 `json:"bytes_per_update"`
 	// PayloadBytes is an update's payload (4 bytes per value).
 	PayloadBytes int `json:"payload_bytes"`
+	// ClientSubmitCPUSeconds is the processor time this process (the
+	// simulated clients, and the coordinator too when it runs in the same
+	// process) used during the submission phases, summed over rounds.
+	ClientSubmitCPUSeconds float64 `json:"client_submit_cpu_s"`
+	// CoordinatorSubmitCPUSeconds is the coordinator's processor time
+	// during the submission phases, summed over rounds (0 without
+	// Settings.CoordinatorCPU).
+	CoordinatorSubmitCPUSeconds float64 `json:"coordinator_submit_cpu_s,omitempty"`
 }
 
 // distinct is the number of different precomputed updates the clients
@@ -461,6 +474,7 @@ func Drive(ctx context.Context, s Settings, addr string) (*DriveReport, error) {
 			before[i] = c.written.Load()
 		}
 		// Submit, all at once.
+		cpu0, coordCPU0 := cputime.Process(), coordinatorCPU(s)
 		start := time.Now()
 		if err := each(clients, func(i int, c *benchClient) error {
 			u := updates[i%distinct]
@@ -478,6 +492,8 @@ func Drive(ctx context.Context, s Settings, addr string) (*DriveReport, error) {
 			return nil, err
 		}
 		d := time.Since(start)
+		rep.ClientSubmitCPUSeconds += (cputime.Process() - cpu0).Seconds()
+		rep.CoordinatorSubmitCPUSeconds += (coordinatorCPU(s) - coordCPU0).Seconds()
 		submitTotal += d
 		rep.SubmitSeconds = append(rep.SubmitSeconds, d.Seconds())
 		rep.Updates += len(clients)
@@ -488,6 +504,13 @@ func Drive(ctx context.Context, s Settings, addr string) (*DriveReport, error) {
 	rep.UpdatesPerSecond = float64(rep.Updates) / submitTotal.Seconds()
 	rep.BytesPerUpdate = math.Round(float64(written) / float64(rep.Updates))
 	return rep, nil
+}
+
+func coordinatorCPU(s Settings) time.Duration {
+	if s.CoordinatorCPU == nil {
+		return 0
+	}
+	return s.CoordinatorCPU()
 }
 
 // each runs f for every client concurrently and returns the first error.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -45,6 +46,19 @@ type benchFedResult struct {
 	CoordinatorCPUS float64 `json:"coordinator_cpu_s,omitempty"`
 	// CPUMsPerUpdate is CoordinatorCPUS per accepted update.
 	CPUMsPerUpdate float64 `json:"coordinator_cpu_ms_per_update,omitempty"`
+	// SubmitCPUMsPerUpdate is the coordinator's CPU time during the
+	// submission phases alone (receiving, decrypting, checking, charging
+	// and folding; no downloads), per accepted update.
+	SubmitCPUMsPerUpdate float64 `json:"coordinator_submit_cpu_ms_per_update,omitempty"`
+	// ClientCPUMsPerUpdate is the simulated clients' CPU time (this
+	// process) during the submission phases, per update: with the
+	// coordinator's, what the machine's cores spent per update.
+	ClientCPUMsPerUpdate float64 `json:"client_submit_cpu_ms_per_update,omitempty"`
+	// DerivedCapacity is a derived figure, not a measurement of
+	// throughput: the machine's cores divided by SubmitCPUMsPerUpdate,
+	// the updates per second the coordinator could fold in with every
+	// core to itself (clients elsewhere).
+	DerivedCapacity float64 `json:"derived_coordinator_capacity_updates_per_s,omitempty"`
 }
 
 // benchFedReport is veil bench fed's JSON: the TLS run's fields at the
@@ -96,6 +110,12 @@ and downloads the model; once all have it, all submit at once.
   bytes_per_update  bytes the clients' sockets wrote while submitting, per
                     update (payload, protobuf, HTTP/2 and TLS framing)
   peak_rss_mb       the coordinator process's peak resident set (MiB)
+  coordinator_submit_cpu_ms_per_update, client_submit_cpu_ms_per_update
+                    CPU time of the coordinator process and of the clients
+                    (this process) during the submissions, per update
+  derived_coordinator_capacity_updates_per_s
+                    derived, not measured: the machine's cores divided by
+                    the coordinator's submit CPU per update
 
 The JSON's top level is the TLS run (how a federation runs); "runs" holds
 each run, "tls_updates_ratio" is updates/s without TLS over with TLS and
@@ -182,9 +202,9 @@ func runBenchFed(ctx context.Context, e *env, f *benchFedFlags) error {
 		return writeJSON(e.stdout, rep)
 	}
 	fmt.Fprintf(e.stdout, "%d clients, updates of %d values (%d bytes), %d rounds\n", f.clients, f.params, 4*f.params, f.rounds)
-	fmt.Fprintf(e.stdout, "%-5s %12s %9s %16s %13s %18s\n", "TLS", "updates/s", "round s", "bytes/update", "peak RSS MiB", "CPU ms/update")
+	fmt.Fprintf(e.stdout, "%-5s %12s %9s %16s %13s %18s %18s %18s\n", "TLS", "updates/s", "round s", "bytes/update", "peak RSS MiB", "CPU ms/update", "submit CPU ms/upd", "clients CPU ms/upd")
 	for _, r := range rep.Runs {
-		fmt.Fprintf(e.stdout, "%-5v %12.1f %9.2f %16.0f %13.0f %18.2f\n", r.TLS, r.UpdatesPerS, r.RoundS, r.BytesPerUpdate, r.PeakRSSMB, r.CPUMsPerUpdate)
+		fmt.Fprintf(e.stdout, "%-5v %12.1f %9.2f %16.0f %13.0f %18.2f %18.2f %18.2f\n", r.TLS, r.UpdatesPerS, r.RoundS, r.BytesPerUpdate, r.PeakRSSMB, r.CPUMsPerUpdate, r.SubmitCPUMsPerUpdate, r.ClientCPUMsPerUpdate)
 	}
 	if rep.TLSUpdatesRatio > 0 {
 		fmt.Fprintf(e.stdout, "TLS: updates/s ×%.2f slower, coordinator CPU per update ×%.2f\n", rep.TLSUpdatesRatio, rep.TLSCPURatio)
@@ -276,6 +296,8 @@ func benchFedChild(ctx context.Context, s fedbench.Settings, cpuProfile string) 
 		return benchFedResult{}, fmt.Errorf("the coordinator did not start: %s", strings.TrimSpace(stderr.String()))
 	}
 	addr := strings.TrimSpace(line)
+	pid := cmd.Process.Pid
+	s.CoordinatorCPU = func() time.Duration { return childCPU(pid) }
 	dr, derr := fedbench.Drive(ctx, s, addr)
 	if derr != nil {
 		cancel()
@@ -297,6 +319,11 @@ func benchFedChild(ctx context.Context, s fedbench.Settings, cpuProfile string) 
 	r.CoordinatorCPUS = (ps.UserTime() + ps.SystemTime()).Seconds()
 	if dr.Updates > 0 {
 		r.CPUMsPerUpdate = 1000 * r.CoordinatorCPUS / float64(dr.Updates)
+	}
+	if dr.Updates > 0 && dr.CoordinatorSubmitCPUSeconds > 0 {
+		r.SubmitCPUMsPerUpdate = 1000 * dr.CoordinatorSubmitCPUSeconds / float64(dr.Updates)
+		r.ClientCPUMsPerUpdate = 1000 * dr.ClientSubmitCPUSeconds / float64(dr.Updates)
+		r.DerivedCapacity = float64(runtime.NumCPU()) * 1000 / r.SubmitCPUMsPerUpdate
 	}
 	if rss := childPeakRSS(ps); rss > 0 {
 		r.PeakRSSMB, r.PeakRSSOf = float64(rss)/(1<<20), "the coordinator process"
@@ -326,6 +353,32 @@ func benchFedServe(ctx context.Context, e *env, f *benchFedFlags) error {
 		return err
 	}
 	return json.NewEncoder(e.stdout).Encode(benchFedChildReport{Serve: r})
+}
+
+// childCPU is the processor time (user and system, all threads) the
+// process pid has used so far, from /proc/pid/stat in clock ticks of
+// 1/100 s (Linux's USER_HZ); 0 if unknown.
+func childCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	fs := strings.Fields(string(b[i+1:]))
+	// fs[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(fs) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(fs[11], 10, 64)
+	st, err2 := strconv.ParseInt(fs[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * (time.Second / 100)
 }
 
 // load1 is the 1-minute load average (0 if unknown).
