@@ -15,7 +15,9 @@
 // Create makes one, Open unlocks it and migrates its schema (SchemaVersion;
 // migrations are ordered functions in schema.go and run each in its own
 // transaction), Close clears the keys held in memory, Rekey changes the
-// passphrase. DB gives the other files of the package the database.
+// passphrase, CheckIntegrity runs SQLite's checks. The database itself
+// stays inside the package: no exported method hands it out, so every
+// write goes through the rules below.
 //
 // # Keys and sealed fields
 //
@@ -71,8 +73,9 @@
 // # API
 //
 // Store: Create, Open, Rekey, CreateOptions, KDFParams, DefaultKDFParams,
-// (*Library).Close, Dir, DB, Seal, Unseal, RotationSeed; EncodeDescriptor,
-// DecodeDescriptor, EncodeLandmarks, DecodeLandmarks; ReadKeyFile.
+// (*Library).Close, Dir, CheckIntegrity, Seal, Unseal, RotationSeed;
+// EncodeDescriptor, DecodeDescriptor, EncodeLandmarks, DecodeLandmarks;
+// ReadKeyFile.
 //
 // Photos: PhotoRecord, NewFace, Photo, (*Library).AddPhoto, AddFaces,
 // PhotoByPath, Photos, ForgetMissing, Status.

@@ -377,7 +377,7 @@ func TestIndexMissingAndForget(t *testing.T) {
 		t.Errorf("rejections left: %v", rej)
 	}
 	var cover any
-	if err := l.DB().QueryRow(`SELECT cover_face FROM people WHERE id = ?`, bo.ID).Scan(&cover); err != nil || cover != nil {
+	if err := l.db.QueryRow(`SELECT cover_face FROM people WHERE id = ?`, bo.ID).Scan(&cover); err != nil || cover != nil {
 		t.Errorf("cover %v, %v", cover, err)
 	}
 	st, _ = l.Status(context.Background())
@@ -522,7 +522,7 @@ func TestIndexRealPipeline(t *testing.T) {
 				t.Errorf("%s: face %+v", filepath.Base(path), f)
 			}
 			var lmSealed, thumbSealed []byte
-			if err := l.DB().QueryRow(`SELECT landmarks, thumbnail FROM faces WHERE id = ?`, f.ID).Scan(&lmSealed, &thumbSealed); err != nil {
+			if err := l.db.QueryRow(`SELECT landmarks, thumbnail FROM faces WHERE id = ?`, f.ID).Scan(&lmSealed, &thumbSealed); err != nil {
 				t.Fatal(err)
 			}
 			plain, err := l.Unseal("faces", "landmarks", f.ID, lmSealed)

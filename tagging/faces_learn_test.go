@@ -78,7 +78,7 @@ type decisions struct {
 
 func snapshot(t *testing.T, l *Library) decisions {
 	t.Helper()
-	rows, err := l.DB().Query(`SELECT id, IFNULL(person_id, 0), IFNULL(assigned_by, ''), removed FROM faces ORDER BY id`)
+	rows, err := l.db.Query(`SELECT id, IFNULL(person_id, 0), IFNULL(assigned_by, ''), removed FROM faces ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,12 +172,12 @@ func TestLearnMetricStoredSealedAndVersioned(t *testing.T) {
 		t.Errorf("metric %d×%d", out, in)
 	}
 	var n int
-	if err := l.DB().QueryRow(`SELECT COUNT(*) FROM metric`).Scan(&n); err != nil || n != keepMetrics {
+	if err := l.db.QueryRow(`SELECT COUNT(*) FROM metric`).Scan(&n); err != nil || n != keepMetrics {
 		t.Errorf("%d metric rows kept (%v), want %d", n, err, keepMetrics)
 	}
 	// Sealed: neither header appears in the stored bytes.
 	var blob []byte
-	if err := l.DB().QueryRow(`SELECT blob FROM metric WHERE id = ?`, info.Version).Scan(&blob); err != nil {
+	if err := l.db.QueryRow(`SELECT blob FROM metric WHERE id = ?`, info.Version).Scan(&blob); err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Contains(blob, []byte("VMTR")) || bytes.Contains(blob, []byte(storedMetricMagic)) {
@@ -185,17 +185,17 @@ func TestLearnMetricStoredSealedAndVersioned(t *testing.T) {
 	}
 	// An older version's ciphertext moved into the newest row is refused.
 	var old []byte
-	if err := l.DB().QueryRow(`SELECT blob FROM metric WHERE id = ?`, versions[len(versions)-2]).Scan(&old); err != nil {
+	if err := l.db.QueryRow(`SELECT blob FROM metric WHERE id = ?`, versions[len(versions)-2]).Scan(&old); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.DB().Exec(`UPDATE metric SET blob = ? WHERE id = ?`, old, info.Version); err != nil {
+	if _, err := l.db.Exec(`UPDATE metric SET blob = ? WHERE id = ?`, old, info.Version); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := l.LatestMetric(); !errors.Is(err, ErrTampered) {
 		t.Errorf("moved ciphertext: error %v, want ErrTampered", err)
 	}
 	blob[len(blob)/2] ^= 1
-	if _, err := l.DB().Exec(`UPDATE metric SET blob = ? WHERE id = ?`, blob, info.Version); err != nil {
+	if _, err := l.db.Exec(`UPDATE metric SET blob = ? WHERE id = ?`, blob, info.Version); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := l.LatestMetric(); !errors.Is(err, ErrTampered) {

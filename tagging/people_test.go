@@ -123,7 +123,7 @@ func TestMergePeople(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Make face 2 undecided, then auto-assigned to Bobby.
-	if _, err := l.DB().Exec(`UPDATE faces SET assigned_by = NULL WHERE id = ?`, ids[2]); err != nil {
+	if _, err := l.db.Exec(`UPDATE faces SET assigned_by = NULL WHERE id = ?`, ids[2]); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := l.AssignAuto([]Assignment{{ids[2], bobby.ID}}); err != nil || n != 1 {

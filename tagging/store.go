@@ -323,11 +323,36 @@ func (l *Library) Close() error {
 // Dir is the library's folder.
 func (l *Library) Dir() string { return l.dir }
 
-// DB is the library's database, for the other files of package tagging and
-// their tests. Write sealed columns only through Seal, and keep each photo's
-// changes in one transaction (transactions begin IMMEDIATE: they take the
-// write lock at BEGIN).
-func (l *Library) DB() *sql.DB { return l.db }
+// CheckIntegrity runs SQLite's integrity and foreign-key checks on the
+// library's database and returns an error describing the first problem
+// found (nil when the file is sound). It decrypts nothing.
+func (l *Library) CheckIntegrity(ctx context.Context) error {
+	var ok string
+	if err := l.db.QueryRowContext(ctx, `PRAGMA integrity_check(1)`).Scan(&ok); err != nil {
+		return fmt.Errorf("checking the library: %w", err)
+	}
+	if ok != "ok" {
+		return fmt.Errorf("the library's database is damaged: %s", ok)
+	}
+	rows, err := l.db.QueryContext(ctx, `PRAGMA foreign_key_check`)
+	if err != nil {
+		return fmt.Errorf("checking the library: %w", err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		var table, parent string
+		var row sql.NullInt64
+		var fk int
+		if err := rows.Scan(&table, &row, &parent, &fk); err != nil {
+			return fmt.Errorf("checking the library: %w", err)
+		}
+		return fmt.Errorf("the library's database is damaged: row %d of %s refers to a missing row of %s", row.Int64, table, parent)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("checking the library: %w", err)
+	}
+	return nil
+}
 
 // Seal encrypts plain for the column of the given table and row with
 // XChaCha20-Poly1305 under the library's field key and a random 24-byte

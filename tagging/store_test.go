@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -124,7 +125,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	// Landmarks and thumbnails round-trip through their sealed columns.
 	var lmSealed, thumbSealed []byte
-	if err := l.DB().QueryRow(`SELECT landmarks, thumbnail FROM faces WHERE id = ?`, ids[1]).Scan(&lmSealed, &thumbSealed); err != nil {
+	if err := l.db.QueryRow(`SELECT landmarks, thumbnail FROM faces WHERE id = ?`, ids[1]).Scan(&lmSealed, &thumbSealed); err != nil {
 		t.Fatal(err)
 	}
 	plain, err := l.Unseal("faces", "landmarks", ids[1], lmSealed)
@@ -209,7 +210,7 @@ func TestKeyHeaderTamperRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := l.DB()
+	db := l.db
 	var hdr []byte
 	if err := db.QueryRow(`SELECT value FROM meta WHERE key = 'kdf'`).Scan(&hdr); err != nil {
 		t.Fatal(err)
@@ -300,7 +301,7 @@ func TestTamperedCiphertextRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := l.DB()
+	db := l.db
 	var desc, name []byte
 	if err := db.QueryRow(`SELECT descriptor FROM faces WHERE id = ?`, ids[0]).Scan(&desc); err != nil {
 		t.Fatal(err)
@@ -356,7 +357,7 @@ func TestMovedCiphertextRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := l.DB()
+	db := l.db
 	var nameA, descA, thumbA []byte
 	if err := db.QueryRow(`SELECT name FROM people WHERE id = ?`, pa.ID).Scan(&nameA); err != nil {
 		t.Fatal(err)
@@ -458,7 +459,7 @@ func TestRekey(t *testing.T) {
 	if len(fs) != 1 || fs[0].Person != "Grace" || fs[0].Descriptor[5] != testDescriptor(3)[5] {
 		t.Errorf("data after rekeying: %+v", fs)
 	}
-	h, _, _, err := readHeader(t.Context(), l.DB())
+	h, _, _, err := readHeader(t.Context(), l.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +491,7 @@ func TestStoreV1Fixture(t *testing.T) {
 	if err := l.RejectFace(ids[1], "Ada Lovelace"); err != nil {
 		t.Fatal(err)
 	}
-	dump, err := dumpSQL(l.DB())
+	dump, err := dumpSQL(l.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +587,7 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if v, err := schemaVersion(t.Context(), l.DB()); err != nil || v != SchemaVersion {
+	if v, err := schemaVersion(t.Context(), l.db); err != nil || v != SchemaVersion {
 		t.Fatalf("schema version after Open %d, %v; want %d", v, err, SchemaVersion)
 	}
 	fs, err := l.Faces(FaceFilter{Descriptors: true})
@@ -609,7 +610,7 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Errorf("rejections after migration: %v", rej)
 	}
 	// Version 2's tables are there and usable.
-	if _, err := l.DB().Exec(`INSERT INTO clusters (face_id, cluster) VALUES (?, 1)`, fs[1].ID); err != nil {
+	if _, err := l.db.Exec(`INSERT INTO clusters (face_id, cluster) VALUES (?, 1)`, fs[1].ID); err != nil {
 		t.Errorf("clusters table after migration: %v", err)
 	}
 	// Reopening is a no-op.
@@ -861,7 +862,7 @@ func TestRekeyLeavesNoOldWrappedKey(t *testing.T) {
 	}
 	addTestPhoto(t, l, "/p.jpg", 1, 2)
 	var oldDEK []byte
-	if err := l.DB().QueryRow(`SELECT value FROM meta WHERE key = 'dek'`).Scan(&oldDEK); err != nil {
+	if err := l.db.QueryRow(`SELECT value FROM meta WHERE key = 'dek'`).Scan(&oldDEK); err != nil {
 		t.Fatal(err)
 	}
 	// Another process (a long `veil library add`, say) has the library open
@@ -903,13 +904,13 @@ func TestDeletedRowsOverwritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sealed []byte
-	if err := l.DB().QueryRow(`SELECT name FROM people WHERE id = ?`, from.ID).Scan(&sealed); err != nil {
+	if err := l.db.QueryRow(`SELECT name FROM people WHERE id = ?`, from.ID).Scan(&sealed); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.MergePeople("Misspelt Nmae", "Right Name"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.DB().Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+	if _, err := l.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, DBFile))
@@ -918,5 +919,51 @@ func TestDeletedRowsOverwritten(t *testing.T) {
 	}
 	if bytes.Contains(b, sealed[:32]) {
 		t.Error("the deleted person's sealed name is still in the database file")
+	}
+}
+
+// TestNoRawDatabaseAccess plays a caller outside the package that wants to
+// bypass sealing and the user-outranks-automatic rule with raw SQL: no
+// exported method of Library may hand out the database, a transaction or a
+// connection.
+func TestNoRawDatabaseAccess(t *testing.T) {
+	raw := map[reflect.Type]bool{
+		reflect.TypeFor[*sql.DB]():   true,
+		reflect.TypeFor[*sql.Tx]():   true,
+		reflect.TypeFor[*sql.Conn](): true,
+	}
+	typ := reflect.TypeFor[*Library]()
+	for i := range typ.NumMethod() {
+		m := typ.Method(i)
+		for k := range m.Type.NumOut() {
+			if raw[m.Type.Out(k)] {
+				t.Errorf("(*Library).%s returns %v: callers could write the database around the library's rules", m.Name, m.Type.Out(k))
+			}
+		}
+	}
+}
+
+// TestCheckIntegrity: a sound library passes; one whose face points at a
+// photo that is not there (written with foreign keys off, as a damaged or
+// hand-edited file could be) is reported.
+func TestCheckIntegrity(t *testing.T) {
+	l := testLibrary(t)
+	ids := addTestPhoto(t, l, "/a.jpg", 1, 1)
+	if err := l.CheckIntegrity(t.Context()); err != nil {
+		t.Fatalf("a sound library: %v", err)
+	}
+	conn, err := l.db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{`PRAGMA foreign_keys = OFF`, `UPDATE faces SET photo_id = 999 WHERE id = ` + fmt.Sprint(ids[0]), `PRAGMA foreign_keys = ON`} {
+		if _, err := conn.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = l.CheckIntegrity(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "faces") || !strings.Contains(err.Error(), "photos") {
+		t.Errorf("a face of a missing photo: %v", err)
 	}
 }

@@ -29,9 +29,8 @@ func readLibrary(t *testing.T, dir string) libraryState {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	var ok string
-	if err := l.DB().QueryRow(`PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
-		t.Fatalf("integrity check: %q, %v", ok, err)
+	if err := l.CheckIntegrity(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 	ps, err := l.Photos()
 	if err != nil {
@@ -63,11 +62,11 @@ func countPhotos(dir string) int {
 		return 0
 	}
 	defer l.Close()
-	var n int
-	if err := l.DB().QueryRow(`SELECT count(*) FROM photos`).Scan(&n); err != nil {
+	st, err := l.Status(context.Background())
+	if err != nil {
 		return 0
 	}
-	return n
+	return st.Photos
 }
 
 type addJSON struct {
