@@ -113,7 +113,11 @@
 // Measure with go test -bench NoiseInterleaved -run XXX ./dp, which runs
 // the floating-point ziggurat, CKS and the table sampler alternately on
 // the same machine load; SGDConfig.Workers spreads NoiseSums over
-// goroutines with independent Sources sharing one table.
+// goroutines sharing one table. Each block of 2^12 coordinates is noised
+// from its own ChaCha8 stream keyed by the block (keys derived from one
+// step key drawn from the caller's Source), so a seeded release does not
+// depend on the number of workers or cores; go test -bench
+// NoiseDPSGDKeyedBlocks -run XXX ./dp measures the keying's cost.
 //
 // # Layout
 //

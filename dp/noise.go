@@ -50,16 +50,27 @@ func NewSeededSource(seed [32]byte) *Source {
 // purpose (ChaCha8 keyed by its own output).
 func (s *Source) Split() *Source {
 	var seed [32]byte
-	for i := 0; i < 32; i += 8 {
-		v := s.c.Uint64()
-		for j := range 8 {
-			seed[i+j] = byte(v >> (8 * j))
-		}
-	}
+	s.fill(seed[:])
 	n := NewSeededSource(seed)
 	n.gt = s.gt // immutable: the tables are shared
 	clear(seed[:])
 	return n
+}
+
+// fill fills b with words of the stream (little-endian).
+func (s *Source) fill(b []byte) {
+	for i := 0; i < len(b); i += 8 {
+		v := s.c.Uint64()
+		for j := 0; j < 8 && i+j < len(b); j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+}
+
+// reseed makes s behave as NewSeededSource(seed), keeping its tables.
+func (s *Source) reseed(seed [32]byte) {
+	s.c.Seed(seed)
+	s.coins, s.ncoins = 0, 0
 }
 
 // Float64 returns a uniform value in [0, 1). It is for simulations and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 )
 
 // SGDConfig configures one DP-SGD aggregation (Abadi et al. 2016; Zhang et
@@ -23,8 +24,10 @@ type SGDConfig struct {
 	// Dimension is the total number of coordinates noised per step (all
 	// parameters together). The grid, and so the accounting, depend on it.
 	Dimension int
-	// Workers is the number of goroutines NoiseSums uses, each with its
-	// own Source split from the one given to NewDPSGD; 0 means 1.
+	// Workers is the number of goroutines NoiseSums uses; 0 means 1. It
+	// changes only the speed: the noise is drawn per block of coordinates
+	// from a stream keyed by the block (see NoiseSums), so a seeded run
+	// releases the same values whatever the number of workers or cores.
 	Workers int
 }
 
@@ -81,13 +84,30 @@ type DPSGD struct {
 	cfg   SGDConfig
 	grid  Grid
 	table *gaussTable // exact sampler for grid.Scale, shared by the workers
-	srcs  []*Source
-	acc   []float64
+	src   *Source     // the caller's stream: one 32-byte step key per release
+	// work are the workers' Sources, re-keyed for every block they noise;
+	// keys holds the block keys of the current release.
+	work []*Source
+	keys [][32]byte
+	acc  []float64
 }
 
+// noiseBlock is the number of consecutive coordinates (of the concatenated
+// sums) whose noise comes from one keyed stream. It fixes which random
+// words noise which coordinate, independently of the number of workers; at
+// 2^12 coordinates per block, re-keying a stream (one ChaCha8 key setup)
+// costs well under 1% of the block's exact Gaussian draws.
+const noiseBlock = 1 << 12
+
 // NewDPSGD validates cfg and returns an aggregator; src is the noise source
-// (nil means a fresh crypto/rand-seeded Source). With cfg.Workers > 1 the
-// extra workers get Sources split from src.
+// (nil means a fresh crypto/rand-seeded Source). Each release takes one
+// 32-byte key from src, whatever cfg.Workers, and noises block b of
+// noiseBlock coordinates from a ChaCha8 stream keyed by the b-th 32 bytes
+// of a stream keyed by that step key (the construction of Source.Split),
+// so the noise depends on src's seed and the release's position in src's
+// stream, never on how the blocks were spread over goroutines. With
+// crypto/rand's seed (src nil or NewSource) every block key is CSPRNG
+// output.
 func NewDPSGD(cfg SGDConfig, src *Source) (*DPSGD, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, inContext("DP-SGD settings", err)
@@ -102,11 +122,64 @@ func NewDPSGD(cfg SGDConfig, src *Source) (*DPSGD, error) {
 		}
 	}
 	table := src.gaussTableFor(g.Scale)
-	srcs := []*Source{src}
-	for len(srcs) < cfg.Workers {
-		srcs = append(srcs, src.Split())
+	// The workers' Sources are keyed afresh for every block (reseed), so
+	// their initial all-zero key never draws noise.
+	work := make([]*Source, max(cfg.Workers, 1))
+	for i := range work {
+		work[i] = NewSeededSource([32]byte{})
 	}
-	return &DPSGD{cfg: cfg, grid: g, table: table, srcs: srcs}, nil
+	return &DPSGD{cfg: cfg, grid: g, table: table, src: src, work: work}, nil
+}
+
+// blockKeys derives the keys of the n blocks of one release: one step key
+// from the caller's stream, then n consecutive 32-byte words of a ChaCha8
+// stream keyed by it.
+func (d *DPSGD) blockKeys(n int) [][32]byte {
+	var step [32]byte
+	d.src.fill(step[:])
+	k := NewSeededSource(step)
+	clear(step[:])
+	if cap(d.keys) < n {
+		d.keys = make([][32]byte, n)
+	}
+	d.keys = d.keys[:n]
+	for b := range d.keys {
+		k.fill(d.keys[b][:])
+	}
+	return d.keys
+}
+
+// forBlocks calls noise(src, lo, hi) for every block [lo, hi) of n
+// coordinates, with src keyed by the block's key, on up to len(d.work)
+// goroutines; which goroutine takes a block does not change its noise.
+// The keys are cleared afterwards.
+func (d *DPSGD) forBlocks(n int, noise func(src *Source, lo, hi int)) {
+	nb := (n + noiseBlock - 1) / noiseBlock
+	keys := d.blockKeys(nb)
+	defer clear(keys)
+	run := func(src *Source, b int) {
+		src.reseed(keys[b])
+		noise(src, b*noiseBlock, min(n, (b+1)*noiseBlock))
+	}
+	w := min(len(d.work), nb)
+	if w <= 1 {
+		for b := range nb {
+			run(d.work[0], b)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for k := range w {
+		wg.Add(1)
+		go func(src *Source) {
+			defer wg.Done()
+			for b := int(next.Add(1) - 1); b < nb; b = int(next.Add(1) - 1) {
+				run(src, b)
+			}
+		}(d.work[k])
+	}
+	wg.Wait()
 }
 
 // Config returns the aggregator's configuration.
@@ -122,6 +195,11 @@ func (d *DPSGD) Grid() Grid { return d.grid }
 // total length must equal cfg.Dimension; non-finite values are refused
 // before anything is changed. Divide the result by ExpectedBatchSize
 // afterwards (post-processing) and charge Event.
+//
+// The noise of coordinate i (of the sums concatenated) comes from block
+// i/2^12's keyed stream (see NewDPSGD): the same seed gives the same
+// release for any cfg.Workers, GOMAXPROCS or split of the coordinates
+// into sums.
 func (d *DPSGD) NoiseSums(sums ...[]float32) error {
 	n := 0
 	for _, s := range sums {
@@ -137,35 +215,15 @@ func (d *DPSGD) NoiseSums(sums ...[]float32) error {
 			}
 		}
 	}
-	w := len(d.srcs)
-	if w == 1 {
+	d.forBlocks(n, func(src *Source, lo, hi int) {
+		off := 0
 		for _, s := range sums {
-			d.srcs[0].gaussian32(s, d.grid, d.table)
-		}
-		return nil
-	}
-	// Split the concatenated coordinates into w contiguous ranges.
-	var wg sync.WaitGroup
-	chunk := (n + w - 1) / w
-	for k := range w {
-		lo, hi := k*chunk, min(n, (k+1)*chunk)
-		if lo >= hi {
-			break
-		}
-		wg.Add(1)
-		go func(src *Source, lo, hi int) {
-			defer wg.Done()
-			off := 0
-			for _, s := range sums {
-				a, b := max(lo-off, 0), min(hi-off, len(s))
-				if a < b {
-					src.gaussian32(s[a:b], d.grid, d.table)
-				}
-				off += len(s)
+			if a, b := max(lo-off, 0), min(hi-off, len(s)); a < b {
+				src.gaussian32(s[a:b], d.grid, d.table)
 			}
-		}(d.srcs[k], lo, hi)
-	}
-	wg.Wait()
+			off += len(s)
+		}
+	})
 	return nil
 }
 
@@ -205,11 +263,13 @@ func (d *DPSGD) Aggregate(perExample [][]float32, out []float32) (clipped int, e
 			acc[j] += scale * float64(v)
 		}
 	}
-	src, g := d.srcs[0], d.grid
+	g := d.grid
 	inv := 1 / d.cfg.ExpectedBatchSize
-	for j, v := range acc {
-		out[j] = float32(release(snap(v, g.Gamma), src.tableGaussian(d.table), g.Gamma) * inv)
-	}
+	d.forBlocks(dim, func(src *Source, lo, hi int) {
+		for j := lo; j < hi; j++ {
+			out[j] = float32(release(snap(acc[j], g.Gamma), src.tableGaussian(d.table), g.Gamma) * inv)
+		}
+	})
 	return clipped, nil
 }
 

@@ -2,8 +2,11 @@ package dp
 
 import (
 	"math"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDPSGDAggregateExact(t *testing.T) {
@@ -26,7 +29,14 @@ func TestDPSGDAggregateExact(t *testing.T) {
 		t.Errorf("clipped %d gradients, want 2", clipped)
 	}
 	sum := []float64{0.6 + 0.3, 0.8, -1}
+	// The noise stream of the release's only block, derived by hand: the
+	// step key is the first 32 bytes of the caller's stream, the block key
+	// the first 32 bytes of the stream keyed by the step key.
 	ref := seeded(7)
+	var step, block [32]byte
+	ref.fill(step[:])
+	NewSeededSource(step).fill(block[:])
+	ref = NewSeededSource(block)
 	g := d.Grid()
 	for j := range out {
 		want := float32(release(snap(sum[j], g.Gamma), ref.tableGaussian(d.table), g.Gamma) / 4)
@@ -36,6 +46,103 @@ func TestDPSGDAggregateExact(t *testing.T) {
 		if math.Abs(float64(out[j])*4-sum[j]) > 8*1.1 {
 			t.Errorf("coordinate %d: %g is far from the sum %g", j, out[j], sum[j])
 		}
+	}
+}
+
+// TestNoiseIndependentOfWorkers: a seeded release is the same whatever the
+// number of noise workers, GOMAXPROCS or the split of the coordinates into
+// sums, and it consumes the same amount of the caller's stream (which also
+// draws DP-SGD's Poisson samples). Before the noise was keyed by block,
+// each worker drew a contiguous range from its own split stream, so one and
+// two workers released different noise.
+func TestNoiseIndependentOfWorkers(t *testing.T) {
+	const dim = 3*noiseBlock + 123 // blocks of unequal length
+	cfg := func(w int) SGDConfig {
+		return SGDConfig{ClipNorm: 1, NoiseMultiplier: 1.3, SamplingRate: 0.01, ExpectedBatchSize: 16, Dimension: dim, Workers: w}
+	}
+	input := func() []float32 {
+		v := make([]float32, dim)
+		for i := range v {
+			v[i] = float32(i%97) * 0.01
+		}
+		return v
+	}
+	type result struct {
+		sums, agg []float32
+		after     int // the caller's stream after both releases
+	}
+	run := func(workers, procs int, split []int) result {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		src := seeded(11)
+		d, err := NewDPSGD(cfg(workers), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := input()
+		var parts [][]float32
+		lo := 0
+		for _, n := range split {
+			parts = append(parts, v[lo:lo+n])
+			lo += n
+		}
+		parts = append(parts, v[lo:])
+		if err := d.NoiseSums(parts...); err != nil {
+			t.Fatal(err)
+		}
+		agg := make([]float32, dim)
+		if _, err := d.Aggregate([][]float32{input()}, agg); err != nil {
+			t.Fatal(err)
+		}
+		return result{sums: v, agg: agg, after: src.IntN(1 << 30)}
+	}
+	ref := run(1, 1, nil)
+	for _, tc := range []struct {
+		workers, procs int
+		split          []int
+	}{
+		{2, 2, nil},
+		{2, 1, nil},
+		{3, 2, []int{5000, 1}},
+		{8, 2, []int{noiseBlock, noiseBlock - 1}},
+		{1, 2, []int{1}},
+	} {
+		got := run(tc.workers, tc.procs, tc.split)
+		if !slices.Equal(got.sums, ref.sums) {
+			t.Errorf("workers %d, GOMAXPROCS %d, split %v: NoiseSums differs from one worker's", tc.workers, tc.procs, tc.split)
+		}
+		if !slices.Equal(got.agg, ref.agg) {
+			t.Errorf("workers %d, GOMAXPROCS %d: Aggregate differs from one worker's", tc.workers, tc.procs)
+		}
+		if got.after != ref.after {
+			t.Errorf("workers %d: the caller's stream was consumed differently", tc.workers)
+		}
+	}
+	// Blocks have streams of their own: the noise of block 0 is not
+	// repeated in block 1.
+	in := input()
+	same := 0
+	for i := range 100 {
+		if ref.sums[i]-in[i] == ref.sums[noiseBlock+i]-in[noiseBlock+i] {
+			same++
+		}
+	}
+	if same > 10 {
+		t.Errorf("blocks 0 and 1 share %d of 100 noise values", same)
+	}
+	// A different seed gives different noise.
+	d, _ := NewDPSGD(cfg(2), seeded(12))
+	v := input()
+	_ = d.NoiseSums(v)
+	if slices.Equal(v, ref.sums) {
+		t.Error("the noise does not depend on the seed")
+	}
+	// Consecutive releases from one aggregator use fresh keys.
+	d, _ = NewDPSGD(cfg(2), seeded(11))
+	a, b := input(), input()
+	_ = d.NoiseSums(a)
+	_ = d.NoiseSums(b)
+	if slices.Equal(a, b) {
+		t.Error("two releases repeated the same noise")
 	}
 }
 
@@ -196,5 +303,44 @@ func BenchmarkNoiseDPSGD(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)*557824/b.Elapsed().Seconds(), "coords/s")
 		})
+	}
+}
+
+// BenchmarkNoiseDPSGDKeyedBlocks measures what keying the noise by block
+// costs: on the thread of the benchmark it alternates one step of
+// NoiseSums with one worker (a step key, 137 block keys, a ChaCha8 re-key
+// per 2^12 coordinates) and the same exact table sampler drawn from one
+// unkeyed stream over all 557,824 coordinates (the one-worker path before
+// keying), and reports the ratio of their CPU times (Linux; wall time as
+// well), which a loaded machine disturbs far less than wall time.
+func BenchmarkNoiseDPSGDKeyedBlocks(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	const dim = 557824
+	d, err := NewDPSGD(SGDConfig{ClipNorm: 1, NoiseMultiplier: 1, SamplingRate: 0.01, ExpectedBatchSize: 64, Dimension: dim, Workers: 1}, seeded(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain := seeded(2)
+	sums := make([]float32, dim)
+	var wall, cpu [2]time.Duration
+	for b.Loop() {
+		for k := range 2 {
+			t0, c0 := time.Now(), threadCPU()
+			if k == 0 {
+				plain.gaussian32(sums, d.grid, d.table)
+			} else if err := d.NoiseSums(sums); err != nil {
+				b.Fatal(err)
+			}
+			wall[k] += time.Since(t0)
+			cpu[k] += threadCPU() - c0
+		}
+	}
+	n := float64(b.N) * dim
+	b.ReportMetric(n/wall[0].Seconds(), "stream-coords/s")
+	b.ReportMetric(n/wall[1].Seconds(), "keyed-coords/s")
+	b.ReportMetric(wall[1].Seconds()/wall[0].Seconds(), "wall-ratio")
+	if cpu[0] > 0 {
+		b.ReportMetric(cpu[1].Seconds()/cpu[0].Seconds(), "cpu-ratio")
 	}
 }

@@ -100,7 +100,8 @@ func newPrivate(o DPOptions, dim int) (*private, error) {
 	agg, err := dp.NewDPSGD(dp.SGDConfig{ClipNorm: o.Clip, NoiseMultiplier: o.NoiseMultiplier, SamplingRate: o.SamplingRate,
 		ExpectedBatchSize: o.SamplingRate * float64(o.DatasetSize), Dimension: dim,
 		// Exact noise costs more than the step's graph for the embedding
-		// head: spread it over the cores (independent split Sources).
+		// head: spread it over the cores. The noise is keyed by
+		// coordinate block, so a seeded run does not depend on how many.
 		Workers: min(runtime.GOMAXPROCS(0), 64)}, src)
 	if err != nil {
 		return nil, fmt.Errorf("train: DP-SGD: %w", err)
