@@ -314,15 +314,24 @@ func (l *Library) MergePeople(from, into string) error {
 	return nil
 }
 
-// SetHidden hides or shows a person.
+// SetHidden hides or shows a person. The lookup by name and the update
+// are one transaction, so a person merged away or renamed by another
+// program meanwhile is ErrUnknownPerson, never a silent no-op.
 func (l *Library) SetHidden(name string, hidden bool) error {
 	ctx := context.Background()
-	id, err := l.personID(ctx, l.db, name)
-	if err != nil {
+	err := l.inTx(ctx, func(tx *sql.Tx) error {
+		id, err := l.personID(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE people SET hidden = ? WHERE id = ?`, hidden, id)
 		return err
-	}
-	if _, err := l.db.ExecContext(ctx, `UPDATE people SET hidden = ? WHERE id = ?`, hidden, id); err != nil {
-		return fmt.Errorf("hiding: %w", err)
+	})
+	if err != nil {
+		if hidden {
+			return fmt.Errorf("hiding: %w", err)
+		}
+		return fmt.Errorf("showing: %w", err)
 	}
 	return nil
 }

@@ -2,9 +2,11 @@ package tagging
 
 import (
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -274,4 +276,42 @@ func FuzzNormaliseName(f *testing.F) {
 			t.Fatalf("normaliseName(%q) = %q, %q; again: %q, %q, %v", name, display, key, d2, k2, err)
 		}
 	})
+}
+
+// TestSetHiddenAtomic plays another program that deletes a person (as a
+// merge does) while SetHidden is looking the person up: SetHidden must not
+// report success for a person gone by the time it writes. The other writer
+// holds the write lock while SetHidden starts, then commits; SetHidden's
+// lookup and update must both come after that commit (ErrUnknownPerson),
+// never the lookup before and the update after (a silent no-op).
+func TestSetHiddenAtomic(t *testing.T) {
+	l := testLibrary(t)
+	p, err := l.CreatePerson("Ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := openDB(filepath.Join(l.Dir(), DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.Begin() // IMMEDIATE: holds the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`DELETE FROM people WHERE id = ?`, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.SetHidden("Ada", true) }()
+	// Give SetHidden time to look Ada up (a non-atomic one sees her: the
+	// deletion is not committed yet) and to wait for the write lock.
+	time.Sleep(300 * time.Millisecond)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrUnknownPerson) {
+		t.Errorf("SetHidden of a person deleted meanwhile: %v, want ErrUnknownPerson", err)
+	}
 }
