@@ -381,12 +381,15 @@ func (l *Library) ClearAuto(faceIDs ...int64) (int, error) {
 		q += ` AND id IN (SELECT value FROM json_each(?))`
 		args = append(args, idsJSON(faceIDs))
 	}
+	var k int64
 	res, err := l.db.ExecContext(ctx, q, args...)
+	if err == nil {
+		k, err = res.RowsAffected()
+	}
 	if err != nil {
 		return 0, fmt.Errorf("clearing automatic assignments: %w", err)
 	}
-	k, err := res.RowsAffected()
-	return int(k), err
+	return int(k), nil
 }
 
 // Rejections returns, for every face the user rejected a person for, the

@@ -3,6 +3,7 @@ package tagging
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -265,5 +266,19 @@ func TestAutomaticNeverOverridesTheUser(t *testing.T) {
 	}
 	if f := faceOf(t, l, autoed); f.PersonID != 0 {
 		t.Errorf("a failed batch was applied in part: %+v", f)
+	}
+}
+
+// TestClearAutoError: a failure is worded for the user and keeps its cause
+// for errors.Is (the library here is closed under it).
+func TestClearAutoError(t *testing.T) {
+	l, err := Create(t.TempDir(), []byte(testPass), cheapKDF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	_, err = l.ClearAuto()
+	if err == nil || !strings.HasPrefix(err.Error(), "clearing automatic assignments: ") || errors.Unwrap(err) == nil {
+		t.Errorf("ClearAuto on a closed library: %v", err)
 	}
 }
