@@ -63,17 +63,18 @@ func (o TinyOptions) withDefaults() (TinyOptions, error) {
 // Tiny is face-api's tiny face detector (a Tiny-YOLOv2 with depthwise
 // separable convolutions, 5 anchors, one class).
 //
-// Like the SSD, a pass is a chain of GoMLX executions (the first 3×3
-// convolution, the five pointwise convolutions and the 1×1 head) with the
-// depthwise convolutions, biases, leaky ReLUs and max-pools as Go kernels
-// between them, on shared buffers (see ssd_dw.go for why).
+// Like the SSD, a pass is a chain of GoMLX executions (the five pointwise
+// convolutions and the 1×1 head) with the first 3×3 convolution
+// (tinyConv0), the depthwise convolutions, biases, leaky ReLUs and
+// max-pools as Go kernels between them, on shared buffers (see ssd_dw.go
+// for why).
 //
 // A Tiny is safe for concurrent use: the compiled graphs (one set per input
 // size, compiled on first use) and the weights are shared and read-only, and
 // each call runs its own executions, so two goroutines detecting on two
 // images use two cores.
 type Tiny struct {
-	first   *graph.Exec    // (x-mean)/255, conv0 3×3 VALID (no bias)
+	conv0w  []float32      // conv0's 3×3×3×16 filter (HWIO); see tinyConv0
 	pw      [5]*graph.Exec // pointwise 1×1 convolutions (no bias)
 	head    *graph.Exec    // conv8 1×1 with bias
 	conv0b  []float32
@@ -113,19 +114,10 @@ func NewTiny(modelDir string) (*Tiny, error) {
 	if wi.err != nil {
 		return nil, fmt.Errorf("nets: tiny_face_detector_model: %w", wi.err)
 	}
-	d.conv0b = conv0b.F32
+	d.conv0w, d.conv0b = conv0w.F32, conv0b.F32
 	if d.backend, err = engine.Backend(); err != nil {
 		return nil, err
 	}
-	if d.first, err = graph.NewExec(d.backend, func(x *graph.Node) *graph.Node {
-		g := x.Graph()
-		mean := graph.Const(g, []float32{tinyMeanRGB[0], tinyMeanRGB[1], tinyMeanRGB[2]})
-		x = graph.DivScalar(graph.Sub(x, graph.Reshape(mean, 1, 1, 1, 3)), 255)
-		return detConvFlat(x, conv0w, 1, Valid)
-	}); err != nil {
-		return nil, fmt.Errorf("nets: building the tiny detector graph: %w", err)
-	}
-	d.first = d.first.WithName("TinyFaceDetector/conv0")
 	for i := range d.pw {
 		pw := d.seps[i].pw
 		if d.pw[i], err = graph.NewExec(d.backend, func(x *graph.Node) *graph.Node {
@@ -147,18 +139,17 @@ func NewTiny(modelDir string) (*Tiny, error) {
 // forward runs the network on a square input (side a multiple of 32) and
 // returns the raw output grid.
 func (d *Tiny) forward(in *imaging.Float) ([]float32, error) {
-	x, flat, err := detShared(d.backend, 1, in.H, in.W, in.C)
-	if err != nil {
-		return nil, err
-	}
-	copy(flat, in.Pix)
-	cur, err := detExec(d.first, x)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = cur.FinalizeAll() }()
-	bias := d.conv0b
-	h, w, c := in.H-2, in.W-2, len(d.conv0b) // conv0 is 3×3 VALID
+	// conv0 and its pooling are one Go kernel; the loop below starts
+	// with the first depthwise-separable block.
+	pooled0, h, w := tinyConv0Pool(in.Pix, in.H, in.W, d.conv0w, d.conv0b)
+	c := tinyConv0Out
+	var cur *tensors.Tensor
+	defer func() {
+		if cur != nil {
+			_ = cur.FinalizeAll()
+		}
+	}()
+	var bias []float32
 	for i := 0; i <= len(d.seps); i++ {
 		// Max-pool 2×2 (stride 2, the last one stride 1) of the previous
 		// convolution, then its bias and leaky ReLU: both are per-channel
@@ -170,13 +161,19 @@ func (d *Tiny) forward(in *imaging.Float) ([]float32, error) {
 		}
 		ph, _, _ := outSize(h, 2, s, Same)
 		pwd, _, _ := outSize(w, 2, s, Same)
-		pooled := make([]float32, ph*pwd*c)
-		if err := tensors.ConstFlatData(cur, func(v []float32) {
-			tinyPoolBiasLeaky(pooled, v, h, w, c, s, bias)
-		}); err != nil {
-			return nil, fmt.Errorf("nets: reading a tiny detector activation: %w", err)
+		var pooled []float32
+		var err error
+		if cur == nil {
+			pooled, ph, pwd = pooled0, h, w
+		} else {
+			pooled = make([]float32, ph*pwd*c)
+			if err = tensors.ConstFlatData(cur, func(v []float32) {
+				tinyPoolBiasLeaky(pooled, v, h, w, c, s, bias)
+			}); err != nil {
+				return nil, fmt.Errorf("nets: reading a tiny detector activation: %w", err)
+			}
+			_ = cur.FinalizeAll()
 		}
-		_ = cur.FinalizeAll()
 		var e *graph.Exec
 		var next *tensors.Tensor
 		if i == len(d.seps) {
