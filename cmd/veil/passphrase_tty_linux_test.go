@@ -96,7 +96,11 @@ func TestPassphrasePromptDoesNotEcho(t *testing.T) {
 			t.Fatal(err)
 		}
 		scr := &screen{}
+		// The reader ends when the terminal has no writer left (the
+		// controller then reads what is buffered, then fails with EIO).
+		read := make(chan struct{})
 		go func() {
+			defer close(read)
 			b := make([]byte, 256)
 			for {
 				n, err := c.Read(b)
@@ -123,7 +127,16 @@ func TestPassphrasePromptDoesNotEcho(t *testing.T) {
 			}
 		}
 		err := cmd.Wait()
-		time.Sleep(100 * time.Millisecond) // let the reader take the last output
+		// Everything the program wrote is on the screen once the reader
+		// has drained the terminal: close the test's end of it (the
+		// program's is closed) and wait for the reader to finish, rather
+		// than sleep and hope the reader has run by then.
+		tty.Close()
+		select {
+		case <-read:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the screen was not drained within 30 s after the program exited; it shows:\n%s", scr)
+		}
 		var ee *exec.ExitError
 		switch {
 		case err == nil:
