@@ -88,8 +88,9 @@
 // ParseBox, IoU, MeasureIndexing.
 //
 // Faces: Face, FaceFilter, Box, Source (Detected, Manual), (*Library).Faces,
-// Face, NameFaces, RejectFace, UnassignFace, RemoveFace, AssignAuto,
-// ClearAuto, Rejections.
+// Face, NameFaces, RejectFaces, UnassignFaces, RemoveFaces (each batch in
+// one transaction: all faces or none) and their one-face forms RejectFace,
+// UnassignFace, RemoveFace, AssignAuto, ClearAuto, Rejections.
 //
 // People: Person, (*Library).People, PersonByName, CreatePerson,
 // RenamePerson, MergePeople, SetHidden, SetCover, PersonPhotos.

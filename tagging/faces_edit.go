@@ -259,24 +259,45 @@ func (l *Library) NameFaces(faceIDs []int64, name string) (Person, error) {
 	return l.personByID(ctx, pid)
 }
 
-// RejectFace records the user's "this is not NAME" for a face: the face is
-// never suggested or automatically assigned to that person again, and
-// loses that person if it had them (even if the user had named it).
-func (l *Library) RejectFace(faceID int64, name string) error {
+// errNoFaces: a batch operation was given no faces.
+var errNoFaces = errors.New("no faces given")
+
+// editFacesTx applies op to each face in tx, after checking that the face
+// exists; the caller's transaction makes the batch all-or-nothing.
+func editFacesTx(ctx context.Context, tx *sql.Tx, faceIDs []int64, op func(id int64) error) error {
+	if len(faceIDs) == 0 {
+		return errNoFaces
+	}
+	for _, id := range faceIDs {
+		if _, _, err := faceState(ctx, tx, id); err != nil {
+			return err
+		}
+		if err := op(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RejectFaces records the user's "these are not NAME" for the faces: they
+// are never suggested or automatically assigned to that person again, and
+// those that had the person lose them (even if the user had named them).
+// All faces are changed in one transaction or, on an unknown face or
+// person or any failure, none is.
+func (l *Library) RejectFaces(faceIDs []int64, name string) error {
 	ctx := context.Background()
 	err := l.inTx(ctx, func(tx *sql.Tx) error {
 		pid, err := l.personID(ctx, tx, name)
 		if err != nil {
 			return err
 		}
-		if _, _, err := faceState(ctx, tx, faceID); err != nil {
+		return editFacesTx(ctx, tx, faceIDs, func(id int64) error {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO rejections (face_id, person_id) VALUES (?, ?)`, id, pid); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `UPDATE faces SET person_id = NULL, assigned_by = 'user' WHERE id = ? AND person_id = ?`, id, pid)
 			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO rejections (face_id, person_id) VALUES (?, ?)`, faceID, pid); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE faces SET person_id = NULL, assigned_by = 'user' WHERE id = ? AND person_id = ?`, faceID, pid)
-		return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("rejecting: %w", err)
@@ -284,17 +305,23 @@ func (l *Library) RejectFace(faceID int64, name string) error {
 	return nil
 }
 
-// UnassignFace takes the face's person away as the user's decision: the
-// face becomes unknown and automatic assignment leaves it so (suggestions
-// may still propose a person for the user to confirm).
-func (l *Library) UnassignFace(faceID int64) error {
+// RejectFace is RejectFaces for one face.
+func (l *Library) RejectFace(faceID int64, name string) error {
+	return l.RejectFaces([]int64{faceID}, name)
+}
+
+// UnassignFaces takes the faces' person away as the user's decision: the
+// faces become unknown and automatic assignment leaves them so
+// (suggestions may still propose a person for the user to confirm). All
+// faces are changed in one transaction or, on an unknown face or any
+// failure, none is.
+func (l *Library) UnassignFaces(faceIDs []int64) error {
 	ctx := context.Background()
 	err := l.inTx(ctx, func(tx *sql.Tx) error {
-		if _, _, err := faceState(ctx, tx, faceID); err != nil {
+		return editFacesTx(ctx, tx, faceIDs, func(id int64) error {
+			_, err := tx.ExecContext(ctx, `UPDATE faces SET person_id = NULL, assigned_by = 'user' WHERE id = ?`, id)
 			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE faces SET person_id = NULL, assigned_by = 'user' WHERE id = ?`, faceID)
-		return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("unassigning: %w", err)
@@ -302,28 +329,39 @@ func (l *Library) UnassignFace(faceID int64) error {
 	return nil
 }
 
-// RemoveFace marks the face as a false detection (the user's decision): it
-// loses its person, disappears from listings, clustering and suggestions,
-// and re-indexing does not bring it back.
-func (l *Library) RemoveFace(faceID int64) error {
+// UnassignFace is UnassignFaces for one face.
+func (l *Library) UnassignFace(faceID int64) error {
+	return l.UnassignFaces([]int64{faceID})
+}
+
+// RemoveFaces marks the faces as false detections (the user's decision):
+// they lose their person, disappear from listings, clustering and
+// suggestions, and re-indexing does not bring them back. All faces are
+// changed in one transaction or, on an unknown face or any failure, none
+// is.
+func (l *Library) RemoveFaces(faceIDs []int64) error {
 	ctx := context.Background()
 	err := l.inTx(ctx, func(tx *sql.Tx) error {
-		if _, _, err := faceState(ctx, tx, faceID); err != nil {
+		return editFacesTx(ctx, tx, faceIDs, func(id int64) error {
+			if _, err := tx.ExecContext(ctx, `UPDATE faces SET removed = 1, person_id = NULL, assigned_by = 'user' WHERE id = ?`, id); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE people SET cover_face = NULL WHERE cover_face = ?`, id); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `DELETE FROM clusters WHERE face_id = ?`, id)
 			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE faces SET removed = 1, person_id = NULL, assigned_by = 'user' WHERE id = ?`, faceID); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE people SET cover_face = NULL WHERE cover_face = ?`, faceID); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM clusters WHERE face_id = ?`, faceID)
-		return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("removing: %w", err)
 	}
 	return nil
+}
+
+// RemoveFace is RemoveFaces for one face.
+func (l *Library) RemoveFace(faceID int64) error {
+	return l.RemoveFaces([]int64{faceID})
 }
 
 // Assignment is an automatic assignment of a face to a person.

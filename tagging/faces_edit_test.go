@@ -2,6 +2,7 @@ package tagging
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -280,5 +281,62 @@ func TestClearAutoError(t *testing.T) {
 	_, err = l.ClearAuto()
 	if err == nil || !strings.HasPrefix(err.Error(), "clearing automatic assignments: ") || errors.Unwrap(err) == nil {
 		t.Errorf("ClearAuto on a closed library: %v", err)
+	}
+}
+
+// TestFaceBatchesAllOrNothing gives RejectFaces, UnassignFaces and
+// RemoveFaces batches whose last item fails (an unknown face, or a write
+// the database refuses: a trigger stands for a full disk) and checks the
+// database is then exactly as before, byte for byte of every table.
+func TestFaceBatchesAllOrNothing(t *testing.T) {
+	l := testLibrary(t)
+	ids := addTestPhoto(t, l, "/a.jpg", 1, 3)
+	if _, err := l.NameFaces(ids, "Ada"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetCover("Ada", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.db.Exec(`INSERT INTO clusters (face_id, cluster) VALUES (?, 1), (?, 1)`, ids[0], ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]func([]int64) error{
+		"reject":   func(b []int64) error { return l.RejectFaces(b, "Ada") },
+		"unassign": l.UnassignFaces,
+		"remove":   l.RemoveFaces,
+	}
+	before, err := dumpSQL(l.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, err error, want error) {
+		t.Helper()
+		if err == nil || (want != nil && !errors.Is(err, want)) {
+			t.Errorf("%s: %v, want an error (%v)", what, err, want)
+		}
+		after, derr := dumpSQL(l.db)
+		if derr != nil {
+			t.Fatal(derr)
+		}
+		if after != before {
+			t.Errorf("%s failed on its last face but changed the library", what)
+		}
+	}
+	for name, op := range ops {
+		check(name+" with an unknown last face", op([]int64{ids[0], ids[1], 999}), ErrUnknownFace)
+		check(name+" of no faces", op(nil), nil)
+	}
+	if _, err := l.db.Exec(fmt.Sprintf(`CREATE TRIGGER refuse_last BEFORE UPDATE ON faces WHEN OLD.id = %d
+		BEGIN SELECT RAISE(ABORT, 'disk full'); END`, ids[2])); err != nil {
+		t.Fatal(err)
+	}
+	if before, err = dumpSQL(l.db); err != nil {
+		t.Fatal(err)
+	}
+	for name, op := range ops {
+		check(name+" with a failing last write", op(ids), nil)
+	}
+	if err := l.RejectFaces(ids, "Nobody"); !errors.Is(err, ErrUnknownPerson) {
+		t.Errorf("rejecting an unknown person: %v", err)
 	}
 }

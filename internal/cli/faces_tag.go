@@ -60,31 +60,6 @@ func parseFaceIDs(args []string) ([]int64, error) {
 	return ids, nil
 }
 
-// editFaces applies op to each face in turn, after checking that every id
-// is a face of the library (failing, naming the first, if one is not), so
-// that a command given several faces changes none of them then.
-func editFaces(l *tagging.Library, ids []int64, op func(id int64) error) error {
-	fs, err := l.Faces(tagging.FaceFilter{IDs: ids, Removed: true})
-	if err != nil {
-		return err
-	}
-	have := make(map[int64]bool, len(fs))
-	for _, f := range fs {
-		have[f.ID] = true
-	}
-	for _, id := range ids {
-		if !have[id] {
-			return fmt.Errorf("face %d: %w", id, tagging.ErrUnknownFace)
-		}
-	}
-	for _, id := range ids {
-		if err := op(id); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // withLibrary opens the library, runs f and closes it.
 func withLibrary(e *env, lf *libraryFlags, f func(*tagging.Library) error) error {
 	l, err := lf.open(e)
@@ -253,6 +228,7 @@ func newFacesRejectCmd(e *env) *cobra.Command {
 		Long: `Reject records that the faces are not NAME: they are never suggested or
 automatically assigned to NAME again, and a face assigned to NAME loses that
 assignment. Naming the face NAME later (veil faces name) lifts the rejection.
+Either all faces are changed or, on any error, none.
 
 Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown face or
 person.`,
@@ -267,10 +243,7 @@ person.`,
 				return errors.New("say whom the faces are not with --person NAME")
 			}
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
-				if _, err := l.PersonByName(person); err != nil {
-					return err
-				}
-				if err := editFaces(l, ids, func(id int64) error { return l.RejectFace(id, person) }); err != nil {
+				if err := l.RejectFaces(ids, person); err != nil {
 					return err
 				}
 				fmt.Fprintf(e.stdout, "rejected %s for %s\n", person, plural(len(ids), "face"))
@@ -283,8 +256,9 @@ person.`,
 	return cmd
 }
 
-// newFaceEditCmd builds a command that applies one operation to each face.
-func newFaceEditCmd(e *env, use, short, long, example, done string, op func(*tagging.Library, int64) error) *cobra.Command {
+// newFaceEditCmd builds a command that applies one operation to all the
+// faces given, in one transaction of the library's (all or none).
+func newFaceEditCmd(e *env, use, short, long, example, done string, op func(*tagging.Library, []int64) error) *cobra.Command {
 	var lf libraryFlags
 	cmd := &cobra.Command{
 		Use:     use,
@@ -298,7 +272,7 @@ func newFaceEditCmd(e *env, use, short, long, example, done string, op func(*tag
 				return err
 			}
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
-				if err := editFaces(l, ids, func(id int64) error { return op(l, id) }); err != nil {
+				if err := op(l, ids); err != nil {
 					return err
 				}
 				fmt.Fprintf(e.stdout, "%s %s\n", done, plural(len(ids), "face"))
@@ -314,19 +288,21 @@ func newFacesUnassignCmd(e *env) *cobra.Command {
 	return newFaceEditCmd(e, "unassign FACE...", "Take the faces' person away",
 		`Unassign makes the faces nobody's, as your decision: automatic assignment
 leaves them so (a suggestion may still propose someone for you to confirm).
+Either all faces are changed or, on any error, none.
 
 Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown face.`,
 		`  veil faces unassign 31 --library lib`,
-		"unassigned", (*tagging.Library).UnassignFace)
+		"unassigned", (*tagging.Library).UnassignFaces)
 }
 
 func newFacesRemoveCmd(e *env) *cobra.Command {
 	return newFaceEditCmd(e, "remove FACE...", "Remove false faces (not a face at all)",
 		`Remove marks the faces as false detections: they lose their person and leave
 listings, clusters and suggestions, and re-indexing does not bring them back.
-The photo stays in the library.
+The photo stays in the library. Either all faces are changed or, on any error,
+none.
 
 Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown face.`,
 		`  veil faces remove 7 8 --library lib`,
-		"removed", (*tagging.Library).RemoveFace)
+		"removed", (*tagging.Library).RemoveFaces)
 }

@@ -1,13 +1,19 @@
 package cli
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	_ "modernc.org/sqlite" // to play a failing disk under the library
+
+	"github.com/veil-privacy/veil/tagging"
 )
 
 // veilOK runs veil and fails the test unless it exits 0; it returns stdout.
@@ -251,5 +257,51 @@ func TestPeopleCommands(t *testing.T) {
 	}
 	if human := veilOK(t, "people", "photos", "Ada Lovelace"); human != "/photos/a.jpg\n/photos/b.jpg\n" {
 		t.Errorf("human photos %q", human)
+	}
+}
+
+// TestFaceEditsAllOrNothing makes the library refuse the change of the
+// last face of a batch (a trigger stands for a full disk or another
+// program's lock): reject, unassign and remove given several faces must
+// then change none of them, not the ones before the failure.
+func TestFaceEditsAllOrNothing(t *testing.T) {
+	dir := initTestLibrary(t)
+	t.Setenv(envLibrary, dir)
+	ids := addLibraryPhoto(t, dir, "/photos/a.jpg", 3)
+	args := []string{fmt.Sprint(ids[0]), fmt.Sprint(ids[1]), fmt.Sprint(ids[2])}
+	veilOK(t, append([]string{"faces", "name", "--person", "Ada"}, args...)...)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, tagging.DBFile)+"?mode=rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	trigger := fmt.Sprintf(`CREATE TRIGGER refuse_last BEFORE UPDATE ON faces WHEN OLD.id = %d
+		BEGIN SELECT RAISE(ABORT, 'the disk is full'); END`, ids[2])
+	if _, err := db.Exec(trigger); err != nil {
+		t.Fatal(err)
+	}
+	before := listFaces(t, dir)
+	for _, cmd := range [][]string{
+		{"faces", "reject", "--person", "Ada"},
+		{"faces", "unassign"},
+		{"faces", "remove"},
+	} {
+		mustExit(t, 1, "the disk is full", append(cmd, args...)...)
+		var rejected int
+		if err := db.QueryRow(`SELECT count(*) FROM rejections`).Scan(&rejected); err != nil {
+			t.Fatal(err)
+		}
+		if after := listFaces(t, dir); !reflect.DeepEqual(after, before) || rejected != 0 {
+			t.Errorf("veil %s failed on the last face but changed the others:\nbefore %v\nafter  %v (%d rejections)",
+				strings.Join(cmd, " "), before, after, rejected)
+		}
+	}
+	// Without the trigger the same batch goes through whole.
+	if _, err := db.Exec(`DROP TRIGGER refuse_last`); err != nil {
+		t.Fatal(err)
+	}
+	veilOK(t, append([]string{"faces", "remove"}, args...)...)
+	if fs := listFaces(t, dir); len(fs) != 0 {
+		t.Errorf("faces left after removing all: %v", fs)
 	}
 }
