@@ -130,7 +130,8 @@ func (l *loader) describe(label string, paths []string, desc eval.Describer) (ma
 
 // LoadData reads the training images and the development pairs of o and
 // computes what the model reads (crops, or the head's input vectors, and
-// distillation targets). o must have been validated (New does it).
+// distillation targets). o must have been validated (Validate, or
+// ValidateData when no run of Job follows; New validates).
 func LoadData(o *Options) (*Data, error) {
 	l := &loader{o: o, progress: o.progress}
 	lfw := dataset.LFW{Dir: o.Data.LFW}

@@ -233,6 +233,46 @@ func (d *DPOptions) validate() error {
 // Validate checks every option and fills defaults, without reading any
 // file. New calls it.
 func (o *Options) Validate() error {
+	if err := o.ValidateData(); err != nil {
+		return err
+	}
+	wrap := func(err error) error { return fmt.Errorf("train: %w", err) }
+	if o.Epochs < 1 {
+		return wrap(fmt.Errorf("the number of epochs must be positive, got %d", o.Epochs))
+	}
+	if o.Init != "" && o.Resume != "" {
+		return wrap(errors.New("give an initial checkpoint (new run from weights) or one to resume (continue a run), not both"))
+	}
+	if o.Checkpoint == "" {
+		return wrap(errors.New("no checkpoint path"))
+	}
+	if o.Checkpoint == o.Init {
+		return wrap(errors.New("the new checkpoint would overwrite the one the run starts from; choose another path"))
+	}
+	if d := o.DP; d != nil {
+		if o.Model.Kind == "lightface" && o.Model.Norm == "" {
+			o.Model.Norm = "group"
+		}
+		if d.Unit == "" && o.Data.Set == "mtfl" {
+			d.Unit = train.UnitExample
+		}
+		if err := d.validate(); err != nil {
+			return wrap(err)
+		}
+		if d.MaxPerIdentity > o.Optim.MicroBatch {
+			return wrap(fmt.Errorf("the cap on images per identity (%d) exceeds the micro-batch (%d)", d.MaxPerIdentity, o.Optim.MicroBatch))
+		}
+	}
+	return nil
+}
+
+// ValidateData checks the options LoadData and NewSession read (model,
+// optimiser and data) and fills their defaults, without reading any file
+// and without asking for what only a run of Job needs (epochs, a
+// checkpoint path): for callers that load data to train or score models
+// themselves, such as a federation's clients and its coordinator's
+// evaluation. Validate calls it.
+func (o *Options) ValidateData() error {
 	wrap := func(err error) error {
 		if err == nil {
 			return nil
@@ -244,9 +284,6 @@ func (o *Options) Validate() error {
 	}
 	if err := o.Optim.validate(o.Model.Kind); err != nil {
 		return wrap(err)
-	}
-	if o.Epochs < 1 {
-		return wrap(fmt.Errorf("the number of epochs must be positive, got %d", o.Epochs))
 	}
 	switch o.Data.Set {
 	case "lfw":
@@ -271,29 +308,6 @@ func (o *Options) Validate() error {
 	}
 	if o.Model.Loss == "distill" && o.Data.CentreCount < 1 {
 		return wrap(fmt.Errorf("the number of centre images must be positive, got %d", o.Data.CentreCount))
-	}
-	if o.Init != "" && o.Resume != "" {
-		return wrap(errors.New("give an initial checkpoint (new run from weights) or one to resume (continue a run), not both"))
-	}
-	if o.Checkpoint == "" {
-		return wrap(errors.New("no checkpoint path"))
-	}
-	if o.Checkpoint == o.Init {
-		return wrap(errors.New("the new checkpoint would overwrite the one the run starts from; choose another path"))
-	}
-	if d := o.DP; d != nil {
-		if o.Model.Kind == "lightface" && o.Model.Norm == "" {
-			o.Model.Norm = "group"
-		}
-		if d.Unit == "" && o.Data.Set == "mtfl" {
-			d.Unit = train.UnitExample
-		}
-		if err := d.validate(); err != nil {
-			return wrap(err)
-		}
-		if d.MaxPerIdentity > o.Optim.MicroBatch {
-			return wrap(fmt.Errorf("the cap on images per identity (%d) exceeds the micro-batch (%d)", d.MaxPerIdentity, o.Optim.MicroBatch))
-		}
 	}
 	return nil
 }

@@ -105,6 +105,42 @@ func TestOptionsRefused(t *testing.T) {
 	}
 }
 
+// TestValidateData: the options of a caller that only loads data (no
+// run: no epochs, no checkpoint) are accepted and their defaults filled,
+// while the model, optimiser and data settings are checked as by
+// Validate, which still asks for what a run needs.
+func TestValidateData(t *testing.T) {
+	o := headOptions("lfw", "")
+	o.Epochs = 0
+	if err := o.ValidateData(); err != nil {
+		t.Fatalf("data-only options: %v", err)
+	}
+	if o.Model.Features != "descriptor" || o.Model.Norm != "none" {
+		t.Errorf("defaults not filled: %+v", o.Model)
+	}
+	for name, edit := range map[string]func(*Options){
+		"unknown model": func(o *Options) { o.Model.Kind = "resnet" },
+		"unknown set":   func(o *Options) { o.Data.Set = "celeba" },
+		"no LFW":        func(o *Options) { o.Data.LFW = "" },
+		"bad batch":     func(o *Options) { o.Optim.Batch = 0 },
+		"triplet + DP": func(o *Options) {
+			o.Model.Loss = "triplet"
+			o.DP = &DPOptions{NoiseMultiplier: 1, Clip: 1, Delta: 1e-5}
+		},
+		"centre count 0": func(o *Options) { o.Model = ModelOptions{Kind: "lightface", Loss: "distill"}; o.Data.CentreCount = 0 },
+	} {
+		bad := headOptions("lfw", "")
+		edit(&bad)
+		if err := bad.ValidateData(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	full := headOptions("lfw", "")
+	if err := full.Validate(); err == nil || !strings.Contains(err.Error(), "no checkpoint path") {
+		t.Errorf("Validate without a checkpoint: %v", err)
+	}
+}
+
 // TestRunRefusesBadData: errors that need the files.
 func TestRunRefusesBadData(t *testing.T) {
 	dir := t.TempDir()

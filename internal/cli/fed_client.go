@@ -313,9 +313,6 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, error) {
 		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, MaxPeople: f.maxPeople, CentreImages: f.centreDir, CentreCount: f.centreCount},
 		Optim: training.OptimOptions{Batch: 32, MicroBatch: f.microBatch, Optimizer: f.optimizer, LearningRate: 0.01,
 			WeightDecay: f.weightDecay, Seed: f.seed},
-		Epochs: 1,
-		// LoadData writes nothing; Validate wants a checkpoint path.
-		Checkpoint: filepath.Join(os.TempDir(), "veil-fed-client-unused.ckpt"),
 		Describers: training.Describers{Inputs: f.head.openInputs, Teacher: f.head.openDescriber},
 	}
 	if f.describers != nil {
@@ -336,7 +333,7 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, error) {
 			return nil, fmt.Errorf("no data at %s: give --data DIR (an LFW-layout folder) or set %s to the data folder", o.Data.LFW, datadir.EnvData)
 		}
 	}
-	if err := o.Validate(); err != nil {
+	if err := o.ValidateData(); err != nil {
 		return nil, err
 	}
 	draw := &trainProgress{w: e.stderr, quiet: f.head.quiet}

@@ -276,11 +276,13 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	}
 	m := ops.NewMetrics()
 	o.Logger, o.Metrics = log, m
-	var evals *roundEvaluator
+	var evals *ops.Evaluator
 	if cfg.EvalData != "" {
 		log.Info("loading the evaluation pairs", "data", cfg.EvalData)
-		if evals, err = newRoundEvaluator(e, m, initCk, cfg.EvalData, cfg.CentreImages, cfg.CentreCount, f.describers, log); err != nil {
-			return err
+		eo := evaluatorOptions(f, initCk, m)
+		eo.Logger = log
+		if evals, err = ops.NewEvaluator(eo); err != nil {
+			return fmt.Errorf("--eval-data %s: %w", cfg.EvalData, err)
 		}
 		o.Metrics = evals
 	}
@@ -290,7 +292,7 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	}
 	defer co.Close()
 	if evals != nil {
-		evals.start(co)
+		evals.Start(co)
 	}
 	if st, err := readFedStatus(ctx, cfg.State); err == nil {
 		m.Seed(st)
@@ -305,7 +307,7 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	defer stop()
 	runErr := srv.Run(sctx)
 	if evals != nil {
-		evals.stop(runErr == nil)
+		evals.Stop(runErr == nil)
 	}
 	if err := runErr; err != nil {
 		if sctx.Err() != nil && ctx.Err() == nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -196,9 +195,6 @@ func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, training.
 		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, MaxPeople: f.maxPeople, CentreImages: f.centreDir, CentreCount: f.centreCount},
 		Optim: training.OptimOptions{Batch: f.batch, MicroBatch: f.microBatch, Optimizer: f.optimizer, LearningRate: f.lr,
 			WeightDecay: f.weightDecay, Seed: f.seed},
-		Epochs: 1,
-		// LoadData writes nothing; Validate wants a checkpoint path.
-		Checkpoint: filepath.Join(os.TempDir(), "veil-fed-sim-unused.ckpt"),
 		Describers: training.Describers{Inputs: f.head.openInputs, Teacher: f.head.openDescriber},
 	}
 	if o.Data.LFW == "" {
@@ -207,7 +203,7 @@ func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, training.
 	if o.Data.CentreImages == "" {
 		o.Data.CentreImages = filepath.Join(def, "mtfl", "net_7876")
 	}
-	if err := o.Validate(); err != nil {
+	if err := o.ValidateData(); err != nil {
 		return sim.Options{}, training.Options{}, fmt.Errorf("fed sim: %w", err)
 	}
 	so := sim.Options{Model: o.Model, Optim: o.Optim,
