@@ -24,9 +24,9 @@ const AgeGenderRegionFeatures = 4 * AgeGenderFeatures
 // TinyXception feature extractor with two main blocks, a 7×7 average pool
 // and two dense heads.
 //
-// A pass runs the convolutions' matrix products as GoMLX executions and
-// the depthwise convolutions, im2col, biases, ReLU, residual sums and pools
-// as plain Go loops (agegender_kern.go).
+// A pass runs as plain Go kernels: the convolutions' matrix products
+// (kern_gemm.go), the depthwise convolutions, im2col, biases, ReLU,
+// residual sums and pools (agegender_kern.go).
 type AgeGender struct {
 	r    *netRunner
 	feat *netRunner // the same pass up to the pooled features

@@ -4,14 +4,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
-
-	"github.com/gomlx/compute"
-
-	"github.com/veil-privacy/veil/internal/engine"
 )
 
-// agKern runs the age/gender network with Go kernels around GoMLX matrix
-// products (see kern_ops.go).
+// agKern runs the age/gender network with Go kernels, its matrix
+// products included (see kern_ops.go).
 type agKern struct {
 	w                *agW
 	pool             *kernWSPool
@@ -24,53 +20,50 @@ type agKern struct {
 // agReductionMM holds a reduction block's products.
 type agReductionMM struct{ sep0, sep1, expansion *kernMatmul }
 
-func newAgReductionMM(be compute.Backend, name string, rb xcReduction) (agReductionMM, error) {
+func newAgReductionMM(name string, rb xcReduction) (agReductionMM, error) {
 	var r agReductionMM
 	var err error
-	if r.sep0, err = agPointwise(be, name+".sep0", rb.sep0); err != nil {
+	if r.sep0, err = agPointwise(name+".sep0", rb.sep0); err != nil {
 		return r, err
 	}
-	if r.sep1, err = agPointwise(be, name+".sep1", rb.sep1); err != nil {
+	if r.sep1, err = agPointwise(name+".sep1", rb.sep1); err != nil {
 		return r, err
 	}
 	e := rb.expansion.w
-	r.expansion, err = newKernMatmul(be, name+".expansion", e.F32, e.Shape[2], e.Shape[3])
+	r.expansion, err = newKernMatmul(name+".expansion", e.F32, e.Shape[2], e.Shape[3])
 	return r, err
 }
 
-func agPointwise(be compute.Backend, name string, s sepConv) (*kernMatmul, error) {
-	return newKernMatmul(be, name, s.pw.F32, s.pw.Shape[2], s.pw.Shape[3])
+func agPointwise(name string, s sepConv) (*kernMatmul, error) {
+	return newKernMatmul(name, s.pw.F32, s.pw.Shape[2], s.pw.Shape[3])
 }
 
-// newAgeGenderKern compiles one product per convolution.
+// newAgeGenderKern prepares one product per convolution.
 func newAgeGenderKern(a *agW) (*agKern, error) {
-	be, err := engine.Backend()
-	if err != nil {
-		return nil, fmt.Errorf("nets: age_gender_model: %w", err)
-	}
-	k := &agKern{w: a, pool: newKernWSPool(be)}
+	k := &agKern{w: a, pool: newKernWSPool()}
+	var err error
 	const p = "age_gender_model."
 	cw := a.convIn.w
-	if k.convIn, err = newKernMatmul(be, p+"conv_in", cw.F32, 9*cw.Shape[2], cw.Shape[3]); err != nil {
+	if k.convIn, err = newKernMatmul(p+"conv_in", cw.F32, 9*cw.Shape[2], cw.Shape[3]); err != nil {
 		return nil, err
 	}
-	if k.rb0, err = newAgReductionMM(be, p+"rb0", a.rb0); err != nil {
+	if k.rb0, err = newAgReductionMM(p+"rb0", a.rb0); err != nil {
 		return nil, err
 	}
-	if k.rb1, err = newAgReductionMM(be, p+"rb1", a.rb1); err != nil {
+	if k.rb1, err = newAgReductionMM(p+"rb1", a.rb1); err != nil {
 		return nil, err
 	}
-	if k.exitRB, err = newAgReductionMM(be, p+"exit_rb", a.exitRB); err != nil {
+	if k.exitRB, err = newAgReductionMM(p+"exit_rb", a.exitRB); err != nil {
 		return nil, err
 	}
 	for b := range a.main {
 		for s := range a.main[b] {
-			if k.main[b][s], err = agPointwise(be, fmt.Sprintf("%smain%d.sep%d", p, b, s), a.main[b][s]); err != nil {
+			if k.main[b][s], err = agPointwise(fmt.Sprintf("%smain%d.sep%d", p, b, s), a.main[b][s]); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if k.exitSep, err = agPointwise(be, p+"exit_sep", a.exitSep); err != nil {
+	if k.exitSep, err = agPointwise(p+"exit_sep", a.exitSep); err != nil {
 		return nil, err
 	}
 	return k, nil

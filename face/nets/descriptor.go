@@ -22,9 +22,9 @@ const DescriptorDim = 128
 // L2-normalised (their norms are about 1.4); dlib compares them by Euclidean
 // distance with threshold 0.6.
 //
-// A pass runs the convolutions' matrix products as GoMLX executions and
-// everything else (im2col, biases, ReLU, residual sums, pools) as plain Go
-// loops (descriptor_kern.go).
+// A pass runs as plain Go kernels: im2col and matrix products for the
+// convolutions, biases, ReLU, residual sums and pools (descriptor_kern.go,
+// kern_gemm.go); the whole-graph GoMLX build is the reference path.
 type Descriptor struct {
 	r *netRunner
 	w *descriptorW // also drives the whole-graph reference path (build)

@@ -2,12 +2,10 @@ package nets
 
 import (
 	"fmt"
-
-	"github.com/veil-privacy/veil/internal/engine"
 )
 
-// descKern runs the descriptor with Go kernels around GoMLX matrix
-// products (see kern_ops.go).
+// descKern runs the descriptor with Go kernels, its matrix products
+// included (see kern_ops.go).
 type descKern struct {
 	w      *descriptorW
 	pool   *kernWSPool
@@ -15,14 +13,11 @@ type descKern struct {
 	blocks [][2]*kernMatmul // conv1, conv2 of each residual block
 }
 
-// newDescKern compiles one product per convolution.
+// newDescKern prepares one product per convolution.
 func newDescKern(w *descriptorW) (*descKern, error) {
-	be, err := engine.Backend()
-	if err != nil {
-		return nil, fmt.Errorf("nets: descriptor: %w", err)
-	}
-	k := &descKern{w: w, pool: newKernWSPool(be)}
-	if k.conv0, err = newKernMatmul(be, "descriptor.conv32_down", w.conv0.w.F32, 7*7*3, 32); err != nil {
+	k := &descKern{w: w, pool: newKernWSPool()}
+	var err error
+	if k.conv0, err = newKernMatmul("descriptor.conv32_down", w.conv0.w.F32, 7*7*3, 32); err != nil {
 		return nil, err
 	}
 	for i, bl := range w.blocks {
@@ -30,7 +25,7 @@ func newDescKern(w *descriptorW) (*descKern, error) {
 		for j, c := range []resConv{bl.conv1, bl.conv2} {
 			name := fmt.Sprintf("descriptor.%s.conv%d", descriptorBlocks[i].name, j+1)
 			cin, cout := c.w.Shape[2], c.w.Shape[3]
-			if mm[j], err = newKernMatmul(be, name, c.w.F32, 9*cin, cout); err != nil {
+			if mm[j], err = newKernMatmul(name, c.w.F32, 9*cin, cout); err != nil {
 				return nil, err
 			}
 		}

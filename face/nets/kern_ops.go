@@ -3,102 +3,65 @@ package nets
 import (
 	"fmt"
 	"sync"
-
-	"github.com/gomlx/compute"
-	"github.com/gomlx/gomlx/core/graph"
-	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // This file holds the plain-Go building blocks of the descriptor, landmark
-// and age/gender networks. As for SSD (ssd_dw.go), only the matrix
-// products run as GoMLX executions: on the pure-Go backend, Slice copies
-// one element at a time and broadcasting element-wise ops go through a slow
-// iterator, so im2col, padding, biases, activations, residual sums and
-// pools are direct loops over contiguous NHWC memory here, and the
-// activations reach each product through a shared buffer.
+// and age/gender networks: im2col, padding, biases, activations, residual
+// sums and pools are direct loops over contiguous NHWC memory, and the
+// matrix products are Go kernels too (kern_gemm.go). They used to run as
+// GoMLX executions, as SSD's still do (ssd_dw.go), but the backend's
+// general product is slow on these small, skinny matrices.
 
-// kernMatmul is a compiled product of an [M, K] activation matrix with a
-// constant [K, N] filter matrix; M (the number of output pixels of the
-// whole batch) may vary, each size being compiled once.
+// kernMatmul is the product of an [M, K] activation matrix with a constant
+// [K, N] filter matrix; M (the number of output pixels of the whole batch)
+// may vary.
 type kernMatmul struct {
-	be   compute.Backend
-	exec *graph.Exec
+	name string
+	gemm *kernGemm
 	k, n int
 }
 
 // newKernMatmul wraps the [k, n] row-major matrix w.
-func newKernMatmul(be compute.Backend, name string, w []float32, k, n int) (*kernMatmul, error) {
+func newKernMatmul(name string, w []float32, k, n int) (*kernMatmul, error) {
 	if len(w) != k*n {
 		return nil, fmt.Errorf("nets: %s: filter has %d values, want %d×%d", name, len(w), k, n)
 	}
-	exec, err := graph.NewExec(be, func(x *graph.Node) *graph.Node {
-		return graph.Dot(x, graph.Const(x.Graph(), tensors.FromFlatDataAndDimensions(w, k, n))).Product()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("nets: %s: creating executor: %w", name, err)
-	}
-	exec.SetMaxCache(16)
-	return &kernMatmul{be: be, exec: exec.WithName("nets." + name), k: k, n: n}, nil
+	return &kernMatmul{name: name, gemm: newKernGemm(w, k, n), k: k, n: n}, nil
 }
 
 // run fills an [m, K] matrix (a buffer of ws) with fill, multiplies it by
 // the filter and hands the [m, N] product to use (which may modify it in
-// place: the product's tensor is private to this call and released
-// afterwards).
+// place: the product is a buffer of ws that the next run reuses).
 func (mm *kernMatmul) run(ws *kernWS, m int, fill func(cols []float32), use func(y []float32)) error {
-	x, flat, err := ws.cols(m, mm.k)
-	if err != nil {
-		return err
+	if m < 0 {
+		return fmt.Errorf("nets: %s: %d rows", mm.name, m)
 	}
-	fill(flat)
-	outs, err := mm.exec.Call(x)
-	if err != nil {
-		return fmt.Errorf("nets: running %s: %w", mm.exec.Name(), err)
-	}
-	out := outs[0]
-	defer func() { _ = out.FinalizeAll() }()
-	if err := tensors.ConstFlatData(out, func(y []float32) {
-		if len(y) != m*mm.n {
-			err = fmt.Errorf("nets: %s produced %d values, want %d", mm.exec.Name(), len(y), m*mm.n)
-			return
-		}
-		use(y)
-	}); err != nil {
-		return fmt.Errorf("nets: reading %s: %w", mm.exec.Name(), err)
-	}
-	return err
+	ws.colsBuf = grow(ws.colsBuf, m*mm.k)
+	ws.prodBuf = grow(ws.prodBuf, m*mm.n)
+	cols, y := ws.colsBuf[:m*mm.k], ws.prodBuf[:m*mm.n]
+	fill(cols)
+	mm.gemm.mul(y, cols, m)
+	use(y)
+	return nil
 }
 
-// kernWS is the reusable memory of one forward pass: the shared input
-// tensors of the products (one per matrix shape) and the Go activation
-// buffers. Reusing them avoids allocating and zeroing tens of megabytes per
-// pass (fresh large allocations also make the backend's buffer pool miss
-// more, through more frequent garbage collections).
+// grow returns b if it holds n values, else a new slice of n values.
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+// kernWS is the reusable memory of one forward pass: the products' input
+// and output matrices and the Go activation buffers. Reusing them avoids
+// allocating and zeroing tens of megabytes per pass.
 type kernWS struct {
-	be     compute.Backend
-	n      int // batch size
-	shared map[[2]int]kernShared
-	bufs   [][]float32
-	next   int // next activation buffer handed out by buf
-	zero   []float32
-}
-
-type kernShared struct {
-	t    *tensors.Tensor
-	flat []float32
-}
-
-// cols returns the shared [m, k] input tensor and its flat data.
-func (ws *kernWS) cols(m, k int) (*tensors.Tensor, []float32, error) {
-	if s, ok := ws.shared[[2]int{m, k}]; ok {
-		return s.t, s.flat, nil
-	}
-	t, flat, err := detShared(ws.be, m, k)
-	if err != nil {
-		return nil, nil, err
-	}
-	ws.shared[[2]int{m, k}] = kernShared{t, flat}
-	return t, flat, nil
+	n                int // batch size
+	colsBuf, prodBuf []float32
+	bufs             [][]float32
+	next             int // next activation buffer handed out by buf
+	zero             []float32
 }
 
 // buf returns the pass's next activation buffer, of n values (not
@@ -124,18 +87,9 @@ func (ws *kernWS) zeros(n int) []float32 {
 	return ws.zero[:n]
 }
 
-// release frees the shared tensors.
-func (ws *kernWS) release() {
-	for _, s := range ws.shared {
-		_ = s.t.FinalizeAll()
-	}
-	ws.shared = nil
-}
-
 // kernWSPool keeps a few idle workspaces for reuse; it is safe for
 // concurrent use (each pass takes a workspace of its own).
 type kernWSPool struct {
-	be   compute.Backend
 	mu   sync.Mutex
 	free []*kernWS
 }
@@ -146,8 +100,8 @@ type kernWSPool struct {
 // stay allocated with netMaxBatch = 4.
 const kernWSKeep = 2
 
-func newKernWSPool(be compute.Backend) *kernWSPool {
-	return &kernWSPool{be: be}
+func newKernWSPool() *kernWSPool {
+	return &kernWSPool{}
 }
 
 // get returns a workspace for a batch of n inputs.
@@ -161,17 +115,16 @@ func (p *kernWSPool) get(n int) *kernWS {
 			return ws
 		}
 	}
-	return &kernWS{be: p.be, n: n, shared: map[[2]int]kernShared{}}
+	return &kernWS{n: n}
 }
 
 // put returns ws to the pool; the caller must not use it or any buffer it
 // handed out afterwards. When the pool is full, the oldest idle workspace
-// is released.
+// is dropped.
 func (p *kernWSPool) put(ws *kernWS) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.free) == kernWSKeep {
-		p.free[0].release()
 		p.free = append(p.free[:0], p.free[1:]...)
 	}
 	p.free = append(p.free, ws)

@@ -17,9 +17,9 @@ const LandmarkSize = 112
 // Landmarker runs face-api's 68-point landmark network
 // (face_landmark_68_model) or its tiny variant (face_landmark_68_tiny_model).
 //
-// A pass runs the pointwise and first convolutions' matrix products as
-// GoMLX executions and the depthwise convolutions, im2col, biases, ReLU,
-// dense-block sums and pooling as plain Go loops (landmarks_kern.go).
+// A pass runs as plain Go kernels: the pointwise and first convolutions'
+// matrix products (kern_gemm.go), the depthwise convolutions, im2col,
+// biases, ReLU, dense-block sums and pooling (landmarks_kern.go).
 type Landmarker struct {
 	r    *netRunner
 	tiny bool

@@ -2,12 +2,10 @@ package nets
 
 import (
 	"fmt"
-
-	"github.com/veil-privacy/veil/internal/engine"
 )
 
-// landmarkKern runs a landmark network with Go kernels around GoMLX matrix
-// products (see kern_ops.go).
+// landmarkKern runs a landmark network with Go kernels, its matrix
+// products included (see kern_ops.go).
 type landmarkKern struct {
 	w     *landmarkW
 	pool  *kernWSPool
@@ -15,19 +13,16 @@ type landmarkKern struct {
 	pw    [][]*kernMatmul // pointwise products: per block, conv0 (unused in block 0) then convs
 }
 
-// newLandmarkKern compiles one product per convolution.
+// newLandmarkKern prepares one product per convolution.
 func newLandmarkKern(model string, w *landmarkW) (*landmarkKern, error) {
-	be, err := engine.Backend()
-	if err != nil {
-		return nil, fmt.Errorf("nets: %s: %w", model, err)
-	}
-	k := &landmarkKern{w: w, pool: newKernWSPool(be)}
+	k := &landmarkKern{w: w, pool: newKernWSPool()}
+	var err error
 	for i, bl := range w.blocks {
 		var mms []*kernMatmul
 		seps := bl.convs
 		if bl.first {
 			cout := bl.conv0W.Shape[3]
-			if k.conv0, err = newKernMatmul(be, model+".dense0.conv0", bl.conv0W.F32, 9*bl.conv0W.Shape[2], cout); err != nil {
+			if k.conv0, err = newKernMatmul(model+".dense0.conv0", bl.conv0W.F32, 9*bl.conv0W.Shape[2], cout); err != nil {
 				return nil, err
 			}
 			mms = append(mms, nil)
@@ -39,7 +34,7 @@ func newLandmarkKern(model string, w *landmarkW) (*landmarkKern, error) {
 				j++
 			}
 			name := fmt.Sprintf("%s.dense%d.conv%d", model, i, j)
-			mm, err := newKernMatmul(be, name, s.pw.F32, s.pw.Shape[2], s.pw.Shape[3])
+			mm, err := newKernMatmul(name, s.pw.F32, s.pw.Shape[2], s.pw.Shape[3])
 			if err != nil {
 				return nil, err
 			}

@@ -1,0 +1,98 @@
+package nets
+
+// kernGemm multiplies activation matrices by one constant [k, n] filter
+// matrix in Go (AVX2 with GOEXPERIMENT=simd on amd64), for kernMatmul.
+//
+// Why not GoMLX's product: the pretrained networks' products are small
+// and skinny (a 35×35 feature map times a 288×32 filter in the
+// descriptor), and the backend's general matrix product spent most of the
+// descriptor's time on them (about 16 GFLOP/s, pprof of
+// BenchmarkDescriptor). The filter never changes, so it is packed once into
+// panels of 16 columns, [n/16][k][16]; a 4×16 block of the output then
+// stays in eight AVX2 registers while k runs, each step reading 16 filter
+// values in sequence and broadcasting one value from each of four rows.
+type kernGemm struct {
+	k, n   int
+	panels []float32 // [n/16][k][16]: the first n16 columns, panel by panel
+	n16    int       // columns covered by panels (n rounded down to 16)
+	w      []float32 // the [k, n] filter, row-major (for the tail columns)
+}
+
+// kernGemmPanel is the width of a filter panel.
+const kernGemmPanel = 16
+
+func newKernGemm(w []float32, k, n int) *kernGemm {
+	g := &kernGemm{k: k, n: n, n16: n / kernGemmPanel * kernGemmPanel, w: w}
+	g.panels = make([]float32, g.n16*k)
+	for p := 0; p < g.n16/kernGemmPanel; p++ {
+		dst := g.panels[p*k*kernGemmPanel : (p+1)*k*kernGemmPanel]
+		for i := range k {
+			copy(dst[i*kernGemmPanel:(i+1)*kernGemmPanel], w[i*n+p*kernGemmPanel:i*n+(p+1)*kernGemmPanel])
+		}
+	}
+	return g
+}
+
+// mul writes y = a·W for the [m, k] matrix a into y ([m, n]), spreading
+// the rows over the cores when the product is large enough.
+func (g *kernGemm) mul(y, a []float32, m int) {
+	a, y = a[:m*g.k], y[:m*g.n]
+	blocks := (m + 3) / 4
+	detParallel(blocks, 4*g.k*g.n/4, func(lo, hi int) {
+		r0, r1 := lo*4, min(hi*4, m)
+		g.rows(y[r0*g.n:r1*g.n], a[r0*g.k:r1*g.k], r1-r0)
+	})
+}
+
+// rows computes rows [0, m) of the product of a and W into y.
+func (g *kernGemm) rows(y, a []float32, m int) {
+	k, n := g.k, g.n
+	i := 0
+	for ; i+4 <= m; i += 4 {
+		for p := 0; p < g.n16/kernGemmPanel; p++ {
+			kernGemm4x16(y[i*n+p*kernGemmPanel:], n, a[i*k:(i+4)*k], k, g.panels[p*k*kernGemmPanel:(p+1)*k*kernGemmPanel])
+		}
+	}
+	for ; i < m; i++ {
+		for p := 0; p < g.n16/kernGemmPanel; p++ {
+			kernGemm1x16Generic(y[i*n+p*kernGemmPanel:i*n+(p+1)*kernGemmPanel], a[i*k:(i+1)*k], g.panels[p*k*kernGemmPanel:(p+1)*k*kernGemmPanel])
+		}
+	}
+	if g.n16 < n {
+		for i := range m {
+			ar := a[i*k : (i+1)*k]
+			yr := y[i*n+g.n16 : (i+1)*n]
+			for j := range yr {
+				yr[j] = 0
+			}
+			for t, x := range ar {
+				wr := g.w[t*n+g.n16 : (t+1)*n]
+				for j := range yr {
+					yr[j] += x * wr[j]
+				}
+			}
+		}
+	}
+}
+
+// kernGemm1x16Generic writes the 16 values y = a·panel for one row a of k
+// values and a [k][16] panel.
+func kernGemm1x16Generic(y, a, panel []float32) {
+	var acc [kernGemmPanel]float32
+	for t, x := range a {
+		pr := panel[t*kernGemmPanel : (t+1)*kernGemmPanel]
+		for j := range acc {
+			acc[j] += x * pr[j]
+		}
+	}
+	copy(y[:kernGemmPanel], acc[:])
+}
+
+// kernGemm4x16Generic is kernGemm4x16 without SIMD: rows 0..3 of a (each
+// of k values, row-major) times the [k][16] panel, written to y at row
+// stride ldy.
+func kernGemm4x16Generic(y []float32, ldy int, a []float32, k int, panel []float32) {
+	for r := range 4 {
+		kernGemm1x16Generic(y[r*ldy:r*ldy+kernGemmPanel], a[r*k:(r+1)*k], panel)
+	}
+}
