@@ -14,10 +14,11 @@
 // keys on, a busy timeout, transactions that take the write lock at BEGIN).
 // Create makes one, Open unlocks it and migrates its schema (SchemaVersion;
 // migrations are ordered functions in schema.go and run each in its own
-// transaction), Close clears the keys held in memory, Rekey changes the
-// passphrase, CheckIntegrity runs SQLite's checks. The database itself
-// stays inside the package: no exported method hands it out, so every
-// write goes through the rules below.
+// transaction), Close clears the keys held in memory, Rekey (or
+// (*Library).Rekey on a library already unlocked) changes the passphrase,
+// deriving each passphrase's key once, and CheckIntegrity runs SQLite's
+// checks. The database itself stays inside the package: no exported method
+// hands it out, so every write goes through the rules below.
 //
 // # Keys and sealed fields
 //
@@ -26,8 +27,10 @@
 // parameters; they and the 16-byte salt are stored in the header, and the
 // wrapped key is bound to them). A wrong passphrase fails the wrapped key's
 // authentication: ErrWrongPassphrase, never garbage. Rekey re-wraps only the
-// data key, in one transaction, then empties the WAL so the files keep no
-// copy of the key wrapped under the old passphrase; secure_delete overwrites
+// data key, in one transaction (refusing, with ErrRekeyedMeanwhile, to
+// replace a header another program wrote since the unlock), then empties
+// the WAL so the files keep no copy of the key wrapped under the old
+// passphrase; secure_delete overwrites
 // deleted rows. (Copies of the library made before a rekey still open with
 // the old passphrase: the data key is the same.) Sub-keys come from HKDF-SHA256 of the data
 // key: "seal" for the fields, "name-index" (an HMAC of the case-folded name,
@@ -73,7 +76,7 @@
 // # API
 //
 // Store: Create, Open, Rekey, CreateOptions, KDFParams, DefaultKDFParams,
-// (*Library).Close, Dir, CheckIntegrity, Seal, Unseal, RotationSeed;
+// (*Library).Close, Dir, Rekey, CheckIntegrity, Seal, Unseal, RotationSeed;
 // EncodeDescriptor, DecodeDescriptor, EncodeLandmarks, DecodeLandmarks;
 // ReadKeyFile.
 //

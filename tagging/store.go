@@ -1,6 +1,7 @@
 package tagging
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver
 )
@@ -59,17 +61,33 @@ type Library struct {
 	dir  string
 	db   *sql.DB
 	keys subKeys
+	// dek is the data key, kept so Rekey can wrap it under a new
+	// passphrase without deriving the old one's key again (Argon2id is
+	// the whole cost of a rekey). Every sealed field's key is derived from
+	// it and held here anyway, so keeping it exposes nothing more.
+	dek []byte
+	// header is the key header as it was when the library was unlocked:
+	// Rekey refuses to replace a header another program wrote since.
+	header []byte
+	// derive is the key derivation (deriveKEK; tests count its calls).
+	derive kdfFunc
+	// mu guards dek and header against concurrent Rekeys.
+	mu sync.Mutex
 }
+
+// kdfFunc turns a passphrase and a key header into the key-encryption key.
+type kdfFunc func(passphrase []byte, h kdfHeader) []byte
 
 // Create makes a new library in dir (created if missing, mode 0700), with a
 // fresh random data key wrapped under the passphrase. It fails with ErrExists
 // if dir already holds one.
 func Create(dir string, passphrase []byte, opt CreateOptions) (*Library, error) {
-	return create(context.Background(), dir, passphrase, opt, SchemaVersion)
+	return create(context.Background(), dir, passphrase, opt, SchemaVersion, deriveKEK)
 }
 
-// create makes a library at a given schema version (tests make old ones).
-func create(ctx context.Context, dir string, passphrase []byte, opt CreateOptions, version int) (*Library, error) {
+// create makes a library at a given schema version (tests make old ones)
+// with the given key derivation.
+func create(ctx context.Context, dir string, passphrase []byte, opt CreateOptions, version int, derive kdfFunc) (*Library, error) {
 	params, err := opt.kdf()
 	if err != nil {
 		return nil, err
@@ -106,9 +124,9 @@ func create(ctx context.Context, dir string, passphrase []byte, opt CreateOption
 		db.Close()
 		return fail(fmt.Errorf("reading random key: %w", err))
 	}
-	defer clear(dek)
-	hdr, wrapped, err := wrapDEK(dek, passphrase, params)
+	hdr, wrapped, err := wrapDEK(dek, passphrase, params, derive)
 	if err != nil {
+		clear(dek)
 		db.Close()
 		return fail(err)
 	}
@@ -134,22 +152,39 @@ func create(ctx context.Context, dir string, passphrase []byte, opt CreateOption
 		err = migrateTo(ctx, db, version)
 	}
 	if err != nil {
+		clear(dek)
 		db.Close()
 		return fail(fmt.Errorf("creating the library: %w", err))
 	}
-	keys, err := deriveSubKeys(dek)
+	l, err := newLibrary(dir, db, dek, hdr, derive)
 	if err != nil {
-		db.Close()
 		return fail(err)
 	}
-	return &Library{dir: dir, db: db, keys: keys}, nil
+	return l, nil
+}
+
+// newLibrary holds an unlocked library; it takes dek (cleared on Close)
+// and, on error, closes db and clears dek.
+func newLibrary(dir string, db *sql.DB, dek, header []byte, derive kdfFunc) (*Library, error) {
+	keys, err := deriveSubKeys(dek)
+	if err != nil {
+		clear(dek)
+		db.Close()
+		return nil, err
+	}
+	return &Library{dir: dir, db: db, keys: keys, dek: dek, header: header, derive: derive}, nil
 }
 
 // Open unlocks the library in dir with the passphrase and migrates its
 // schema to this build's version. A wrong passphrase gives
 // ErrWrongPassphrase; a folder without a library gives ErrNoLibrary.
 func Open(dir string, passphrase []byte) (*Library, error) {
-	ctx := context.Background()
+	return open(context.Background(), dir, passphrase, deriveKEK)
+}
+
+// open is Open with the given key derivation (deriveKEK; tests count its
+// calls). It derives the key-encryption key once.
+func open(ctx context.Context, dir string, passphrase []byte, derive kdfFunc) (*Library, error) {
 	path := filepath.Join(dir, DBFile)
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -161,22 +196,17 @@ func Open(dir string, passphrase []byte) (*Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	dek, err := unwrapDEK(ctx, db, passphrase)
+	dek, header, err := unwrapDEK(ctx, db, passphrase, derive)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	defer clear(dek)
 	if err := migrateTo(ctx, db, SchemaVersion); err != nil {
+		clear(dek)
 		db.Close()
 		return nil, err
 	}
-	keys, err := deriveSubKeys(dek)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return &Library{dir: dir, db: db, keys: keys}, nil
+	return newLibrary(dir, db, dek, header, derive)
 }
 
 // openDB opens the SQLite file (which must exist) in WAL mode with foreign
@@ -216,32 +246,35 @@ func readHeader(ctx context.Context, q querier) (kdfHeader, []byte, []byte, erro
 	return h, raw, wrapped, nil
 }
 
-func unwrapDEK(ctx context.Context, q querier, passphrase []byte) ([]byte, error) {
+// unwrapDEK reads the key header, derives the key-encryption key from the
+// passphrase and unwraps the data key; it returns the data key and the
+// header it was stored with.
+func unwrapDEK(ctx context.Context, q querier, passphrase []byte, derive kdfFunc) (dek, header []byte, err error) {
 	if len(passphrase) == 0 {
-		return nil, ErrEmptyPassphrase
+		return nil, nil, ErrEmptyPassphrase
 	}
 	h, raw, wrapped, err := readHeader(ctx, q)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	kek := deriveKEK(passphrase, h)
+	kek := derive(passphrase, h)
 	defer clear(kek)
-	dek, err := openWith(kek, wrapped, dekAAD(raw))
+	dek, err = openWith(kek, wrapped, dekAAD(raw))
 	if err != nil || len(dek) != 32 {
-		return nil, ErrWrongPassphrase
+		return nil, nil, ErrWrongPassphrase
 	}
-	return dek, nil
+	return dek, raw, nil
 }
 
 // wrapDEK draws a salt, derives the key-encryption key and wraps dek; it
 // returns the encoded header and the wrapped key.
-func wrapDEK(dek, passphrase []byte, params KDFParams) (header, wrapped []byte, err error) {
+func wrapDEK(dek, passphrase []byte, params KDFParams, derive kdfFunc) (header, wrapped []byte, err error) {
 	h := kdfHeader{params: params, salt: make([]byte, saltLen)}
 	if _, err := rand.Read(h.salt); err != nil {
 		return nil, nil, fmt.Errorf("reading random salt: %w", err)
 	}
 	header = h.encode()
-	kek := deriveKEK(passphrase, h)
+	kek := derive(passphrase, h)
 	defer clear(kek)
 	wrapped, err = sealWith(kek, dek, dekAAD(header))
 	if err != nil {
@@ -250,17 +283,49 @@ func wrapDEK(dek, passphrase []byte, params KDFParams) (header, wrapped []byte, 
 	return header, wrapped, nil
 }
 
-// Rekey changes the passphrase of the library in dir from old to new. Only
-// the data key is re-wrapped (with a fresh salt, and opt's KDF parameters),
-// in one transaction: nothing else is re-encrypted, and an interruption
-// leaves the old passphrase working. The journal is then checkpointed and
-// emptied so the files keep no copy of the key wrapped under old. Rekey fails
-// with ErrWrongPassphrase if old does not unlock the library.
+// ErrRekeyedMeanwhile: another program changed the library's passphrase
+// after this one unlocked it.
+var ErrRekeyedMeanwhile = errors.New("another program changed the passphrase since the library was unlocked: nothing changed (unlock it again with the current passphrase)")
+
+// Rekey changes the passphrase of the library in dir from old to new: Open
+// with old, then (*Library).Rekey. It derives each passphrase's key once.
+// It fails with ErrWrongPassphrase if old does not unlock the library.
+func Rekey(dir string, old, new []byte, opt CreateOptions) error {
+	return rekey(context.Background(), dir, old, new, opt, deriveKEK)
+}
+
+// rekey is Rekey with the given key derivation.
+func rekey(ctx context.Context, dir string, old, new []byte, opt CreateOptions, derive kdfFunc) error {
+	if _, err := opt.kdf(); err != nil {
+		return err
+	}
+	if len(new) == 0 {
+		return fmt.Errorf("the new passphrase: %w", ErrEmptyPassphrase)
+	}
+	l, err := open(ctx, dir, old, derive)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	return l.Rekey(new, opt)
+}
+
+// Rekey changes the passphrase of the open library to new. Only the data
+// key is re-wrapped (with a fresh salt, and opt's KDF parameters), in one
+// transaction: nothing else is re-encrypted, and an interruption leaves
+// the old passphrase working. The key of new is derived once, and the old
+// passphrase's not again (the library holds the data key it unlocked), so a
+// rekey costs one Argon2id derivation beyond the unlock. If another
+// program changed the passphrase since this library was unlocked, Rekey
+// changes nothing and returns ErrRekeyedMeanwhile: it never overwrites a
+// newer passphrase with one wrapped from a stale header. The journal is
+// then checkpointed and emptied so the files keep no copy of the key
+// wrapped under the old passphrase.
 //
 // The data key itself does not change: a copy of the library made before the
 // rekey still opens with the old passphrase, and anyone who unwrapped the
 // data key with it keeps it. Against those, make a new library.
-func Rekey(dir string, old, new []byte, opt CreateOptions) error {
+func (l *Library) Rekey(new []byte, opt CreateOptions) error {
 	ctx := context.Background()
 	params, err := opt.kdf()
 	if err != nil {
@@ -269,36 +334,37 @@ func Rekey(dir string, old, new []byte, opt CreateOptions) error {
 	if len(new) == 0 {
 		return fmt.Errorf("the new passphrase: %w", ErrEmptyPassphrase)
 	}
-	l, err := Open(dir, old)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dek == nil {
+		return errors.New("rekeying: the library is closed")
+	}
+	// Derive before taking the write lock: Argon2id takes about a second,
+	// and other programs may write meanwhile.
+	hdr, wrapped, err := wrapDEK(l.dek, new, params, l.derive)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	tx, err := l.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("rekeying: %w", err)
-	}
-	defer tx.Rollback()
-	// Unwrap again inside the write transaction, so a concurrent rekey
-	// cannot be overwritten with a key wrapped from a stale header.
-	dek, err := unwrapDEK(ctx, tx, old)
-	if err != nil {
+	err = l.inTx(ctx, func(tx *sql.Tx) error {
+		_, current, _, err := readHeader(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(current, l.header) {
+			return ErrRekeyedMeanwhile
+		}
+		if err := setMeta(ctx, tx, metaKDF, hdr); err != nil {
+			return err
+		}
+		return setMeta(ctx, tx, metaDEK, wrapped)
+	})
+	if errors.Is(err, ErrRekeyedMeanwhile) {
 		return err
 	}
-	defer clear(dek)
-	hdr, wrapped, err := wrapDEK(dek, new, params)
 	if err != nil {
-		return err
-	}
-	if err := setMeta(ctx, tx, metaKDF, hdr); err != nil {
 		return fmt.Errorf("rekeying: %w", err)
 	}
-	if err := setMeta(ctx, tx, metaDEK, wrapped); err != nil {
-		return fmt.Errorf("rekeying: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("rekeying: %w", err)
-	}
+	l.header = hdr
 	// The old wrapped key is still in the WAL's older frames: copy the WAL
 	// into the database and empty it, so the files no longer hold anything
 	// the old passphrase opens. This waits for other connections (the busy
@@ -316,6 +382,10 @@ func Rekey(dir string, old, new []byte, opt CreateOptions) error {
 
 // Close closes the database and clears the keys held in memory.
 func (l *Library) Close() error {
+	l.mu.Lock()
+	clear(l.dek)
+	l.dek = nil
+	l.mu.Unlock()
 	l.keys.clear()
 	return l.db.Close()
 }

@@ -479,7 +479,7 @@ func TestStoreV1Fixture(t *testing.T) {
 		t.Skip("run with -update-fixture to rewrite testdata/store-v1.sql")
 	}
 	dir := t.TempDir()
-	l, err := create(t.Context(), dir, []byte(fixturePass), cheapKDF, 1)
+	l, err := create(t.Context(), dir, []byte(fixturePass), cheapKDF, 1, deriveKEK)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -965,5 +965,106 @@ func TestCheckIntegrity(t *testing.T) {
 	err = l.CheckIntegrity(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "faces") || !strings.Contains(err.Error(), "photos") {
 		t.Errorf("a face of a missing photo: %v", err)
+	}
+}
+
+// countingKDF is deriveKEK counting its calls.
+func countingKDF(n *int) kdfFunc {
+	return func(p []byte, h kdfHeader) []byte {
+		*n++
+		return deriveKEK(p, h)
+	}
+}
+
+// TestRekeyDerivesEachKeyOnce counts the Argon2id derivations of a rekey:
+// one for the old passphrase (the unlock) and one for the new, whether the
+// caller opens the library and then rekeys it (as veil library rekey does,
+// to check the current passphrase before asking for a new one) or calls
+// Rekey. Rekey derived the old passphrase's key twice before, and veil
+// library rekey, which opened the library first, three times.
+func TestRekeyDerivesEachKeyOnce(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Create(dir, []byte("first"), cheapKDF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addTestPhoto(t, l, "/p.jpg", 3, 1)
+	l.Close()
+
+	n := 0
+	l, err = open(t.Context(), dir, []byte("first"), countingKDF(&n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Rekey([]byte("second"), cheapKDF); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if n != 2 {
+		t.Errorf("open and rekey derived %d keys, want 2", n)
+	}
+	n = 0
+	if err := rekey(t.Context(), dir, []byte("second"), []byte("third"), cheapKDF, countingKDF(&n)); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("Rekey derived %d keys, want 2", n)
+	}
+	for _, old := range []string{"first", "second"} {
+		if _, err := Open(dir, []byte(old)); !errors.Is(err, ErrWrongPassphrase) {
+			t.Errorf("the old passphrase %q after rekeying: %v", old, err)
+		}
+	}
+	l, err = Open(dir, []byte("third"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if fs, err := l.Faces(FaceFilter{Descriptors: true}); err != nil || len(fs) != 1 {
+		t.Errorf("faces after two rekeys: %v, %v", fs, err)
+	}
+}
+
+// TestRekeyRefusesStaleHeader plays two programs that unlocked the
+// library with the same passphrase: the first changes it; the second, still
+// holding the old unlock, must not overwrite that change with its own.
+func TestRekeyRefusesStaleHeader(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Create(dir, []byte("shared"), cheapKDF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	a, err := Open(dir, []byte("shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(dir, []byte("shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := a.Rekey([]byte("a's"), cheapKDF); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Rekey([]byte("b's"), cheapKDF); !errors.Is(err, ErrRekeyedMeanwhile) {
+		t.Fatalf("rekeying from a stale unlock: %v, want ErrRekeyedMeanwhile", err)
+	}
+	if _, err := Open(dir, []byte("b's")); !errors.Is(err, ErrWrongPassphrase) {
+		t.Errorf("the stale rekey's passphrase opens the library: %v", err)
+	}
+	l, err = Open(dir, []byte("a's"))
+	if err != nil {
+		t.Fatalf("the first rekey's passphrase: %v", err)
+	}
+	l.Close()
+	// The program that rekeyed may rekey again (its header is current).
+	if err := a.Rekey([]byte("a's second"), cheapKDF); err != nil {
+		t.Errorf("a second rekey by the same program: %v", err)
+	}
+	a.Close()
+	if err := a.Rekey([]byte("x"), cheapKDF); err == nil {
+		t.Error("rekeying a closed library succeeded")
 	}
 }

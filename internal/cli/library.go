@@ -374,8 +374,9 @@ new one from --new-key-file, else $VEIL_NEW_PASSPHRASE, else the terminal (asked
 twice).
 
 Only the library's random key is re-wrapped under the new passphrase (with a new
-salt and the --argon2-* costs), in one transaction: it is fast, and if it is
-interrupted the old passphrase still works. Copies of the library made before
+salt and the --argon2-* costs), in one transaction: nothing else is
+re-encrypted, Argon2id runs once for each passphrase, and if it is interrupted
+the old passphrase still works. Copies of the library made before
 the rekey still open with the old passphrase.
 
 Exit status: 0 when the passphrase was changed; 2 on a wrong current
@@ -389,23 +390,19 @@ passphrase (nothing changed); 1 on bad input.`,
 				return err
 			}
 			defer clear(old)
-			// Check the current passphrase before asking for a new one.
+			// Unlock with the current passphrase (checking it) before asking
+			// for a new one, and rekey that unlocked library: Argon2id runs
+			// once for each passphrase.
 			l, err := tagging.Open(dir, old)
 			if err != nil {
 				return wrongPassphraseExit(err)
 			}
-			l.Close()
-			newPass, err := readPassphrase(e, passphraseSource{keyFile: newKeyFile, keyFlag: "--new-key-file",
-				envVar: envNewPassphrase, what: "new passphrase"}, true)
+			err = rekeyOpen(e, l, old, newKeyFile, opt)
+			if cerr := l.Close(); err == nil {
+				err = cerr
+			}
 			if err != nil {
 				return err
-			}
-			defer clear(newPass)
-			if bytes.Equal(old, newPass) {
-				return errors.New("the new passphrase is the current one")
-			}
-			if err := tagging.Rekey(dir, old, newPass, opt); err != nil {
-				return wrongPassphraseExit(err)
 			}
 			fmt.Fprintf(e.stdout, "changed the passphrase of %s\n", dir)
 			return nil
@@ -415,4 +412,18 @@ passphrase (nothing changed); 1 on bad input.`,
 	kf.register(cmd)
 	cmd.Flags().StringVar(&newKeyFile, "new-key-file", "", "read the new passphrase from this file (default $"+envNewPassphrase+", else a prompt)")
 	return cmd
+}
+
+// rekeyOpen asks for the new passphrase and rekeys the unlocked library.
+func rekeyOpen(e *env, l *tagging.Library, old []byte, newKeyFile string, opt tagging.CreateOptions) error {
+	newPass, err := readPassphrase(e, passphraseSource{keyFile: newKeyFile, keyFlag: "--new-key-file",
+		envVar: envNewPassphrase, what: "new passphrase"}, true)
+	if err != nil {
+		return err
+	}
+	defer clear(newPass)
+	if bytes.Equal(old, newPass) {
+		return errors.New("the new passphrase is the current one")
+	}
+	return l.Rekey(newPass, opt)
 }

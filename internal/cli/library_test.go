@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/veil-privacy/veil/internal/cputime"
 	"github.com/veil-privacy/veil/tagging"
 )
 
@@ -238,4 +239,39 @@ func TestLibraryInitJSON(t *testing.T) {
 	if doc.Library != dir || doc.Schema != tagging.SchemaVersion || doc.KDF.Algorithm != "argon2id" || doc.KDF.MemoryKiB != 1024 {
 		t.Errorf("init JSON %+v", doc)
 	}
+}
+
+// BenchmarkLibraryRekey measures `veil library rekey` on a small library
+// with the default Argon2id costs (DefaultKDFParams), in processor seconds
+// per rekey (cpu-s/op; a loaded machine stretches the wall time, not this).
+// The passphrase alternates between two values. Each Argon2id derivation
+// at the default costs is about 1.2 s of processor time (see
+// tagging.DefaultKDFParams), so this is close to 1.2 s times the
+// derivations one rekey runs.
+func BenchmarkLibraryRekey(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "lib")
+	pass := []string{"first pass", "second pass"}
+	l, err := tagging.Create(dir, []byte(pass[0]), tagging.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := l.AddPhoto(tagging.PhotoRecord{Path: "/a.jpg", SHA256: sha256.Sum256([]byte("a")), Size: 1,
+		Width: 640, Height: 480}, []tagging.NewFace{{Box: tagging.Box{X: 1, Y: 1, Width: 50, Height: 50},
+		Source: tagging.Detected, Descriptor: make([]float32, 128)}}); err != nil {
+		b.Fatal(err)
+	}
+	l.Close()
+	b.Setenv(envLibrary, dir)
+	cpu0 := cputime.Process()
+	i := 0
+	for b.Loop() {
+		b.Setenv(envPassphrase, pass[i%2])
+		b.Setenv(envNewPassphrase, pass[(i+1)%2])
+		var out, errs strings.Builder
+		if code := Main([]string{"library", "rekey"}, strings.NewReader(""), &out, &errs); code != 0 {
+			b.Fatalf("rekey: exit %d: %s", code, errs.String())
+		}
+		i++
+	}
+	b.ReportMetric((cputime.Process()-cpu0).Seconds()/float64(i), "cpu-s/op")
 }
