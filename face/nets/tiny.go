@@ -4,13 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gomlx/compute"
-	"github.com/gomlx/gomlx/core/graph"
-	"github.com/gomlx/gomlx/core/tensors"
-
 	"github.com/veil-privacy/veil/face/tfjs"
 	"github.com/veil-privacy/veil/imaging"
-	"github.com/veil-privacy/veil/internal/engine"
 )
 
 // tinyAnchors are the five anchor sizes (width, height) of face-api's tiny
@@ -63,24 +58,24 @@ func (o TinyOptions) withDefaults() (TinyOptions, error) {
 // Tiny is face-api's tiny face detector (a Tiny-YOLOv2 with depthwise
 // separable convolutions, 5 anchors, one class).
 //
-// Like the SSD, a pass is a chain of GoMLX executions (the five pointwise
-// convolutions and the 1×1 head) with the first 3×3 convolution
-// (tinyConv0), the depthwise convolutions, biases, leaky ReLUs and
-// max-pools as Go kernels between them, on shared buffers (see ssd_dw.go
-// for why).
+// A pass runs as Go kernels: the first 3×3 convolution with its pooling
+// (tinyConv0Pool), the depthwise convolutions (ssdDepthwise3x3), the
+// pointwise convolutions and the 1×1 head as matrix products (kernGemm),
+// biases, leaky ReLUs and max-pools. (They were GoMLX executions; on the
+// pure-Go backend those cost about twice as much on these shapes, see
+// BenchmarkKernGemm.)
 //
-// A Tiny is safe for concurrent use: the compiled graphs (one set per input
-// size, compiled on first use) and the weights are shared and read-only, and
-// each call runs its own executions, so two goroutines detecting on two
-// images use two cores.
+// A Tiny is safe for concurrent use: the weights are shared and read-only
+// and each call allocates its own activations, so two goroutines detecting
+// on two images use two cores.
 type Tiny struct {
-	conv0w  []float32      // conv0's 3×3×3×16 filter (HWIO); see tinyConv0
-	pw      [5]*graph.Exec // pointwise 1×1 convolutions (no bias)
-	head    *graph.Exec    // conv8 1×1 with bias
-	conv0b  []float32
-	seps    [5]tinySep
-	zeros   []float32 // depthwise bias (none): 512 zeros
-	backend compute.Backend
+	conv0w []float32    // conv0's 3×3×3×16 filter (HWIO); see tinyConv0Pool
+	conv0b []float32    // conv0's bias
+	pw     [5]*kernGemm // pointwise 1×1 convolutions (no bias)
+	head   *kernGemm    // conv8 1×1 (its bias is headB)
+	headB  []float32
+	seps   [5]tinySep
+	zeros  []float32 // depthwise bias (none): 512 zeros
 }
 
 // tinySep holds one depthwise-separable block.
@@ -115,90 +110,48 @@ func NewTiny(modelDir string) (*Tiny, error) {
 		return nil, fmt.Errorf("nets: tiny_face_detector_model: %w", wi.err)
 	}
 	d.conv0w, d.conv0b = conv0w.F32, conv0b.F32
-	if d.backend, err = engine.Backend(); err != nil {
-		return nil, err
-	}
 	for i := range d.pw {
 		pw := d.seps[i].pw
-		if d.pw[i], err = graph.NewExec(d.backend, func(x *graph.Node) *graph.Node {
-			return detPointwise(x, pw)
-		}); err != nil {
-			return nil, fmt.Errorf("nets: building the tiny detector graph: %w", err)
-		}
-		d.pw[i] = d.pw[i].WithName(fmt.Sprintf("TinyFaceDetector/conv%d", i+1))
+		d.pw[i] = newKernGemm(pw.F32, pw.Shape[2], pw.Shape[3])
 	}
-	if d.head, err = graph.NewExec(d.backend, func(x *graph.Node) *graph.Node {
-		return conv2d(x, constant(x.Graph(), conv8w), constant(x.Graph(), conv8b), 1, Valid)
-	}); err != nil {
-		return nil, fmt.Errorf("nets: building the tiny detector graph: %w", err)
-	}
-	d.head = d.head.WithName("TinyFaceDetector/conv8")
+	d.head, d.headB = newKernGemm(conv8w.F32, 512, 25), conv8b.F32
 	return d, nil
 }
 
 // forward runs the network on a square input (side a multiple of 32) and
 // returns the raw output grid.
-func (d *Tiny) forward(in *imaging.Float) ([]float32, error) {
-	// conv0 and its pooling are one Go kernel; the loop below starts
-	// with the first depthwise-separable block.
-	pooled0, h, w := tinyConv0Pool(in.Pix, in.H, in.W, d.conv0w, d.conv0b)
+func (d *Tiny) forward(in *imaging.Float) []float32 {
+	// conv0 and its pooling are one kernel; each block below pools the
+	// previous block's pointwise output.
+	x, h, w := tinyConv0Pool(in.Pix, in.H, in.W, d.conv0w, d.conv0b)
 	c := tinyConv0Out
-	var cur *tensors.Tensor
-	defer func() {
-		if cur != nil {
-			_ = cur.FinalizeAll()
-		}
-	}()
-	var bias []float32
-	for i := 0; i <= len(d.seps); i++ {
-		// Max-pool 2×2 (stride 2, the last one stride 1) of the previous
-		// convolution, then its bias and leaky ReLU: both are per-channel
-		// monotonic, so pooling first gives the same values on a quarter of
-		// the pixels.
+	for i := range d.seps {
+		dw := make([]float32, h*w*c)
+		ssdDepthwise3x3(dw, x, h, w, c, 1, d.seps[i].dw.F32, d.zeros[:c], false)
+		cout := d.seps[i].pw.Shape[3]
+		y := make([]float32, h*w*cout)
+		d.pw[i].mul(y, dw, h*w)
+		c = cout
+		// Max-pool 2×2 (stride 2, the last one stride 1) of the pointwise
+		// output, then its bias and leaky ReLU: both are per-channel
+		// monotonic, so pooling first gives the same values on a quarter
+		// of the pixels.
 		s := 2
-		if i == len(d.seps) {
+		if i == len(d.seps)-1 {
 			s = 1
 		}
 		ph, _, _ := outSize(h, 2, s, Same)
-		pwd, _, _ := outSize(w, 2, s, Same)
-		var pooled []float32
-		var err error
-		if cur == nil {
-			pooled, ph, pwd = pooled0, h, w
-		} else {
-			pooled = make([]float32, ph*pwd*c)
-			if err = tensors.ConstFlatData(cur, func(v []float32) {
-				tinyPoolBiasLeaky(pooled, v, h, w, c, s, bias)
-			}); err != nil {
-				return nil, fmt.Errorf("nets: reading a tiny detector activation: %w", err)
-			}
-			_ = cur.FinalizeAll()
-		}
-		var e *graph.Exec
-		var next *tensors.Tensor
-		if i == len(d.seps) {
-			var nextFlat []float32
-			if next, nextFlat, err = detShared(d.backend, 1, ph, pwd, c); err != nil {
-				return nil, err
-			}
-			copy(nextFlat, pooled)
-			e = d.head
-		} else {
-			var nextFlat []float32
-			if next, nextFlat, err = detShared(d.backend, ph*pwd, c); err != nil {
-				return nil, err
-			}
-			ssdDepthwise3x3(nextFlat, pooled, ph, pwd, c, 1, d.seps[i].dw.F32, d.zeros[:c], false)
-			e = d.pw[i]
-			bias = d.seps[i].bias.F32
-			c = d.seps[i].pw.Shape[3]
-		}
-		h, w = ph, pwd
-		if cur, err = detExec(e, next); err != nil {
-			return nil, err
-		}
+		pw, _, _ := outSize(w, 2, s, Same)
+		x = make([]float32, ph*pw*c)
+		tinyPoolBiasLeaky(x, y, h, w, c, s, d.seps[i].bias.F32)
+		h, w = ph, pw
 	}
-	return detFetch(cur)
+	out := make([]float32, h*w*len(d.headB))
+	d.head.mul(out, x, h*w)
+	for p := 0; p < len(out); p += len(d.headB) {
+		detAdd(out[p:p+len(d.headB)], d.headB)
+	}
+	return out
 }
 
 // tinyPoolBiasLeaky writes into out the 2×2 max-pool with stride s and
@@ -243,7 +196,7 @@ func (d *Tiny) Raw(in *imaging.Float) ([]float32, error) {
 	if err := detCheckFloat(in, in.W); err != nil {
 		return nil, err
 	}
-	return d.forward(in)
+	return d.forward(in), nil
 }
 
 // Detect finds faces in img as face-api's TinyFaceDetector.locateFaces does:
