@@ -163,8 +163,18 @@ func (o *Options) validate() error {
 	if o.Data == nil || o.Data.Train == nil || o.Data.Pairs == nil {
 		return errors.New("sim: training data with evaluation pairs are required")
 	}
+	return o.Check()
+}
+
+// Check validates every option but Data and fills the defaults, so that a
+// caller can refuse bad settings before it spends time loading the data;
+// Run and Alone check again.
+func (o *Options) Check() error {
 	if o.Partition.Clients < 1 {
 		return fmt.Errorf("sim: at least one client is required, got %d", o.Partition.Clients)
+	}
+	if !(o.Partition.Alpha >= 0) || math.IsInf(o.Partition.Alpha, 0) {
+		return fmt.Errorf("sim: the Dirichlet concentration must be 0 (an even split) or positive and finite, got %g", o.Partition.Alpha)
 	}
 	if o.Strategy != "fedavg" && o.Strategy != "fedsgd" {
 		return fmt.Errorf("sim: unknown strategy %q (want fedavg or fedsgd)", o.Strategy)
@@ -181,9 +191,18 @@ func (o *Options) validate() error {
 	if !(o.Dropout >= 0 && o.Dropout < 1) || !(o.Stragglers >= 0 && o.Stragglers <= 1) {
 		return fmt.Errorf("sim: the drop-out probability must be in [0, 1) and the straggler fraction in [0, 1], got %g and %g", o.Dropout, o.Stragglers)
 	}
+	if _, err := strategy.New(o.StrategyOptions()); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
 	if d := o.DP; d != nil {
 		if d.Unit == "" {
 			d.Unit = "identity"
+		}
+		if d.Unit != "identity" && d.Unit != "example" {
+			return fmt.Errorf("sim: unknown privacy unit %q (want identity or example)", d.Unit)
+		}
+		if d.MaxPerIdentity < 0 {
+			return fmt.Errorf("sim: the cap on a person's images per step must not be negative, got %d", d.MaxPerIdentity)
 		}
 		if err := (dp.Budget{Epsilon: d.Epsilon, Delta: d.Delta}).Validate(); err != nil {
 			return fmt.Errorf("sim: the clients' budget: %w", err)
@@ -197,6 +216,12 @@ func (o *Options) validate() error {
 	}
 	if o.MinUpdates == 0 {
 		o.MinUpdates = 1
+	}
+	if o.MinUpdates < 1 || o.MinUpdates > o.Partition.Clients {
+		return fmt.Errorf("sim: the updates a round needs must be between 1 and the %d clients, got %d", o.Partition.Clients, o.MinUpdates)
+	}
+	if o.RoundTimeout < 0 {
+		return fmt.Errorf("sim: the round's deadline must be positive, got %v", o.RoundTimeout)
 	}
 	if o.Parallel == 0 {
 		o.Parallel = 2

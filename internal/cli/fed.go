@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/pki"
+	"github.com/veil-privacy/veil/nn/arch"
 )
 
 // fedCommands lists the constructors of the `veil fed` subcommands; add a
@@ -135,7 +137,7 @@ updates are recorded under it. The coordinator's certificate (--role
 coordinator) must name every host name or IP address clients dial (--host,
 repeatable); localhost, 127.0.0.1 and ::1 are always included. An existing
 name is never overwritten: revoke it and issue another name.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r pki.Role
 			switch role {
@@ -193,7 +195,7 @@ func newFedCertsRevokeCmd(e *env) *cobra.Command {
 revocation list (revoked.crl). A coordinator reading this folder refuses the
 certificate from its next call on, also on connections already open; copy
 revoked.crl to a coordinator running elsewhere. Revoking twice is harmless.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := needAuthority(dir); err != nil {
 				return err
@@ -353,7 +355,9 @@ func remoteFedStatus(ctx context.Context, addr, serverName, pkiDir, name, cert, 
 
 // readFedStatus reads a coordinator's state file (also while it runs).
 func readFedStatus(ctx context.Context, path string) (*fedpb.StatusResponse, error) {
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no coordinator's state file at %s (veil fed coordinator --state makes one; or ask a running coordinator with --coordinator HOST:PORT)", path)
+	} else if err != nil {
 		return nil, fmt.Errorf("the coordinator's state file: %w", err)
 	}
 	notState := func(err error) error {
@@ -411,4 +415,19 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// registerFedHead adds the flags of the face networks veil fed client and
+// veil fed sim describe images with (veil train's head flags), worded for
+// these commands, which always train the distillation head: its input
+// defaults to the public age/gender features.
+func registerFedHead(cmd *cobra.Command, h *headFlags) {
+	h.register(cmd)
+	fl := cmd.Flags()
+	_ = fl.Set("features", arch.HeadAgeGender)
+	fl.Lookup("features").DefValue = arch.HeadAgeGender // so --help shows this command's default
+	fl.VisitAll(func(f *pflag.Flag) {
+		f.Usage = strings.Replace(f.Usage, "--model head's input:", "the head's input:", 1)
+		f.Usage = strings.Replace(f.Usage, "--model head, --loss distill: ", "distillation targets: ", 1)
+	})
 }

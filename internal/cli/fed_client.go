@@ -24,7 +24,6 @@ import (
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/fed/wire"
 	"github.com/veil-privacy/veil/internal/datadir"
-	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/training"
 )
 
@@ -109,7 +108,7 @@ Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
 	fl.StringVar(&f.cert, "cert", "", "this client's certificate (instead of --pki)")
 	fl.StringVar(&f.key, "key", "", "this client's private key (instead of --pki)")
 	fl.StringVar(&f.ca, "ca", "", "the authority's certificate (instead of --pki)")
-	fl.Float64Var(&f.budgetEps, "budget-epsilon", 0, "this client's total privacy budget ε (required)")
+	fl.Float64Var(&f.budgetEps, "budget-epsilon", 0, "this client's total privacy budget ε per --privacy-unit, over every round of the federation (required)")
 	fl.Float64Var(&f.budgetDelta, "budget-delta", 1e-5, "this client's δ (must be the coordinator's --delta)")
 	fl.StringVar(&f.unit, "privacy-unit", "identity", "privacy unit: identity or example (must be the coordinator's)")
 	fl.StringVar(&f.dir, "dir", "", "this client's folder: its ledger and last model (required; created)")
@@ -126,9 +125,7 @@ Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
 	fl.StringVar(&f.centreDir, "centre-images", "", "public face photos whose mean descriptor centres the distillation targets (default: <data>/mtfl/net_7876)")
 	fl.IntVar(&f.centreCount, "centre-count", 512, "how many of --centre-images to average")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the data order (not of the privacy noise)")
-	f.head.register(cmd)
-	_ = fl.Set("features", arch.HeadAgeGender)
-	fl.Lookup("features").DefValue = arch.HeadAgeGender // so --help shows the client's default
+	registerFedHead(cmd, &f.head)
 	fl.StringVar(&f.trainer, "trainer", "local", "local trainer")
 	fl.DurationVar(&f.trainDelay, "train-delay", 0, "--trainer fixed: time a round's training takes")
 	fl.Float64Var(&f.fixedDelta, "fixed-delta", 0.01, "--trainer fixed: the update's value in every coordinate")

@@ -168,3 +168,59 @@ func TestFedMissingFilesSayHowToMakeThem(t *testing.T) {
 		t.Errorf("veil fed client --help does not show --features' default agegender")
 	}
 }
+
+// TestFedBadArgumentsAreExplained: a missing argument or state file says
+// what to give, in the command's words.
+func TestFedBadArgumentsAreExplained(t *testing.T) {
+	none := filepath.Join(t.TempDir(), "none.db")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fed", "certs", "issue"}, "veil fed certs issue takes NAME"},
+		{[]string{"fed", "certs", "revoke", "a", "b"}, "veil fed certs revoke takes NAME"},
+		{[]string{"fed", "status", "--state", none}, "no coordinator's state file at " + none + " (veil fed coordinator --state makes one"},
+		{[]string{"fed", "coordinator", "--state", none, "--server-lr", "-1"}, "--server-lr must not be negative"},
+	} {
+		code, _, stderr := run(t, c.args...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("veil %v: exit %d, stderr %q, want %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// TestFedHelpShowsTheDefaults: what --help says the defaults are is what
+// the commands do: the head's input is the age/gender features in veil
+// fed client and sim, their describer flags do not refer to veil train's
+// --model and --loss, and both commands state FedAvg's server learning
+// rate under DP.
+func TestFedHelpShowsTheDefaults(t *testing.T) {
+	for _, c := range [][]string{{"fed", "client"}, {"fed", "sim"}} {
+		code, out, _ := run(t, append(c, "--help")...)
+		if code != 0 || !strings.Contains(out, `agegender (face-api's age/gender network's 2048 region features of LFW's fixed face box: public features never trained on identities) (default "agegender")`) {
+			t.Errorf("veil %v --help does not show the agegender default", c)
+		}
+		_, flags, _ := strings.Cut(out, "Flags:")
+		if strings.Contains(flags, "--model head") || strings.Contains(flags, "--loss distill") {
+			t.Errorf("veil %v --help refers to veil train's --model/--loss", c)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fed", "coordinator", "--help"}, "with --dp the square root of the updates in the round, rounded (3 for 8)"},
+		{[]string{"fed", "sim", "--help"}, "FedAvg under DP √(updates per round) rounded, 3 for 8 clients, and 1 without DP; FedSGD 1"},
+	} {
+		if _, out, _ := run(t, c.args...); !strings.Contains(out, c.want) {
+			t.Errorf("veil %v does not say %q", c.args, c.want)
+		}
+	}
+	cmd, f := fedSimCmd(&env{})
+	if err := cmd.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.head.features != "agegender" {
+		t.Errorf("veil fed sim's head reads %q by default", f.head.features)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/fed/sim"
 	"github.com/veil-privacy/veil/internal/datadir"
-	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/training"
 )
 
@@ -92,7 +92,7 @@ more.`,
 	fl.Float64Var(&f.serverLR, "server-lr", 0, "the coordinator's learning rate η (default: FedAvg under DP √(updates per round) rounded, 3 for 8 clients, and 1 without DP; FedSGD 1)")
 	fl.Float64Var(&f.momentum, "momentum", 0.9, "FedSGD: the coordinator's momentum")
 	fl.BoolVar(&f.noDP, "no-dp", false, "train without DP-SGD (no privacy: the reference)")
-	fl.Float64Var(&f.targetEps, "target-epsilon", 8, "each client's privacy budget ε, spent over all the rounds")
+	fl.Float64Var(&f.targetEps, "target-epsilon", 8, "each client's privacy budget ε per --privacy-unit, spent over all the rounds")
 	fl.Float64Var(&f.delta, "delta", 1e-5, "δ of each client's budget")
 	fl.Float64Var(&f.clip, "clip", 1, "DP-SGD clipping norm of one unit's gradient")
 	fl.StringVar(&f.unit, "privacy-unit", "identity", "what DP protects: identity (all of a person's images) or example (one image)")
@@ -115,14 +115,16 @@ more.`,
 	fl.BoolVar(&f.curve, "curve", false, "also score every round's model and its moving average (one evaluation each)")
 	fl.BoolVar(&f.json, "json", false, "print a JSON report")
 	fl.BoolVar(&f.alone, "alone", false, "instead of federating, train each client alone on its own identities (same rounds, epochs and budget) and report each one's accuracy, their mean and the best")
-	f.head.register(cmd)
-	_ = fl.Set("features", arch.HeadAgeGender)
+	registerFedHead(cmd, &f.head)
 	return cmd, f
 }
 
 func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 	so, o, err := f.options(cmd.Flags().Changed)
 	if err != nil {
+		return err
+	}
+	if err := checkSimData(&o); err != nil {
 		return err
 	}
 	quiet := f.head.quiet
@@ -186,6 +188,9 @@ func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, training.
 	// veil fed coordinator's. FedSGD has none there; 1 is this
 	// experiment's setting (the README's FedSGD row).
 	serverLR := f.serverLR
+	if serverLR < 0 {
+		return sim.Options{}, training.Options{}, fmt.Errorf("fed sim: --server-lr must not be negative, got %g (0: the default)", serverLR)
+	}
 	if serverLR == 0 && f.strategy == "fedsgd" {
 		serverLR = 1
 	}
@@ -214,7 +219,24 @@ func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, training.
 	if !f.noDP {
 		so.DP = &sim.DP{Epsilon: f.targetEps, Delta: f.delta, Clip: f.clip, Unit: f.unit, MaxPerIdentity: f.maxPerIdentity}
 	}
+	if err := so.Check(); err != nil {
+		return sim.Options{}, training.Options{}, fmt.Errorf("fed %w", err)
+	}
 	return so, o, nil
+}
+
+// checkSimData says which flag to give when the data folders are missing,
+// before the data are read.
+func checkSimData(o *training.Options) error {
+	if _, err := os.Stat(filepath.Join(o.Data.LFW, "peopleDevTrain.txt")); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("fed sim: no LFW data at %s (peopleDevTrain.txt is missing): give --data DIR (an LFW-layout folder) or set %s to the data folder",
+			o.Data.LFW, datadir.EnvData)
+	}
+	if _, err := os.Stat(o.Data.CentreImages); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("fed sim: the public face photos that centre the distillation targets are not at %s: "+
+			"give --centre-images DIR (MTFL's net_7876 folder) or set %s to the data folder", o.Data.CentreImages, datadir.EnvData)
+	}
+	return nil
 }
 
 // printFedSim prints the readable summary of a simulation.

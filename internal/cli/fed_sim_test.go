@@ -19,6 +19,19 @@ func TestFedSimRefusesContradictoryFlags(t *testing.T) {
 		{[]string{"--no-dp", "--clip", "2"}, "--clip is a DP setting"},
 		{[]string{"--strategy", "fedsgd", "--local-epochs", "3"}, "one local step"},
 		{[]string{"--momentum", "0.5"}, "for fedsgd"},
+		// Bad settings are refused before the data are read (the folder
+		// is empty: reading it would fail otherwise).
+		{[]string{"--clients", "0"}, "at least one client"},
+		{[]string{"--rounds", "0"}, "rounds must be positive"},
+		{[]string{"--strategy", "fedprox"}, `unknown strategy "fedprox"`},
+		{[]string{"--privacy-unit", "household"}, `unknown privacy unit "household"`},
+		{[]string{"--min-updates", "9"}, "between 1 and the 8 clients"},
+		{[]string{"--alpha", "-1"}, "Dirichlet concentration"},
+		{[]string{"--dropout", "1"}, "drop-out probability"},
+		{[]string{"--server-lr", "-1"}, "--server-lr must not be negative"},
+		{[]string{"--target-epsilon", "0"}, "budget"},
+		// Then a missing data folder says which flag to give.
+		{nil, "give --data DIR"},
 	}
 	for _, c := range cases {
 		code, _, stderr := run(t, append([]string{"fed", "sim", "--data", t.TempDir()}, c.args...)...)
