@@ -9,10 +9,8 @@ import (
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
-	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 
-	"github.com/veil-privacy/veil/face/tfjs"
 	"github.com/veil-privacy/veil/imaging"
 	"github.com/veil-privacy/veil/internal/engine"
 )
@@ -236,40 +234,6 @@ func detShared(be compute.Backend, dims ...int) (*tensors.Tensor, []float32, err
 		return nil, nil, fmt.Errorf("nets: allocating a %v activation: %w", dims, err)
 	}
 	return t, flat, nil
-}
-
-// detExec runs a one-input graph on x, releases x, and returns the only
-// output.
-func detExec(e *graph.Exec, x *tensors.Tensor) (*tensors.Tensor, error) {
-	out, err := e.Call(x)
-	_ = x.FinalizeAll()
-	if err != nil {
-		return nil, fmt.Errorf("nets: running %s: %w", e.Name(), err)
-	}
-	return out[0], nil
-}
-
-// detConvFlat is conv2d without bias whose output stays flat,
-// [outH·outW, Cout]: the pure-Go backend copies a non-donated buffer on
-// Reshape, and the Go kernels read the flat layout anyway.
-func detConvFlat(x *graph.Node, w *tfjs.Tensor, s int, p Padding) *graph.Node {
-	k, cin := w.Shape[0], w.Shape[2]
-	cols := graph.Concatenate(windows(x, k, s, p, 0), 3)
-	d := cols.Shape().Dimensions
-	flat := graph.Reshape(cols, d[0]*d[1]*d[2], k*k*cin)
-	return graph.Dot(flat, detMatrix(x.Graph(), w)).Product()
-}
-
-// detPointwise is a 1×1 convolution without bias on flat pixels
-// [P, Cin] -> [P, Cout].
-func detPointwise(x *graph.Node, w *tfjs.Tensor) *graph.Node {
-	return graph.Dot(x, detMatrix(x.Graph(), w)).Product()
-}
-
-// detMatrix is a k×k×Cin×Cout filter as a [k·k·Cin, Cout] constant.
-func detMatrix(g *graph.Graph, w *tfjs.Tensor) *graph.Node {
-	n := w.Shape[0] * w.Shape[1] * w.Shape[2]
-	return graph.Const(g, tensors.FromFlatDataAndDimensions(w.F32, n, w.Shape[3]))
 }
 
 // detParallel splits [0, n) into contiguous ranges and runs fn on them

@@ -1,7 +1,7 @@
 package nets
 
-// The SSD backbone's depthwise convolutions run as plain Go kernels between
-// GoMLX executions (see ssdRunner): on the pure-Go backend a depthwise
+// The detectors' depthwise convolutions run as plain Go kernels: on
+// GoMLX's pure-Go backend a depthwise
 // convolution has no fast path (per-channel weights go through the generic
 // broadcast iterator, or must be tiled by copying), and it took most of the
 // pass; a direct loop over channels is an order of magnitude faster.
