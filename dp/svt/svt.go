@@ -22,11 +22,49 @@
 //     comparison noise b_q, is (Δ/b_t + 2Δ/b_q)-DP (Lyu et al., Theorem 2
 //     with c = 1), charged as a pure-DP event (RDP min(ε, αε²/2));
 //   - each of the c numeric answers is a Laplace mechanism of scale
-//     σ(ε₂) over Δ, charged by its exact RDP.
+//     σ(ε₂) over Δ, (Δ/σ(ε₂))-DP, charged the same way;
+//
+// both with the grid's rounding added (see below).
 //
 // The ledger composes these by RDP, which is tighter than the paper's
 // advanced-composition argument; IreneCost also reports the pure-DP total
 // by basic composition.
+//
+// # The variant implemented, and why it is private
+//
+// Irene is c independent AboveThreshold runs over one random order of the
+// coordinates: a run draws the threshold noise ρ ~ Lap(b_t), compares
+// clip(g_i) + ν_i, ν_i ~ Lap(b_q) fresh per coordinate, with T + ρ, stops
+// at the first coordinate at or above it and releases that coordinate with
+// fresh noise Lap(b_a); the next run starts at the next coordinate with a
+// new ρ. The order is drawn independently of the data, so the proof may
+// fix it. For one run and neighbouring gradients (each coordinate moves by
+// at most Δ, all at once — ℓ∞ sensitivity Δ), map ρ to ρ' = ρ + Δ and, at
+// the selected coordinate only, ν to ν' = ν + (g_i − g'_i) + Δ (a shift of
+// at most 2Δ): every "below" stays below, the "above" stays above, so the
+// run's output is (Δ/b_t + 2Δ/b_q)-DP (Lyu, Su & Li 2017, Theorem 2 with
+// c = 1). Fresh threshold noise after each positive makes the c runs
+// separate mechanisms on disjoint coordinates, which is what lets the
+// ledger compose them as c events (and what gives the paper its √c). The
+// answers are c Laplace releases with their own noise. Both the
+// comparisons and the answers use the exact discrete Laplace on a
+// power-of-two grid (dp.Source.Laplace, NoisyLaplace), so the shifts above
+// are rounded up to whole grid steps: a run costs
+// (Δ/γ_t + 1)/t_t + ((2Δ + γ_t)/γ_q + 1)/t_q and an answer
+// (Δ/γ_a + 1)/t_a, with γ the grid step and t the integer scale of each
+// noise (dp.Grid.LaplaceEpsilon); IreneCost charges these, at most 2^−20
+// per noise above the continuous figures (t ≥ 2^20).
+//
+// Two variants are not what is implemented. Halving the comparison noise
+// would make a run (Δ/b_t + 4Δ/b_q)-DP, above the charge; the adversary
+// test in this package shows the distinguishing attack succeeding on it.
+// Not redrawing the threshold after a positive turns the c runs into Lyu
+// et al.'s Algorithm 1 with one shared threshold, which is
+// (Δ/b_t + 2cΔ/b_q)-DP — below the pure-DP total c(Δ/b_t + 2Δ/b_q)
+// reported here, so no attack on the pure-DP figure can catch it — but
+// the runs are then not independent, and the ledger's RDP composition of
+// c events (and the paper's advanced composition) would be unproven. The
+// redraw is kept for that reason.
 //
 // Deviations from the letter of Algorithm 3, all needed for it to
 // terminate or be well defined: coordinates are visited in a uniformly
@@ -130,19 +168,22 @@ type Cost struct {
 
 // IreneCost returns the proven cost of one run of Algorithm 3 (see the
 // package documentation): c = γ₄ AboveThreshold runs and c Laplace answers,
-// charged for the maximum count whatever the run released.
+// charged for the maximum count whatever the run released, each as a
+// pure-DP event with the ε of the discretised noise actually drawn.
 func IreneCost(p IreneParams) (Cost, error) {
 	s, err := IreneScales(p)
 	if err != nil {
 		return Cost{}, err
 	}
-	d := p.sens()
-	perRun := d/s.Threshold + 2*d/s.Compare
+	perRun, answer, err := ireneEpsilons(p.sens(), s)
+	if err != nil {
+		return Cost{}, err
+	}
 	runs, err := dp.PureDPEvent(perRun, p.MaxCount)
 	if err != nil {
 		return Cost{}, err
 	}
-	answers, err := dp.LaplaceEvent(s.Answer/d, p.MaxCount)
+	answers, err := dp.PureDPEvent(answer, p.MaxCount)
 	if err != nil {
 		return Cost{}, err
 	}
@@ -150,9 +191,42 @@ func IreneCost(p IreneParams) (Cost, error) {
 	c := float64(p.MaxCount)
 	return Cost{
 		ClaimedEpsilon: p.Epsilon, ClaimedDelta: p.Delta,
-		PureEpsilon: c*perRun + c*d/s.Answer,
+		PureEpsilon: c*perRun + c*answer,
 		Events:      []dp.Event{runs, answers},
 	}, nil
+}
+
+// ireneEpsilons returns the ε of one AboveThreshold run and of one answer
+// for sensitivity d on the grids Source.Laplace and NoisyLaplace use: the
+// threshold shift Δ rounded up to whole steps γ_t (at most Δ/γ_t + 1 of
+// them), the comparison shift at most 2Δ + γ_t rounded up to steps γ_q,
+// and the answer's snapped value moving by at most Δ/γ_a + 1 steps.
+func ireneEpsilons(d float64, s Scales) (perRun, answer float64, err error) {
+	grid := func(b float64) (dp.Grid, error) { return dp.LaplaceGrid(b, 1) }
+	gt, err := grid(s.Threshold)
+	if err != nil {
+		return 0, 0, err
+	}
+	gq, err := grid(s.Compare)
+	if err != nil {
+		return 0, 0, err
+	}
+	ga, err := grid(s.Answer)
+	if err != nil {
+		return 0, 0, err
+	}
+	et, err := gt.LaplaceEpsilon(d)
+	if err != nil {
+		return 0, 0, err
+	}
+	eq, err := gq.LaplaceEpsilon(2*d + gt.Gamma)
+	if err != nil {
+		return 0, 0, err
+	}
+	if answer, err = ga.LaplaceEpsilon(d); err != nil {
+		return 0, 0, err
+	}
+	return et + eq, answer, nil
 }
 
 // IreneResult is the output of Algorithm 3.

@@ -70,6 +70,57 @@ func TestIreneCost(t *testing.T) {
 	}
 }
 
+// TestIreneCostCoversTheGrid: the noise Irene draws is discrete Laplace on
+// a power-of-two grid, so the shifts of the privacy proof must be whole
+// grid steps: ⌈Δ/γ_t⌉ for the threshold, ⌈(Δ + ⌈Δ/γ_t⌉γ_t)/γ_q⌉ for the
+// selected comparison, and ⌊Δ/γ_a⌋ + 1 for an answer's snapped value,
+// each step costing 1/t (t the integer scale). The charge must cover
+// these worst cases; before, it was the continuous Δ/b_t + 2Δ/b_q and
+// Laplace(b_a/Δ), short by up to a step per noise. It may exceed them by
+// at most 2^−20 per noise (t ≥ 2^20).
+func TestIreneCostCoversTheGrid(t *testing.T) {
+	for _, p := range []IreneParams{
+		{Epsilon: 1, Delta: 1e-5, Clip: 1, MaxCount: 10},
+		{Epsilon: 3, Delta: 1e-6, Clip: 1, MaxCount: 3, Sensitivity: 0.01},
+	} {
+		s, err := IreneScales(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := p.sens()
+		grid := func(b float64) (gamma, scale float64) {
+			g, err := dp.LaplaceGrid(b, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g.Gamma, float64(g.Scale)
+		}
+		gt, tt := grid(s.Threshold)
+		gq, tq := grid(s.Compare)
+		ga, ta := grid(s.Answer)
+		shiftT := math.Ceil(d/gt) * gt
+		run := shiftT/gt/tt + math.Ceil((d+shiftT)/gq)/tq
+		answer := (math.Floor(d/ga) + 1) / ta
+		c, err := IreneCost(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := float64(p.MaxCount) * (run + answer); c.PureEpsilon < want {
+			t.Errorf("%+v: pure ε %.12g below the discretised mechanisms' %.12g", p, c.PureEpsilon, want)
+		}
+		for i, want := range []float64{run, answer} {
+			e := c.Events[i]
+			if e.Kind != dp.KindPureDP || e.Count != p.MaxCount || e.Epsilon < want {
+				t.Errorf("%+v: event %d is %s ε %.12g ×%d, want pure ε ≥ %.12g ×%d", p, i, e.Kind, e.Epsilon, e.Count, want, p.MaxCount)
+			}
+			cont := []float64{d/s.Threshold + 2*d/s.Compare, d / s.Answer}[i]
+			if e.Epsilon > cont+[]float64{3, 1}[i]*math.Ldexp(1, -20) {
+				t.Errorf("%+v: event %d ε %.12g is more than a grid step per noise above the continuous %.12g", p, i, e.Epsilon, cont)
+			}
+		}
+	}
+}
+
 func TestIreneSelectsAndClips(t *testing.T) {
 	// With a huge ε the noise is negligible: exactly the coordinates whose
 	// clipped value reaches γ₃ are released, clipped to γ₂.
