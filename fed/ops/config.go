@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -143,6 +145,12 @@ func (c *Config) Options() (coord.Options, error) {
 	if err := c.check(); err != nil {
 		return coord.Options{}, err
 	}
+	if err := checkAddress("listen", c.Listen, false); err != nil {
+		return coord.Options{}, err
+	}
+	if err := checkAddress("metrics-listen", c.MetricsListen, true); err != nil {
+		return coord.Options{}, err
+	}
 	o := coord.Options{
 		StatePath: c.State,
 		Strategy:  strategy.Options{Name: c.Strategy, Weighting: c.Weighting, DP: c.DP, ServerLR: c.ServerLR, Momentum: c.Momentum},
@@ -205,6 +213,26 @@ func (c *Config) check() error {
 		return fmt.Errorf("--noise-multiplier must not be negative, got %g", c.NoiseMultiplier)
 	case c.Unit != "identity" && c.Unit != "example":
 		return fmt.Errorf("--privacy-unit %q: want identity (all of a person's images) or example (one image)", c.Unit)
+	}
+	return nil
+}
+
+// checkAddress checks that the address of --flag is HOST:PORT with a port
+// in 0…65535 (empty allowed if optional), so a typo is refused in the
+// flag's words before anything is opened.
+func checkAddress(flag, addr string, optional bool) error {
+	if addr == "" && optional {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		var p uint64
+		if p, err = strconv.ParseUint(port, 10, 16); err == nil && p > 65535 {
+			err = errors.New("port out of range")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("--%s %q: want HOST:PORT, e.g. 127.0.0.1:7443 (0.0.0.0:7443 for all interfaces)", flag, addr)
 	}
 	return nil
 }

@@ -117,6 +117,10 @@ func TestConfigOptionsNameTheFlag(t *testing.T) {
 		{func(c *ops.Config) { c.Delta = 1 }, "--delta must be in (0, 1)"},
 		{func(c *ops.Config) { c.NoiseMultiplier = -1 }, "--noise-multiplier must not be negative"},
 		{func(c *ops.Config) { c.Unit = "photo" }, `--privacy-unit "photo": want identity`},
+		{func(c *ops.Config) { c.Listen = "nonsense" }, `--listen "nonsense": want HOST:PORT`},
+		{func(c *ops.Config) { c.Listen = "127.0.0.1:99999" }, `--listen "127.0.0.1:99999": want HOST:PORT`},
+		{func(c *ops.Config) { c.Listen = "" }, `--listen "": want HOST:PORT`},
+		{func(c *ops.Config) { c.MetricsListen = "9464" }, `--metrics-listen "9464": want HOST:PORT`},
 	}
 	for _, tc := range cases {
 		c := ops.DefaultConfig()

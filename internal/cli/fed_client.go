@@ -166,6 +166,10 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 		return errors.New("--budget-epsilon is required: this client's total privacy budget ε")
 	case !(f.budgetEps > 0) || math.IsInf(f.budgetEps, 0):
 		return fmt.Errorf("--budget-epsilon must be a positive number, got %g", f.budgetEps)
+	case !(f.budgetDelta > 0 && f.budgetDelta < 1):
+		return fmt.Errorf("--budget-delta must be in (0, 1), got %g", f.budgetDelta)
+	case f.unit != "identity" && f.unit != "example":
+		return fmt.Errorf("--privacy-unit %q: want identity (all of a person's images) or example (one image)", f.unit)
 	case f.retryFor < 0:
 		return errors.New("--retry-for must not be negative")
 	}

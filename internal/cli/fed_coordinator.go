@@ -253,6 +253,11 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 		}
 		return errors.New("--out needs --init: the final model is written as a checkpoint of the initial one's network")
 	}
+	if cfg.EvalData != "" {
+		if _, err := os.Stat(filepath.Join(cfg.EvalData, "pairsDevTest.txt")); err != nil {
+			return fmt.Errorf("--eval-data %s: no LFW development pairs there (pairsDevTest.txt); give an LFW-layout folder", cfg.EvalData)
+		}
+	}
 	if _, err := os.Stat(cfg.State); errors.Is(err, os.ErrNotExist) && cfg.Init == "" {
 		return fmt.Errorf("--state %s is new, so the coordinator needs its initial model: give --init FILE "+
 			"(veil fed init-model --out FILE makes one)", cfg.State)

@@ -181,6 +181,13 @@ func TestFedBadArgumentsAreExplained(t *testing.T) {
 		{[]string{"fed", "certs", "revoke", "a", "b"}, "veil fed certs revoke takes NAME"},
 		{[]string{"fed", "status", "--state", none}, "no coordinator's state file at " + none + " (veil fed coordinator --state makes one"},
 		{[]string{"fed", "coordinator", "--state", none, "--server-lr", "-1"}, "--server-lr must not be negative"},
+		{[]string{"fed", "coordinator", "--state", none, "--eval-data", t.TempDir(), "--init", none},
+			"no LFW development pairs there (pairsDevTest.txt)"},
+		// Settings refused before the client reads its data.
+		{[]string{"fed", "client", "--coordinator", "127.0.0.1:1", "--dir", t.TempDir(), "--budget-epsilon", "8", "--privacy-unit", "photo"},
+			`--privacy-unit "photo": want identity`},
+		{[]string{"fed", "client", "--coordinator", "127.0.0.1:1", "--dir", t.TempDir(), "--budget-epsilon", "8", "--budget-delta", "1"},
+			"--budget-delta must be in (0, 1)"},
 	} {
 		code, _, stderr := run(t, c.args...)
 		if code == 0 || !strings.Contains(stderr, c.want) {
