@@ -51,10 +51,12 @@
 // which faces belong to the same person (person ids are plain), photo paths,
 // and the lengths of names.
 //
-// # Schema (version 2)
+// # Schema (version 3)
 //
 //	meta(key, value)                    schema_version, kdf (header), dek (wrapped key)
-//	photos(id, path, sha256, size, taken, width, height, added_at, missing)
+//	photos(id, path, sha256, size, taken, width, height, added_at, missing,
+//	       mtime, inode)                the file's stamp: re-indexing skips it unread
+//	                                    while size, mtime and inode match (fileStamp)
 //	faces(id, photo_id, x, y, w, h, score, fit, source, landmarks*, descriptor*,
 //	      thumbnail*, person_id, assigned_by, removed)      * sealed
 //	people(id, name*, name_mac, hidden, cover_face)
@@ -85,8 +87,10 @@
 //
 // Indexing (faces_index.go, scan.go, exif.go, thumb.go): (*Library).Index
 // with IndexOptions and PipelineOptions (one photo per transaction, photos
-// known by content hash, moves and edits keep the user's decisions, vanished
-// photos marked missing, never deleted unasked), Scan, ReadContent,
+// known by content hash, files unchanged since the last run by size,
+// modification time and inode skipped unread unless IndexOptions.Rehash,
+// moves and edits keep the user's decisions, vanished photos marked
+// missing, never deleted unasked), Scan, ReadContent,
 // ReadJPEGEXIF (imaging's EXIF parser), Thumbnail, (*Library).AddManualFace,
 // ParseBox, IoU, MeasureIndexing.
 //

@@ -69,10 +69,16 @@ type IndexOptions struct {
 	// and how many files need nothing more (unchanged, moved, copies,
 	// unreadable): a progress bar of the analysis starts then.
 	Planned func(analyse, rest int)
+	// Rehash reads and hashes every file, even those whose size,
+	// modification time and inode are as recorded (see fileStamp), which
+	// are otherwise taken to be unchanged without being read.
+	Rehash bool
 
 	// run replaces Pipeline.Run in tests of the bookkeeping, which need
 	// no networks.
 	run func(img *imaging.RGB) ([]face.Face, error)
+	// read replaces ReadContent in tests that count the files read.
+	read func(path string, maxBytes int64) (*Content, error)
 }
 
 // validate fills defaults and checks the options.
@@ -89,6 +95,9 @@ func (o *IndexOptions) validate() error {
 			f, _, err := p.Run(img)
 			return f, err
 		}
+	}
+	if o.read == nil {
+		o.read = ReadContent
 	}
 	if o.Workers == 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
@@ -163,6 +172,8 @@ type planned struct {
 	path    string
 	sum     [32]byte
 	size    int64
+	stamp   fileStamp // the file's stamp (zero: unknown, read again next time)
+	trusted bool      // not read: its stamp and size are as recorded
 	outcome Outcome
 	reason  string // why it failed
 	photo   int64  // the photo updated (Updated), moved (Moved) or found (Unchanged)
@@ -172,7 +183,10 @@ type planned struct {
 // symbolic links, or files; see Scan) to the library, in three steps:
 //
 //  1. Every file found is read and hashed (SHA-256 of its bytes), on
-//     Workers goroutines.
+//     Workers goroutines, except a file at a recorded photo's path whose
+//     size, modification time and inode are as recorded then (fileStamp
+//     says why and what that misses; Rehash reads them too): it is taken
+//     to hold the recorded bytes, unread.
 //  2. Each file is matched against the library: bytes already recorded at
 //     the same path are unchanged; at another path whose file no longer
 //     holds them, a move (the path is updated; faces, names and every
@@ -235,16 +249,24 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 	}
 
 	// 1. Hash.
+	var stamps map[string]recorded
+	if !opt.Rehash {
+		if stamps, err = l.recordedStamps(ctx); err != nil {
+			return finish(fmt.Errorf("reading photos: %w", err))
+		}
+	}
 	plan := make([]planned, len(scan.Files))
 	var readMu sync.Mutex
 	read := 0
 	err = parallel(ctx, opt.Workers, len(plan), func(i int) error {
 		p := &plan[i]
 		p.path = scan.Files[i]
-		if c, err := ReadContent(p.path, opt.Limits.MaxBytes); err != nil {
+		if r, ok := stamps[p.path]; ok && unchangedFile(p.path, r) {
+			p.sum, p.size, p.stamp, p.trusted = r.sum, r.size, r.stamp, true
+		} else if c, err := opt.read(p.path, opt.Limits.MaxBytes); err != nil {
 			p.outcome, p.reason = PhotoFailed, err.Error()
 		} else {
-			p.sum, p.size = c.SHA256, c.Size
+			p.sum, p.size, p.stamp = c.SHA256, c.Size, c.stamp
 		}
 		if opt.Reading != nil {
 			readMu.Lock()
@@ -460,6 +482,7 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 	var moves []move
 	movedAway := map[int64]bool{}
 	var unmissing []int64
+	var restamp []int // unchanged files read: their stamps are recorded
 	for sum, i := range holder {
 		p := &plan[i]
 		k, isKnown := byHash[sum]
@@ -470,6 +493,9 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 			p.outcome, p.photo = PhotoUnchanged, k.id
 			if k.missing {
 				unmissing = append(unmissing, k.id)
+			}
+			if !p.trusted {
+				restamp = append(restamp, i)
 			}
 		default:
 			// Does the recorded path still hold these bytes? If it was
@@ -518,7 +544,7 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 			p.outcome, p.photo = PhotoUpdated, k.id
 		}
 	}
-	if len(moves) == 0 && len(unmissing) == 0 {
+	if len(moves) == 0 && len(unmissing) == 0 && len(restamp) == 0 {
 		return nil
 	}
 	slices.SortFunc(moves, func(a, b move) int { return cmp.Compare(a.id, b.id) })
@@ -532,13 +558,18 @@ func (l *Library) match(ctx context.Context, plan []planned, photos []Photo, see
 				return err
 			}
 		}
+		for _, i := range restamp {
+			if err := setStampTx(ctx, tx, plan[i].photo, plan[i].stamp); err != nil {
+				return err
+			}
+		}
 		for _, m := range moves {
 			if _, err := tx.ExecContext(ctx, `UPDATE photos SET path = ? WHERE id = ?`, fmt.Sprintf("moving:%d", m.id), m.id); err != nil {
 				return err
 			}
 		}
 		for _, m := range moves {
-			if err := l.moveTx(ctx, tx, m.id, m.path); err != nil {
+			if err := l.moveTx(ctx, tx, m.id, m.path, plan[m.i].stamp); err != nil {
 				return fmt.Errorf("recording the move to %s: %w", m.path, err)
 			}
 		}
@@ -559,7 +590,7 @@ func (l *Library) analyse(ctx context.Context, p *planned, opt IndexOptions) (in
 	// bytes of every photo found cannot all be held until analysed), so
 	// what is recorded is exactly what was matched. That costs about as
 	// much as step 1 and is small beside decoding and analysing.
-	c, err := ReadContent(p.path, opt.Limits.MaxBytes)
+	c, err := opt.read(p.path, opt.Limits.MaxBytes)
 	if err != nil {
 		return fail(err)
 	}
@@ -573,7 +604,7 @@ func (l *Library) analyse(ctx context.Context, p *planned, opt IndexOptions) (in
 	// A malformed EXIF block only loses the time taken: the decoder
 	// ignored it too.
 	x, _ := ReadJPEGEXIF(c.Data)
-	rec := PhotoRecord{Path: p.path, SHA256: c.SHA256, Size: c.Size, Taken: x.TakenString(), Width: img.W, Height: img.H}
+	rec := PhotoRecord{Path: p.path, SHA256: c.SHA256, Size: c.Size, Taken: x.TakenString(), Width: img.W, Height: img.H, stamp: c.stamp}
 	found, err := opt.run(img)
 	if err != nil {
 		return fail(fmt.Errorf("analysing the faces: %w", err))

@@ -5,20 +5,23 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"github.com/veil-privacy/veil/internal/datadir"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/datadir"
 )
 
 // indexTestLibrary creates a library with a cheap key derivation.
@@ -845,5 +848,265 @@ func TestMeasureIndexing(t *testing.T) {
 	if th.Photos != 5 || th.Faces != 10 || th.Failed != 1 || th.Workers != 2 || th.WallS <= 0 || math.Abs(th.PhotosPerSecond-5/th.WallS) > 1e-9 ||
 		th.CPUS <= 0 || math.Abs(th.CPUSPerPhoto-th.CPUS/5) > 1e-9 {
 		t.Errorf("throughput %+v", th)
+	}
+}
+
+// readCounter counts the files indexing reads, by path.
+type readCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *readCounter) read(path string, maxBytes int64) (*Content, error) {
+	c.mu.Lock()
+	c.n[path]++
+	c.mu.Unlock()
+	return ReadContent(path, maxBytes)
+}
+
+// index runs Index counting reads, and returns the report and the reads.
+func (c *readCounter) index(t *testing.T, l *Library, opt IndexOptions, dir string) (*IndexReport, map[string]int) {
+	t.Helper()
+	c.n = map[string]int{}
+	opt.read = c.read
+	return fakeIndex(t, l, opt, dir), c.n
+}
+
+// setMtime sets a file's modification time.
+func setMtime(t *testing.T, path string, mt time.Time) {
+	t.Helper()
+	if err := os.Chtimes(path, mt, mt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mtimeOf(t *testing.T, path string) time.Time {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.ModTime()
+}
+
+// TestIndexSkipsUnchangedFiles: a file whose size, modification time and
+// inode are as recorded is not read again; any change of them (a new
+// mtime with the same bytes or new bytes of the same size, a new size
+// with the old mtime put back, a file replaced by a rename keeping size
+// and mtime) makes indexing read and hash it, and a file modified just
+// before it was read is read again next time (its mtime may not yet show a
+// later write).
+func TestIndexSkipsUnchangedFiles(t *testing.T) {
+	l := indexTestLibrary(t)
+	dir := t.TempDir()
+	a, b, c := filepath.Join(dir, "a.jpg"), filepath.Join(dir, "b.jpg"), filepath.Join(dir, "c.jpg")
+	writePhoto(t, a, 200, 150, 10)
+	writePhoto(t, b, 200, 150, 100)
+	writePhoto(t, c, 210, 150, 200)
+	hour := time.Now().Add(-time.Hour).Truncate(time.Second)
+	setMtime(t, a, hour)
+	setMtime(t, b, hour.Add(-time.Minute))
+	setMtime(t, c, hour.Add(-2*time.Minute))
+	var rc readCounter
+	rep, reads := rc.index(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Added: 3, Faces: 4})
+	if len(reads) != 3 {
+		t.Fatalf("first run read %v", reads)
+	}
+
+	rep, reads = rc.index(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Unchanged: 3})
+	if len(reads) != 0 {
+		t.Errorf("a run over unchanged files read %v, want none", reads)
+	}
+
+	// A new mtime, same bytes: read once, unchanged, then skipped again.
+	setMtime(t, a, hour.Add(time.Minute))
+	rep, reads = rc.index(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Unchanged: 3})
+	if !maps.Equal(reads, map[string]int{a: 1}) {
+		t.Errorf("after touching a: read %v, want a once", reads)
+	}
+	if _, reads = rc.index(t, l, IndexOptions{}, dir); len(reads) != 0 {
+		t.Errorf("the run after: read %v, want none", reads)
+	}
+
+	// New bytes of the same size (a quantisation value changed) and a new
+	// mtime: read and re-analysed.
+	data, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dqt := bytes.Index(data, []byte{0xFF, 0xDB})
+	if dqt < 0 {
+		t.Fatal("no quantisation table in the test JPEG")
+	}
+	data[dqt+10]++
+	if err := os.WriteFile(b, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setMtime(t, b, hour.Add(2*time.Minute))
+	rep, reads = rc.index(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Unchanged: 2, Updated: 1, Faces: 1})
+	if reads[b] == 0 || reads[a]+reads[c] != 0 {
+		t.Errorf("after rewriting b: read %v, want b only", reads)
+	}
+
+	// A new size with the recorded mtime put back: read.
+	old := mtimeOf(t, c)
+	f, err := os.OpenFile(c, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("trailing bytes after the image")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	setMtime(t, c, old)
+	rep, reads = rc.index(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Unchanged: 2, Updated: 1, Faces: 2})
+	if reads[c] == 0 {
+		t.Errorf("c grew with its mtime put back but was not read: %v", reads)
+	}
+
+	// Replaced by a rename (an editor's atomic save): same bytes, size and
+	// mtime, another inode. Read where the system has inode numbers.
+	fi, err := os.Stat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err = os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(t.TempDir(), "a.tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setMtime(t, tmp, fi.ModTime())
+	if err := os.Rename(tmp, a); err != nil {
+		t.Fatal(err)
+	}
+	rep, reads = rc.index(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Unchanged: 3})
+	if inodeOf(fi) != 0 && reads[a] != 1 {
+		t.Errorf("a replaced by a rename was not read: %v", reads)
+	}
+
+	// A file written just now gets no stamp: read again next run, until
+	// it is older than racyWindow when read.
+	d := filepath.Join(dir, "d.jpg")
+	writePhoto(t, d, 200, 150, 50)
+	rep, _ = rc.index(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Added: 1, Unchanged: 3, Faces: 1})
+	if _, reads = rc.index(t, l, IndexOptions{}, dir); !maps.Equal(reads, map[string]int{d: 1}) {
+		t.Errorf("the run after adding a fresh file read %v, want d once", reads)
+	}
+	setMtime(t, d, hour)
+	rc.index(t, l, IndexOptions{}, dir)
+	if _, reads = rc.index(t, l, IndexOptions{}, dir); len(reads) != 0 {
+		t.Errorf("once d is old: read %v, want none", reads)
+	}
+
+	// A moved file is read at its new path once (its bytes say which photo
+	// it is); the move records its stamp, so the next run reads nothing.
+	e := filepath.Join(dir, "e.jpg")
+	if err := os.Rename(d, e); err != nil {
+		t.Fatal(err)
+	}
+	rep, reads = rc.index(t, l, IndexOptions{}, dir)
+	wantCounts(t, rep, counts{Moved: 1, Unchanged: 3})
+	if !maps.Equal(reads, map[string]int{e: 1}) {
+		t.Errorf("after moving d to e: read %v, want e once", reads)
+	}
+	if _, reads = rc.index(t, l, IndexOptions{}, dir); len(reads) != 0 {
+		t.Errorf("the run after the move: read %v, want none", reads)
+	}
+
+	// Rehash reads everything.
+	rep, reads = rc.index(t, l, IndexOptions{Rehash: true}, dir)
+	wantCounts(t, rep, counts{Unchanged: 4})
+	if len(reads) != 4 {
+		t.Errorf("Rehash read %v, want all four", reads)
+	}
+}
+
+// TestStampOfRacy: a file modified within racyWindow of being read, or in
+// the future, gets no stamp; an older one does.
+func TestStampOfRacy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, tc := range []struct {
+		age   time.Duration
+		known bool
+	}{
+		{-time.Hour, false},
+		{0, false},
+		{racyWindow - time.Millisecond, false},
+		{racyWindow, true},
+		{24 * time.Hour, true},
+	} {
+		setMtime(t, path, now.Add(-tc.age))
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := stampOf(fi, now).known(); got != tc.known {
+			t.Errorf("modified %v before reading: stamp known %v, want %v", tc.age, got, tc.known)
+		}
+	}
+}
+
+// BenchmarkReindexUnchanged measures a run of Index over 50 photos of 4 MiB
+// each (a camera's JPEG size: a small JPEG padded after its end), all
+// recorded and unchanged: quick-check skips them unread, rehash reads and
+// hashes every one (as every run did before the quick check).
+func BenchmarkReindexUnchanged(b *testing.B) {
+	l, err := Create(b.TempDir(), []byte("bench"), CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	dir := b.TempDir()
+	pad := make([]byte, 4<<20)
+	old := time.Now().Add(-time.Hour)
+	for i := range 50 {
+		m := image.NewRGBA(image.Rect(0, 0, 200, 150))
+		for k := range m.Pix {
+			m.Pix[k] = uint8(i + k)
+		}
+		var buf bytes.Buffer
+		if err := jpeg.Encode(&buf, m, nil); err != nil {
+			b.Fatal(err)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("p%02d.jpg", i))
+		if err := os.WriteFile(path, append(buf.Bytes(), pad...), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Chtimes(path, old, old); err != nil {
+			b.Fatal(err)
+		}
+	}
+	opt := IndexOptions{run: fakeRun}
+	if _, err := l.Index(context.Background(), []string{dir}, opt); err != nil {
+		b.Fatal(err)
+	}
+	for _, rehash := range []bool{false, true} {
+		name := "quick-check"
+		if rehash {
+			name = "rehash"
+		}
+		b.Run(name, func(b *testing.B) {
+			opt.Rehash = rehash
+			for b.Loop() {
+				rep, err := l.Index(context.Background(), []string{dir}, opt)
+				if err != nil || rep.Unchanged != 50 {
+					b.Fatalf("%+v, %v", rep, err)
+				}
+			}
+		})
 	}
 }

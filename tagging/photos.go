@@ -28,6 +28,9 @@ type PhotoRecord struct {
 	Taken string
 	// Width and Height are the photo's dimensions in pixels.
 	Width, Height int
+
+	// stamp is the file's stamp when indexing read it (zero otherwise).
+	stamp fileStamp
 }
 
 // NewFace is a face to store with AddPhoto or AddFaces.
@@ -74,8 +77,9 @@ func (l *Library) AddPhoto(p PhotoRecord, faces []NewFace) (photoID int64, faceI
 // addPhotoTx records a photo and its faces inside tx, and forgets any scan
 // error recorded for its path (the file reads now).
 func (l *Library) addPhotoTx(ctx context.Context, tx *sql.Tx, p PhotoRecord, faces []NewFace) (int64, []int64, error) {
-	res, err := tx.ExecContext(ctx, `INSERT INTO photos (path, sha256, size, taken, width, height, added_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, p.Path, p.SHA256[:], p.Size, nullString(p.Taken), p.Width, p.Height, time.Now().Unix())
+	mtime, inode := stampArgs(p.stamp)
+	res, err := tx.ExecContext(ctx, `INSERT INTO photos (path, sha256, size, taken, width, height, added_at, mtime, inode)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, p.Path, p.SHA256[:], p.Size, nullString(p.Taken), p.Width, p.Height, time.Now().Unix(), mtime, inode)
 	if err != nil {
 		return 0, nil, fmt.Errorf("recording the photo: %w", err)
 	}
@@ -301,8 +305,10 @@ func (l *Library) replaceContentTx(ctx context.Context, tx *sql.Tx, id int64, p 
 	if _, err := l.insertFaces(ctx, tx, id, fresh); err != nil {
 		return 0, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE photos SET sha256 = ?, size = ?, taken = ?, width = ?, height = ?, missing = 0 WHERE id = ?`,
-		p.SHA256[:], p.Size, nullString(p.Taken), p.Width, p.Height, id); err != nil {
+	mtime, inode := stampArgs(p.stamp)
+	if _, err := tx.ExecContext(ctx, `UPDATE photos SET sha256 = ?, size = ?, taken = ?, width = ?, height = ?, missing = 0,
+		mtime = ?, inode = ? WHERE id = ?`,
+		p.SHA256[:], p.Size, nullString(p.Taken), p.Width, p.Height, mtime, inode, id); err != nil {
 		return 0, fmt.Errorf("recording the new content: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM scan_errors WHERE path = ?`, p.Path); err != nil {
@@ -344,10 +350,11 @@ func intersection(a, b Box) float64 {
 var errPathTaken = errors.New("the library records another photo, with faces you named or edited, at this path; that photo is no longer here: remove its faces' names or move it back, then add again")
 
 // moveTx records that photo id now lives at path (its file was moved or
-// renamed: same bytes). A photo the library still records at that path
-// has been replaced by this one's bytes: it is dropped if the user made no
-// decision about its faces, else the move is refused with errPathTaken.
-func (l *Library) moveTx(ctx context.Context, tx *sql.Tx, id int64, path string) error {
+// renamed: same bytes), with the stamp of the file there. A photo the
+// library still records at that path has been replaced by this one's
+// bytes: it is dropped if the user made no decision about its faces, else
+// the move is refused with errPathTaken.
+func (l *Library) moveTx(ctx context.Context, tx *sql.Tx, id int64, path string, stamp fileStamp) error {
 	var other int64
 	err := tx.QueryRowContext(ctx, `SELECT id FROM photos WHERE path = ? AND id != ?`, path, id).Scan(&other)
 	switch {
@@ -366,7 +373,8 @@ func (l *Library) moveTx(ctx context.Context, tx *sql.Tx, id int64, path string)
 			return err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE photos SET path = ?, missing = 0 WHERE id = ?`, path, id); err != nil {
+	mtime, inode := stampArgs(stamp)
+	if _, err := tx.ExecContext(ctx, `UPDATE photos SET path = ?, missing = 0, mtime = ?, inode = ? WHERE id = ?`, path, mtime, inode, id); err != nil {
 		return fmt.Errorf("recording the move: %w", err)
 	}
 	_, err = tx.ExecContext(ctx, `DELETE FROM scan_errors WHERE path = ?`, path)

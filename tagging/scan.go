@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // FileError is a file the library could not read, with the reason in
@@ -172,6 +173,9 @@ type Content struct {
 	Data   []byte
 	SHA256 [sha256.Size]byte
 	Size   int64
+
+	// stamp is the file's stamp, taken before it was read (see fileStamp).
+	stamp fileStamp
 }
 
 // ReadContent reads a photo file of at most maxBytes bytes and hashes it.
@@ -184,6 +188,7 @@ func ReadContent(path string, maxBytes int64) (*Content, error) {
 		return nil, unwrapPath(err)
 	}
 	defer f.Close()
+	now := time.Now()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, unwrapPath(err)
@@ -201,5 +206,9 @@ func ReadContent(path string, maxBytes int64) (*Content, error) {
 	if int64(len(data)) > maxBytes {
 		return nil, fmt.Errorf("file grew past the %d-byte limit while being read", maxBytes)
 	}
-	return &Content{Data: data, SHA256: sha256.Sum256(data), Size: int64(len(data))}, nil
+	c := &Content{Data: data, SHA256: sha256.Sum256(data), Size: int64(len(data))}
+	if c.Size == st.Size() {
+		c.stamp = stampOf(st, now)
+	}
+	return c, nil
 }

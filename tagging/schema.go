@@ -11,7 +11,7 @@ import (
 // SchemaVersion is the version of the database layout this build writes.
 // Open brings an older library up to it with the migrations below, each in
 // its own transaction, and refuses a newer one.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[i] brings a library from version i to version i+1. Append new
 // migrations; never edit one that has shipped (libraries on users' disks
@@ -19,6 +19,7 @@ const SchemaVersion = 2
 var migrations = []func(tx *sql.Tx) error{
 	migrate1,
 	migrate2,
+	migrate3,
 }
 
 // migrate1 is the first layout: photos, faces, people and rejections.
@@ -82,6 +83,17 @@ func migrate2(tx *sql.Tx) error {
 		`CREATE INDEX faces_photo ON faces(photo_id)`,
 		`CREATE INDEX faces_person ON faces(person_id)`,
 		`CREATE INDEX clusters_cluster ON clusters(cluster)`,
+	)
+}
+
+// migrate3 adds each photo's file stamp (modification time and inode, see
+// fileStamp), so re-indexing skips reading files unchanged since. Photos
+// recorded before have none (NULL): the next run reads them once more and
+// records it.
+func migrate3(tx *sql.Tx) error {
+	return execAll(tx,
+		`ALTER TABLE photos ADD COLUMN mtime INTEGER NULL`,
+		`ALTER TABLE photos ADD COLUMN inode INTEGER NULL`,
 	)
 }
 

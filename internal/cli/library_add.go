@@ -47,7 +47,7 @@ func newLibraryAddCmd(e *env) *cobra.Command {
 	var lf libraryFlags
 	var models string
 	var workers int
-	var asJSON, quiet, forget bool
+	var asJSON, quiet, forget, rehash bool
 	cmd := &cobra.Command{
 		Use:   "add PATH...",
 		Short: "Add photos to the library: find, describe and record their faces",
@@ -63,7 +63,10 @@ Photos are recognised by their content, not their name: a photo already in the
 library is skipped, even if it was moved or renamed (the library then records
 its new path and keeps its faces and names); a copy of a photo is skipped; a
 photo edited in place is analysed again, keeping the faces you named, removed
-or drew (matched by position).
+or drew (matched by position). A file the library recorded whose size,
+modification time and inode are unchanged is not read again (as rsync and git
+check); --rehash reads and hashes every file, for a photo rewritten with its
+size kept and its modification time set back (touch -r, exiftool -P).
 
 Faces are found by both of face-api's detectors and described with both
 alignments averaged (the settings measured best on LFW), on every core
@@ -105,7 +108,7 @@ the library; 130 when interrupted (what was done is kept).`,
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
 				var reading, bar *progress.Bar
-				opt := tagging.IndexOptions{Pipeline: p, Workers: workers,
+				opt := tagging.IndexOptions{Pipeline: p, Workers: workers, Rehash: rehash,
 					Reading: func(done, total int) {
 						if done == 1 {
 							reading = progress.New(e.stderr, "reading", total, quiet || total < 1000)
@@ -169,6 +172,7 @@ the library; 130 when interrupted (what was done is kept).`,
 	cmd.Flags().StringVar(&models, "models", "", "folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
 	cmd.Flags().IntVar(&workers, "workers", 0, "photos analysed at once (0: one per core)")
 	cmd.Flags().BoolVar(&forget, "forget-missing", false, "delete the photos whose files are missing after this run, with their faces and the names given to them (people stay)")
+	cmd.Flags().BoolVar(&rehash, "rehash", false, "read and hash every file, even those whose size, modification time and inode are as recorded")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output on stderr")
 	return cmd
