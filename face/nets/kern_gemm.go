@@ -9,7 +9,7 @@ package nets
 // descriptor's time on them (about 16 GFLOP/s, pprof of
 // BenchmarkDescriptor). The filter never changes, so it is packed once into
 // panels of 16 columns, [n/16][k][16]; a 4×16 block of the output then
-// stays in eight AVX2 registers while k runs, each step reading 16 filter
+// stays in eight AVX2 registers while k runs (in slices of kernGemmKC), each step reading 16 filter
 // values in sequence and broadcasting one value from each of four rows.
 type kernGemm struct {
 	k, n   int
@@ -44,18 +44,39 @@ func (g *kernGemm) mul(y, a []float32, m int) {
 	})
 }
 
+// kernGemmKC is how much of the inner dimension one pass over the output
+// covers: a [kernGemmKC][16] slice of a panel (16 KB) stays in the level-1
+// cache while every row block uses it, where a whole panel (up to 147 KB
+// in the descriptor) would be read again from level 2 for each block.
+const kernGemmKC = 256
+
 // rows computes rows [0, m) of the product of a and W into y.
 func (g *kernGemm) rows(y, a []float32, m int) {
 	k, n := g.k, g.n
-	i := 0
-	for ; i+4 <= m; i += 4 {
+	m4 := m / 4 * 4
+	for k0 := 0; k0 < k; k0 += kernGemmKC {
+		kc := min(kernGemmKC, k-k0)
 		for p := 0; p < g.n16/kernGemmPanel; p++ {
-			kernGemm4x16(y[i*n+p*kernGemmPanel:], n, a[i*k:(i+4)*k], k, g.panels[p*k*kernGemmPanel:(p+1)*k*kernGemmPanel])
+			panel := g.panels[(p*k+k0)*kernGemmPanel : (p*k+k0+kc)*kernGemmPanel]
+			for i := 0; i < m4; i += 4 {
+				kernGemm4x16(y[i*n+p*kernGemmPanel:], n, a[i*k+k0:], k, kc, panel, k0 > 0)
+			}
 		}
 	}
-	for ; i < m; i++ {
-		for p := 0; p < g.n16/kernGemmPanel; p++ {
-			kernGemm1x16Generic(y[i*n+p*kernGemmPanel:i*n+(p+1)*kernGemmPanel], a[i*k:(i+1)*k], g.panels[p*k*kernGemmPanel:(p+1)*k*kernGemmPanel])
+	if m4 < m && g.n16 > 0 {
+		// The last m−m4 rows, padded with zero rows to a 4-row block.
+		ta := make([]float32, 4*k)
+		copy(ta, a[m4*k:m*k])
+		ty := make([]float32, 4*g.n16)
+		for k0 := 0; k0 < k; k0 += kernGemmKC {
+			kc := min(kernGemmKC, k-k0)
+			for p := 0; p < g.n16/kernGemmPanel; p++ {
+				panel := g.panels[(p*k+k0)*kernGemmPanel : (p*k+k0+kc)*kernGemmPanel]
+				kernGemm4x16(ty[p*kernGemmPanel:], g.n16, ta[k0:], k, kc, panel, k0 > 0)
+			}
+		}
+		for i := m4; i < m; i++ {
+			copy(y[i*n:i*n+g.n16], ty[(i-m4)*g.n16:(i-m4+1)*g.n16])
 		}
 	}
 	if g.n16 < n {
@@ -75,24 +96,25 @@ func (g *kernGemm) rows(y, a []float32, m int) {
 	}
 }
 
-// kernGemm1x16Generic writes the 16 values y = a·panel for one row a of k
-// values and a [k][16] panel.
-func kernGemm1x16Generic(y, a, panel []float32) {
-	var acc [kernGemmPanel]float32
+// kernGemm1x16Generic writes the 16 values a·panel for one row a of kc
+// values and a [kc][16] panel into y, or adds them to y when acc is set.
+func kernGemm1x16Generic(y, a, panel []float32, acc bool) {
+	var sum [kernGemmPanel]float32
+	if acc {
+		copy(sum[:], y[:kernGemmPanel])
+	}
 	for t, x := range a {
 		pr := panel[t*kernGemmPanel : (t+1)*kernGemmPanel]
-		for j := range acc {
-			acc[j] += x * pr[j]
+		for j := range sum {
+			sum[j] += x * pr[j]
 		}
 	}
-	copy(y[:kernGemmPanel], acc[:])
+	copy(y[:kernGemmPanel], sum[:])
 }
 
-// kernGemm4x16Generic is kernGemm4x16 without SIMD: rows 0..3 of a (each
-// of k values, row-major) times the [k][16] panel, written to y at row
-// stride ldy.
-func kernGemm4x16Generic(y []float32, ldy int, a []float32, k int, panel []float32) {
+// kernGemm4x16Generic is kernGemm4x16 without SIMD.
+func kernGemm4x16Generic(y []float32, ldy int, a []float32, lda, kc int, panel []float32, acc bool) {
 	for r := range 4 {
-		kernGemm1x16Generic(y[r*ldy:r*ldy+kernGemmPanel], a[r*k:(r+1)*k], panel)
+		kernGemm1x16Generic(y[r*ldy:r*ldy+kernGemmPanel], a[r*lda:r*lda+kc], panel, acc)
 	}
 }
