@@ -1,7 +1,8 @@
 // Package ops runs a federation's coordinator as a service: the gRPC
 // server with mutual TLS and the standard gRPC health service, Prometheus
-// metrics on an HTTP endpoint, a graceful stop, and the coordinator's
-// configuration file.
+// metrics on an HTTP endpoint, a graceful stop, the coordinator's
+// configuration file, and the evaluation of its model on LFW's
+// development pairs after every aggregated round (Evaluator).
 //
 // Metrics live in a private registry (never Prometheus's global default),
 // so several coordinators in one process (tests) keep their counts apart.

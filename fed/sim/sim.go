@@ -244,6 +244,9 @@ func (o *Options) Check() error {
 // Report is what a simulation measured.
 type Report struct {
 	Strategy string `json:"strategy"`
+	// ServerLR is the coordinator's learning rate: a number, or the rule
+	// of FedAvg's default under DP (strategy.DefaultServerLR).
+	ServerLR string `json:"server_lr"`
 	Clients  int    `json:"clients"`
 	Rounds   int    `json:"rounds"`
 	// DevAccuracy is the final model's development-pairs accuracy
@@ -446,7 +449,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	initial := eval.Initial()
-	rep := &Report{Strategy: o.Strategy, Clients: len(parts), Rounds: o.Rounds, Parameters: initial.Len(),
+	rep := &Report{Strategy: o.Strategy, ServerLR: o.StrategyOptions().ServerLRText(), Clients: len(parts), Rounds: o.Rounds, Parameters: initial.Len(),
 		IdentitiesPerClient: map[string]int{}, ImagesPerClient: map[string]int{}}
 	if rep.InitAccuracy, _, err = eval.Accuracy(initial); err != nil {
 		return nil, err

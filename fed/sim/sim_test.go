@@ -74,7 +74,7 @@ func TestThreeClientsTwoRounds(t *testing.T) {
 		rep.LastAccuracy != rep.RoundAccuracy[1] || rep.DevAccuracy != rep.RoundEMAAccuracy[1] {
 		t.Errorf("ema %g: accuracy %g, last model %g, curve %v and %v", rep.EMA, rep.DevAccuracy, rep.LastAccuracy, rep.RoundAccuracy, rep.RoundEMAAccuracy)
 	}
-	if rep.Strategy != "fedavg" || rep.Clients != 3 || rep.Rounds != 2 || rep.FailedRounds != 0 || rep.Updates != 6 || rep.Refused != 0 {
+	if rep.Strategy != "fedavg" || rep.ServerLR != "√(updates in the round), rounded" || rep.Clients != 3 || rep.Rounds != 2 || rep.FailedRounds != 0 || rep.Updates != 6 || rep.Refused != 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	if !(rep.DevAccuracy >= 0 && rep.DevAccuracy <= 1) || rep.PrivacyUnit != "identity" || rep.Delta != 1e-5 {

@@ -51,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/veil-privacy/veil/fed/wire"
 )
@@ -104,6 +105,18 @@ func DefaultServerLR(name string, dp bool, updates int) (float64, error) {
 		return 0, errors.New("strategy: fedsgd has no default server learning rate; choose one")
 	}
 	return 0, fmt.Errorf("strategy: unknown strategy %q (want fedavg or fedsgd)", name)
+}
+
+// ServerLRText says which server learning rate o gives, for logs and
+// reports: its value, or for FedAvg's default under DP the rule.
+func (o Options) ServerLRText() string {
+	if o.ServerLR == 0 && o.Name == "fedavg" {
+		if o.DP {
+			return "√(updates in the round), rounded"
+		}
+		return "1"
+	}
+	return strconv.FormatFloat(o.ServerLR, 'g', -1, 64)
 }
 
 // New validates o and returns the strategy.

@@ -166,3 +166,19 @@ func TestFedAvgStepsByTheRoundsUpdates(t *testing.T) {
 		t.Error("a mean of no updates applied")
 	}
 }
+
+func TestServerLRText(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Name: "fedavg", DP: true}, "√(updates in the round), rounded"},
+		{Options{Name: "fedavg"}, "1"},
+		{Options{Name: "fedavg", DP: true, ServerLR: 2.5}, "2.5"},
+		{Options{Name: "fedsgd", DP: true, ServerLR: 0.1}, "0.1"},
+	} {
+		if got := c.o.ServerLRText(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.o, got, c.want)
+		}
+	}
+}

@@ -279,6 +279,7 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 			return fmt.Errorf("--init %s: %w", cfg.Init, err)
 		}
 	}
+	log.Info("strategy", "name", o.Strategy.Name, "server_lr", o.Strategy.ServerLRText())
 	m := ops.NewMetrics()
 	o.Logger, o.Metrics = log, m
 	var evals *ops.Evaluator
