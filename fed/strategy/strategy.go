@@ -12,6 +12,15 @@
 // update, and a weighted mean would also let one client with a large
 // declared count dominate the model.
 //
+// FedSGD: each client sends one local gradient (computed at the round's
+// model); the coordinator averages them and applies the optimiser step
+// itself: SGD with momentum μ, v ← μ·v + g, model ← model − η·v. The
+// momentum is server state, kept with the model.
+//
+// The interface is round-agnostic on purpose: an asynchronous strategy
+// (elastic averaging, buffered aggregation) folds updates the same way and
+// decides itself when to apply them.
+//
 // # FedAvg's default server learning rate
 //
 // Without DP, η = 1: the mean of the clients' steps. Under DP the default
@@ -36,15 +45,6 @@
 //
 // FedSGD has no default: its η multiplies a mean gradient whose scale
 // depends on the loss, so the operator chooses it.
-//
-// FedSGD: each client sends one local gradient (computed at the round's
-// model); the coordinator averages them and applies the optimiser step
-// itself: SGD with momentum μ, v ← μ·v + g, model ← model − η·v. The
-// momentum is server state, kept with the model.
-//
-// The interface is round-agnostic on purpose: an asynchronous strategy
-// (elastic averaging, buffered aggregation) folds updates the same way and
-// decides itself when to apply them.
 package strategy
 
 import (
