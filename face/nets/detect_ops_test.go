@@ -29,6 +29,13 @@ func TestDepthwiseVariantsMatchReference(t *testing.T) {
 		{"s2 odd", 7, 9, 16, 2},
 		{"s2 even", 8, 6, 33, 2},
 		{"1x1 input s2", 1, 1, 8, 2},
+		// Channel counts that are multiples of 8 take detDwRow's vector
+		// path for the windows inside the map.
+		{"s1 c16", 9, 11, 16, 1},
+		{"s2 c24 odd", 9, 13, 24, 2},
+		{"s2 c8 even", 10, 12, 8, 2},
+		{"s1 3x3 input", 3, 3, 8, 1},
+		{"s1 2 columns", 5, 2, 8, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,6 +59,8 @@ func TestDepthwiseVariantsMatchReference(t *testing.T) {
 			got := tensors.MustCopyFlatData[float32](res[0])
 			kern := make([]float32, len(want))
 			kh, kw2 := ssdDepthwise3x3(kern, x, tc.h, tc.w, tc.c, tc.s, kw, b, true)
+			linear := make([]float32, len(want))
+			ssdDepthwise3x3(linear, x, tc.h, tc.w, tc.c, tc.s, kw, b, false)
 			if kh != oh || kw2 != ow || len(got) != len(want) || len(kern) != len(want) {
 				t.Fatalf("sizes: graph %d, kernel %dx%d (%d), want %dx%d (%d)", len(got), kh, kw2, len(kern), oh, ow, len(want))
 			}
@@ -62,6 +71,9 @@ func TestDepthwiseVariantsMatchReference(t *testing.T) {
 				r6 := min(max(want[i], 0), 6)
 				if math.Abs(float64(kern[i]-r6)) > 1e-4 {
 					t.Fatalf("kernel value %d: %v, want %v", i, kern[i], r6)
+				}
+				if math.Abs(float64(linear[i]-want[i])) > 1e-4 {
+					t.Fatalf("kernel value %d without relu6: %v, want %v", i, linear[i], want[i])
 				}
 			}
 		})

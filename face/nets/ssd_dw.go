@@ -14,28 +14,48 @@ func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32, relu6 b
 	oh, pt, _ := outSize(h, 3, s, Same)
 	ow, pl, _ := outSize(w, 3, s, Same)
 	out = out[:oh*ow*c]
+	// Output columns [ox0, ox1) read no padding: ox·s − pl ≥ 0 and
+	// ox·s − pl + 2 ≤ w − 1.
+	ox0, ox1 := (pl+s-1)/s, 0
+	if w-3+pl >= 0 {
+		ox1 = min(ow, (w-3+pl)/s+1)
+	}
+	ox1 = max(ox0, ox1)
 	detParallel(oh, ow*c*9, func(lo, hi int) {
 		var src, wk [9][]float32
-		for oy := lo; oy < hi; oy++ {
-			for ox := 0; ox < ow; ox++ {
-				n := 0
-				for ky := 0; ky < 3; ky++ {
-					iy := oy*s + ky - pt
-					if iy < 0 || iy >= h {
+		pixel := func(oy, ox int) {
+			n := 0
+			for ky := 0; ky < 3; ky++ {
+				iy := oy*s + ky - pt
+				if iy < 0 || iy >= h {
+					continue
+				}
+				for kx := 0; kx < 3; kx++ {
+					ix := ox*s + kx - pl
+					if ix < 0 || ix >= w {
 						continue
 					}
-					for kx := 0; kx < 3; kx++ {
-						ix := ox*s + kx - pl
-						if ix < 0 || ix >= w {
-							continue
-						}
-						k := ky*3 + kx
-						src[n] = in[(iy*w+ix)*c : (iy*w+ix+1)*c]
-						wk[n] = wt[k*c : (k+1)*c]
-						n++
-					}
+					k := ky*3 + kx
+					src[n] = in[(iy*w+ix)*c : (iy*w+ix+1)*c]
+					wk[n] = wt[k*c : (k+1)*c]
+					n++
 				}
-				detDwPixel(out[(oy*ow+ox)*c:(oy*ow+ox+1)*c], src[:n], wk[:n], b, relu6)
+			}
+			detDwPixel(out[(oy*ow+ox)*c:(oy*ow+ox+1)*c], src[:n], wk[:n], b, relu6)
+		}
+		for oy := lo; oy < hi; oy++ {
+			iy := oy*s - pt
+			if iy < 0 || iy+2 >= h || ox0 >= ox1 || !detDwRow(out[(oy*ow+ox0)*c:(oy*ow+ox1)*c], in[iy*w*c:(iy+3)*w*c], w, c, s, ox0*s-pl, wt, b, relu6) {
+				for ox := 0; ox < ow; ox++ {
+					pixel(oy, ox)
+				}
+				continue
+			}
+			for ox := 0; ox < ox0; ox++ {
+				pixel(oy, ox)
+			}
+			for ox := ox1; ox < ow; ox++ {
+				pixel(oy, ox)
 			}
 		}
 	})

@@ -81,3 +81,51 @@ func detRelu6(o []float32) {
 	}
 	detRelu6Generic(o[i:])
 }
+
+// detDwRow computes len(out)/c output pixels of a 3×3 depthwise
+// convolution whose windows lie inside the three input rows in (each of w
+// pixels of c channels), the first window starting at column x0 and each
+// next one s columns further, and reports whether it did: it needs AVX2
+// and c a multiple of 8. Per block of 8 channels the nine filter taps and
+// the bias stay in registers while the row is swept, so each output
+// vector costs nine loads and nine multiply-adds (detDwPixel reloads the
+// taps and rebuilds nine slices for every pixel).
+func detDwRow(out, in []float32, w, c, s, x0 int, wt, b []float32, relu6 bool) bool {
+	if !detHasAVX2 || c%8 != 0 {
+		return false
+	}
+	n := len(out) / c
+	r0, r1, r2 := in[:w*c], in[w*c:2*w*c], in[2*w*c:3*w*c]
+	_ = r2[((x0+(n-1)*s)+2)*c+c-1] // the last window is inside the rows
+	wt = wt[:9*c]
+	zero, six := archsimd.BroadcastFloat32x8(0), archsimd.BroadcastFloat32x8(6)
+	for j := 0; j < c; j += 8 {
+		w0 := archsimd.LoadFloat32x8Slice(wt[j:])
+		w1 := archsimd.LoadFloat32x8Slice(wt[c+j:])
+		w2 := archsimd.LoadFloat32x8Slice(wt[2*c+j:])
+		w3 := archsimd.LoadFloat32x8Slice(wt[3*c+j:])
+		w4 := archsimd.LoadFloat32x8Slice(wt[4*c+j:])
+		w5 := archsimd.LoadFloat32x8Slice(wt[5*c+j:])
+		w6 := archsimd.LoadFloat32x8Slice(wt[6*c+j:])
+		w7 := archsimd.LoadFloat32x8Slice(wt[7*c+j:])
+		w8 := archsimd.LoadFloat32x8Slice(wt[8*c+j:])
+		bj := archsimd.LoadFloat32x8Slice(b[j:])
+		for p := range n {
+			i := (x0+p*s)*c + j
+			acc := archsimd.LoadFloat32x8Slice(r0[i:]).MulAdd(w0, bj)
+			acc = archsimd.LoadFloat32x8Slice(r0[i+c:]).MulAdd(w1, acc)
+			acc = archsimd.LoadFloat32x8Slice(r0[i+2*c:]).MulAdd(w2, acc)
+			acc = archsimd.LoadFloat32x8Slice(r1[i:]).MulAdd(w3, acc)
+			acc = archsimd.LoadFloat32x8Slice(r1[i+c:]).MulAdd(w4, acc)
+			acc = archsimd.LoadFloat32x8Slice(r1[i+2*c:]).MulAdd(w5, acc)
+			acc = archsimd.LoadFloat32x8Slice(r2[i:]).MulAdd(w6, acc)
+			acc = archsimd.LoadFloat32x8Slice(r2[i+c:]).MulAdd(w7, acc)
+			acc = archsimd.LoadFloat32x8Slice(r2[i+2*c:]).MulAdd(w8, acc)
+			if relu6 {
+				acc = acc.Max(zero).Min(six)
+			}
+			acc.StoreSlice(out[p*c+j:])
+		}
+	}
+	return true
+}
