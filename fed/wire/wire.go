@@ -271,6 +271,13 @@ type Limits struct {
 var ErrRefused = errors.New("refused")
 
 // Decoder reassembles a payload from its header and chunks.
+//
+// It makes one pass over the payload while each piece is in the cache:
+// Write copies a block into the payload's buffer, hashes the copy (the
+// bytes that will be used, not the sender's) and adds the squares of the
+// values it completes to a running sum, so that SumSquares gives the
+// update's squared norm and finiteness without another pass over
+// megabytes that have left the cache by the time the last chunk arrives.
 type Decoder struct {
 	w    Weights
 	buf  []byte
@@ -278,6 +285,10 @@ type Decoder struct {
 	want uint64
 	sum  []byte
 	h    hash.Hash
+	// squared is Σ v² over the values in buf[:normed] (normed is a
+	// multiple of 4: a value split between chunks is added once whole).
+	squared float64
+	normed  int
 }
 
 // NewDecoder validates a header against the limits and prepares to
@@ -354,7 +365,7 @@ func NewDecoder(h *fedpb.WeightsHeader, lim Limits) (*Decoder, error) {
 }
 
 // Write appends one chunk; a chunk that would run past the declared length
-// is refused.
+// is refused (and nothing of it is kept).
 func (d *Decoder) Write(p []byte) error {
 	if len(p) == 0 {
 		return fmt.Errorf("wire: %w: empty chunk", ErrRefused)
@@ -362,11 +373,48 @@ func (d *Decoder) Write(p []byte) error {
 	if uint64(len(d.buf))+uint64(len(p)) > d.want {
 		return fmt.Errorf("wire: %w: payload longer than the %d bytes declared", ErrRefused, d.want)
 	}
-	d.buf = append(d.buf, p...)
-	d.got += uint64(len(p))
-	d.h.Write(p)
+	for len(p) > 0 {
+		n := min(len(p), passBlock)
+		start := len(d.buf)
+		d.buf = append(d.buf, p[:n]...)
+		d.h.Write(d.buf[start:])
+		d.addSquares()
+		d.got += uint64(n)
+		p = p[n:]
+	}
 	return nil
 }
+
+// passBlock is the bytes Write copies, hashes and squares at a time: small
+// enough to stay in a core's L1/L2 cache between the three.
+const passBlock = 32 << 10
+
+// addSquares adds the squares of the whole values received since the last
+// call.
+func (d *Decoder) addSquares() {
+	end := len(d.buf) &^ 3
+	if end <= d.normed {
+		return
+	}
+	b := d.buf[d.normed:end]
+	if v := asFloat32(b); v != nil {
+		d.squared += sumSquares(v)
+	} else {
+		for i := 0; i < len(b); i += 4 {
+			x := float64(math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
+			d.squared += x * x
+		}
+	}
+	d.normed = end
+}
+
+// SumSquares returns Σ v² over the values received so far, in float64:
+// after a successful Finish, the squared L2 norm of the whole update. It
+// is +Inf or NaN exactly when a value is not finite (the squares of up to
+// 2³⁰ finite float32 values cannot overflow a float64), so it checks the
+// norm bound and finiteness at once. Its last bits can differ from
+// Weights.Norm's, which adds in another order.
+func (d *Decoder) SumSquares() float64 { return d.squared }
 
 // Received returns the payload bytes received so far (also after Finish).
 func (d *Decoder) Received() uint64 { return d.got }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"testing"
@@ -178,6 +179,10 @@ func FuzzDecode(f *testing.F) {
 				}
 				p = p[n:]
 			}
+			// The one pass's sum of squares covers exactly the whole
+			// values received, whatever the chunks and the buffer's old
+			// contents.
+			checkSquares(t, payload[:len(payload)&^3], d.SumSquares())
 			return d.Finish()
 		}
 		got, err := decode(nil)
@@ -202,4 +207,27 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal("accepted payload re-encodes differently")
 		}
 	})
+}
+
+// checkSquares fails unless got is Σ v² over the float32 values of p: NaN
+// or infinite exactly when one of them is not finite, else within the
+// rounding of another order of addition.
+func checkSquares(t *testing.T, p []byte, got float64) {
+	t.Helper()
+	var want float64
+	finite := true
+	for i := 0; i+4 <= len(p); i += 4 {
+		x := float64(math.Float32frombits(binary.LittleEndian.Uint32(p[i:])))
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			finite = false
+		}
+		want += x * x
+	}
+	gotFinite := !math.IsNaN(got) && !math.IsInf(got, 0)
+	if gotFinite != finite {
+		t.Fatalf("sum of squares %g over values that are all finite: %v", got, finite)
+	}
+	if finite && math.Abs(got-want) > 1e-12*want {
+		t.Fatalf("sum of squares %g, want %g", got, want)
+	}
 }
