@@ -32,6 +32,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/wire"
 	"github.com/veil-privacy/veil/nn/checkpoint"
@@ -137,7 +138,9 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(o.Creds))
+	// coord.DialOptions: update chunks are sent without a copy into a
+	// new message buffer each (the payload is made once per update).
+	conn, err := grpc.NewClient(o.Addr, append(coord.DialOptions(), grpc.WithTransportCredentials(o.Creds))...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}

@@ -2,52 +2,76 @@ package coord
 
 import (
 	"encoding/binary"
-	"io"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
-	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/wire"
 )
 
 // ServerOptions returns the options a gRPC server serving this
-// coordinator should be created with (besides its credentials): a codec
-// that sends model chunks without copying them (see chunkCodec.Marshal)
-// and reads the payload chunks of submitted updates straight from the
-// received HTTP/2 frames into recycled buffers. gRPC's protobuf codec
-// first copies a message's frames into one (cleared) buffer, and protobuf
-// then copies the chunk's bytes out of it into a new slice: two copies
-// and two megabyte-sized allocations per chunk, where this codec makes
-// one copy into a buffer that SubmitUpdate hands back once the chunk is
-// in the update's payload. Every other message, and any chunk not in the
-// one encoding this codec reads itself, goes to the protobuf codec.
+// coordinator should be created with (besides its credentials):
+//
+//   - a codec that sends model chunks without copying them (see
+//     chunkCodec.Marshal) and hands the payload chunks of submitted
+//     updates over as the received HTTP/2 frames themselves (see
+//     chunkCodec.Unmarshal). gRPC's protobuf codec first copies a
+//     message's frames into one (cleared) buffer, and protobuf then copies
+//     the chunk's bytes out of it into a new slice: two copies and two
+//     megabyte-sized allocations per chunk, where SubmitUpdate copies the
+//     bytes once, from the frames into the update's buffer, hashing and
+//     squaring them while they are in the cache (wire.Decoder).
+//   - no read buffer of gRPC's own (ReadBufferSize 0): the coordinator
+//     serves over TLS, whose connection already buffers what it has read
+//     and decrypted, so gRPC's buffer would only add one more copy of
+//     every byte received.
 func (c *Coordinator) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(chunkCodec{base: encoding.GetCodecV2(proto.Name), chunks: &c.chunks})}
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(chunkCodec{base: encoding.GetCodecV2(proto.Name)}), grpc.ReadBufferSize(0)}
 }
 
-// chunkCodec is the protobuf codec with a fast path for UpdateChunk
-// messages holding payload bytes.
+// chunkCodec is the protobuf codec with fast paths for chunks holding
+// payload bytes.
 type chunkCodec struct {
-	base   encoding.CodecV2
-	chunks *bufferPool
+	base encoding.CodecV2
 }
 
 func (cc chunkCodec) Name() string { return cc.base.Name() }
 
-// Marshal encodes v. A model chunk holding payload bytes (what
-// DownloadModel sends) is encoded without copying them: its key and
-// length, then the bytes themselves, which are the coordinator's encoded
-// model, never changed once made (a new model version is a new slice).
+// DialOptions returns the options a client of the coordinator should
+// dial with (besides its credentials): a codec that sends the payload
+// chunks of an update without copying them into a new message buffer
+// first (see chunkCodec.Marshal), which saves a copy and a cleared
+// megabyte-sized allocation per chunk. A chunk's bytes must not change
+// until its Send has returned and the stream is done with it, which
+// holds for payloads that are made once per update and only read.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.ForceCodecV2(chunkCodec{base: encoding.GetCodecV2(proto.Name)}))}
+}
+
+// Marshal encodes v. A chunk holding payload bytes (a model chunk that
+// DownloadModel sends, or an update chunk that a client sends) is encoded
+// without copying them: its key and length, then the bytes themselves,
+// which are the coordinator's encoded model or the client's encoded
+// update, never changed once made (a new model version is a new slice).
 // The bytes on the wire are exactly protobuf's.
 func (cc chunkCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if m, ok := v.(*fedpb.WeightsChunk); ok {
-		if b := m.GetData(); len(b) > 0 && len(m.ProtoReflect().GetUnknown()) == 0 {
-			head := binary.AppendUvarint([]byte{dataTag}, uint64(len(b)))
-			return mem.BufferSlice{mem.SliceBuffer(head), mem.SliceBuffer(b)}, nil
+	var b []byte
+	switch m := v.(type) {
+	case *fedpb.WeightsChunk:
+		if len(m.ProtoReflect().GetUnknown()) == 0 {
+			b = m.GetData()
 		}
+	case *fedpb.UpdateChunk:
+		if len(m.ProtoReflect().GetUnknown()) == 0 {
+			b = m.GetData()
+		}
+	}
+	if len(b) > 0 {
+		head := binary.AppendUvarint([]byte{dataTag}, uint64(len(b)))
+		return mem.BufferSlice{mem.SliceBuffer(head), mem.SliceBuffer(b)}, nil
 	}
 	return cc.base.Marshal(v)
 }
@@ -56,68 +80,96 @@ func (cc chunkCodec) Marshal(v any) (mem.BufferSlice, error) {
 // UpdateChunk and WeightsChunk.
 const dataTag = 2<<3 | 2
 
-// Unmarshal decodes data into v. An UpdateChunk whose encoding is exactly
-// one non-empty data field (what every client sends) is read here: its
-// bytes are copied from the frames into a buffer from the coordinator's
-// pool; anything else is left to the protobuf codec, so the result is
-// always what protobuf would decode (FuzzChunkCodec checks that).
+// Unmarshal decodes data into v. A payloadChunk whose encoding is exactly
+// one non-empty data field (what every client sends) keeps the received
+// frames themselves, with a reference of its own, so that SubmitUpdate
+// copies the bytes once, from the frames into the update's buffer;
+// anything else is decoded by protobuf, so the result is always what
+// protobuf would decode (FuzzChunkCodec checks that).
 func (cc chunkCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	m, ok := v.(*fedpb.UpdateChunk)
+	m, ok := v.(*payloadChunk)
 	if !ok {
 		return cc.base.Unmarshal(data, v)
 	}
-	if b, ok := cc.readData(data); ok {
-		protov2.Reset(m)
-		m.Part = &fedpb.UpdateChunk_Data{Data: b}
+	*m = payloadChunk{}
+	if skip, ok := dataField(data); ok {
+		data.Ref()
+		m.frames, m.skip = data, skip
 		return nil
 	}
-	return cc.base.Unmarshal(data, v)
+	m.msg = &fedpb.UpdateChunk{}
+	return cc.base.Unmarshal(data, m.msg)
 }
 
-// readData returns the payload bytes of a chunk encoded as one non-empty
-// data field, or false.
-func (cc chunkCodec) readData(data mem.BufferSlice) ([]byte, bool) {
+// payloadChunk is an UpdateChunk as SubmitUpdate receives the chunks after
+// the header: either the received frames of a chunk that is one non-empty
+// data field (frames, whose first skip bytes are the field's key and
+// length), or the message as protobuf decodes it (msg).
+type payloadChunk struct {
+	frames mem.BufferSlice
+	skip   int
+	msg    *fedpb.UpdateChunk
+}
+
+// writeTo writes the chunk's payload bytes to dec, piece by piece as the
+// frames hold them, and releases the frames. A chunk decoded by protobuf
+// that holds no data (a second header) is malformed.
+func (m *payloadChunk) writeTo(dec *wire.Decoder) error {
+	if m.msg != nil {
+		data := m.msg.GetData()
+		if data == nil {
+			return refuse("malformed", "a second header in the update stream")
+		}
+		if err := dec.Write(data); err != nil {
+			return refuse("size", "%v", err)
+		}
+		return nil
+	}
+	defer m.frames.Free()
+	skip := m.skip
+	for _, f := range m.frames {
+		b := f.ReadOnlyData()
+		if skip >= len(b) {
+			skip -= len(b)
+			continue
+		}
+		b, skip = b[skip:], 0
+		if err := dec.Write(b); err != nil {
+			return refuse("size", "%v", err)
+		}
+	}
+	return nil
+}
+
+// dataField reports whether data is exactly one non-empty data field
+// with a minimally encoded length, and how many bytes its key and length
+// take. It reads only those bytes.
+func dataField(data mem.BufferSlice) (int, bool) {
 	total := data.Len()
 	if total < 3 {
-		return nil, false
+		return 0, false
 	}
 	r := data.Reader()
 	defer r.Close()
 	if tag, err := r.ReadByte(); err != nil || tag != dataTag {
-		return nil, false
+		return 0, false
 	}
 	n, err := binary.ReadUvarint(r)
 	if err != nil || n == 0 || n != uint64(r.Remaining()) {
-		return nil, false
+		return 0, false
 	}
 	// Only the varint's minimal encoding is read here (protobuf also
 	// accepts padded ones, which the fallback handles).
-	if uint64(total) != 1+uint64(uvarintLen(n))+n {
-		return nil, false
+	skip := 1 + uvarintLen(n)
+	if uint64(total) != uint64(skip)+n {
+		return 0, false
 	}
-	buf := cc.chunks.get(int(n))
-	b := (*buf)[:n]
-	if _, err := io.ReadFull(r, b); err != nil {
-		cc.chunks.put(buf)
-		return nil, false
-	}
-	return b, true
+	return skip, true
 }
 
 func uvarintLen(n uint64) int {
 	var b [binary.MaxVarintLen64]byte
 	return binary.PutUvarint(b[:], n)
-}
-
-// recycleChunk hands a chunk's bytes back to the pool once they have been
-// copied into the update's payload. Chunks decoded by protobuf (without
-// the codec) are recycled too: nothing else refers to them either.
-func (c *Coordinator) recycleChunk(b []byte) {
-	if cap(b) < 1<<16 {
-		return
-	}
-	b = b[:0]
-	c.chunks.put(&b)
 }
 
 var _ encoding.CodecV2 = chunkCodec{}

@@ -166,9 +166,6 @@ type Coordinator struct {
 	curves *dp.CurveCache
 	// payloads recycles the buffers updates are received into.
 	payloads bufferPool
-	// chunks recycles the buffers payload chunks are decoded into (see
-	// ServerOptions).
-	chunks bufferPool
 	// spare and encoded sum are the fold goroutine's scratch: the copy of
 	// the running sum a batch is added to, and its bytes as stored.
 	spare      []float64

@@ -271,29 +271,28 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 		return reply(refuse("shape", "%v", err))
 	}
 	for {
-		ch, err := stream.Recv()
+		// Received as payloadChunk, so that the chunk codec can hand
+		// over the frames themselves (see chunkCodec.Unmarshal).
+		var ch payloadChunk
+		err := stream.RecvMsg(&ch)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return err
 		}
-		data := ch.GetData()
-		if data == nil {
-			return reply(refuse("malformed", "a second header in the update stream"))
+		if err := ch.writeTo(dec); err != nil {
+			return reply(err)
 		}
-		if err := dec.Write(data); err != nil {
-			return reply(refuse("size", "%v", err))
-		}
-		c.recycleChunk(data)
 	}
 	update, err := dec.Finish()
 	if err != nil {
 		return reply(refuse("size", "%v", err))
 	}
-	// One pass: the norm of finite float32 values cannot overflow a
-	// float64, so it is finite exactly when every value is.
-	n := update.Norm()
+	// The decoder squared every value as it arrived: the norm of finite
+	// float32 values cannot overflow a float64, so it is finite exactly
+	// when every value is.
+	n := math.Sqrt(dec.SumSquares())
 	if math.IsNaN(n) || math.IsInf(n, 0) {
 		if err := update.CheckFinite(); err != nil {
 			return reply(refuse("non_finite", "%v", err))

@@ -244,7 +244,10 @@ func Serve(ctx context.Context, s Settings, listen string, ready func(addr strin
 		srv = grpc.NewServer(append(co.ServerOptions(), grpc.Creds(credentials.NewTLS(pki.ServerTLS(id, rev))))...)
 		fedpb.RegisterCoordinatorServer(srv, co.Service(rev))
 	} else {
-		srv = grpc.NewServer(co.ServerOptions()...)
+		// The coordinator's options drop gRPC's read buffer because TLS
+		// buffers; a plain TCP connection does not, so it gets gRPC's
+		// default buffer back (a later option wins).
+		srv = grpc.NewServer(append(co.ServerOptions(), grpc.ReadBufferSize(32<<10))...)
 		fedpb.RegisterCoordinatorServer(srv, co.LoopbackService(func(ctx context.Context) (string, error) {
 			md, _ := metadata.FromIncomingContext(ctx)
 			if v := md.Get(clientHeader); len(v) == 1 && v[0] != "" {
@@ -405,7 +408,7 @@ func Drive(ctx context.Context, s Settings, addr string) (*DriveReport, error) {
 			}
 			return countConn{Conn: conn, n: &c.written}, nil
 		}
-		if c.conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(creds), grpc.WithContextDialer(dial)); err != nil {
+		if c.conn, err = grpc.NewClient(addr, append(coord.DialOptions(), grpc.WithTransportCredentials(creds), grpc.WithContextDialer(dial))...); err != nil {
 			return nil, err
 		}
 		c.api = fedpb.NewCoordinatorClient(c.conn)
