@@ -3,6 +3,7 @@ package nets
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gomlx/gomlx/core/graph"
@@ -170,4 +171,27 @@ func detDepthwise(x *graph.Node, w, b *tfjs.Tensor, s int, p Padding) *graph.Nod
 		y = graph.Add(y, detChannelConst(g, b.F32, y.Shape().Dimensions))
 	}
 	return y
+}
+
+// TestDetBiasRelu6 checks bias plus relu6 on channel counts that take the
+// vector path (multiples of 8) and the per-pixel one, against the
+// definition.
+func TestDetBiasRelu6(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, c := range []int{8, 12, 16, 40} {
+		const pixels = 37
+		x := make([]float32, pixels*c)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * 5)
+		}
+		b := randVec(r, c)
+		got := slices.Clone(x)
+		detBiasRelu6(got, b)
+		for i, v := range x {
+			want := min(max(v+b[i%c], 0), 6)
+			if got[i] != want {
+				t.Fatalf("%d channels: value %d is %v, want %v", c, i, got[i], want)
+			}
+		}
+	}
 }
