@@ -8,9 +8,10 @@ package nets
 // descriptor), and the backend's general matrix product spent most of the
 // descriptor's time on them (about 16 GFLOP/s, pprof of
 // BenchmarkDescriptor). The filter never changes, so it is packed once into
-// panels of 16 columns, [n/16][k][16]; a 4×16 block of the output then
-// stays in eight AVX2 registers while k runs (in slices of kernGemmKC), each step reading 16 filter
-// values in sequence and broadcasting one value from each of four rows.
+// panels of 16 columns, [n/16][k][16]; a 6×16 block of the output then
+// stays in twelve AVX2 registers while k runs (in slices of kernGemmKC),
+// each step reading 16 filter values in sequence and broadcasting one
+// value from each of the six rows (kernGemmBlock).
 type kernGemm struct {
 	k, n   int
 	panels []float32 // [n/16][k][16]: the first n16 columns, panel by panel
@@ -18,8 +19,12 @@ type kernGemm struct {
 	w      []float32 // the [k, n] filter, row-major (for the tail columns)
 }
 
-// kernGemmPanel is the width of a filter panel.
-const kernGemmPanel = 16
+// kernGemmPanel is the width of a filter panel, kernGemmMR the rows of an
+// output block.
+const (
+	kernGemmPanel = 16
+	kernGemmMR    = 6
+)
 
 func newKernGemm(w []float32, k, n int) *kernGemm {
 	g := &kernGemm{k: k, n: n, n16: n / kernGemmPanel * kernGemmPanel, w: w}
@@ -37,9 +42,9 @@ func newKernGemm(w []float32, k, n int) *kernGemm {
 // the rows over the cores when the product is large enough.
 func (g *kernGemm) mul(y, a []float32, m int) {
 	a, y = a[:m*g.k], y[:m*g.n]
-	blocks := (m + 3) / 4
-	detParallel(blocks, 4*g.k*g.n/4, func(lo, hi int) {
-		r0, r1 := lo*4, min(hi*4, m)
+	blocks := (m + kernGemmMR - 1) / kernGemmMR
+	detParallel(blocks, kernGemmMR*g.k*g.n/4, func(lo, hi int) {
+		r0, r1 := lo*kernGemmMR, min(hi*kernGemmMR, m)
 		g.rows(y[r0*g.n:r1*g.n], a[r0*g.k:r1*g.k], r1-r0)
 	})
 }
@@ -53,30 +58,30 @@ const kernGemmKC = 256
 // rows computes rows [0, m) of the product of a and W into y.
 func (g *kernGemm) rows(y, a []float32, m int) {
 	k, n := g.k, g.n
-	m4 := m / 4 * 4
+	mb := m / kernGemmMR * kernGemmMR
 	for k0 := 0; k0 < k; k0 += kernGemmKC {
 		kc := min(kernGemmKC, k-k0)
 		for p := 0; p < g.n16/kernGemmPanel; p++ {
 			panel := g.panels[(p*k+k0)*kernGemmPanel : (p*k+k0+kc)*kernGemmPanel]
-			for i := 0; i < m4; i += 4 {
-				kernGemm4x16(y[i*n+p*kernGemmPanel:], n, a[i*k+k0:], k, kc, panel, k0 > 0)
+			for i := 0; i < mb; i += kernGemmMR {
+				kernGemmBlock(y[i*n+p*kernGemmPanel:], n, a[i*k+k0:], k, kc, panel, k0 > 0)
 			}
 		}
 	}
-	if m4 < m && g.n16 > 0 {
-		// The last m−m4 rows, padded with zero rows to a 4-row block.
-		ta := make([]float32, 4*k)
-		copy(ta, a[m4*k:m*k])
-		ty := make([]float32, 4*g.n16)
+	if mb < m && g.n16 > 0 {
+		// The last m−mb rows, padded with zero rows to a block.
+		ta := make([]float32, kernGemmMR*k)
+		copy(ta, a[mb*k:m*k])
+		ty := make([]float32, kernGemmMR*g.n16)
 		for k0 := 0; k0 < k; k0 += kernGemmKC {
 			kc := min(kernGemmKC, k-k0)
 			for p := 0; p < g.n16/kernGemmPanel; p++ {
 				panel := g.panels[(p*k+k0)*kernGemmPanel : (p*k+k0+kc)*kernGemmPanel]
-				kernGemm4x16(ty[p*kernGemmPanel:], g.n16, ta[k0:], k, kc, panel, k0 > 0)
+				kernGemmBlock(ty[p*kernGemmPanel:], g.n16, ta[k0:], k, kc, panel, k0 > 0)
 			}
 		}
-		for i := m4; i < m; i++ {
-			copy(y[i*n:i*n+g.n16], ty[(i-m4)*g.n16:(i-m4+1)*g.n16])
+		for i := mb; i < m; i++ {
+			copy(y[i*n:i*n+g.n16], ty[(i-mb)*g.n16:(i-mb+1)*g.n16])
 		}
 	}
 	if g.n16 < n {
@@ -112,9 +117,9 @@ func kernGemm1x16Generic(y, a, panel []float32, acc bool) {
 	copy(y[:kernGemmPanel], sum[:])
 }
 
-// kernGemm4x16Generic is kernGemm4x16 without SIMD.
-func kernGemm4x16Generic(y []float32, ldy int, a []float32, lda, kc int, panel []float32, acc bool) {
-	for r := range 4 {
+// kernGemmBlockGeneric is kernGemmBlock without SIMD.
+func kernGemmBlockGeneric(y []float32, ldy int, a []float32, lda, kc int, panel []float32, acc bool) {
+	for r := range kernGemmMR {
 		kernGemm1x16Generic(y[r*ldy:r*ldy+kernGemmPanel], a[r*lda:r*lda+kc], panel, acc)
 	}
 }
