@@ -137,7 +137,7 @@ from this invocation. Clients and coordinator share the machine's cores:
 	fl.StringVar(&f.tls, "tls", "both", "runs to make: both, on or off")
 	fl.BoolVar(&f.inProcess, "in-process", false, "run the coordinator in this process (peak_rss_mb is then the whole process's, clients included)")
 	fl.BoolVar(&f.json, "json", false, "print JSON")
-	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write the coordinator's CPU profile (pprof) of each run to FILE-tls and FILE-plain")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write the coordinator's CPU profile (pprof) of each run to FILE-tls and FILE-plain, and the clients' (this process) to FILE-tls-clients and FILE-plain-clients")
 	fl.StringVar(&f.serve, "serve-coordinator", "", "run only the coordinator, with the certificates in this folder (used by the benchmark itself)")
 	fl.BoolVar(&f.serveTLS, "serve-tls", false, "with --serve-coordinator: mutual TLS")
 	for _, h := range []string{"serve-coordinator", "serve-tls"} {
@@ -298,7 +298,14 @@ func benchFedChild(ctx context.Context, s fedbench.Settings, cpuProfile string) 
 	addr := strings.TrimSpace(line)
 	pid := cmd.Process.Pid
 	s.CoordinatorCPU = func() time.Duration { return childCPU(pid) }
+	stopProfile, err := startProfile(cpuProfile, "-clients")
+	if err != nil {
+		cancel()
+		cmd.Wait()
+		return benchFedResult{}, err
+	}
 	dr, derr := fedbench.Drive(ctx, s, addr)
+	stopProfile()
 	if derr != nil {
 		cancel()
 	}
@@ -353,6 +360,26 @@ func benchFedServe(ctx context.Context, e *env, f *benchFedFlags) error {
 		return err
 	}
 	return json.NewEncoder(e.stdout).Encode(benchFedChildReport{Serve: r})
+}
+
+// startProfile starts this process's CPU profile into file+suffix (nothing
+// when file is empty) and returns what stops it.
+func startProfile(file, suffix string) (stop func(), err error) {
+	if file == "" {
+		return func() {}, nil
+	}
+	pf, err := os.Create(file + suffix)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(pf); err != nil {
+		pf.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		pf.Close()
+	}, nil
 }
 
 // childCPU is the processor time (user and system, all threads) the
