@@ -78,6 +78,7 @@ type SSD struct {
 	p       *ssdParams
 	backend compute.Backend
 	anchors []float32 // [SSDAnchors][ymin, xmin, ymax, xmax]
+	arenas  detArenas // backbone activation buffers, reused across passes
 }
 
 // ssdConv is a convolution with a per-channel bias (batch norm folded in).
@@ -244,16 +245,18 @@ func (d *SSD) newShared(dims ...int) (*tensors.Tensor, []float32, error) {
 // returns [SSDAnchors][5] (box encodings, face logit).
 func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 	p := d.p
-	norm := make([]float32, len(in.Pix))
+	ar := d.arenas.get()
+	defer d.arenas.put(ar)
+	norm := ar.get(len(in.Pix))
 	for i, v := range in.Pix {
 		norm[i] = v/127.5 - 1
 	}
 	h, _, _ := outSize(in.H, 3, 2, Same)
 	w, _, _ := outSize(in.W, 3, 2, Same)
 	c := p.conv0.w.Shape[3]
-	cols := make([]float32, h*w*9*in.C)
+	cols := ar.get(h * w * 9 * in.C)
 	kernIm2col(cols, norm, 1, in.H, in.W, in.C, 3, 2, Same)
-	cur := make([]float32, h*w*c)
+	cur := ar.get(h * w * c)
 	d.first.mul(cur, cols, h*w)
 	bias := p.conv0.b.F32
 	var conv11 []float32
@@ -270,10 +273,10 @@ func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 			// The input of block 12 is conv11, which feeds box predictor 0.
 			conv11 = cur
 		}
-		dw := make([]float32, oh*ow*c)
+		dw := ar.get(oh * ow * c)
 		ssdDepthwise3x3(dw, cur, h, w, c, s, p.dw[i].w.F32, p.dw[i].b.F32, true)
 		cout := p.pw[i].w.Shape[3]
-		cur = make([]float32, oh*ow*cout)
+		cur = ar.get(oh * ow * cout)
 		d.pw[i].mul(cur, dw, oh*ow)
 		bias = p.pw[i].b.F32
 		h, w, c = oh, ow, cout

@@ -76,6 +76,7 @@ type Tiny struct {
 	headB  []float32
 	seps   [5]tinySep
 	zeros  []float32 // depthwise bias (none): 512 zeros
+	arenas detArenas // activation buffers, reused across passes
 }
 
 // tinySep holds one depthwise-separable block.
@@ -123,13 +124,15 @@ func NewTiny(modelDir string) (*Tiny, error) {
 func (d *Tiny) forward(in *imaging.Float) []float32 {
 	// conv0 and its pooling are one kernel; each block below pools the
 	// previous block's pointwise output.
-	x, h, w := tinyConv0Pool(in.Pix, in.H, in.W, d.conv0w, d.conv0b)
+	ar := d.arenas.get()
+	defer d.arenas.put(ar)
+	x, h, w := tinyConv0Pool(ar, in.Pix, in.H, in.W, d.conv0w, d.conv0b)
 	c := tinyConv0Out
 	for i := range d.seps {
-		dw := make([]float32, h*w*c)
+		dw := ar.get(h * w * c)
 		ssdDepthwise3x3(dw, x, h, w, c, 1, d.seps[i].dw.F32, d.zeros[:c], false)
 		cout := d.seps[i].pw.Shape[3]
-		y := make([]float32, h*w*cout)
+		y := ar.get(h * w * cout)
 		d.pw[i].mul(y, dw, h*w)
 		c = cout
 		// Max-pool 2×2 (stride 2, the last one stride 1) of the pointwise
@@ -142,7 +145,7 @@ func (d *Tiny) forward(in *imaging.Float) []float32 {
 		}
 		ph, _, _ := outSize(h, 2, s, Same)
 		pw, _, _ := outSize(w, 2, s, Same)
-		x = make([]float32, ph*pw*c)
+		x = ar.get(ph * pw * c)
 		tinyPoolBiasLeaky(x, y, h, w, c, s, d.seps[i].bias.F32)
 		h, w = ph, pw
 	}

@@ -7,7 +7,8 @@ const tinyConv0Out = 16
 // it: (x − mean)/255, the 3×3 VALID convolution, then 2×2 max-pool with
 // stride 2 (TensorFlow SAME padding), bias and leaky ReLU (as
 // tinyPoolBiasLeaky), on an h×w×3 input of 0..255 values. It returns the
-// flat [ph·pw][16] pooled output and its height and width.
+// flat [ph·pw][16] pooled output (a buffer of ar) and its height and
+// width.
 //
 // It runs as a Go kernel rather than a GoMLX graph: the graph built the
 // 27-column patch matrix from nine strided slices and a concatenation and
@@ -18,13 +19,13 @@ const tinyConv0Out = 16
 // pixels × 3 channels, are 9 consecutive input values), and each pair of
 // convolution rows is pooled as soon as it is computed, so the 11 MB
 // convolution output of a 416-pixel input is never held.
-func tinyConv0Pool(in []float32, h, w int, filter, bias []float32) (pooled []float32, ph, pw int) {
+func tinyConv0Pool(ar *detArena, in []float32, h, w int, filter, bias []float32) (pooled []float32, ph, pw int) {
 	ch, cw := h-2, w-2 // conv0 output
 	ph, _, _ = outSize(ch, 2, 2, Same)
 	pw, _, _ = outSize(cw, 2, 2, Same)
 	// The input normalised as the graph did, (x − mean)/255, so that the
 	// products see the same operands.
-	norm := make([]float32, len(in))
+	norm := ar.get(len(in))
 	detParallel(h, w*3, func(lo, hi int) {
 		for i := lo * w * 3; i < hi*w*3; i += 3 {
 			for c := range 3 {
@@ -32,7 +33,7 @@ func tinyConv0Pool(in []float32, h, w int, filter, bias []float32) (pooled []flo
 			}
 		}
 	})
-	pooled = make([]float32, ph*pw*tinyConv0Out)
+	pooled = ar.get(ph * pw * tinyConv0Out)
 	detParallel(ph, 2*cw*27*tinyConv0Out, func(lo, hi int) {
 		rows := make([]float32, 2*cw*tinyConv0Out)
 		r0, r1 := rows[:cw*tinyConv0Out], rows[cw*tinyConv0Out:]
