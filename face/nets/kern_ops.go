@@ -9,8 +9,8 @@ import (
 // and age/gender networks: im2col, padding, biases, activations, residual
 // sums and pools are direct loops over contiguous NHWC memory, and the
 // matrix products are Go kernels too (kern_gemm.go). They used to run as
-// GoMLX executions, as SSD's still do (ssd_dw.go), but the backend's
-// general product is slow on these small, skinny matrices.
+// GoMLX executions, but the backend's general product is slow on these
+// small, skinny matrices.
 
 // kernMatmul is the product of an [M, K] activation matrix with a constant
 // [K, N] filter matrix; M (the number of output pixels of the whole batch)

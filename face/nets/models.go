@@ -1,6 +1,17 @@
 // Package nets runs the pretrained face networks of @vladmandic/face-api
 // (SSD-MobileNet-v1 and tiny face detectors, the 68-point landmark nets,
-// age/gender, and dlib's ResNet face descriptor) on the GoMLX engine.
+// age/gender, and dlib's ResNet face descriptor).
+//
+// Inference runs as Go kernels over contiguous NHWC memory: im2col,
+// depthwise convolutions, pools and activations in Go (AVX2 through
+// archsimd with GOEXPERIMENT=simd), and the convolutions' matrix products
+// in one packed-filter product with an AVX2/FMA assembly block
+// (kern_gemm.go). Only SSD's prediction layers on its small maps still run
+// as a GoMLX execution. The descriptor, landmark and age/gender networks
+// keep a whole-graph GoMLX build as a reference, and every network is
+// tested against face-api's own outputs. On LFW's 250×250
+// images this made a face's detection, landmarks and two descriptors about
+// 2.8× cheaper in processor time than the GoMLX executions did.
 //
 // Weights are read from the npm package installed by scripts/install-models.sh
 // and every file is checked against the sha256 list compiled into this
