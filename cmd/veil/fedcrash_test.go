@@ -104,7 +104,7 @@ func (ps *procs) killAll() {
 // run runs veil to completion (bounded) and returns its stdout.
 func (ps *procs) run(args ...string) []byte {
 	ps.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, ps.bin, args...).Output()
 	if err != nil {
@@ -131,6 +131,12 @@ type statusJSON struct {
 		Updates uint64 `json:"updates"`
 	} `json:"rounds"`
 }
+
+// patience bounds every wait of the tests that run real processes. The
+// waits are safety nets, not part of what the tests check: under load (two
+// busy loops, other work on the machine) these tests took 2 to 11 times
+// their unloaded time, and nothing in them depends on a wait running out.
+const patience = 3 * time.Minute
 
 // veilBin is the binary TestMain builds for the tests that run real
 // processes ("" with -short).
@@ -225,9 +231,9 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 	addr := freePort(t)
 	const rounds = 3
 	coordArgs := []string{"fed", "coordinator", "--state", state, "--pki", pkiDir, "--listen", addr, "--init", initPath, "--out", outPath,
-		"--rounds", strconv.Itoa(rounds), "--min-available", "3", "--min-updates", "3", "--fraction", "1", "--deadline", "40s",
+		"--rounds", strconv.Itoa(rounds), "--min-available", "3", "--min-updates", "3", "--fraction", "1", "--deadline", patience.String(),
 		"--local-steps", "5", "--clip", "1", "--delta", "1e-5", "--noise-multiplier", "1", "--max-update-norm", "100",
-		"--server-lr", "1", "--linger", "15s", "--json"}
+		"--server-lr", "1", "--linger", patience.String(), "--json"}
 	co := ps.start("coordinator-1", coordArgs...)
 	// Each client trains for a different time, so a round stays open with
 	// some updates accepted and others still coming.
@@ -236,13 +242,13 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 	for i, n := range names {
 		clients[i] = ps.start(n, "fed", "client", "--coordinator", addr, "--pki", pkiDir, "--name", n, "--budget-epsilon", "100",
 			"--budget-delta", "1e-5", "--dir", filepath.Join(dir, n), "--trainer", "fixed", "--fixed-delta", fmt.Sprint(deltas[i]),
-			"--train-delay", fmt.Sprint(time.Duration(i)*time.Second), "--retry-for", "40s", "--json")
+			"--train-delay", fmt.Sprint(time.Duration(i)*time.Second), "--retry-for", patience.String(), "--json")
 	}
 
 	// Poll veil fed status --json until a round is open with at least one
 	// accepted update and fewer than all, then SIGKILL the coordinator.
 	var killedIn uint64
-	for deadline := time.Now().Add(30 * time.Second); killedIn == 0; {
+	for deadline := time.Now().Add(patience); killedIn == 0; {
 		if time.Now().After(deadline) {
 			t.Fatalf("no round was seen open with some updates; coordinator log:\n%s", ps.log(co))
 		}
@@ -270,7 +276,7 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	if err := ps.wait(co, 10*time.Second); err == nil {
+	if err := ps.wait(co, patience); err == nil {
 		t.Fatal("the killed coordinator exited 0")
 	}
 	// Stay down longer than any client trains, so that the clients still
@@ -280,11 +286,11 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	co2 := ps.start("coordinator-2", coordArgs...)
 	for i, c := range clients {
-		if err := ps.wait(c, 45*time.Second); err != nil {
+		if err := ps.wait(c, patience); err != nil {
 			t.Fatalf("%s: %v\n%s", names[i], err, ps.log(c))
 		}
 	}
-	if err := ps.wait(co2, 30*time.Second); err != nil {
+	if err := ps.wait(co2, patience); err != nil {
 		t.Fatalf("restarted coordinator: %v\n%s", err, ps.log(co2))
 	}
 
@@ -393,7 +399,7 @@ func TestCoordinatorStopsGracefullyOnSIGTERM(t *testing.T) {
 	co := ps.start("coordinator", "fed", "coordinator", "--state", filepath.Join(dir, "c.db"), "--pki", pkiDir, "--listen", freePort(t),
 		"--metrics-listen", metrics, "--init", initPath, "--rounds", "2")
 	up := false
-	for deadline := time.Now().Add(20 * time.Second); !up && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); !up && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if resp, err := http.Get("http://" + metrics + "/healthz"); err == nil {
 			resp.Body.Close()
 			up = resp.StatusCode == http.StatusOK
@@ -414,7 +420,7 @@ func TestCoordinatorStopsGracefullyOnSIGTERM(t *testing.T) {
 	if err := syscall.Kill(co.cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	err = ps.wait(co, 15*time.Second)
+	err = ps.wait(co, patience)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
 		t.Fatalf("exit %v, want status 130", err)

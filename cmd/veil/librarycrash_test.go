@@ -120,14 +120,14 @@ func TestLibraryAddSurvivesSIGKILL(t *testing.T) {
 	// waitFor polls until at least k photos are committed, then signals p.
 	waitFor := func(p *proc, k int, sig syscall.Signal) int {
 		t.Helper()
-		for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(patience); ; time.Sleep(50 * time.Millisecond) {
 			select {
 			case <-p.done:
 				t.Fatalf("%s finished before it could be stopped (%v); log:\n%s", p.name, p.err, ps.log(p))
 			default:
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s committed fewer than %d photos in 40 s; log:\n%s", p.name, k, ps.log(p))
+				t.Fatalf("%s committed fewer than %d photos in %s; log:\n%s", p.name, k, patience, ps.log(p))
 			}
 			if c := countPhotos(lib); c >= k {
 				if err := p.cmd.Process.Signal(sig); err != nil {
@@ -159,7 +159,7 @@ func TestLibraryAddSurvivesSIGKILL(t *testing.T) {
 	// it stops, says so, and exits 130.
 	second := ps.start("add-2", args...)
 	waitFor(second, k1+1, syscall.SIGTERM)
-	if err := ps.wait(second, 40*time.Second); err == nil {
+	if err := ps.wait(second, patience); err == nil {
 		t.Fatal("the SIGTERM'd run exited 0")
 	} else if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
 		t.Fatalf("the SIGTERM'd run: %v, want exit status 130; log:\n%s", err, ps.log(second))
@@ -178,7 +178,7 @@ func TestLibraryAddSurvivesSIGKILL(t *testing.T) {
 	}
 
 	// 3. The last run finishes the rest.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	b, err := cmd.Output()
