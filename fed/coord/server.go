@@ -301,6 +301,15 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	if n > c.o.MaxUpdateNorm || math.IsNaN(n) {
 		return reply(refuse("norm", "the update's L2 norm %.4g is above the bound %.4g", n, c.o.MaxUpdateNorm))
 	}
+	// The deadline is the round's, not the loop's: an update complete
+	// after it is late even while the loop has not closed the round yet
+	// (it does so at its next tick, later on a busy machine).
+	c.mu.Lock()
+	r := c.round
+	c.mu.Unlock()
+	if r != nil && r.n == h.GetRound() && !time.Now().Before(r.deadline) {
+		return reply(refuse("stale", "the update arrived after round %d's deadline", r.n))
+	}
 	p := &pending{client: id, round: h.GetRound(), version: h.GetModelVersion(), update: update,
 		examples: h.GetExamples(), dp: h.GetDp(), bytes: int(dec.Received()), reply: make(chan result, 1)}
 	if h.GetDp() != nil {
