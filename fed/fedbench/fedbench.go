@@ -552,11 +552,20 @@ func submit(c *benchClient, h *fedpb.UpdateHeader, chunks [][]byte) (*fedpb.Subm
 	if err != nil {
 		return nil, err
 	}
+	// Send fails with io.EOF once the coordinator has ended the stream (a
+	// refusal read from the header alone); its answer is read by
+	// CloseAndRecv, as fed/client.SendUpdate does.
 	if err := stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Header{Header: h}}); err != nil {
+		if errors.Is(err, io.EOF) {
+			return stream.CloseAndRecv()
+		}
 		return nil, err
 	}
 	for _, b := range chunks {
 		if err := stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Data{Data: b}}); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
 			return nil, err
 		}
 	}
