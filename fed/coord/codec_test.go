@@ -149,44 +149,20 @@ func FuzzChunkCodec(f *testing.F) {
 	})
 }
 
-// TestChunkCodecEncodesUpdatesLikeProtobuf: a client's update chunks,
-// sent without copying their bytes (DialOptions), are on the wire exactly
-// what protobuf encodes.
-func TestChunkCodecEncodesUpdatesLikeProtobuf(t *testing.T) {
-	cc := newChunkCodec()
-	for _, m := range []*fedpb.UpdateChunk{
-		{Part: &fedpb.UpdateChunk_Data{Data: []byte{7}}},
-		{Part: &fedpb.UpdateChunk_Data{Data: bytes.Repeat([]byte{1, 2, 3, 4}, 1<<18)}},
-		{Part: &fedpb.UpdateChunk_Data{Data: []byte{}}},
-		{Part: &fedpb.UpdateChunk_Header{Header: &fedpb.UpdateHeader{ProtocolVersion: 1, Round: 8}}},
-		{},
-	} {
-		got, err := cc.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := proto.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got.Materialize(), want) {
-			t.Errorf("%d data bytes: the codec writes % x…, protobuf % x…", len(m.GetData()), got.Materialize()[:min(8, got.Len())], want[:min(8, len(want))])
-		}
-		got.Free()
-	}
+// chunkMessage is what both chunk types have in common.
+type chunkMessage interface {
+	proto.Message
+	GetData() []byte
 }
 
-// TestChunkCodecEncodesLikeProtobuf: model chunks, sent without copying
-// their bytes, are on the wire exactly what protobuf encodes.
-func TestChunkCodecEncodesLikeProtobuf(t *testing.T) {
+// checkEncodesLikeProtobuf marshals each message with the chunk codec
+// (sent without copying its bytes) and requires exactly protobuf's
+// encoding; read back, each must equal what was sent (fresh makes an empty
+// message of the same type).
+func checkEncodesLikeProtobuf[M chunkMessage](t *testing.T, msgs []M, fresh func() M) {
+	t.Helper()
 	cc := newChunkCodec()
-	for _, m := range []*fedpb.WeightsChunk{
-		{Part: &fedpb.WeightsChunk_Data{Data: []byte{7}}},
-		{Part: &fedpb.WeightsChunk_Data{Data: bytes.Repeat([]byte{1, 2, 3, 4}, 1<<18)}},
-		{Part: &fedpb.WeightsChunk_Data{Data: []byte{}}},
-		{Part: &fedpb.WeightsChunk_Header{Header: &fedpb.WeightsHeader{ProtocolVersion: 1, TotalBytes: 8}}},
-		{},
-	} {
+	for _, m := range msgs {
 		got, err := cc.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
@@ -198,12 +174,37 @@ func TestChunkCodecEncodesLikeProtobuf(t *testing.T) {
 		if !bytes.Equal(got.Materialize(), want) {
 			t.Errorf("%d data bytes: the codec writes % x…, protobuf % x…", len(m.GetData()), got.Materialize()[:min(8, got.Len())], want[:min(8, len(want))])
 		}
-		back := &fedpb.WeightsChunk{}
+		back := fresh()
 		if err := cc.Unmarshal(got, back); err != nil || !proto.Equal(back, m) {
 			t.Errorf("%d data bytes: read back as %v (%v)", len(m.GetData()), back, err)
 		}
 		got.Free()
 	}
+}
+
+// TestChunkCodecEncodesUpdatesLikeProtobuf: a client's update chunks,
+// sent without copying their bytes (DialOptions), are on the wire exactly
+// what protobuf encodes.
+func TestChunkCodecEncodesUpdatesLikeProtobuf(t *testing.T) {
+	checkEncodesLikeProtobuf(t, []*fedpb.UpdateChunk{
+		{Part: &fedpb.UpdateChunk_Data{Data: []byte{7}}},
+		{Part: &fedpb.UpdateChunk_Data{Data: bytes.Repeat([]byte{1, 2, 3, 4}, 1<<18)}},
+		{Part: &fedpb.UpdateChunk_Data{Data: []byte{}}},
+		{Part: &fedpb.UpdateChunk_Header{Header: &fedpb.UpdateHeader{ProtocolVersion: 1, Round: 8}}},
+		{},
+	}, func() *fedpb.UpdateChunk { return &fedpb.UpdateChunk{} })
+}
+
+// TestChunkCodecEncodesLikeProtobuf: model chunks, sent without copying
+// their bytes, are on the wire exactly what protobuf encodes.
+func TestChunkCodecEncodesLikeProtobuf(t *testing.T) {
+	checkEncodesLikeProtobuf(t, []*fedpb.WeightsChunk{
+		{Part: &fedpb.WeightsChunk_Data{Data: []byte{7}}},
+		{Part: &fedpb.WeightsChunk_Data{Data: bytes.Repeat([]byte{1, 2, 3, 4}, 1<<18)}},
+		{Part: &fedpb.WeightsChunk_Data{Data: []byte{}}},
+		{Part: &fedpb.WeightsChunk_Header{Header: &fedpb.WeightsHeader{ProtocolVersion: 1, TotalBytes: 8}}},
+		{},
+	}, func() *fedpb.WeightsChunk { return &fedpb.WeightsChunk{} })
 }
 
 // scribblingPool is a gRPC buffer pool that counts the buffers handed
