@@ -406,6 +406,16 @@ func (c *Client) submit(ctx context.Context, task *fedpb.RoundConfig, up Update)
 // SendUpdate streams one update (header, then its payload in chunks) and
 // returns the coordinator's answer.
 func SendUpdate(ctx context.Context, api fedpb.CoordinatorClient, h *fedpb.UpdateHeader, w wire.Weights) (*fedpb.SubmitResponse, error) {
+	return SendPayload(ctx, api, h, func(send func([]byte) error) error {
+		return w.Chunks(wire.DefaultChunk, send)
+	})
+}
+
+// SendPayload streams an update's header and then the payload chunks that
+// chunks passes to send, and returns the coordinator's answer. It is
+// SendUpdate for a payload already cut into chunks (veil bench fed sends
+// precomputed ones).
+func SendPayload(ctx context.Context, api fedpb.CoordinatorClient, h *fedpb.UpdateHeader, chunks func(send func([]byte) error) error) (*fedpb.SubmitResponse, error) {
 	stream, err := api.SubmitUpdate(ctx)
 	if err != nil {
 		return nil, err
@@ -419,7 +429,7 @@ func SendUpdate(ctx context.Context, api fedpb.CoordinatorClient, h *fedpb.Updat
 		}
 		return nil, err
 	}
-	err = w.Chunks(wire.DefaultChunk, func(b []byte) error {
+	err = chunks(func(b []byte) error {
 		return stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Data{Data: b}})
 	})
 	if err != nil && !errors.Is(err, io.EOF) {

@@ -51,6 +51,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/veil-privacy/veil/fed/client"
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/ops"
@@ -548,26 +549,12 @@ func download(c *benchClient, version string) error {
 }
 
 func submit(c *benchClient, h *fedpb.UpdateHeader, chunks [][]byte) (*fedpb.SubmitResponse, error) {
-	stream, err := c.api.SubmitUpdate(c.ctx)
-	if err != nil {
-		return nil, err
-	}
-	// Send fails with io.EOF once the coordinator has ended the stream (a
-	// refusal read from the header alone); its answer is read by
-	// CloseAndRecv, as fed/client.SendUpdate does.
-	if err := stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Header{Header: h}}); err != nil {
-		if errors.Is(err, io.EOF) {
-			return stream.CloseAndRecv()
-		}
-		return nil, err
-	}
-	for _, b := range chunks {
-		if err := stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Data{Data: b}}); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
+	return client.SendPayload(c.ctx, c.api, h, func(send func([]byte) error) error {
+		for _, b := range chunks {
+			if err := send(b); err != nil {
+				return err
 			}
-			return nil, err
 		}
-	}
-	return stream.CloseAndRecv()
+		return nil
+	})
 }
