@@ -258,6 +258,13 @@ func Irene(p IreneParams, tmp []float64, src *dp.Source) (IreneResult, error) {
 			return IreneResult{}, err
 		}
 	}
+	return irene(p, s, tmp, src), nil
+}
+
+// irene is Irene's selection with the noise scales s (IreneScales(p) in
+// Irene; the adversary test runs it with a weakened scale to show that its
+// attack catches the weakening).
+func irene(p IreneParams, s Scales, tmp []float64, src *dp.Source) IreneResult {
 	clip := func(x float64) float64 { return x / math.Max(1, math.Abs(x)/p.Clip) }
 	res := IreneResult{Gradient: make([]float64, len(tmp))}
 	gamma5 := p.Threshold + src.Laplace(s.Threshold)
@@ -274,7 +281,7 @@ func Irene(p IreneParams, tmp []float64, src *dp.Source) (IreneResult, error) {
 			count++
 		}
 	}
-	return res, nil
+	return res
 }
 
 // SparseParams configure the standard sparse vector technique (Lyu, Su &
