@@ -258,7 +258,8 @@ func detParallel(n, perItem int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
-// detArena hands out the activation buffers of one detector pass, reused
+// detArena hands out the activation buffers of one pass (a detector's, or
+// kernWS's for the other networks), reused
 // from pass to pass: a fresh buffer per layer cost a tenth of a tiny
 // detector pass in zeroing alone (runtime.memclrNoHeapPointers in pprof of
 // BenchmarkTiny/raw416). Buffers are not zeroed; every kernel that fills

@@ -59,25 +59,13 @@ func grow(b []float32, n int) []float32 {
 type kernWS struct {
 	n                int // batch size
 	colsBuf, prodBuf []float32
-	bufs             [][]float32
-	next             int // next activation buffer handed out by buf
+	acts             detArena // the activation buffers handed out by buf
 	zero             []float32
 }
 
 // buf returns the pass's next activation buffer, of n values (not
 // zeroed).
-func (ws *kernWS) buf(n int) []float32 {
-	if ws.next == len(ws.bufs) {
-		ws.bufs = append(ws.bufs, nil)
-	}
-	b := ws.bufs[ws.next]
-	if cap(b) < n {
-		b = make([]float32, n)
-		ws.bufs[ws.next] = b
-	}
-	ws.next++
-	return b[:n]
-}
+func (ws *kernWS) buf(n int) []float32 { return ws.acts.get(n) }
 
 // zeros returns n zeros.
 func (ws *kernWS) zeros(n int) []float32 {
@@ -111,7 +99,7 @@ func (p *kernWSPool) get(n int) *kernWS {
 	for i, ws := range p.free {
 		if ws.n == n {
 			p.free = append(p.free[:i], p.free[i+1:]...)
-			ws.next = 0
+			ws.acts.next = 0
 			return ws
 		}
 	}
