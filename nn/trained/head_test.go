@@ -65,25 +65,47 @@ func rows(x []float32, per int) [][]float32 {
 	return out
 }
 
+// embedTol bounds the difference between two computations of one
+// embedding that may sum in another order: the backend picks its matrix
+// product kernel (AVX2, AVX-512, blocking) by shape and CPU, so batches of
+// other sizes, or another machine, round differently. Embeddings are unit
+// vectors, so an absolute bound is a relative one; 1e-5 is about 100
+// float32 ulps at 1, while using other weights (the last instead of the
+// averaged ones, a wrong layer) moves values by 1e-2 or more.
+const embedTol = 1e-5
+
+// maxDiff is the largest absolute difference between a and b.
+func maxDiff(t *testing.T, a, b []float32) float64 {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("lengths %d and %d", len(a), len(b))
+	}
+	var m float64
+	for i := range a {
+		m = max(m, math.Abs(float64(a[i]-b[i])))
+	}
+	return m
+}
+
 // TestHeadEmbedsLikeTheTrainer saves a trained head, loads it back and
-// checks that its embeddings equal the trainer's own, bit for bit, with
-// and without a moving average of the weights, for trainer micro-batches
-// of 8 examples or more (veil train's default is 32). Below 8 rows the
-// backend's matrix product sums in another order, so the two agree to
-// float32 rounding only: that case is held to a relative 1e-5.
+// checks that its embeddings equal the trainer's own within embedTol, with
+// and without a moving average of the weights, for several micro-batch
+// sizes and head shapes. Bit-equality is not the claim: the head and the
+// trainer run the same weights through matrix products of other shapes,
+// which the backend sums in other orders (on AVX-512 machines the "small
+// head" case differs in the 7th digit).
 func TestHeadEmbedsLikeTheTrainer(t *testing.T) {
 	cases := []struct {
 		name       string
 		mc         arch.Config
 		ema        float64
 		microBatch int
-		exact      bool
 	}{
-		{"descriptor head, last weights", arch.Config{Kind: "head", In: 128}, 0, 8, true},
-		{"descriptor head, EMA", arch.Config{Kind: "head", In: 128}, 0.9, 32, true},
-		{"age/gender head, EMA", arch.Config{Kind: "head", Features: arch.HeadAgeGender}, 0.5, 16, true},
-		{"age/gender head, small micro-batch", arch.Config{Kind: "head", Features: arch.HeadAgeGender}, 0.5, 4, false},
-		{"small head, other sizes", arch.Config{Kind: "head", Features: arch.HeadAgeGender, Hidden: 8, Embedding: 12}, 0.5, 64, true},
+		{"descriptor head, last weights", arch.Config{Kind: "head", In: 128}, 0, 8},
+		{"descriptor head, EMA", arch.Config{Kind: "head", In: 128}, 0.9, 32},
+		{"age/gender head, EMA", arch.Config{Kind: "head", Features: arch.HeadAgeGender}, 0.5, 16},
+		{"age/gender head, small micro-batch", arch.Config{Kind: "head", Features: arch.HeadAgeGender}, 0.5, 4},
+		{"small head, other sizes", arch.Config{Kind: "head", Features: arch.HeadAgeGender, Hidden: 8, Embedding: 12}, 0.5, 64},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,17 +142,8 @@ func TestHeadEmbedsLikeTheTrainer(t *testing.T) {
 				if len(got[i]) != h.Dim() {
 					t.Fatalf("embedding %d has %d values, want %d", i, len(got[i]), h.Dim())
 				}
-				if c.exact {
-					if !slices.Equal(got[i], want[i]) {
-						t.Fatalf("embedding %d differs from the trainer's:\n got %v\nwant %v", i, got[i][:4], want[i][:4])
-					}
-					continue
-				}
-				for j := range got[i] {
-					// Unit vectors: an absolute bound is a relative one.
-					if d := math.Abs(float64(got[i][j] - want[i][j])); d > 1e-5 {
-						t.Fatalf("embedding %d value %d: %v, the trainer's %v", i, j, got[i][j], want[i][j])
-					}
+				if d := maxDiff(t, got[i], want[i]); d > embedTol {
+					t.Fatalf("embedding %d differs from the trainer's by %.3g (> %g):\n got %v\nwant %v", i, d, embedTol, got[i][:4], want[i][:4])
 				}
 			}
 			// One input alone embeds as it does in a batch.
@@ -138,8 +151,8 @@ func TestHeadEmbedsLikeTheTrainer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(one[0], got[3]) {
-				t.Error("an input's embedding depends on the other inputs of the call")
+			if d := maxDiff(t, one[0], got[3]); d > embedTol {
+				t.Errorf("an input's embedding depends on the other inputs of the call (differs by %.3g)", d)
 			}
 		})
 	}
@@ -174,8 +187,13 @@ func TestHeadUsesTheAveragedWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(a[0], want[0]) || slices.Equal(b[0], want[0]) {
-		t.Error("the averaged weights are not the ones used (or the average equals the last weights, making the test vacuous)")
+	if d := maxDiff(t, a[0], want[0]); d > embedTol {
+		t.Errorf("the averaged weights are not the ones used: %.3g from the trainer's embedding", d)
+	}
+	// The test is vacuous unless the last weights embed far beyond the
+	// tolerance.
+	if d := maxDiff(t, b[0], want[0]); d < 100*embedTol {
+		t.Errorf("the last weights embed within %.3g of the average: the test cannot tell them apart", d)
 	}
 }
 
