@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
@@ -39,6 +41,36 @@ var commandGroups = []func(*env) *cobra.Command{
 	newSearchCmd,
 }
 
+// buildCommit is the commit the binary was built from, for builds without
+// Go's version-control stamping (the scripts build with -buildvcs=false and
+// set it with -ldflags "-X github.com/veil-privacy/veil/internal/cli.buildCommit=...").
+// It is set at link time only, never written at run time.
+var buildCommit string
+
+// versionString is what veil --version prints: the module version, the
+// commit (from the build's VCS stamp, else from buildCommit), whether the
+// work tree had changes, and the Go version.
+func versionString() string {
+	version, commit, modified := "(devel)", buildCommit, ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch {
+			case s.Key == "vcs.revision" && commit == "":
+				commit = s.Value
+			case s.Key == "vcs.modified" && s.Value == "true":
+				modified = " with uncommitted changes"
+			}
+		}
+	}
+	if commit == "" {
+		commit = "unknown (built without version-control information)"
+	}
+	return fmt.Sprintf("veil %s, commit %s%s, %s", version, commit, modified, runtime.Version())
+}
+
 // env is what every command needs from the process: its streams and logger.
 type env struct {
 	stdin  io.Reader
@@ -61,7 +93,9 @@ and secure aggregation, so photos, faceprints and tags stay on their owners' dev
 Every command that reports results takes --json for machine-readable output.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
