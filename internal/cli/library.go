@@ -68,12 +68,17 @@ type libraryFlags struct {
 
 // register adds --library and --key-file.
 func (f *libraryFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.dir, "library", os.Getenv(envLibrary), "the library folder (default $"+envLibrary+")")
+	// The environment is read when the command runs, not as the flag's
+	// default, so --help shows the default once, as $VEIL_LIBRARY.
+	cmd.Flags().StringVar(&f.dir, "library", "", "the library folder (default $"+envLibrary+")")
 	cmd.Flags().StringVar(&f.keyFile, "key-file", "", "read the passphrase from this file (mode 0600; default $"+envPassphrase+", else a prompt)")
 }
 
 // folder returns the library folder or a clear error when none was given.
 func (f *libraryFlags) folder() (string, error) {
+	if f.dir == "" {
+		f.dir = os.Getenv(envLibrary)
+	}
 	if f.dir == "" {
 		return "", errors.New("no library: pass --library DIR or set " + envLibrary)
 	}

@@ -275,3 +275,18 @@ func BenchmarkLibraryRekey(b *testing.B) {
 	}
 	b.ReportMetric((cputime.Process()-cpu0).Seconds()/float64(i), "cpu-s/op")
 }
+
+// TestLibraryHelpShowsTheDefaultOnce: with $VEIL_LIBRARY set, --help names
+// the variable once and does not repeat its value as a second default.
+func TestLibraryHelpShowsTheDefaultOnce(t *testing.T) {
+	t.Setenv(envLibrary, "/somewhere/my-library")
+	for _, args := range [][]string{{"library", "status", "--help"}, {"faces", "list", "--help"}, {"suggest", "--help"}} {
+		code, stdout, stderr := run(t, args...)
+		if code != 0 {
+			t.Fatalf("veil %v: exit %d: %s", args, code, stderr)
+		}
+		if strings.Contains(stdout, "/somewhere/my-library") || strings.Count(stdout, "(default $"+envLibrary+")") != 1 {
+			t.Errorf("veil %v --help shows the library default as:\n%s", args[:len(args)-1], stdout)
+		}
+	}
+}
