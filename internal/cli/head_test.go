@@ -150,6 +150,26 @@ func TestTrainedHeadIsUsable(t *testing.T) {
 			if v.Head == nil || v.Head.Dim != rep.Model.Embedding || !v.Head.EMA || v.Head.Input != features {
 				t.Errorf("verify --head: head %+v", v.Head)
 			}
+			// --report writes the same results as JSON while the terminal
+			// gets text (the main job's out/verify.json).
+			reportPath := filepath.Join(t.TempDir(), "verify.json")
+			code, stdout, stderr = run(t, "verify", "--head", ckpt, "--models", models, "--cache", cache, "--images", images,
+				"--pairs", filepath.Join(data, "pairsDevTest.txt"), "--train-pairs", filepath.Join(data, "pairsDevTrain.txt"), "-q", "--report", reportPath)
+			if code != 0 {
+				t.Fatalf("verify --report: exit %d: %s", code, stderr)
+			}
+			var vr struct {
+				eval.VerifyResult
+				WallS *float64 `json:"wall_s"`
+			}
+			if b, err := os.ReadFile(reportPath); err != nil {
+				t.Fatal(err)
+			} else if err := json.Unmarshal(b, &vr); err != nil {
+				t.Fatalf("verify --report wrote %q: %v", b, err)
+			}
+			if vr.Accuracy != v.Accuracy || vr.Threshold != v.Threshold || vr.WallS == nil || strings.HasPrefix(strings.TrimSpace(stdout), "{") {
+				t.Errorf("verify --report: accuracy %v at %v, wall_s %v, terminal %q; --json gave %v at %v", vr.Accuracy, vr.Threshold, vr.WallS, stdout, v.Accuracy, v.Threshold)
+			}
 
 			// embed --head: the trainer's own embedding of each face's input.
 			d := embedJSON(t, "--head", ckpt, "--models", models, "--detector", "tiny", photos[0], photos[1])

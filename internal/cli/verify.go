@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/veil-privacy/veil/imaging"
 	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/internal/progress"
+	"github.com/veil-privacy/veil/nn/checkpoint"
 )
 
 // pipelineVersion changes whenever the code computing descriptors changes
@@ -24,7 +26,7 @@ const fallbackDescription = "central face: of the faces scoring at least --min-s
 
 func newVerifyCmd(e *env) *cobra.Command {
 	c := &compareFlags{}
-	var imagesDir, pairsPath, trainPath string
+	var imagesDir, pairsPath, trainPath, report string
 	cmd := &cobra.Command{
 		Use:   "verify --images DIR --pairs FILE [--train-pairs FILE] | verify PHOTO_A PHOTO_B",
 		Short: "Score face verification on LFW-style pairs (accuracy, ROC AUC, EER, TAR@FAR), or compare two photos",
@@ -96,7 +98,7 @@ leaves a usable cache.`,
 			if imagesDir == "" || pairsPath == "" {
 				return fmt.Errorf("give two photos to compare, or --images and --pairs to score a pairs file (see veil verify --help)")
 			}
-			return runVerifyPairs(e, c, imagesDir, pairsPath, trainPath)
+			return runVerifyPairs(e, c, imagesDir, pairsPath, trainPath, report)
 		},
 	}
 	// Verification sets are centred face crops: the tiny detector measured
@@ -106,6 +108,7 @@ leaves a usable cache.`,
 	cmd.Flags().StringVar(&imagesDir, "images", "", "folder of images laid out as DIR/Name/Name_0001.jpg (required with --pairs)")
 	cmd.Flags().StringVar(&pairsPath, "pairs", "", "pairs file to score, in LFW's format")
 	cmd.Flags().StringVar(&trainPath, "train-pairs", "", "pairs file that chooses the threshold for a single-set --pairs file")
+	cmd.Flags().StringVar(&report, "report", "", "also write the JSON report to this file (the results still go to the terminal)")
 	c.registerCache(cmd)
 	cmd.Flags().StringVar(&c.head, "head", "", headFlagUsage)
 	c.registerCompare(cmd)
@@ -113,7 +116,7 @@ leaves a usable cache.`,
 }
 
 // runVerifyPairs scores a pairs file (the LFW protocol).
-func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath string) error {
+func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath, report string) error {
 	pf := &c.pf
 	if st, err := os.Stat(imagesDir); err != nil || !st.IsDir() {
 		return fmt.Errorf("--images %s is not a folder", imagesDir)
@@ -190,6 +193,11 @@ func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath str
 	}
 	if regions {
 		out.Detector, out.Align, res.Fallback = "", "", ""
+	}
+	if report != "" {
+		if err := checkpoint.WriteFileAtomic(report, func(w io.Writer) error { return writeJSON(w, out) }); err != nil {
+			return fmt.Errorf("verify: writing the report %s: %w", report, err)
+		}
 	}
 	if pf.json {
 		return writeJSON(e.stdout, out)
