@@ -364,11 +364,17 @@ type trainProgress struct {
 	quiet bool
 	bars  map[string]*progress.Bar
 	step  bool // an epoch bar is on the current line
+	// plain is set when w is not a terminal (a log file, a pipe): no bar
+	// redrawn with carriage returns, only the lines of finished epochs.
+	plain, checked bool
 }
 
 func (p *trainProgress) event(ev training.Event) {
 	if p.quiet {
 		return
+	}
+	if !p.checked {
+		p.plain, p.checked = !progress.IsTerminal(p.w), true
 	}
 	switch ev.Kind {
 	case training.EventDescribe:
@@ -388,6 +394,9 @@ func (p *trainProgress) event(ev training.Event) {
 			delete(p.bars, ev.Label)
 		}
 	case training.EventStep:
+		if p.plain {
+			return
+		}
 		fmt.Fprintf(p.w, "\repoch %d/%d %s step %d/%d loss %.4f   ", ev.Epoch, ev.Epochs, bar(ev.Done, ev.Total, 20), ev.Done, ev.Total, ev.Loss)
 		p.step = true
 	case training.EventEpoch:
@@ -395,7 +404,11 @@ func (p *trainProgress) event(ev training.Event) {
 		if pr := ev.Privacy; pr.Steps > 0 && pr.Bounded() {
 			line += fmt.Sprintf(" ε = %.3f per %s", pr.Epsilon, pr.Unit)
 		}
-		fmt.Fprintf(p.w, "\r%s%s\n", line, strings.Repeat(" ", 20))
+		if p.plain {
+			fmt.Fprintln(p.w, line)
+		} else {
+			fmt.Fprintf(p.w, "\r%s%s\n", line, strings.Repeat(" ", 20))
+		}
 		p.step = false
 	case training.EventNote:
 		p.endLine()

@@ -94,3 +94,32 @@ func TestTrainQuietAndDefaultCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainProgressWritesPlainLinesToLogs: when stderr is a file (a log),
+// training progress is plain lines, one per finished epoch and per finished
+// description, with no carriage returns redrawing a bar.
+func TestTrainProgressWritesPlainLinesToLogs(t *testing.T) {
+	log, err := os.Create(filepath.Join(t.TempDir(), "train.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	p := &trainProgress{w: log}
+	p.event(training.Event{Kind: training.EventDescribe, Label: "train", Total: 2})
+	p.event(training.Event{Kind: training.EventDescribe, Label: "train", Done: 1, Total: 2})
+	p.event(training.Event{Kind: training.EventDescribe, Label: "train", Done: 2, Total: 2})
+	for step := 1; step <= 3; step++ {
+		p.event(training.Event{Kind: training.EventStep, Epoch: 1, Epochs: 2, Done: step, Total: 3, Loss: 0.5})
+	}
+	p.event(training.Event{Kind: training.EventEpoch, Epoch: 1, Epochs: 2, Loss: 0.5})
+	p.event(training.Event{Kind: training.EventNote, Message: "done"})
+	b, err := os.ReadFile(log.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	if strings.Contains(got, "\r") || !strings.Contains(got, "epoch 1/2 mean loss 0.5000\n") || !strings.Contains(got, "describing train: 2/2") ||
+		strings.Contains(got, "step 1/3") {
+		t.Errorf("progress written to a log file:\n%q", got)
+	}
+}

@@ -31,12 +31,22 @@ func New(w io.Writer, label string, total int, quiet bool) *Bar {
 		return nil
 	}
 	b := &Bar{w: w, label: label, total: total, start: time.Now(), every: 10 * time.Second}
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			b.terminal, b.every = true, 200*time.Millisecond
-		}
+	if IsTerminal(w) {
+		b.terminal, b.every = true, 200*time.Millisecond
 	}
 	return b
+}
+
+// IsTerminal reports whether w is a terminal (a character device), where a
+// line may be redrawn with a carriage return; a file or pipe gets plain
+// lines instead.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // Add records n more finished steps.
