@@ -1,14 +1,23 @@
 // Package client is a federation client: it joins a coordinator over
-// mutual TLS with the privacy budget its owner set, waits to be selected,
+// mutual TLS with the privacy policy its owner set (Policy: unit, budget,
+// least noise, largest clip and sampling rate), waits to be selected,
 // downloads the round's model, trains on its own data with the local
 // trainer it is given, and sends back only the update with the privacy
 // metadata of what it ran.
 //
+// The owner's policy rules, not the coordinator: a round whose task is
+// outside it (no DP, another unit, a larger δ or clip or sampling rate,
+// less noise), or whose trainer's plan is, is refused with a *PolicyError
+// naming the setting, before anything is planned, charged or trained, and
+// the client's folder is left as it was.
+//
 // The client keeps its own privacy ledger on disk (a dp.Ledger written
 // atomically). Before training in a round it works out what the round
-// would cost, refuses (and says so) if that would take it past its budget,
-// and otherwise charges the ledger before touching its data, so a crash
-// can never lose a charge. It also keeps the last model it received.
+// would cost from the plan it checked against its policy (the plan the
+// trainer is then given and must run), at its own budget's δ, refuses
+// (and says so) if that would take it past its budget, and otherwise
+// charges the ledger before touching its data, so a crash can never lose
+// a charge. It also keeps the last model it received.
 //
 // A round's update is trained once. If sending it fails (the coordinator
 // restarted, the network dropped), Run returns the error and a later Run
@@ -30,6 +39,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/coord"
@@ -69,9 +79,10 @@ type Options struct {
 	ServerName string
 	// TLS is the client's mutual-TLS configuration (pki.ClientTLS).
 	Creds credentials.TransportCredentials
-	// Budget is the client's total privacy budget and its unit.
-	Budget dp.Budget
-	Unit   string
+	// Policy is the owner's privacy policy: the unit, the budget, and the
+	// least noise and largest clip and sampling rate the client accepts
+	// (DefaultPolicy gives the defaults).
+	Policy Policy
 	// Dir holds the client's ledger (ledger.json) and last model.
 	Dir     string
 	Trainer Trainer
@@ -116,11 +127,8 @@ func New(o Options) (*Client, error) {
 	if o.Addr == "" || o.Creds == nil || o.Trainer == nil || o.Dir == "" {
 		return nil, errors.New("client: an address, TLS credentials, a trainer and a folder are required")
 	}
-	if err := o.Budget.Validate(); err != nil {
+	if err := o.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
-	}
-	if o.Unit != "identity" && o.Unit != "example" {
-		return nil, fmt.Errorf("client: privacy unit %q (want identity or example)", o.Unit)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -134,7 +142,7 @@ func New(o Options) (*Client, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	l, err := loadLedger(o.Dir, o.Budget)
+	l, err := loadLedger(o.Dir, o.Policy.Budget)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +211,7 @@ func (c *Client) Spent() (dp.Spent, error) { return c.ledger.Spent(principal) }
 // ends.
 func (c *Client) Run(ctx context.Context) error {
 	j, err := c.api.Join(ctx, &fedpb.JoinRequest{ProtocolVersion: fedpb.ProtocolVersion,
-		BudgetEpsilon: c.o.Budget.Epsilon, BudgetDelta: c.o.Budget.Delta, PrivacyUnit: c.o.Unit})
+		BudgetEpsilon: c.o.Policy.Budget.Epsilon, BudgetDelta: c.o.Policy.Budget.Delta, PrivacyUnit: c.o.Policy.Unit})
 	if err != nil {
 		return fmt.Errorf("client: joining: %w", err)
 	}
@@ -259,22 +267,37 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 		}
 		return nil
 	}
+	// The owner's policy first: a round outside it is refused before
+	// anything is planned, downloaded, charged or trained.
+	if err := c.o.Policy.CheckRound(task); err != nil {
+		c.o.Progress(fmt.Sprintf("refused: %v", err))
+		return fmt.Errorf("client: %w", err)
+	}
 	s, err := c.ledger.Spent(principal)
 	if err != nil {
 		return err
 	}
+	budget := c.o.Policy.Budget
 	var plan *fedpb.DPParams
-	var ev dp.Event
 	if task.GetDp() != nil {
-		plan, err = c.o.Trainer.Plan(task, c.o.Budget.Epsilon-s.Epsilon)
+		p, err := c.o.Trainer.Plan(task, budget.Epsilon-s.Epsilon)
 		if err != nil {
 			return fmt.Errorf("client: planning round %d: %w", task.GetRound(), err)
+		}
+		// The plan is checked, charged and handed to the trainer as this
+		// copy, which the trainer cannot change after the check.
+		plan = proto.Clone(p).(*fedpb.DPParams)
+		if err := c.o.Policy.CheckPlan(task.GetRound(), plan); err != nil {
+			c.o.Progress(fmt.Sprintf("refused: %v", err))
+			return fmt.Errorf("client: %w", err)
 		}
 		model, err := c.fetch(ctx, task.GetModelVersion())
 		if err != nil {
 			return err
 		}
-		ev, err = Event(plan, model.Len())
+		// The cost of the checked plan, charged to this client's own
+		// ledger at its own δ.
+		ev, err := Event(plan, model.Len())
 		if err != nil {
 			return fmt.Errorf("client: round %d: %w", task.GetRound(), err)
 		}
@@ -283,9 +306,9 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 			return fmt.Errorf("client: %w", err)
 		}
 		if !ok {
-			c.o.Progress(fmt.Sprintf("budget: round %d would take this client past ε = %g (spent %.4g); stopping", task.GetRound(), c.o.Budget.Epsilon, s.Epsilon))
+			c.o.Progress(fmt.Sprintf("budget: round %d would take this client past ε = %g (spent %.4g); stopping", task.GetRound(), budget.Epsilon, s.Epsilon))
 			return fmt.Errorf("client: round %d would take this client past its budget ε = %g at δ = %g (spent %.4g): %w",
-				task.GetRound(), c.o.Budget.Epsilon, c.o.Budget.Delta, s.Epsilon, ErrBudgetExhausted)
+				task.GetRound(), budget.Epsilon, budget.Delta, s.Epsilon, ErrBudgetExhausted)
 		}
 		// Charge before the data are touched: a crash after this point
 		// over-counts at worst, never under-counts.
@@ -301,9 +324,22 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 		return err
 	}
 	c.o.Progress(fmt.Sprintf("round %d: training", task.GetRound()))
-	up, err := c.o.Trainer.Train(ctx, model, task, plan)
+	var run *fedpb.DPParams
+	if plan != nil {
+		run = proto.Clone(plan).(*fedpb.DPParams)
+	}
+	up, err := c.o.Trainer.Train(ctx, model, task, run)
 	if err != nil {
 		return fmt.Errorf("client: training in round %d: %w", task.GetRound(), err)
+	}
+	// The update states the DP it ran, and the coordinator charges that:
+	// it must be the plan the client checked and charged.
+	if plan != nil && !proto.Equal(up.DP, plan) {
+		return fmt.Errorf("client: round %d: the trainer's update states DP %v, not the plan %v this client checked and charged; not sending it",
+			task.GetRound(), up.DP, plan)
+	}
+	if plan == nil && up.DP != nil {
+		return fmt.Errorf("client: round %d: the trainer's update states DP but the round ran without", task.GetRound())
 	}
 	c.last = &sent{round: task.GetRound(), version: task.GetModelVersion(), up: up}
 	return c.submit(ctx, task, up)

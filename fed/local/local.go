@@ -39,8 +39,9 @@
 // still plans (RoundConfig.Rounds − Round + 1), at the client's q and
 // steps per round, spend the remaining budget; later rounds keep that σ,
 // so a round the client misses leaves budget unspent rather than raising
-// the noise of the others. What Train charges per epoch is checked against
-// the plan (client.Event) before each epoch runs.
+// the noise of the others. A calibrated σ is never below
+// Options.MinNoiseMultiplier, the owner's floor. What Train charges per
+// epoch is checked against the plan (client.Event) before each epoch runs.
 package local
 
 import (
@@ -71,6 +72,10 @@ type Options struct {
 	// MaxPerIdentity caps a sampled person's images per DP-SGD step
 	// (identity unit; 0: the micro-batch).
 	MaxPerIdentity int
+	// MinNoiseMultiplier is the least σ a calibrated plan runs (the
+	// owner's client.Policy.MinNoiseMultiplier): when the budget would
+	// allow less noise the client runs this and spends less.
+	MinNoiseMultiplier float64
 }
 
 // Trainer is a client.Trainer over one client's data. Its methods may be
@@ -210,6 +215,7 @@ func (t *Trainer) Plan(task *fedpb.RoundConfig, remaining float64) (*fedpb.DPPar
 		if sigma, err = train.NoiseForTarget(o, t.dim, rounds*steps, remaining); err != nil {
 			return nil, fmt.Errorf("local: calibrating the noise for %d rounds of %d steps to ε = %.4g: %w", rounds, steps, remaining, err)
 		}
+		sigma = math.Max(sigma, t.o.MinNoiseMultiplier)
 	}
 	t.plan = &fedpb.DPParams{NoiseMultiplier: sigma, Clip: d.GetClip(), SamplingRate: q, Steps: uint64(steps),
 		Delta: d.GetDelta(), PrivacyUnit: d.GetPrivacyUnit()}

@@ -126,6 +126,31 @@ func TestPlanFitsTheBudget(t *testing.T) {
 	}
 }
 
+// TestPlanKeepsTheOwnersNoiseFloor: a budget that would allow σ below
+// the owner's floor is calibrated to the floor (and spends less).
+func TestPlanKeepsTheOwnersNoiseFloor(t *testing.T) {
+	tr, _, _ := newTrainer(t, 4)
+	free, err := tr.Plan(task("fedavg", 2, 1, 1), 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, o := localtest.Data(t, t.TempDir(), 4)
+	floored, err := local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: d, MinNoiseMultiplier: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := floored.Plan(task("fedavg", 2, 1, 1), 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(free.NoiseMultiplier < 3) || p.NoiseMultiplier != 3 {
+		t.Fatalf("σ %g without a floor, %g with the floor 3", free.NoiseMultiplier, p.NoiseMultiplier)
+	}
+	if eps := spend(t, p, floored.Dimension(), 2); !(eps < 200) {
+		t.Errorf("at the floor the rounds spend ε = %g of 200", eps)
+	}
+}
+
 // spend is what a client's ledger holds after rounds rounds of plan.
 func spend(t *testing.T, p *fedpb.DPParams, dim, rounds int) float64 {
 	t.Helper()

@@ -106,8 +106,8 @@ func TestEvaluatorScoresTheRoundsModels(t *testing.T) {
 	defer cancel()
 	runDone := make(chan error, 1)
 	go func() { runDone <- srv.Run(ctx) }()
-	c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, "client-1"), Budget: dp.Budget{Epsilon: 100, Delta: 1e-5},
-		Unit: "identity", Dir: filepath.Join(t.TempDir(), "client-1"), Trainer: fixedTrainer{0.01}})
+	c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, "client-1"), Policy: client.DefaultPolicy(dp.Budget{Epsilon: 100, Delta: 1e-5}),
+		Dir: filepath.Join(t.TempDir(), "client-1"), Trainer: fixedTrainer{0.01}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -178,8 +178,8 @@ func TestServerMetricsHealthAndLinger(t *testing.T) {
 	errs := make(chan error, 3)
 	for i, delta := range []float32{0.1, 0.2, 0.6} {
 		name := fmt.Sprintf("client-%d", i+1)
-		c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, name), Budget: dp.Budget{Epsilon: 100, Delta: 1e-5},
-			Unit: "identity", Dir: filepath.Join(t.TempDir(), name), Trainer: fixedTrainer{delta}})
+		c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, name), Policy: client.DefaultPolicy(dp.Budget{Epsilon: 100, Delta: 1e-5}),
+			Dir: filepath.Join(t.TempDir(), name), Trainer: fixedTrainer{delta}})
 		if err != nil {
 			t.Fatal(err)
 		}

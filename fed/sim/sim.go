@@ -541,7 +541,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.Stragglers = append(rep.Stragglers, name)
 		}
 		rep.IdentitiesPerClient[name], rep.ImagesPerClient[name] = d.Identities, d.Train.Len()
-		tr, err := local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: d, MaxPerIdentity: maxPer(o.DP)})
+		pol := clientPolicy(o.DP)
+		tr, err := local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: d, MaxPerIdentity: maxPer(o.DP),
+			MinNoiseMultiplier: pol.MinNoiseMultiplier})
 		if err != nil {
 			return nil, fmt.Errorf("sim: %s: %w", name, err)
 		}
@@ -549,14 +551,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
-		budget, unit := dp.Budget{Epsilon: 1e9, Delta: 1e-5}, "identity"
-		if o.DP != nil {
-			budget, unit = dp.Budget{Epsilon: o.DP.Epsilon, Delta: o.DP.Delta}, o.DP.Unit
-		}
 		drops := rand.New(rand.NewPCG(o.Seed, uint64(k)+1))
 		decided := map[uint64]bool{}
 		c, err := client.New(client.Options{Addr: ln.Addr().String(), Creds: credentials.NewTLS(pki.ClientTLS(cid, "localhost")),
-			Budget: budget, Unit: unit, Dir: filepath.Join(dir, "clients", name),
+			Policy: pol, Dir: filepath.Join(dir, "clients", name),
 			Trainer: &faulty{Trainer: tr, sem: sem, straggler: stragglers[k]}, Logger: o.Logger,
 			Progress: func(ev string) { o.Progress(name + ": " + ev) },
 			SitOut: func(t *fedpb.RoundConfig) bool {
@@ -755,6 +753,21 @@ func Alone(ctx context.Context, o Options) (*AloneReport, error) {
 	rep.MeanLastAccuracy = sumLast / float64(len(parts))
 	rep.WallS = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// clientPolicy is the policy of every simulated client: the simulation's
+// DP settings (unit, budget, clip; σ calibrated by each client to its
+// budget with no floor, any sampling rate), or, without DP, rounds
+// without DP allowed.
+func clientPolicy(d *DP) client.Policy {
+	if d == nil {
+		p := client.DefaultPolicy(dp.Budget{Epsilon: 1e9, Delta: 1e-5})
+		p.AllowNoDP = true
+		return p
+	}
+	p := client.DefaultPolicy(dp.Budget{Epsilon: d.Epsilon, Delta: d.Delta})
+	p.Unit, p.MaxClip, p.MinNoiseMultiplier = d.Unit, d.Clip, 0
+	return p
 }
 
 // alone trains one client's rounds on its own and returns its accuracy

@@ -28,13 +28,19 @@ import (
 )
 
 // exitBudget is veil fed client's exit status when the next round would
-// take it past its privacy budget.
-const exitBudget = 4
+// take it past its privacy budget; exitPolicy when a round is outside the
+// owner's privacy policy.
+const (
+	exitBudget = 4
+	exitPolicy = 5
+)
 
 type clientFlags struct {
 	addr, serverName            string
 	pkiDir, name, cert, key, ca string
 	budgetEps, budgetDelta      float64
+	minNoise, maxClip, maxRate  float64
+	allowNoDP                   bool
 	unit, dir, data, trainer    string
 	retryFor, trainDelay        time.Duration
 	fixedDelta                  float64
@@ -85,6 +91,14 @@ and --ca. The certificate's name is this client's id in the federation.
 Privacy: --budget-epsilon and --budget-delta are this client's total budget
 (in --privacy-unit: identity protects all of a person's images, example one
 image); the coordinator records it at the first join and it cannot change.
+They are this client's policy, with the least noise multiplier
+(--min-noise-multiplier), the largest clip (--max-clip) and sampling rate
+(--max-sampling-rate) it accepts: the owner sets it, not the coordinator. A
+round outside it (without DP, another unit, a δ above --budget-delta, less
+noise, a larger clip or sampling rate) is refused before any data are
+touched: the client says which setting, leaves its ledger as it was, sends
+nothing and exits with status 5. Rounds without DP are refused unless
+--allow-no-dp is given (no privacy guarantee for this client's data).
 The client keeps its own ledger in --dir (ledger.json, with the last model
 it received): before training in a round it works out what the round would
 cost, charges the ledger before touching the data, and stops with exit
@@ -109,8 +123,12 @@ Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
 	fl.StringVar(&f.key, "key", "", "this client's private key (instead of --pki)")
 	fl.StringVar(&f.ca, "ca", "", "the authority's certificate (instead of --pki)")
 	fl.Float64Var(&f.budgetEps, "budget-epsilon", 0, "this client's total privacy budget ε per --privacy-unit, over every round of the federation (required)")
-	fl.Float64Var(&f.budgetDelta, "budget-delta", 1e-5, "this client's δ (must be the coordinator's --delta)")
-	fl.StringVar(&f.unit, "privacy-unit", "identity", "privacy unit: identity or example (must be the coordinator's)")
+	fl.Float64Var(&f.budgetDelta, "budget-delta", 1e-5, "this client's δ; a round asking for a larger δ is refused")
+	fl.StringVar(&f.unit, "privacy-unit", client.DefaultUnit, "privacy unit: identity (all of a person's images) or example (one image); a round with the other unit is refused")
+	fl.Float64Var(&f.minNoise, "min-noise-multiplier", client.DefaultMinNoiseMultiplier, "least DP-SGD noise multiplier σ this client runs (noise σ·clip per step); a round asking for less is refused, and σ calibrated to the budget is raised to it (0: no floor beyond the budget)")
+	fl.Float64Var(&f.maxClip, "max-clip", client.DefaultMaxClip, "largest DP-SGD clipping norm this client accepts")
+	fl.Float64Var(&f.maxRate, "max-sampling-rate", client.DefaultMaxSamplingRate, "largest share q of this client's privacy units sampled per step, in (0, 1] (the ledger charges the q a round runs; lower it to refuse rounds whose batch samples more)")
+	fl.BoolVar(&f.allowNoDP, "allow-no-dp", false, "take part in rounds without differential privacy (no privacy guarantee for this client's data; default: refuse them)")
 	fl.StringVar(&f.dir, "dir", "", "this client's folder: its ledger and last model (required; created)")
 	fl.StringVar(&f.data, "data", "", "this client's data: an LFW-layout folder (peopleDevTrain.txt, pairs files, one folder of images per person; default <data>/lfw)")
 	fl.StringVar(&f.partition, "partition", "1/1", "train on part K of N of --data's identities (K/N; the parts are disjoint and the same on every machine for the same --alpha and --partition-seed)")
@@ -144,12 +162,15 @@ Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
 // clientReport is veil fed client's report.
 type clientReport struct {
 	Client        string  `json:"client"`
-	Outcome       string  `json:"outcome"` // done, budget_exhausted
+	Outcome       string  `json:"outcome"` // done, budget_exhausted, refused
 	EpsilonSpent  float64 `json:"epsilon_spent"`
 	BudgetEpsilon float64 `json:"budget_epsilon"`
 	Delta         float64 `json:"delta"`
 	PrivacyUnit   string  `json:"privacy_unit"`
 	Ledger        string  `json:"ledger"`
+	// Refusal says why a round was refused (outcome refused): the
+	// setting of the client's policy and the flag that sets it.
+	Refusal string `json:"refusal,omitempty"`
 }
 
 func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
@@ -170,9 +191,17 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 		return fmt.Errorf("--budget-delta must be in (0, 1), got %g", f.budgetDelta)
 	case f.unit != "identity" && f.unit != "example":
 		return fmt.Errorf("--privacy-unit %q: want identity (all of a person's images) or example (one image)", f.unit)
+	case !(f.minNoise >= 0) || math.IsInf(f.minNoise, 0):
+		return fmt.Errorf("--min-noise-multiplier must be a finite number ≥ 0, got %g", f.minNoise)
+	case !(f.maxClip > 0) || math.IsInf(f.maxClip, 0):
+		return fmt.Errorf("--max-clip must be positive and finite, got %g", f.maxClip)
+	case !(f.maxRate > 0 && f.maxRate <= 1):
+		return fmt.Errorf("--max-sampling-rate must be in (0, 1], got %g", f.maxRate)
 	case f.retryFor < 0:
 		return errors.New("--retry-for must not be negative")
 	}
+	policy := client.Policy{Unit: f.unit, Budget: dp.Budget{Epsilon: f.budgetEps, Delta: f.budgetDelta}, MinNoiseMultiplier: f.minNoise,
+		MaxClip: f.maxClip, MaxSamplingRate: f.maxRate, AllowNoDP: f.allowNoDP}
 	certP, keyP, caP, _, err := identityFiles(f.pkiDir, f.name, f.cert, f.key, f.ca, "")
 	if err != nil {
 		return err
@@ -199,7 +228,7 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 		}
 	}
 	c, err := client.New(client.Options{Addr: f.addr, ServerName: serverName, Creds: credentials.NewTLS(pki.ClientTLS(id, serverName)),
-		Budget: dp.Budget{Epsilon: f.budgetEps, Delta: f.budgetDelta}, Unit: f.unit, Dir: f.dir, Trainer: tr, Logger: log,
+		Policy: policy, Dir: f.dir, Trainer: tr, Logger: log,
 		Progress: progress})
 	if err != nil {
 		return err
@@ -218,6 +247,13 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 		rep.Outcome = "done"
 	case errors.Is(runErr, client.ErrBudgetExhausted):
 		rep.Outcome = "budget_exhausted"
+	case errors.Is(runErr, client.ErrPolicy):
+		rep.Outcome = "refused"
+		var pe *client.PolicyError
+		if errors.As(runErr, &pe) {
+			runErr = fmt.Errorf("%w (%s)", runErr, policyFlag[pe.Setting])
+		}
+		rep.Refusal = runErr.Error()
 	case sctx.Err() != nil && ctx.Err() == nil:
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted (spent ε = %.4g of %g); start again with the same --dir to continue", rep.EpsilonSpent, f.budgetEps)}
 	default:
@@ -230,10 +266,24 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 	} else {
 		fmt.Fprintf(e.stdout, "client %s: %s, spent ε = %.4g of %g (δ = %g, per %s)\n", rep.Client, rep.Outcome, rep.EpsilonSpent, f.budgetEps, f.budgetDelta, f.unit)
 	}
-	if runErr != nil {
+	switch {
+	case rep.Outcome == "refused":
+		return &exitError{code: exitPolicy, err: runErr}
+	case runErr != nil:
 		return &exitError{code: exitBudget, err: runErr}
 	}
 	return nil
+}
+
+// policyFlag is the flag that sets each setting of the client's policy.
+var policyFlag = map[client.Setting]string{
+	client.SettingDP:           "--allow-no-dp",
+	client.SettingUnit:         "--privacy-unit",
+	client.SettingDelta:        "--budget-delta",
+	client.SettingNoise:        "--min-noise-multiplier",
+	client.SettingClip:         "--max-clip",
+	client.SettingSamplingRate: "--max-sampling-rate",
+	client.SettingSteps:        "the trainer's plan",
 }
 
 // transient reports whether err is worth retrying: the coordinator is
@@ -285,7 +335,7 @@ func runWithRetries(ctx context.Context, c *client.Client, addr, name string, re
 func clientTrainer(e *env, f *clientFlags) (client.Trainer, error) {
 	switch f.trainer {
 	case "fixed":
-		return fixedTrainer{delta: float32(f.fixedDelta), delay: f.trainDelay}, nil
+		return fixedTrainer{delta: float32(f.fixedDelta), delay: f.trainDelay, minSigma: f.minNoise}, nil
 	case "local":
 		return localTrainer(e, f)
 	}
@@ -348,26 +398,29 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: parts[k-1], MaxPerIdentity: f.maxPerIdentity})
+	return local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: parts[k-1], MaxPerIdentity: f.maxPerIdentity,
+		MinNoiseMultiplier: f.minNoise})
 }
 
 // fixedTrainer is the hidden --trainer fixed: its update is delta in every
-// coordinate, and it states DP-SGD with σ = 1 (or the round's, if larger),
+// coordinate, and it states DP-SGD with σ = 1 (or the round's or the
+// owner's least σ, if larger),
 // q = 0.1 and the round's steps (10 per local epoch when the round gives
 // epochs). It reads no data: it exists to test the protocol and the
 // coordinator's crash safety with real processes, quickly.
 type fixedTrainer struct {
-	delta float32
-	delay time.Duration
+	delta    float32
+	delay    time.Duration
+	minSigma float64
 }
 
-func (fixedTrainer) Plan(task *fedpb.RoundConfig, _ float64) (*fedpb.DPParams, error) {
+func (f fixedTrainer) Plan(task *fedpb.RoundConfig, _ float64) (*fedpb.DPParams, error) {
 	d := task.GetDp()
 	steps := uint64(task.GetLocalSteps())
 	if steps == 0 {
 		steps = 10 * uint64(task.GetLocalEpochs())
 	}
-	return &fedpb.DPParams{NoiseMultiplier: max(1, d.GetNoiseMultiplier()), Clip: d.GetClip(), SamplingRate: 0.1, Steps: steps,
+	return &fedpb.DPParams{NoiseMultiplier: max(1, f.minSigma, d.GetNoiseMultiplier()), Clip: d.GetClip(), SamplingRate: 0.1, Steps: steps,
 		Delta: d.GetDelta(), PrivacyUnit: d.GetPrivacyUnit()}, nil
 }
 

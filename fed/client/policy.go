@@ -1,0 +1,180 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/fed/fedpb"
+)
+
+// Policy is the client owner's differential-privacy policy. The owner
+// sets it, not the coordinator: before the client plans, charges or
+// touches its data in a round it checks the round's task against the
+// policy, then the DP-SGD its trainer plans to run, and it refuses (a
+// *PolicyError, ErrPolicy) a round outside it, leaving its ledger and
+// every file in its folder as they were. Nothing a coordinator sends can
+// make the client train without DP, per another unit, with less noise, a
+// larger clip or sampling rate, or account at a larger δ than the policy
+// allows; how many steps and rounds it may run is bounded by the budget,
+// which the client's own ledger enforces.
+type Policy struct {
+	// Unit is what the budget protects: "identity" (all of one person's
+	// images) or "example" (one image). A round must use this unit.
+	Unit string
+	// Budget is the client's total ε over every round, and the δ of its
+	// accounting; a round may not ask for a larger δ.
+	Budget dp.Budget
+	// MinNoiseMultiplier is the least DP-SGD noise multiplier σ the client
+	// runs: each step's noise has standard deviation σ·C, C the clip. A
+	// round asking for less is refused; a trainer calibrating its own σ to
+	// the budget runs at least this. 0 sets no floor beyond the budget.
+	MinNoiseMultiplier float64
+	// MaxClip is the largest clipping norm C the client accepts.
+	MaxClip float64
+	// MaxSamplingRate is the largest per-step sampling rate q of privacy
+	// units the client accepts, in (0, 1]. The ledger charges whatever q a
+	// round runs; a lower cap refuses rounds whose batch would sample more
+	// of the client's units per step.
+	MaxSamplingRate float64
+	// AllowNoDP lets the client take part in rounds without DP, which give
+	// its data no privacy guarantee (non-private baselines such as veil fed
+	// sim --no-dp). Off by default: such a round is refused.
+	AllowNoDP bool
+}
+
+// Defaults of a policy (DefaultPolicy).
+const (
+	// DefaultUnit protects all of a person's images together.
+	DefaultUnit = "identity"
+	// DefaultMinNoiseMultiplier is σ = 1: each step's noise is at least
+	// as large (one standard deviation) as one unit's clipped contribution.
+	DefaultMinNoiseMultiplier = 1.0
+	// DefaultMaxClip is the clip every Veil command uses by default.
+	DefaultMaxClip = 1.0
+	// DefaultMaxSamplingRate accepts any q: the ledger charges what a round
+	// runs, and a client with fewer people than the batch runs at q = 1.
+	DefaultMaxSamplingRate = 1.0
+)
+
+// DefaultPolicy is the policy with budget b and the defaults: unit
+// identity, σ ≥ 1, clip ≤ 1, any sampling rate, and no round without DP.
+func DefaultPolicy(b dp.Budget) Policy {
+	return Policy{Unit: DefaultUnit, Budget: b, MinNoiseMultiplier: DefaultMinNoiseMultiplier, MaxClip: DefaultMaxClip,
+		MaxSamplingRate: DefaultMaxSamplingRate}
+}
+
+// Validate checks every setting.
+func (p Policy) Validate() error {
+	if err := p.Budget.Validate(); err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	switch {
+	case p.Unit != "identity" && p.Unit != "example":
+		return fmt.Errorf("policy: privacy unit %q (want identity or example)", p.Unit)
+	case !(p.MinNoiseMultiplier >= 0) || math.IsInf(p.MinNoiseMultiplier, 0):
+		return fmt.Errorf("policy: the least noise multiplier must be a finite number ≥ 0, got %g", p.MinNoiseMultiplier)
+	case !(p.MaxClip > 0) || math.IsInf(p.MaxClip, 0):
+		return fmt.Errorf("policy: the largest clip must be positive and finite, got %g", p.MaxClip)
+	case !(p.MaxSamplingRate > 0 && p.MaxSamplingRate <= 1):
+		return fmt.Errorf("policy: the largest sampling rate must be in (0, 1], got %g", p.MaxSamplingRate)
+	}
+	return nil
+}
+
+// ErrPolicy is what a round outside the client's policy is refused with
+// (wrapped in a *PolicyError).
+var ErrPolicy = errors.New("outside this client's privacy policy")
+
+// Setting names the policy setting a round was refused for.
+type Setting string
+
+// The settings of a Policy.
+const (
+	SettingDP           Setting = "dp"
+	SettingUnit         Setting = "privacy unit"
+	SettingDelta        Setting = "delta"
+	SettingNoise        Setting = "noise multiplier"
+	SettingClip         Setting = "clip"
+	SettingSamplingRate Setting = "sampling rate"
+	SettingSteps        Setting = "steps"
+)
+
+// PolicyError is a round refused by the client's policy: which setting,
+// and what the round (or the plan made for it) asked and the policy
+// allows. It wraps ErrPolicy.
+type PolicyError struct {
+	Round   uint64
+	Setting Setting
+	// Msg says what was asked and what the policy allows.
+	Msg string
+}
+
+func (e *PolicyError) Error() string {
+	return fmt.Sprintf("round %d %s", e.Round, e.Msg)
+}
+
+// Unwrap returns ErrPolicy.
+func (e *PolicyError) Unwrap() error { return ErrPolicy }
+
+func refuse(round uint64, s Setting, format string, a ...any) error {
+	return &PolicyError{Round: round, Setting: s, Msg: fmt.Sprintf(format, a...)}
+}
+
+// CheckRound checks a round's task against p before anything is planned:
+// DP on (unless AllowNoDP), the unit, δ, the noise multiplier the round
+// fixes (0 leaves it to the client), the clip and a sampling rate the
+// round states.
+func (p Policy) CheckRound(task *fedpb.RoundConfig) error {
+	n, d := task.GetRound(), task.GetDp()
+	if d == nil {
+		if p.AllowNoDP {
+			return nil
+		}
+		return refuse(n, SettingDP, "asks for training without differential privacy; this client trains only under DP-SGD")
+	}
+	if err := p.check(n, "asks for", d); err != nil {
+		return err
+	}
+	if s := d.GetNoiseMultiplier(); s != 0 && s < p.MinNoiseMultiplier {
+		return refuse(n, SettingNoise, "asks for noise multiplier σ = %g; this client runs σ ≥ %g", s, p.MinNoiseMultiplier)
+	}
+	return nil
+}
+
+// CheckPlan checks the DP-SGD a trainer plans for round n against p: it
+// is what the client charges and what the trainer must run.
+func (p Policy) CheckPlan(n uint64, plan *fedpb.DPParams) error {
+	if plan == nil {
+		return refuse(n, SettingDP, "has a plan without differential privacy; this client trains only under DP-SGD")
+	}
+	if err := p.check(n, "is planned with", plan); err != nil {
+		return err
+	}
+	switch s := plan.GetNoiseMultiplier(); {
+	case !(s >= p.MinNoiseMultiplier) || !(s > 0) || math.IsInf(s, 0):
+		return refuse(n, SettingNoise, "is planned with noise multiplier σ = %g; this client runs σ ≥ %g", s, math.Max(p.MinNoiseMultiplier, 0))
+	case !(plan.GetSamplingRate() > 0):
+		return refuse(n, SettingSamplingRate, "is planned with sampling rate q = %g; DP-SGD needs q in (0, 1]", plan.GetSamplingRate())
+	case plan.GetSteps() < 1:
+		return refuse(n, SettingSteps, "is planned with %d DP-SGD steps; at least one is needed", plan.GetSteps())
+	}
+	return nil
+}
+
+// check checks the settings a round and a plan share: unit, δ, clip and
+// sampling rate (a round's 0 leaves it to the client).
+func (p Policy) check(n uint64, verb string, d *fedpb.DPParams) error {
+	switch {
+	case d.GetPrivacyUnit() != p.Unit:
+		return refuse(n, SettingUnit, "%s privacy unit %q; this client protects %q", verb, d.GetPrivacyUnit(), p.Unit)
+	case !(d.GetDelta() > 0 && d.GetDelta() <= p.Budget.Delta):
+		return refuse(n, SettingDelta, "%s δ = %g; this client accounts at δ = %g and accepts no larger one", verb, d.GetDelta(), p.Budget.Delta)
+	case !(d.GetClip() > 0 && d.GetClip() <= p.MaxClip):
+		return refuse(n, SettingClip, "%s clip C = %g; this client accepts C in (0, %g]", verb, d.GetClip(), p.MaxClip)
+	case !(d.GetSamplingRate() >= 0 && d.GetSamplingRate() <= p.MaxSamplingRate):
+		return refuse(n, SettingSamplingRate, "%s sampling rate q = %g; this client accepts q ≤ %g", verb, d.GetSamplingRate(), p.MaxSamplingRate)
+	}
+	return nil
+}
