@@ -6,6 +6,11 @@
 // lives in one SQLite file, changed one transaction at a time, so a
 // coordinator killed at any moment continues where it stopped.
 //
+// A round under DP selects only clients enrolled with its privacy unit
+// (and a client declaring another unit is refused when it joins), so no
+// round per example runs on a budget that protects identities, nor the
+// other way round.
+//
 // An update is accepted only if it is bound to the open round, the model
 // version of that round and a client selected for it that has not been
 // counted yet; its DP metadata match the round's settings and fit the
@@ -458,7 +463,39 @@ func (c *Coordinator) advance(ctx context.Context) error {
 	if len(avail) < c.o.MinAvailable {
 		return nil
 	}
+	if d := c.o.Task.DP; d != nil {
+		var err error
+		if avail, err = c.withUnit(ctx, avail, d.GetPrivacyUnit()); err != nil {
+			return err
+		}
+		if len(avail) < c.o.MinAvailable {
+			return nil
+		}
+	}
 	return c.startRound(ctx, avail)
+}
+
+// withUnit returns the clients of ids enrolled with privacy unit unit: a
+// round per example is never run on a client whose budget protects
+// identities, nor the other way round, whatever the client would do.
+func (c *Coordinator) withUnit(ctx context.Context, ids []string, unit string) ([]string, error) {
+	rows, err := c.st.db.QueryContext(ctx, `SELECT id FROM clients WHERE unit = ?`, unit)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: reading the clients' units: %w", err)
+	}
+	defer rows.Close()
+	same := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("coordinator: reading the clients' units: %w", err)
+		}
+		same[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("coordinator: reading the clients' units: %w", err)
+	}
+	return slices.DeleteFunc(ids, func(id string) bool { return !same[id] }), nil
 }
 
 func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
@@ -845,6 +882,10 @@ func (c *Coordinator) enrol(ctx context.Context, client string, eps, delta float
 	}
 	if unit != "identity" && unit != "example" {
 		return 0, fmt.Errorf("privacy unit %q (want identity or example)", unit)
+	}
+	if d := c.o.Task.DP; d != nil && d.GetPrivacyUnit() != unit {
+		// Such a client is never selected (advance): say so at once.
+		return 0, fmt.Errorf("this coordinator's rounds protect privacy unit %q and client %q protects %q: it would never be selected", d.GetPrivacyUnit(), client, unit)
 	}
 	err = c.st.tx(ctx, func(tx *sql.Tx) error {
 		var e, d float64
