@@ -63,11 +63,15 @@ type Update struct {
 type Trainer interface {
 	// Plan returns the DP-SGD the trainer would run for task (noise
 	// multiplier, sampling rate, steps, clip, δ, unit), before any data is
-	// used for training, so the client can check its budget. remaining is
-	// the ε the client may still spend; a trainer calibrating its own noise
-	// spreads it over the rounds left.
+	// used for training, so the client can check it against its Policy
+	// and its budget (a plan outside the policy refuses the round).
+	// remaining is the ε the client may still spend; a trainer calibrating
+	// its own noise spreads it over the rounds left, with at least the
+	// policy's least noise multiplier.
 	Plan(task *fedpb.RoundConfig, remaining float64) (*fedpb.DPParams, error)
-	// Train runs the task from model with the planned DP settings.
+	// Train runs the task from model with the planned DP settings: plan
+	// is the plan the client checked and charged, and the update must
+	// state exactly it.
 	Train(ctx context.Context, model wire.Weights, task *fedpb.RoundConfig, plan *fedpb.DPParams) (Update, error)
 }
 
