@@ -134,7 +134,8 @@ func (s *Source) NoisyLaplace(v, b float64) float64 {
 // deviation sigma per coordinate: every element is snapped to the grid
 // GaussianGrid(sigma, len(v)) and discrete Gaussian noise is added on it.
 // Account for it with that grid's GaussianMultiplier (at most a factor
-// 1/(1 + 2^−20·sigma/Δ) below sigma/Δ). It panics if sigma is not
+// 1/(1 + 2^−20·sigma/Δ) below sigma/Δ while len(v) ≤ 2^20; longer vectors
+// get a coarser grid, see Grid.GaussianMultiplier). It panics if sigma is not
 // positive and finite.
 func (s *Source) AddGaussian64(v []float64, sigma float64) {
 	if len(v) == 0 {

@@ -309,3 +309,24 @@ func TestPureCompositionWhenTighter(t *testing.T) {
 		t.Error("pure composition used with a Gaussian event")
 	}
 }
+
+// TestEpsilonFloorValue pins the floor the documentation states: 0.000536
+// at δ = 1e-5 with the default orders (the README once said 0.0008), the
+// conversion's value at order 4096 for zero Rényi DP.
+func TestEpsilonFloorValue(t *testing.T) {
+	f, err := EpsilonFloor(nil, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := 4096.0
+	want := (math.Log(1e5)-math.Log(a))/(a-1) + math.Log((a-1)/a)
+	if math.Abs(f-want) > 1e-15 || math.Abs(f-0.000536) > 5e-7 {
+		t.Fatalf("EpsilonFloor(1e-5) = %.9g, want %.9g (0.000536)", f, want)
+	}
+	if _, err := NoiseMultiplier(0.01, 1000, f, 1e-5); err == nil {
+		t.Error("a target at the floor was accepted")
+	}
+	if _, err := NoiseMultiplier(0.01, 1000, 0.00054, 1e-5); err != nil {
+		t.Errorf("ε = 0.00054, just above the floor, was refused: %v", err)
+	}
+}

@@ -233,7 +233,7 @@ func newPrivacyNoiseCmd(e *env) *cobra.Command {
 for which --steps steps at sampling rate --sampling-rate are
 (--epsilon, --delta)-DP by the RDP accountant, and the ε it actually gives,
 per --unit (see veil privacy epsilon --help). A target no amount of noise
-can reach (below about 0.0008 at δ = 1e-5) is refused with the reason.`,
+can reach (0.000536 or below at δ = 1e-5) is refused with the reason.`,
 		Example: `  veil privacy noise --epsilon 8 --sampling-rate 0.004267 --steps 14062
   veil privacy noise --epsilon 0.1 --sampling-rate 0.01 --steps 1000 --delta 1e-6 --json`,
 		Args: needArgs(0, 0, ""),
