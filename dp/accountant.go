@@ -167,22 +167,56 @@ func SGDNoiseMultiplier(cfg SGDConfig, steps int, targetEps, delta float64) (flo
 	return inverseNoise(targetEps, delta, func(s float64) (float64, error) {
 		c := cfg
 		c.NoiseMultiplier = s
-		mu, err := c.EffectiveNoiseMultiplier()
-		if err != nil {
-			return 0, err
-		}
-		ev, err := SubsampledDiscreteGaussianEvent(c.SamplingRate, mu, steps)
-		if err != nil {
-			return 0, err
-		}
-		a, err := NewAccountant(nil)
-		if err != nil {
-			return 0, err
-		}
-		if err := a.Add(ev); err != nil {
-			return 0, err
-		}
-		e, _, err := a.Epsilon(delta)
+		e, _, err := SGDEpsilon(c, steps, delta)
+		return e, err
+	})
+}
+
+// SGDEpsilon returns (ε, order) by RDP over the default orders after steps
+// of DPSGD with the settings cfg: exactly what DPSGD.Event(steps) charges
+// to a Ledger or Accountant (the Poisson-subsampled discrete Gaussian with
+// the effective multiplier of cfg's grid), so it is the ε a trainer or
+// ledger reports for that schedule. cfg.ExpectedBatchSize and Workers do
+// not change it (they must still be valid).
+func SGDEpsilon(cfg SGDConfig, steps int, delta float64) (eps, order float64, err error) {
+	mu, err := cfg.EffectiveNoiseMultiplier()
+	if err != nil {
+		return 0, 0, err
+	}
+	return DiscreteScheduleEpsilon(cfg.SamplingRate, mu, steps, delta)
+}
+
+// DiscreteScheduleEpsilon returns (ε, order) by RDP over the default
+// orders for steps of the Poisson-subsampled discrete Gaussian on the
+// integer lattice with sampling rate q and noise multiplier σ (integer
+// noise parameter over integer L2 sensitivity). It is never below
+// ScheduleEpsilon's figure for the continuous Gaussian: the two agree at
+// integer orders, and fractional orders use the chord between them.
+func DiscreteScheduleEpsilon(q, sigma float64, steps int, delta float64) (eps, order float64, err error) {
+	ev, err := SubsampledDiscreteGaussianEvent(q, sigma, steps)
+	if err != nil {
+		return 0, 0, err
+	}
+	a, err := NewAccountant(nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := a.Add(ev); err != nil {
+		return 0, 0, err
+	}
+	return a.Epsilon(delta)
+}
+
+// DiscreteNoiseMultiplier is NoiseMultiplier for the Poisson-subsampled
+// discrete Gaussian on the integer lattice (DiscreteScheduleEpsilon): the
+// smallest σ, to a relative 1e-4 on the safe side, for which steps at
+// sampling rate q are (targetEps, δ)-DP.
+func DiscreteNoiseMultiplier(q float64, steps int, targetEps, delta float64) (float64, error) {
+	if err := checkInverseArgs(q, steps, targetEps, delta); err != nil {
+		return 0, err
+	}
+	return inverseNoise(targetEps, delta, func(s float64) (float64, error) {
+		e, _, err := DiscreteScheduleEpsilon(q, s, steps, delta)
 		return e, err
 	})
 }

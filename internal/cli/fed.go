@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/pki"
@@ -397,7 +398,7 @@ func printFedStatus(e *env, s fedStatus) {
 	fmt.Fprintf(e.stdout, "round %d, model %s\n", s.Round, model)
 	fmt.Fprintf(e.stdout, "%-24s %12s %12s %8s\n", "client", "ε spent", "ε budget", "updates")
 	for _, c := range s.Clients {
-		fmt.Fprintf(e.stdout, "%-24s %12.4g %12.4g %8d\n", c.ID, c.Epsilon, c.Budget, c.Updates)
+		fmt.Fprintf(e.stdout, "%-24s %12s %12g %8d\n", c.ID, dp.FormatEpsilon(c.Epsilon), c.Budget, c.Updates)
 	}
 	fmt.Fprintf(e.stdout, "%-8s %-8s %8s\n", "round", "state", "updates")
 	for _, r := range s.Rounds {

@@ -255,7 +255,7 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 		}
 		rep.Refusal = runErr.Error()
 	case sctx.Err() != nil && ctx.Err() == nil:
-		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted (spent ε = %.4g of %g); start again with the same --dir to continue", rep.EpsilonSpent, f.budgetEps)}
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted (spent ε = %s of %g); start again with the same --dir to continue", dp.FormatEpsilon(rep.EpsilonSpent), f.budgetEps)}
 	default:
 		return runErr
 	}
@@ -264,7 +264,7 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(e.stdout, "client %s: %s, spent ε = %.4g of %g (δ = %g, per %s)\n", rep.Client, rep.Outcome, rep.EpsilonSpent, f.budgetEps, f.budgetDelta, f.unit)
+		fmt.Fprintf(e.stdout, "client %s: %s, spent ε = %s of %g (δ = %g, per %s)\n", rep.Client, rep.Outcome, dp.FormatEpsilon(rep.EpsilonSpent), f.budgetEps, f.budgetDelta, f.unit)
 	}
 	switch {
 	case rep.Outcome == "refused":

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/ops"
 	"github.com/veil-privacy/veil/fed/pki"
@@ -367,7 +368,7 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 		fmt.Fprintf(e.stdout, "final model written to %s\n", sum.Out)
 	}
 	for _, c := range sum.Clients {
-		fmt.Fprintf(e.stdout, "client %s: %d updates, ε = %.4g of %.4g\n", c.ID, c.Updates, c.Epsilon, c.Budget)
+		fmt.Fprintf(e.stdout, "client %s: %d updates, ε = %s of %g\n", c.ID, c.Updates, dp.FormatEpsilon(c.Epsilon), c.Budget)
 	}
 	if ev := sum.Evaluation; ev != nil {
 		fmt.Fprintf(e.stdout, "development-pairs accuracy after %d rounds: %.4f\n", ev.Round, ev.Accuracy)

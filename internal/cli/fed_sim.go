@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/veil-privacy/veil/dataset"
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/sim"
 	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/training"
@@ -252,8 +253,8 @@ func printFedSim(w io.Writer, r *sim.Report) {
 	}
 	if r.EpsilonPerClient != nil {
 		for _, n := range r.Names() {
-			fmt.Fprintf(w, "  %s: %d people, %d images, q = %.4f, σ = %.3f, ε = %.3f at δ = %g per %s\n", n, r.IdentitiesPerClient[n],
-				r.ImagesPerClient[n], r.SamplingRate[n], r.NoiseMultiplier[n], r.EpsilonPerClient[n], r.Delta, r.PrivacyUnit)
+			fmt.Fprintf(w, "  %s: %d people, %d images, q = %.4f, σ = %.3f, ε = %s at δ = %g per %s\n", n, r.IdentitiesPerClient[n],
+				r.ImagesPerClient[n], r.SamplingRate[n], r.NoiseMultiplier[n], dp.FormatEpsilon(r.EpsilonPerClient[n]), r.Delta, r.PrivacyUnit)
 		}
 	} else {
 		fmt.Fprintln(w, "privacy: none (trained without DP)")

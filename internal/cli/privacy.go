@@ -28,8 +28,10 @@ adjacency, and every report names its privacy unit (--unit): identity (one
 person with all their faces, the default for face data) or example (one
 image). The RDP accountant computes ε as Opacus and TF Privacy do (Mironov et
 al. 2019 bounds, Balle et al. 2020 conversion) over orders 1.01…1.09,
-1.1…10.9, 11…63 and 64…4096 (so small ε such as 0.01 are reachable); the PLD
-accountant composes the privacy loss distribution by FFT and is tighter.`,
+1.1…10.9, 11…63 and 64…4096 (so any ε above 0.000536 at δ = 1e-5 is
+reachable); the PLD accountant composes the privacy loss distribution by
+FFT and is tighter. epsilon and noise account, by default, the mechanism
+veil train and veil fed run, the discrete Gaussian (--mechanism).`,
 	}
 	cmd.AddCommand(newPrivacyEpsilonCmd(e), newPrivacyNoiseCmd(e), newPrivacyDPLCCmd(e), newPrivacyPATECmd(e))
 	return cmd
@@ -94,14 +96,108 @@ func checkPositiveFlag(name string, v float64) error {
 
 // privacyEpsilonReport is the --json output of veil privacy epsilon.
 type privacyEpsilonReport struct {
-	Epsilon         float64  `json:"epsilon"`
-	PrivacyUnit     string   `json:"privacy_unit"`
-	Order           *float64 `json:"order,omitempty"`
-	Accountant      string   `json:"accountant"`
-	SamplingRate    float64  `json:"sampling_rate"`
-	NoiseMultiplier float64  `json:"noise_multiplier"`
-	Steps           int      `json:"steps"`
-	Delta           float64  `json:"delta"`
+	Epsilon     float64  `json:"epsilon"`
+	PrivacyUnit string   `json:"privacy_unit"`
+	Order       *float64 `json:"order,omitempty"`
+	Accountant  string   `json:"accountant"`
+	// Mechanism is what was accounted: discrete (the trainer's) or gaussian.
+	Mechanism       string  `json:"mechanism"`
+	SamplingRate    float64 `json:"sampling_rate"`
+	NoiseMultiplier float64 `json:"noise_multiplier"`
+	// Dimension and Clip, with the discrete mechanism, describe DP-SGD's
+	// grid; EffectiveNoiseMultiplier is the multiplier charged after the
+	// rounding to it.
+	Dimension                int     `json:"dimension,omitempty"`
+	Clip                     float64 `json:"clip,omitempty"`
+	EffectiveNoiseMultiplier float64 `json:"effective_noise_multiplier,omitempty"`
+	Steps                    int     `json:"steps"`
+	Delta                    float64 `json:"delta"`
+}
+
+// mechanismHelp documents --mechanism, --dimension and --clip.
+const (
+	mechanismHelp = "mechanism accounted: discrete (the Poisson-subsampled discrete Gaussian that veil train, veil fed and their ledgers run and charge) or gaussian (the continuous Gaussian of the papers and of Opacus)"
+	dimensionHelp = "with --mechanism discrete: the number of noised coordinates per step (veil train reports it as trainable_parameters); the grid DP-SGD rounds to depends on it, and the ε is then exactly what the trainer charges"
+	clipHelp      = "with --dimension: the clip norm C of the run (the grid is relative to it)"
+)
+
+// privacySchedule is the mechanism a privacy epsilon or noise command
+// accounts, from its flags.
+type privacySchedule struct {
+	mechanism string
+	dimension int
+	clip      float64
+}
+
+func (p *privacySchedule) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&p.mechanism, "mechanism", "discrete", mechanismHelp)
+	fl.IntVar(&p.dimension, "dimension", 0, dimensionHelp)
+	fl.Float64Var(&p.clip, "clip", 1, clipHelp)
+}
+
+// check validates the flags.
+func (p *privacySchedule) check(cmd *cobra.Command) error {
+	if err := checkFlags(oneOf("mechanism", p.mechanism, "discrete", "gaussian")); err != nil {
+		return err
+	}
+	dimSet, clipSet := cmd.Flags().Changed("dimension"), cmd.Flags().Changed("clip")
+	if p.mechanism == "gaussian" && (dimSet || clipSet) {
+		return errors.New("--dimension and --clip describe DP-SGD's grid, which only --mechanism discrete has")
+	}
+	if clipSet && !dimSet {
+		return errors.New("--clip needs --dimension (the grid depends on both)")
+	}
+	if dimSet && p.dimension < 1 {
+		return fmt.Errorf("--dimension must be at least 1 (the number of noised coordinates), got %d", p.dimension)
+	}
+	return checkPositiveFlag("clip", p.clip)
+}
+
+// sgd returns DP-SGD's settings at noise multiplier sigma; ok is false
+// without --dimension. The expected batch size does not enter the account.
+func (p *privacySchedule) sgd(q, sigma float64) (dp.SGDConfig, bool) {
+	return dp.SGDConfig{ClipNorm: p.clip, NoiseMultiplier: sigma, SamplingRate: q, ExpectedBatchSize: 1, Dimension: p.dimension}, p.dimension > 0
+}
+
+// describe names the mechanism for the text output.
+func (p *privacySchedule) describe() string {
+	switch {
+	case p.mechanism == "gaussian":
+		return "continuous Gaussian"
+	case p.dimension > 0:
+		return fmt.Sprintf("discrete Gaussian on DP-SGD's grid, d = %d, C = %g", p.dimension, p.clip)
+	}
+	return "discrete Gaussian, before DP-SGD's rounding: give --dimension for the trainer's exact charge"
+}
+
+// epsilon accounts steps at rate q and multiplier sigma by RDP; the
+// effective multiplier is returned with --dimension.
+func (p *privacySchedule) epsilon(q, sigma float64, steps int, delta float64) (eps, order, mu float64, err error) {
+	if p.mechanism == "gaussian" {
+		eps, order, err = dp.ScheduleEpsilon(q, sigma, steps, delta)
+		return eps, order, 0, err
+	}
+	if cfg, ok := p.sgd(q, sigma); ok {
+		if mu, err = cfg.EffectiveNoiseMultiplier(); err != nil {
+			return 0, 0, 0, err
+		}
+		eps, order, err = dp.SGDEpsilon(cfg, steps, delta)
+		return eps, order, mu, err
+	}
+	eps, order, err = dp.DiscreteScheduleEpsilon(q, sigma, steps, delta)
+	return eps, order, 0, err
+}
+
+// noise is the smallest multiplier meeting target.
+func (p *privacySchedule) noise(q float64, steps int, target, delta float64) (float64, error) {
+	if p.mechanism == "gaussian" {
+		return dp.NoiseMultiplier(q, steps, target, delta)
+	}
+	if cfg, ok := p.sgd(q, 1); ok {
+		return dp.SGDNoiseMultiplier(cfg, steps, target, delta)
+	}
+	return dp.DiscreteNoiseMultiplier(q, steps, target, delta)
 }
 
 func newPrivacyEpsilonCmd(e *env) *cobra.Command {
@@ -109,24 +205,36 @@ func newPrivacyEpsilonCmd(e *env) *cobra.Command {
 	var delta, pldInterval float64
 	var steps int
 	var accountant, unit string
+	var sched privacySchedule
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "epsilon",
-		Short: "ε spent by a DP-SGD schedule (Poisson-subsampled Gaussian)",
+		Short: "ε spent by a DP-SGD schedule (Poisson-subsampled discrete or continuous Gaussian)",
 		Long: `Print the ε for which --steps steps of the Poisson-subsampled Gaussian
 mechanism with sampling rate --sampling-rate and noise multiplier
 --noise-multiplier (noise standard deviation over the clipping norm) are
 (ε, --delta)-differentially private.
 
+--mechanism discrete (the default) accounts the mechanism veil train and
+veil fed run and charge to their ledgers: the discrete Gaussian (exact
+integer noise). Its Rényi DP equals the continuous Gaussian's at integer
+orders and is bounded by the chord between them at fractional ones, so at
+large ε it is a little above the continuous figure. With --dimension (the
+run's number of noised coordinates, trainable_parameters in veil train's
+report) and --clip, the rounding to DP-SGD's grid is accounted too, and the
+ε is exactly what the trainer and its ledger charge. --mechanism gaussian
+accounts the continuous Gaussian, as the papers and Opacus do.
+
 --accountant rdp (default) reports the minimising Rényi order as well;
 --accountant pld uses the privacy loss distribution (tighter; its grid is
---pld-interval wide).
+--pld-interval wide; continuous Gaussian only).
 
 The ε is per --unit: with identity (the default), each sampled record must
 hold all of one person's faces and be clipped as one; with example, a person
 with k images is protected only at about k times the ε.`,
-		Example: `  veil privacy epsilon --sampling-rate 0.004267 --noise-multiplier 1.1 --steps 14062 --delta 1e-5
-  veil privacy epsilon --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --accountant pld --json`,
+		Example: `  veil privacy epsilon --sampling-rate 0.1268 --noise-multiplier 1.3242 --steps 160 --dimension 557824 --clip 1
+  veil privacy epsilon --sampling-rate 0.004267 --noise-multiplier 1.1 --steps 14062 --mechanism gaussian
+  veil privacy epsilon --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --mechanism gaussian --accountant pld --json`,
 		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkScheduleFlags(q.v, steps); err != nil {
@@ -144,15 +252,25 @@ with k images is protected only at about k times the ε.`,
 			if err := checkFlags(oneOf("accountant", accountant, "rdp", "pld"), positive("pld-interval", pldInterval)); err != nil {
 				return err
 			}
-			rep := privacyEpsilonReport{PrivacyUnit: unit, Accountant: accountant, SamplingRate: q.v, NoiseMultiplier: sigma.v, Steps: steps, Delta: delta}
+			if err := sched.check(cmd); err != nil {
+				return err
+			}
+			rep := privacyEpsilonReport{PrivacyUnit: unit, Accountant: accountant, Mechanism: sched.mechanism, SamplingRate: q.v,
+				NoiseMultiplier: sigma.v, Dimension: sched.dimension, Steps: steps, Delta: delta}
+			if sched.dimension > 0 {
+				rep.Clip = sched.clip
+			}
 			switch accountant {
 			case "rdp":
-				eps, order, err := dp.ScheduleEpsilon(q.v, sigma.v, steps, delta)
+				eps, order, mu, err := sched.epsilon(q.v, sigma.v, steps, delta)
 				if err != nil {
 					return err
 				}
-				rep.Epsilon, rep.Order = eps, &order
+				rep.Epsilon, rep.Order, rep.EffectiveNoiseMultiplier = eps, &order, mu
 			case "pld":
+				if sched.mechanism != "gaussian" {
+					return errors.New("--accountant pld accounts the continuous Gaussian only: add --mechanism gaussian, or use --accountant rdp for the discrete Gaussian the trainer runs")
+				}
 				ev, err := dp.SubsampledGaussianEvent(q.v, sigma.v, steps)
 				if err != nil {
 					return err
@@ -174,10 +292,10 @@ with k images is protected only at about k times the ε.`,
 				return writeJSON(e.stdout, rep)
 			}
 			if rep.Order != nil {
-				_, err := fmt.Fprintf(e.stdout, "ε = %.4f per %s at δ = %g (RDP, order %g)\n", rep.Epsilon, unit, delta, *rep.Order)
+				_, err := fmt.Fprintf(e.stdout, "ε = %s per %s at δ = %g (RDP, order %g; %s)\n", dp.FormatEpsilon(rep.Epsilon), unit, delta, *rep.Order, sched.describe())
 				return err
 			}
-			_, err := fmt.Fprintf(e.stdout, "ε = %.4f per %s at δ = %g (PLD)\n", rep.Epsilon, unit, delta)
+			_, err := fmt.Fprintf(e.stdout, "ε = %s per %s at δ = %g (PLD; %s)\n", dp.FormatEpsilon(rep.Epsilon), unit, delta, sched.describe())
 			return err
 		},
 	}
@@ -186,9 +304,10 @@ with k images is protected only at about k times the ε.`,
 	fl.Var(&sigma, "noise-multiplier", "noise multiplier σ > 0: noise standard deviation over the clip norm (required)")
 	fl.IntVar(&steps, "steps", 0, "number of steps (required)")
 	fl.Float64Var(&delta, "delta", 1e-5, "δ in (0, 1)")
-	fl.StringVar(&accountant, "accountant", "rdp", "accountant: rdp or pld")
+	fl.StringVar(&accountant, "accountant", "rdp", "accountant: rdp or pld (pld: --mechanism gaussian only)")
 	fl.Float64Var(&pldInterval, "pld-interval", 1e-4, "width of the privacy-loss grid of the PLD accountant (coarser is faster and looser)")
 	fl.StringVar(&unit, "unit", "identity", privacyUnitHelp)
+	sched.register(cmd)
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	markRequired(cmd, "sampling-rate", "noise-multiplier", "steps")
 	return cmd
@@ -214,6 +333,9 @@ type privacyNoiseReport struct {
 	Epsilon         float64 `json:"epsilon"`
 	PrivacyUnit     string  `json:"privacy_unit"`
 	Order           float64 `json:"order"`
+	Mechanism       string  `json:"mechanism"`
+	Dimension       int     `json:"dimension,omitempty"`
+	Clip            float64 `json:"clip,omitempty"`
 	TargetEpsilon   float64 `json:"target_epsilon"`
 	SamplingRate    float64 `json:"sampling_rate"`
 	Steps           int     `json:"steps"`
@@ -225,6 +347,7 @@ func newPrivacyNoiseCmd(e *env) *cobra.Command {
 	var delta float64
 	var steps int
 	var unit string
+	var sched privacySchedule
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "noise",
@@ -232,10 +355,17 @@ func newPrivacyNoiseCmd(e *env) *cobra.Command {
 		Long: `Print the smallest noise multiplier σ (relative precision 1e-4, rounded up)
 for which --steps steps at sampling rate --sampling-rate are
 (--epsilon, --delta)-DP by the RDP accountant, and the ε it actually gives,
-per --unit (see veil privacy epsilon --help). A target no amount of noise
-can reach (0.000536 or below at δ = 1e-5) is refused with the reason.`,
-		Example: `  veil privacy noise --epsilon 8 --sampling-rate 0.004267 --steps 14062
-  veil privacy noise --epsilon 0.1 --sampling-rate 0.01 --steps 1000 --delta 1e-6 --json`,
+per --unit (see veil privacy epsilon --help).
+
+--mechanism discrete (the default) calibrates the discrete Gaussian that
+veil train runs; with --dimension and --clip (the run's noised coordinates
+and clip norm) the σ is exactly the one veil train --target-epsilon picks.
+--mechanism gaussian calibrates the continuous Gaussian.
+
+A target no amount of noise can reach (0.000536 or below at δ = 1e-5) is
+refused with the reason.`,
+		Example: `  veil privacy noise --epsilon 8 --sampling-rate 0.1268 --steps 160 --dimension 557824 --clip 1
+  veil privacy noise --epsilon 0.1 --sampling-rate 0.01 --steps 1000 --delta 1e-6 --mechanism gaussian --json`,
 		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkScheduleFlags(q.v, steps); err != nil {
@@ -250,19 +380,26 @@ can reach (0.000536 or below at δ = 1e-5) is refused with the reason.`,
 			if err := checkUnit(unit); err != nil {
 				return err
 			}
-			sigma, err := dp.NoiseMultiplier(q.v, steps, eps.v, delta)
+			if err := sched.check(cmd); err != nil {
+				return err
+			}
+			sigma, err := sched.noise(q.v, steps, eps.v, delta)
 			if err != nil {
 				return err
 			}
-			got, order, err := dp.ScheduleEpsilon(q.v, sigma, steps, delta)
+			got, order, _, err := sched.epsilon(q.v, sigma, steps, delta)
 			if err != nil {
 				return err
 			}
-			rep := privacyNoiseReport{NoiseMultiplier: sigma, Epsilon: got, PrivacyUnit: unit, Order: order, TargetEpsilon: eps.v, SamplingRate: q.v, Steps: steps, Delta: delta}
+			rep := privacyNoiseReport{NoiseMultiplier: sigma, Epsilon: got, PrivacyUnit: unit, Order: order, Mechanism: sched.mechanism,
+				Dimension: sched.dimension, TargetEpsilon: eps.v, SamplingRate: q.v, Steps: steps, Delta: delta}
+			if sched.dimension > 0 {
+				rep.Clip = sched.clip
+			}
 			if asJSON {
 				return writeJSON(e.stdout, rep)
 			}
-			_, err = fmt.Fprintf(e.stdout, "noise multiplier σ = %.4f (ε = %.4f per %s at δ = %g, order %g)\n", sigma, got, unit, delta, order)
+			_, err = fmt.Fprintf(e.stdout, "noise multiplier σ = %.5g (ε = %s per %s at δ = %g, order %g; %s)\n", sigma, dp.FormatEpsilon(got), unit, delta, order, sched.describe())
 			return err
 		},
 	}
@@ -272,6 +409,7 @@ can reach (0.000536 or below at δ = 1e-5) is refused with the reason.`,
 	fl.Var(&eps, "epsilon", "target ε > 0 (required)")
 	fl.Float64Var(&delta, "delta", 1e-5, "δ in (0, 1)")
 	fl.StringVar(&unit, "unit", "identity", privacyUnitHelp)
+	sched.register(cmd)
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	markRequired(cmd, "sampling-rate", "steps", "epsilon")
 	return cmd
@@ -464,8 +602,8 @@ centres without noise, they must not be shared.`,
 					fmt.Fprintf(e.stdout, "  cluster %d: mass %.1f\n", i+1, c.Mass)
 				}
 			}
-			_, err = fmt.Fprintf(e.stdout, "cost (ε, δ) = (%g, %g) (RDP accountant: ε = %.4f); data set %q has spent ε = %.4f of %g at δ = %g; cap occupancy ratio %.3g\n",
-				rep.Epsilon, rep.Delta, rep.AccountantEps, led.Dataset, led.SpentEpsilon, led.BudgetEpsilon, led.BudgetDelta, occ)
+			_, err = fmt.Fprintf(e.stdout, "cost (ε, δ) = (%g, %g) (RDP accountant: ε = %s); data set %q has spent ε = %s of %g at δ = %g; cap occupancy ratio %.3g\n",
+				rep.Epsilon, rep.Delta, dp.FormatEpsilon(rep.AccountantEps), led.Dataset, dp.FormatEpsilon(led.SpentEpsilon), led.BudgetEpsilon, led.BudgetDelta, occ)
 			return err
 		},
 	}
@@ -527,8 +665,8 @@ func chargeDPLCLedger(file, dataset string, budget dp.Budget, setBudget bool, ev
 	spent, err := l.Charge(dataset, events...)
 	if err != nil {
 		if errors.Is(err, dp.ErrBudgetExceeded) {
-			return privacyDPLCLedger{}, fmt.Errorf("refusing to release: this run would bring data set %q to ε = %.4f at δ = %g, over its budget ε = %g: %w",
-				dataset, spent.Epsilon, b.Delta, b.Epsilon, dp.ErrBudgetExceeded)
+			return privacyDPLCLedger{}, fmt.Errorf("refusing to release: this run would bring data set %q to ε = %s at δ = %g, over its budget ε = %g: %w",
+				dataset, dp.FormatEpsilon(spent.Epsilon), b.Delta, b.Epsilon, dp.ErrBudgetExceeded)
 		}
 		return privacyDPLCLedger{}, err
 	}
@@ -653,9 +791,9 @@ non-negative vote counts per answer (at least 2 classes each), e.g.
 				return writeJSON(e.stdout, rep)
 			}
 			fmt.Fprintf(e.stdout, "%d answers, γ = %g, δ = %g, ε per %s\n", a.Answers, gamma, delta, unit)
-			fmt.Fprintf(e.stdout, "  data-dependent ε     %.4f (moment %g)\n", a.Epsilon, a.Moment)
-			fmt.Fprintf(e.stdout, "  data-independent ε   %.4f\n", a.DataIndependentEpsilon)
-			fmt.Fprintf(e.stdout, "  strong composition ε %.4f\n", a.StrongCompositionEpsilon)
+			fmt.Fprintf(e.stdout, "  data-dependent ε     %s (moment %g)\n", dp.FormatEpsilon(a.Epsilon), a.Moment)
+			fmt.Fprintf(e.stdout, "  data-independent ε   %s\n", dp.FormatEpsilon(a.DataIndependentEpsilon))
+			fmt.Fprintf(e.stdout, "  strong composition ε %s\n", dp.FormatEpsilon(a.StrongCompositionEpsilon))
 			if labels {
 				fmt.Fprintf(e.stdout, "  labels %v\n", rep.Labels)
 			}

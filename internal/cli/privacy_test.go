@@ -19,7 +19,7 @@ func runVeil(t *testing.T, stdin string, args ...string) (int, string, string) {
 
 func TestPrivacyEpsilonMNIST(t *testing.T) {
 	code, out, errs := runVeil(t, "", "privacy", "epsilon", "--sampling-rate", "0.004266666666666667",
-		"--noise-multiplier", "1.1", "--steps", "14062", "--delta", "1e-5", "--json")
+		"--noise-multiplier", "1.1", "--steps", "14062", "--delta", "1e-5", "--mechanism", "gaussian", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -34,7 +34,7 @@ func TestPrivacyEpsilonMNIST(t *testing.T) {
 		t.Errorf("MNIST: %s", out)
 	}
 	code, out, errs = runVeil(t, "", "privacy", "epsilon", "--sampling-rate", "0.004266666666666667",
-		"--noise-multiplier", "1.1", "--steps", "14062", "--accountant", "pld", "--json")
+		"--noise-multiplier", "1.1", "--steps", "14062", "--mechanism", "gaussian", "--accountant", "pld", "--json")
 	if code != 0 {
 		t.Fatalf("pld exit %d: %s", code, errs)
 	}
@@ -55,7 +55,7 @@ func TestPrivacyEpsilonMNIST(t *testing.T) {
 
 func TestPrivacyNoise(t *testing.T) {
 	code, out, errs := runVeil(t, "", "privacy", "noise", "--sampling-rate", "0.004266666666666667",
-		"--steps", "14062", "--epsilon", "2.597", "--delta", "1e-5", "--json")
+		"--steps", "14062", "--epsilon", "2.597", "--delta", "1e-5", "--mechanism", "gaussian", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -275,7 +275,7 @@ func TestPrivacyMessagesAndUnits(t *testing.T) {
 	}{
 		{"zero steps", []string{"epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "0"}, "--steps must be at least 1"},
 		{"noise zero steps", []string{"noise", "--sampling-rate", "0.1", "--epsilon", "1", "--steps", "0"}, "--steps must be at least 1"},
-		{"pld too fine", []string{"epsilon", "--sampling-rate", "0.5", "--noise-multiplier", "0.3", "--steps", "3", "--accountant", "pld", "--pld-interval", "1e-6"}, "--pld-interval"},
+		{"pld too fine", []string{"epsilon", "--sampling-rate", "0.5", "--noise-multiplier", "0.3", "--steps", "3", "--mechanism", "gaussian", "--accountant", "pld", "--pld-interval", "1e-6"}, "--pld-interval"},
 		{"unreachable ε", []string{"noise", "--sampling-rate", "0.01", "--steps", "1000", "--epsilon", "0.0001"}, "cannot be reached"},
 		{"δ of one", []string{"noise", "--sampling-rate", "0.01", "--steps", "1000", "--epsilon", "1", "--delta", "1"}, "between 0 and 1"},
 		{"bad unit", []string{"epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "3", "--unit", "face"}, "--unit must be identity or example"},
@@ -317,7 +317,7 @@ func TestPrivacyMessagesAndUnits(t *testing.T) {
 		want  string
 	}{
 		{[]string{"epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "10", "--json"}, "", "identity"},
-		{[]string{"epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "10", "--accountant", "pld", "--unit", "example", "--json"}, "", "example"},
+		{[]string{"epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "10", "--mechanism", "gaussian", "--accountant", "pld", "--unit", "example", "--json"}, "", "example"},
 		{[]string{"noise", "--sampling-rate", "0.01", "--steps", "10", "--epsilon", "2", "--unit", "example", "--json"}, "", "example"},
 		{[]string{"pate", "--json", "-"}, `[[5,1],[3,3]]`, "identity"},
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/internal/progress"
 	"github.com/veil-privacy/veil/nn/arch"
@@ -336,15 +337,15 @@ func printTrainSummary(w io.Writer, r *training.Report, o training.Options) {
 		if r.PrivacyUnit == string(train.UnitIdentity) {
 			units = "people"
 		}
-		fmt.Fprintf(w, "privacy: ε = %.3f at δ = %g per %s (DP-SGD on N = %d %s, sampling rate q = %.4f, noise σ = %.3f, clip C = %g)\n",
-			*r.Epsilon, r.Delta, r.PrivacyUnit, r.PrivacyUnits, units, r.SamplingQ, r.NoiseMult, r.Clip)
+		fmt.Fprintf(w, "privacy: ε = %s at δ = %g per %s (DP-SGD on N = %d %s, sampling rate q = %.4f, noise σ = %.3f, clip C = %g)\n",
+			dp.FormatEpsilon(*r.Epsilon), r.Delta, r.PrivacyUnit, r.PrivacyUnits, units, r.SamplingQ, r.NoiseMult, r.Clip)
 	case r.NonPrivateSteps > 0 && r.TrainSet != "mtfl":
 		fmt.Fprintf(w, "privacy: none: trained on private data without DP, ε is unbounded\n")
 	case r.TrainSet == "mtfl" && !r.DP:
 		fmt.Fprintf(w, "privacy: public data only, nothing private spent\n")
 	}
 	if r.Ledger != "" {
-		fmt.Fprintf(w, "privacy ledger: %s, budget ε = %g, charged ε = %.3f\n", r.Ledger, r.BudgetEpsilon, r.LedgerEpsilon)
+		fmt.Fprintf(w, "privacy ledger: %s, budget ε = %g, charged ε = %s\n", r.Ledger, r.BudgetEpsilon, dp.FormatEpsilon(r.LedgerEpsilon))
 	}
 	fmt.Fprintf(w, "LFW development pairs: accuracy %.4f (threshold %.3f)", r.DevAccuracy, r.Threshold)
 	if r.InitAccuracy != nil {
@@ -402,7 +403,7 @@ func (p *trainProgress) event(ev training.Event) {
 	case training.EventEpoch:
 		line := fmt.Sprintf("epoch %d/%d mean loss %.4f", ev.Epoch, ev.Epochs, ev.Loss)
 		if pr := ev.Privacy; pr.Steps > 0 && pr.Bounded() {
-			line += fmt.Sprintf(" ε = %.3f per %s", pr.Epsilon, pr.Unit)
+			line += fmt.Sprintf(" ε = %s per %s", dp.FormatEpsilon(pr.Epsilon), pr.Unit)
 		}
 		if p.plain {
 			fmt.Fprintln(p.w, line)
