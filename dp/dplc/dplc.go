@@ -568,8 +568,43 @@ func unit(v []float64) ([]float32, float64) {
 	return out, norm
 }
 
+// CheckCentres reports whether Run accepts the centres: at least one row,
+// all of the same positive dimension, none zero or with a non-finite
+// value. Run checks the same; call CheckCentres before charging a ledger,
+// so that input Run would refuse never costs privacy. The error names the
+// row, never its values.
+func CheckCentres(centres [][]float32) error {
+	n := len(centres)
+	if n == 0 {
+		return errors.New("dplc: no class centres")
+	}
+	d := len(centres[0])
+	if d == 0 {
+		return errors.New("dplc: class centres have dimension 0")
+	}
+	for i, c := range centres {
+		if len(c) != d {
+			return fmt.Errorf("dplc: centre %d has dimension %d, want %d", i, len(c), d)
+		}
+		var ss float64
+		for _, v := range c {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("dplc: centre %d is not finite", i)
+			}
+			ss += float64(v) * float64(v)
+		}
+		if ss == 0 {
+			return fmt.Errorf("dplc: centre %d is zero (it has no direction)", i)
+		}
+	}
+	return nil
+}
+
 // normalised checks the centres and returns them as unit rows, row-major.
 func normalised(centres [][]float32) (w []float32, n, d int, err error) {
+	if err := CheckCentres(centres); err != nil {
+		return nil, 0, 0, err
+	}
 	n = len(centres)
 	if n == 0 {
 		return nil, 0, 0, errors.New("dplc: no class centres")
@@ -587,7 +622,7 @@ func normalised(centres [][]float32) (w []float32, n, d int, err error) {
 		for _, v := range c {
 			ss += float64(v) * float64(v)
 		}
-		if math.IsNaN(ss) || math.IsInf(ss, 0) || ss == 0 {
+		if math.IsNaN(ss) || math.IsInf(ss, 0) || ss == 0 { // CheckCentres refused these
 			return nil, 0, 0, fmt.Errorf("dplc: centre %d is zero or not finite", i)
 		}
 		inv := 1 / math.Sqrt(ss)

@@ -578,6 +578,21 @@ func TestRunRejects(t *testing.T) {
 		if _, err := Run(c, good, nil); err == nil {
 			t.Errorf("%s centres accepted", name)
 		}
+		if err := CheckCentres(c); err == nil {
+			t.Errorf("CheckCentres accepted %s centres", name)
+		}
+	}
+	for name, c := range map[string][][]float32{
+		"inf":        {{1, 0}, {float32(math.Inf(1)), 1}},
+		"nan second": {{1, 0}, {1, float32(math.NaN())}},
+		"zero last":  {{1, 0}, {0, 1}, {0, 0}},
+	} {
+		if err := CheckCentres(c); err == nil || strings.Contains(err.Error(), "NaN") {
+			t.Errorf("CheckCentres(%s): %v", name, err)
+		}
+	}
+	if err := CheckCentres([][]float32{{1, 0}, {0, 1e-30}}); err != nil {
+		t.Errorf("CheckCentres refused a tiny but non-zero row: %v", err)
 	}
 }
 
@@ -613,7 +628,7 @@ func TestReadCentres(t *testing.T) {
 	if err != nil || len(c) != 2 || c[1][2] != float32(-2e-3) {
 		t.Fatalf("ReadCentres: %v %v", c, err)
 	}
-	for _, bad := range []string{``, `[]`, `[[]]`, `[[1,2],[3]]`, `[["a"]]`, `{"x":1}`, `[[1e300]]`, `[[1]] [[2]]`} {
+	for _, bad := range []string{``, `[]`, `[[]]`, `[[1,2],[3]]`, `[["a"]]`, `{"x":1}`, `[[1e300]]`, `[[1]] [[2]]`, `[[1,0],[0,0]]`, `[[1e-50]]`} {
 		if _, err := ReadCentres(strings.NewReader(bad)); err == nil {
 			t.Errorf("ReadCentres(%q) accepted", bad)
 		}

@@ -13,7 +13,8 @@ const MaxFileBytes = 1 << 30
 
 // ReadCentres parses a centres file: a JSON array of equal-length arrays of
 // finite numbers, one per class centre, e.g. [[0.1, 0.2], [0.3, -0.4]].
-// It refuses empty input, ragged rows, non-numbers and non-finite values.
+// It refuses empty input, ragged rows, non-numbers, non-finite values and
+// rows that are zero in float32 (CheckCentres).
 func ReadCentres(r io.Reader) ([][]float32, error) {
 	dec := json.NewDecoder(io.LimitReader(r, MaxFileBytes))
 	var rows [][]float64
@@ -43,6 +44,9 @@ func ReadCentres(r io.Reader) ([][]float32, error) {
 			}
 			out[i][j] = f
 		}
+	}
+	if err := CheckCentres(out); err != nil {
+		return nil, fmt.Errorf("class centres: %w", err)
 	}
 	return out, nil
 }

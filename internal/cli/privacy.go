@@ -537,9 +537,18 @@ centres without noise, they must not be shared.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
+			// Everything that can refuse the input is checked before the
+			// ledger is charged: a refused run costs nothing.
+			if err := dplc.CheckCentres(centres); err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
 			cal, err := dplc.Calibrate(p, len(centres[0]))
 			if err != nil {
 				return err
+			}
+			occ, err := dplc.OccupancyRatio(len(centres[0]), p.Margin)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
 			}
 			if ledgerFile == "" {
 				return errors.New("--ledger is required: every release is charged to the data set's privacy budget kept in that file")
@@ -568,10 +577,6 @@ centres without noise, they must not be shared.`,
 			}
 			if !reflect.DeepEqual(res.Events, cal.Events) { // calibration is deterministic; never print an uncharged release
 				return errors.New("dplc: the run's privacy charge differs from the one recorded in the ledger; nothing released")
-			}
-			occ, err := dplc.OccupancyRatio(len(centres[0]), p.Margin)
-			if err != nil {
-				return err
 			}
 			rep := privacyDPLCReport{PrivacyUnit: "identity", Dimension: len(centres[0]), Clusters: []privacyDPLCCluster{},
 				Epsilon: p.Epsilon, Delta: p.Delta, AccountantEps: res.Epsilon, SeedNoise: res.SeedNoise, CentreNoise: res.CentreNoise,
