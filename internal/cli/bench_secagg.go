@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/internal/progress"
 	"github.com/veil-privacy/veil/secagg/dphe"
 	"github.com/veil-privacy/veil/secagg/paillier"
@@ -316,6 +317,12 @@ type dpheBenchReport struct {
 	DecryptS        float64   `json:"decrypt_s"`
 	SumMaxAbsError  float64   `json:"sum_max_abs_error"`
 	FracBits        int       `json:"frac_bits"`
+	// Every contribution carries DP noise (dphe.Privacy): the clip, noise
+	// multiplier and threshold used, and one contribution's ε at δ = 1e-5.
+	Clip                float64 `json:"clip"`
+	NoiseMultiplier     float64 `json:"noise_multiplier"`
+	Threshold           float64 `json:"threshold"`
+	ContributionEpsilon float64 `json:"contribution_epsilon"`
 	// Dense element-wise Paillier: every one of the weights encrypted.
 	DenseUserEncryptS    float64 `json:"dense_user_encrypt_s"`
 	DenseUserEncryptCPUS float64 `json:"dense_user_encrypt_cpu_s"`
@@ -385,7 +392,8 @@ func newBenchDPHECmd(e *env) *cobra.Command {
 			fmt.Fprintf(e.stdout, "DPHE: %d×%d weights, %d users, sparsity %.2f, capacity M=%d, %d-bit key, %s randomness, %d cores\n",
 				r.Dim, r.Classes, r.Users, r.Sparsity, r.Capacity, r.Bits, r.Randomness, r.Cores)
 			fmt.Fprintf(e.stdout, "  per user: encrypt %.2f s, %d bytes in %d message(s)\n", r.UserEncryptS, r.UserBytes, r.UserMessages)
-			fmt.Fprintf(e.stdout, "  aggregate %.2f s, decrypt %.2f s, max |error| %.3g\n", r.AggregateS, r.DecryptS, r.SumMaxAbsError)
+			fmt.Fprintf(e.stdout, "  each contribution: clip %g, noise σ = %g, threshold %g·σC: ε = %s per user at δ = 1e-5\n", r.Clip, r.NoiseMultiplier, r.Threshold, dp.FormatEpsilon(r.ContributionEpsilon))
+			fmt.Fprintf(e.stdout, "  aggregate %.2f s, decrypt %.2f s, max |sum − noiseless sum| %.3g (the noise)\n", r.AggregateS, r.DecryptS, r.SumMaxAbsError)
 			fmt.Fprintf(e.stdout, "  dense element-wise per user: encrypt %.2f s, %d bytes (extrapolated from %d encryptions)\n", r.DenseUserEncryptS, r.DenseUserBytes, r.DenseSample)
 			fmt.Fprintf(e.stdout, "  speed-up of user encryption: %.1f×\n", r.Speedup)
 			return nil
@@ -404,6 +412,13 @@ func newBenchDPHECmd(e *env) *cobra.Command {
 	insecureKeyFlag(cmd, &unsafe)
 	return cmd
 }
+
+// The DP step of the bench's contributions (dphe.Privacy).
+const (
+	benchDPHEClip      = 1.0
+	benchDPHESigma     = 1.0
+	benchDPHEThreshold = 3.0
+)
 
 // dpheBenchParams are the settings of `veil bench dphe`.
 type dpheBenchParams struct {
@@ -461,6 +476,17 @@ func benchDPHE(e *env, p dpheBenchParams) (*dpheBenchReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each contribution is clipped, noised and thresholded (dphe.Privacy),
+	// charged to a ledger of the bench's own.
+	r.Clip, r.NoiseMultiplier, r.Threshold = benchDPHEClip, benchDPHESigma, benchDPHEThreshold
+	ledger, err := dp.NewLedger(dp.LedgerOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if err := ledger.SetBudget("bench", dp.Budget{Epsilon: 1e300, Delta: 1e-5}); err != nil {
+		return nil, err
+	}
+	priv := &dphe.Privacy{Clip: benchDPHEClip, NoiseMultiplier: benchDPHESigma, Threshold: benchDPHEThreshold, Ledger: ledger, Principal: "bench"}
 	perUserSample := (denseSample + users - 1) / users
 	r.DenseSample = perUserSample * users
 	r.DenseUserBytes = d * pk.CiphertextSize() // exact: one fixed-width ciphertext per weight
@@ -468,16 +494,21 @@ func benchDPHE(e *env, p dpheBenchParams) (*dpheBenchReport, error) {
 	var allMsgs [][]byte
 	for _, id := range ids {
 		upd := make([]float64, d)
+		var ss float64
 		for _, i := range rng.Perm(d)[:nz] {
 			upd[i] = float64(float32(rng.NormFloat64() * 0.01))
 			if upd[i] == 0 {
 				upd[i] = 1e-3
 			}
-			want[i] += upd[i]
+			ss += upd[i] * upd[i]
+		}
+		clip := min(1, benchDPHEClip/math.Sqrt(ss))
+		for i, x := range upd {
+			want[i] += x * clip // what the sum would be without noise
 		}
 		report, finish := barProgress(e, fmt.Sprintf("user %d: encrypting %d non-zeros of %d (with padding)", id, nz, d), p.quiet)
 		t0 = time.Now()
-		u, err := dphe.NewUser(setup.Users[id], dphe.UserOptions{Encrypter: encOpts, Progress: report})
+		u, err := dphe.NewUser(setup.Users[id], dphe.UserOptions{Encrypter: encOpts, Progress: report, Privacy: priv})
 		if err != nil {
 			return nil, err
 		}
@@ -531,13 +562,32 @@ func benchDPHE(e *env, p dpheBenchParams) (*dpheBenchReport, error) {
 		return nil, err
 	}
 	r.DecryptS = time.Since(t0).Seconds()
-	tol := float64(users) * math.Ldexp(1, -fracBits)
+	// Each user's released coordinate is its clipped value plus noise, or 0
+	// when that is within threshold·σC: off by at most (threshold + 7)·σC
+	// (noise beyond 7σC has probability 2.6e-12 per coordinate). The
+	// package's tests check that sums are exact.
+	sd := benchDPHESigma * benchDPHEClip
+	tol := float64(users) * ((benchDPHEThreshold+7)*sd + math.Ldexp(1, -fracBits))
 	for i := range want {
 		diff := math.Abs(res.Sum[i] - want[i])
 		r.SumMaxAbsError = max(r.SumMaxAbsError, diff)
 	}
 	if r.SumMaxAbsError > tol {
 		return nil, fmt.Errorf("DPHE sum is wrong: max |error| %g exceeds %g", r.SumMaxAbsError, tol)
+	}
+	one, err := dphe.ContributionEvent(*priv, d)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := dp.NewAccountant(nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := acct.Add(one); err != nil {
+		return nil, err
+	}
+	if r.ContributionEpsilon, _, err = acct.Epsilon(1e-5); err != nil {
+		return nil, err
 	}
 
 	// Dense decryption: decrypt a sample of dense ciphertexts and extrapolate.

@@ -33,7 +33,7 @@ func playRound(t *testing.T, kg *KeyGenerator, round uint64, ids []uint32, dim, 
 	for _, id := range ids {
 		upd := sparseUpdate(rng, dim, nz)
 		p.updates[id] = upd
-		msgs, err := w.users[id].EncryptMessages(upd)
+		msgs, err := w.users[id].encryptExactMessages(upd)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,9 @@
 // Homomorphic Encryption", Algorithm 1 and Sections 2.3–2.5) for summing
 // sparse updates that the aggregator cannot read, hardened so that a
 // malicious aggregator cannot make the key generator decrypt anything but
-// the complete sum of at least three users' updates, once per round.
+// the complete sum of at least three users' updates, once per round, and
+// with each update differentially private on its own (Privacy), since the
+// key generator reads the sum.
 //
 // Three roles, each a type:
 //
@@ -15,7 +17,12 @@
 //     secret checksum offset t per user. It hands UserKeys to each user and
 //     AggregatorKeys to the aggregator, and later decrypts and reorders only
 //     an authenticated aggregate.
-//   - User decomposes a sparse update w into its non-zero values v and their
+//   - User first releases its update with its own differential-privacy
+//     noise (Privacy, required: clip to L2 norm C, exact discrete Gaussian
+//     noise of standard deviation σC on every coordinate, charged to the
+//     user's dp.Ledger before anything is drawn; optionally a threshold
+//     that zeroes small noisy coordinates to keep the update sparse). It
+//     then decomposes the noisy update w into its non-zero values v and their
 //     support K, shards it when it has more than M non-zeros, pads every
 //     shard to exactly M entries with encryptions of zero at random unused
 //     positions (so the aggregator does not learn the number of non-zeros),
@@ -81,6 +88,26 @@
 // coordinate shifted, two positions swapped, a user counted twice, a round
 // replayed — are refused.
 //
+// # Differential privacy of each contribution
+//
+// Secure aggregation hides an update from the aggregator, not from the
+// key generator, which decrypts the sum: "at least three users" protects
+// no one when the other users' contributions are known to it (users who
+// send zeros, send the same update in two rounds, or collude with the key
+// generator), since the sum minus them is the victim's update. So every
+// contribution carries its own noise (Privacy) and is, alone, a Gaussian
+// mechanism with the ε its ledger charges, whatever the others send: the
+// noise is not shared out among the users (as in distributed DP, where
+// each adds a fraction), because the others may add none.
+// TestColludersLearnOnlyNoisyUpdate plays two colluders sending zeros
+// and finds, in the decrypted sum, the victim's clipped update plus noise
+// of standard deviation σC; TestColludersCannotTellVictimsUpdate shows
+// their best test between two updates at the Gaussian's accuracy, where
+// without noise it is always right. The noise makes updates dense unless
+// Privacy.Threshold zeroes small noisy coordinates (post-processing,
+// free); the number of shards ⌈nz/M⌉ then depends on the noisy release
+// only, so it is covered by the same guarantee.
+//
 // # What each party can and cannot learn
 //
 // Users (semi-honest, non-colluding with the aggregator, as in the paper)
@@ -105,7 +132,9 @@
 // sums), the product of the checksums, the tags with the message digests,
 // and so which users took part and the number of shards of each (⌈nz/M⌉,
 // which the aggregator also sees). It decrypts the sum of at least three
-// users' complete updates once per round, as in the paper. One residue
+// users' complete noisy contributions once per round, as in the paper,
+// and learns about any one user no more than that user's own noise allows
+// (see above), even if it knows every other contribution. One residue
 // remains, outside the paper's model: it must decrypt before it can test
 // the checksum, so when a malicious aggregator submits a forgery (say one
 // user's ciphertexts under three users' tags) the key generator computes

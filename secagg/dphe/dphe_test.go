@@ -65,7 +65,7 @@ func newRoundWorld(t testing.TB, kg *KeyGenerator, round uint64, dim, capacity i
 	}
 	w := &world{kg: kg, setup: setup, users: map[uint32]*User{}}
 	for _, id := range ids {
-		u, err := NewUser(setup.Users[id], UserOptions{Encrypter: paillier.EncrypterOptions{Randomness: paillier.RandomnessShortExponent, ExponentBits: 256, PoolSize: 1}})
+		u, err := NewUser(setup.Users[id], UserOptions{Encrypter: paillier.EncrypterOptions{Randomness: paillier.RandomnessShortExponent, ExponentBits: 256, PoolSize: 1}, Privacy: testPrivacy(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestSumIsExact(t *testing.T) {
 				for i, x := range upd {
 					want[i] += x
 				}
-				msgs, err := w.users[id].Encrypt(upd)
+				msgs, err := w.users[id].encryptExact(upd)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -156,7 +156,7 @@ func TestFloat32Update(t *testing.T) {
 	w := newWorld(t, testKey(t), 1, 4, 2, []uint32{1, 2, 3}, nil)
 	updates := [][]float32{{0.5, 0, 0, -0.25}, {0, 1.5, 0, 0}, {0, 0, 0, 2}}
 	for i, id := range []uint32{1, 2, 3} {
-		msgs, err := w.users[id].Encrypt32(updates[i])
+		msgs, err := w.users[id].encryptExact32(updates[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +224,7 @@ func TestAggregatorViewIndependentOfSupport(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			u, err := NewUser(setup.Users[1], UserOptions{Random: seeded(round), Encrypter: paillier.EncrypterOptions{PoolSize: 1}})
+			u, err := NewUser(setup.Users[1], UserOptions{Random: seeded(round), Encrypter: paillier.EncrypterOptions{PoolSize: 1}, Privacy: testPrivacy(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +232,7 @@ func TestAggregatorViewIndependentOfSupport(t *testing.T) {
 			for _, i := range sup {
 				upd[i] = 1 // binary weights: all information is in the support
 			}
-			msgs, err := u.EncryptMessages(upd)
+			msgs, err := u.encryptExactMessages(upd)
 			if err != nil || len(msgs) != 1 {
 				t.Fatalf("%v, %d messages", err, len(msgs))
 			}
@@ -287,7 +287,7 @@ func TestMessageSizeHidesNonZeroCount(t *testing.T) {
 		for j := 0; j < nz; j++ {
 			upd[j*3] = float64(j + 1)
 		}
-		msgs, err := w.users[uint32(i+1)].Encrypt(upd)
+		msgs, err := w.users[uint32(i+1)].encryptExact(upd)
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("%v, %d messages", err, len(msgs))
 		}
@@ -315,7 +315,7 @@ func TestKeyGeneratorSeesOnlySums(t *testing.T) {
 		w := newRoundWorld(t, kg, uint64(10+r), 4, 2, ids)
 		userCts := map[string]bool{}
 		for i, id := range ids {
-			msgs, err := w.users[id].EncryptMessages(split[i])
+			msgs, err := w.users[id].encryptExactMessages(split[i])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -366,7 +366,7 @@ func TestKeyGeneratorSeesOnlySums(t *testing.T) {
 func TestAggregatorRefusesFewerThanThreeUsers(t *testing.T) {
 	w := newWorld(t, testKey(t), 1, 8, 2, []uint32{1, 2, 3}, nil)
 	for _, id := range []uint32{1, 2} {
-		msgs, _ := w.users[id].Encrypt(make([]float64, 8))
+		msgs, _ := w.users[id].encryptExact(make([]float64, 8))
 		for _, m := range msgs {
 			if err := w.agg.Receive(m); err != nil {
 				t.Fatal(err)
@@ -388,7 +388,7 @@ func TestRejectsBadMessages(t *testing.T) {
 	old := newWorld(t, key, 4, 12, 3, ids, nil)
 	w := newRoundWorld(t, old.kg, 5, 12, 3, ids)
 	upd := []float64{1, 0, 2, 0, 0, 3, 0, 4, 0, 0, 0, 5} // 5 non-zeros → 2 shards
-	msgs, err := w.users[1].Encrypt(upd)
+	msgs, err := w.users[1].encryptExact(upd)
 	if err != nil || len(msgs) != 2 {
 		t.Fatalf("%v, %d messages", err, len(msgs))
 	}
@@ -409,9 +409,9 @@ func TestRejectsBadMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	ow := newWorld(t, otherKey, 5, 12, 3, ids, nil)
-	foreign, _ := ow.users[1].Encrypt(upd)
+	foreign, _ := ow.users[1].encryptExact(upd)
 	// The old round of the same key generator.
-	oldMsgs, _ := old.users[1].Encrypt(upd)
+	oldMsgs, _ := old.users[1].encryptExact(upd)
 
 	cases := []struct {
 		name string
@@ -466,7 +466,7 @@ func TestRejectsBadMessages(t *testing.T) {
 	}
 	// Users 2 and 3 complete; user 1 lacks its second shard.
 	for _, id := range []uint32{2, 3} {
-		ms, _ := w.users[id].Encrypt(make([]float64, 12))
+		ms, _ := w.users[id].encryptExact(make([]float64, 12))
 		for _, m := range ms {
 			if err := w.agg.Receive(m); err != nil {
 				t.Fatal(err)
@@ -509,7 +509,7 @@ func TestRejectsBadMessages(t *testing.T) {
 		t.Fatalf("foreign aggregate: %v", err)
 	}
 	// A user cannot encrypt twice in a round.
-	if _, err := w.users[1].Encrypt(upd); err == nil {
+	if _, err := w.users[1].encryptExact(upd); err == nil {
 		t.Fatal("second Encrypt in a round accepted")
 	}
 }

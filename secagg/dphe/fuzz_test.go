@@ -7,7 +7,7 @@ import (
 func FuzzDecodeMessage(f *testing.F) {
 	key := testKey(f)
 	w := newWorld(f, key, 1, 6, 2, []uint32{1, 2, 3}, nil)
-	msgs, err := w.users[1].Encrypt([]float64{1, 0, 0, 2, 0, 3})
+	msgs, err := w.users[1].encryptExact([]float64{1, 0, 0, 2, 0, 3})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func FuzzDecodeAggregate(f *testing.F) {
 	key := testKey(f)
 	w := newWorld(f, key, 1, 4, 2, []uint32{1, 2, 3}, nil)
 	for _, id := range []uint32{1, 2, 3} {
-		msgs, _ := w.users[id].Encrypt([]float64{1, 0, 0, 2})
+		msgs, _ := w.users[id].encryptExact([]float64{1, 0, 0, 2})
 		for _, m := range msgs {
 			if err := w.agg.Receive(m); err != nil {
 				f.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/secagg/paillier"
 )
 
@@ -21,6 +22,9 @@ type UserOptions struct {
 	Random io.Reader
 	// Progress, if not nil, is told about every encryption of Encrypt.
 	Progress paillier.Progress
+	// Privacy is the DP noise every contribution carries (required; see
+	// Privacy).
+	Privacy *Privacy
 }
 
 // User is one data owner U⁽ⁿ⁾ in one round (Algorithm 1, steps 3–4).
@@ -30,15 +34,22 @@ type User struct {
 	fp       *paillier.FixedPoint
 	random   io.Reader
 	progress paillier.Progress
+	privacy  Privacy
+	event    dp.Event // what one contribution costs
+	noise    *dp.Source
 
 	mu   sync.Mutex
 	sent bool
 }
 
-// NewUser checks the keys and prepares encryption.
+// NewUser checks the keys and the privacy options and prepares
+// encryption. It refuses a user without Privacy.
 func NewUser(keys *UserKeys, opts UserOptions) (*User, error) {
 	if keys == nil || keys.PublicKey == nil {
 		return nil, fmt.Errorf("dphe: user: missing keys")
+	}
+	if err := opts.Privacy.validate(); err != nil {
+		return nil, err
 	}
 	if keys.Dim < 1 || keys.Dim > MaxDim || keys.Capacity < 1 || keys.Capacity > keys.Dim {
 		return nil, fmt.Errorf("dphe: user %d: dimension %d / capacity %d invalid", keys.UserID, keys.Dim, keys.Capacity)
@@ -67,14 +78,30 @@ func NewUser(keys *UserKeys, opts UserOptions) (*User, error) {
 	if random == nil {
 		random = rand.Reader
 	}
-	return &User{keys: keys, enc: enc, fp: fp, random: random, progress: opts.Progress}, nil
+	ev, err := ContributionEvent(*opts.Privacy, keys.Dim)
+	if err != nil {
+		return nil, err
+	}
+	ev.Label = fmt.Sprintf("dphe contribution, round %d", keys.Round)
+	noise := opts.Privacy.Source
+	if noise == nil {
+		if noise, err = dp.NewSource(); err != nil {
+			return nil, fmt.Errorf("dphe: user %d: %w", keys.UserID, err)
+		}
+	}
+	return &User{keys: keys, enc: enc, fp: fp, random: random, progress: opts.Progress, privacy: *opts.Privacy, event: ev, noise: noise}, nil
 }
+
+// Event returns the privacy event one contribution charges.
+func (u *User) Event() dp.Event { return u.event }
 
 // Encrypter returns the user's Paillier encrypter, e.g. to precompute randomness.
 func (u *User) Encrypter() *paillier.Encrypter { return u.enc }
 
-// Encrypt turns a D-dimensional update into ⌈nz/M⌉ messages (at least one),
-// each with exactly M entries, and encodes them. A user encrypts once per round.
+// Encrypt releases a D-dimensional update with the user's DP noise (see
+// Privacy; the ledger is charged first), turns the noisy update into
+// ⌈nz/M⌉ messages (at least one), each with exactly M entries, and encodes
+// them. A user encrypts once per round.
 func (u *User) Encrypt(update []float64) ([][]byte, error) {
 	msgs, err := u.EncryptMessages(update)
 	if err != nil {
@@ -98,23 +125,51 @@ func (u *User) Encrypt32(update []float32) ([][]byte, error) {
 	return u.Encrypt(w)
 }
 
-// EncryptMessages is Encrypt without the final encoding.
+// EncryptMessages is Encrypt without the final encoding. The update is
+// checked (length, finite values) before the ledger is charged; a refused
+// charge (budget exceeded, wrapping dp.ErrBudgetExceeded) encrypts nothing
+// and leaves the user free to try again with more budget.
 func (u *User) EncryptMessages(update []float64) ([]*Message, error) {
 	k := u.keys
-	if len(update) != k.Dim {
-		return nil, fmt.Errorf("dphe: user %d: update of length %d, round dimension is %d", k.UserID, len(update), k.Dim)
+	if err := u.checkUpdate(update); err != nil {
+		return nil, err
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.sent {
 		return nil, fmt.Errorf("dphe: user %d already encrypted its update for round %d", k.UserID, k.Round)
 	}
+	if _, err := u.privacy.Ledger.Charge(u.privacy.Principal, u.event); err != nil {
+		return nil, fmt.Errorf("dphe: user %d: refusing to contribute: %w", k.UserID, err)
+	}
+	return u.encryptLocked(u.privacy.release(update, u.noise))
+}
+
+// checkUpdate validates an update's length and values.
+func (u *User) checkUpdate(update []float64) error {
+	k := u.keys
+	if len(update) != k.Dim {
+		return fmt.Errorf("dphe: user %d: update of length %d, round dimension is %d", k.UserID, len(update), k.Dim)
+	}
+	for i, x := range update {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("dphe: user %d: non-finite value at coordinate %d", k.UserID, i)
+		}
+	}
+	return nil
+}
+
+// encryptLocked encrypts update exactly as given (the released, noisy
+// update: EncryptMessages is the only caller outside tests) and marks the
+// round as sent. u.mu is held.
+func (u *User) encryptLocked(update []float64) ([]*Message, error) {
+	k := u.keys
+	if err := u.checkUpdate(update); err != nil {
+		return nil, err
+	}
 	// Step 3: decompose w into support K and values v.
 	var support []uint32
 	for i, x := range update {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil, fmt.Errorf("dphe: user %d: non-finite value at coordinate %d", k.UserID, i)
-		}
 		if x != 0 {
 			support = append(support, uint32(i))
 		}
