@@ -47,7 +47,9 @@ type Privacy struct {
 	// contributed. It must have a budget in Ledger.
 	Principal string
 	// Source draws the noise; nil means a fresh crypto/rand-seeded
-	// dp.Source (dp.NewSeededSource is for tests only).
+	// dp.Source per user (dp.NewSeededSource is for tests only). A Source
+	// is not safe for concurrent use: do not share one between users that
+	// encrypt at the same time.
 	Source *dp.Source
 }
 
