@@ -30,8 +30,8 @@ type compareFlags struct {
 // registerCompare adds the flags that choose faces and the threshold.
 func (c *compareFlags) registerCompare(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.IntVar(&c.faceA, "face-a", -1, "compare this face of the first photo: its number in the listing (-1: the largest face)")
-	fl.IntVar(&c.faceB, "face-b", -1, "compare this face of the second photo: its number in the listing (-1: the largest face)")
+	fl.IntVar(&c.faceA, "face-a", 0, "compare this face of the first photo: its number in the listing, from 1, as veil detect numbers and draws it (0: the largest face)")
+	fl.IntVar(&c.faceB, "face-b", 0, "compare this face of the second photo: its number in the listing, from 1, as veil detect numbers and draws it (0: the largest face)")
 	fl.Float64Var(&c.threshold, "threshold", 0, "call the faces the same person at or below this distance (default: the threshold measured on LFW's development training pairs)")
 	fl.StringVar(&c.lfw, "lfw", "", "with --head and no --threshold: LFW folder whose development pairs choose the head's threshold (default: <data>/lfw)")
 }
@@ -55,15 +55,16 @@ calls the same and how many different-person pairs it calls different).
 --threshold replaces it. Changing --detector or --align moves distances a little;
 the threshold was measured with the defaults.
 
-Which faces: every face found is listed with its number and box; of several,
-the largest is compared (in a portrait, selfie or group photo the person the
-photo is about is usually the nearest, wherever the framing puts them), and
---face-a N / --face-b N pick another. The output names the compared faces and
-their boxes. When --detector finds no face in a photo, both detectors are
-tried together (as --detector both: either alone at --min-score, or both
-at lower scores, which finds most faces of greyscale photos) and the output
-says which found the faces; a photo where none is found is an error naming
-the photo.
+Which faces: every face found is listed with its number (from 1) and box; of
+several, the largest is compared (in a portrait, selfie or group photo the
+person the photo is about is usually the nearest, wherever the framing puts
+them), and --face-a N / --face-b N pick another. The faces and their numbers
+are those veil detect lists and draws (--draw) with the same --detector, whose
+default, both, is detect's and search's: either network alone at --min-score,
+or both at lower scores, which finds most faces of greyscale photos. The output
+names the compared faces and their boxes. With --detector ssd or tiny, when that
+detector finds no face in a photo both are tried together and the output says
+so; a photo where none is found is an error naming the photo.
 
 With --head CKPT the faces are compared by a head trained with veil train
 (--model head): cosine distance of its embeddings, with the threshold the head
@@ -90,7 +91,7 @@ func newCompareCmd(e *env) *cobra.Command {
 			return runCompare(e, c, args[0], args[1])
 		},
 	}
-	c.pf.register(cmd, true, "tiny")
+	c.pf.register(cmd, true, string(face.Both))
 	c.registerCompare(cmd)
 	c.registerCache(cmd)
 	cmd.Flags().StringVar(&c.head, "head", "", headFlagUsage)
@@ -113,7 +114,8 @@ type comparedPhoto struct {
 	Width  int         `json:"width"`
 	Height int         `json:"height"`
 	Faces  []faceBrief `json:"faces"`
-	// Compared is the number of the compared face in Faces, and Box its box.
+	// Compared is the number (from 1) of the compared face in Faces, and
+	// Box its box.
 	Compared int      `json:"compared"`
 	Box      face.Box `json:"box"`
 	// Chosen says how: "largest" or "--face-a"/"--face-b".
@@ -125,8 +127,10 @@ type comparedPhoto struct {
 }
 
 type faceBrief struct {
-	Box   face.Box `json:"box"`
-	Score float64  `json:"score"`
+	// Number is the face's number, from 1, as veil detect numbers it.
+	Number int      `json:"number"`
+	Box    face.Box `json:"box"`
+	Score  float64  `json:"score"`
 }
 
 // compareReport is compare's --json output.
@@ -154,8 +158,8 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 		name string
 		v    int
 	}{{"--face-a", c.faceA}, {"--face-b", c.faceB}} {
-		if f.v < -1 {
-			return fmt.Errorf("%s must be a face number (0, 1, …), got %d", f.name, f.v)
+		if f.v < 0 {
+			return fmt.Errorf("%s must be a face number (1, 2, …; 0 for the largest face), got %d", f.name, f.v)
 		}
 	}
 	given := c.pf.cmd != nil && c.pf.cmd.Flags().Changed("threshold")
@@ -210,9 +214,9 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 		thr = eval.DescriptorThreshold
 		same, diff := eval.DescriptorSameRate, eval.DescriptorDifferentRate
 		rep.SameRight, rep.DifferentRight = &same, &diff
-		rep.ThresholdSource = "best on LFW's development training pairs (pairsDevTrain.txt) with the default pipeline (--detector tiny --align both)"
-		if opt.Detector != face.Tiny || opt.Align != face.AlignBoth {
-			fmt.Fprintf(e.stderr, "note: the threshold was measured with --detector tiny --align both, not --detector %s --align %s\n", opt.Detector, opt.Align)
+		rep.ThresholdSource = "best on LFW's development training pairs (pairsDevTrain.txt) with veil verify's pipeline (each photo's central face: the tiny detector's, checked against SSD's when doubtful, as --detector both takes it; --align both)"
+		if opt.Detector == face.SSD || opt.Align != face.AlignBoth {
+			fmt.Fprintf(e.stderr, "note: the threshold was measured with veil verify's faces (tiny detector, SSD for doubtful faces) and --align both, not --detector %s --align %s\n", opt.Detector, opt.Align)
 		}
 	default:
 		res, err := c.headThreshold(e, r)
@@ -239,12 +243,12 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 	}
 	for _, ph := range []*comparedPhoto{&rep.A, &rep.B} {
 		fmt.Fprintf(w, "%s (%dx%d): %d face(s) found by %s; compared face %d (%s)\n", ph.Path, ph.Width, ph.Height, len(ph.Faces), detectorWords(ph.Detector), ph.Compared, ph.Chosen)
-		for k, f := range ph.Faces {
+		for _, f := range ph.Faces {
 			mark := ""
-			if k == ph.Compared {
+			if f.Number == ph.Compared {
 				mark = "  <- compared"
 			}
-			fmt.Fprintf(w, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f%s\n", k, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, mark)
+			fmt.Fprintf(w, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f%s\n", f.Number, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, mark)
 		}
 	}
 	verdict, rel := "different people", ">"
@@ -319,17 +323,18 @@ func comparePhoto(pp *pipelines, r *headRunner, path string, img *imaging.RGB, p
 		return nil, &exitError{code: exitNoFace, err: fmt.Errorf("photo %s: no face found by either detector at --min-score %g, nor by both together (try a lower --min-score)", path, o.MinScore)}
 	}
 	ph := &comparedPhoto{Path: path, Width: img.W, Height: img.H, Faces: []faceBrief{}, Detector: string(p.Options().Detector)}
-	for _, f := range faces {
-		ph.Faces = append(ph.Faces, faceBrief{Box: f.Box, Score: f.Score})
+	for k, f := range faces {
+		ph.Faces = append(ph.Faces, faceBrief{Number: k + 1, Box: f.Box, Score: f.Score})
 	}
-	ph.Compared, ph.Chosen = face.Largest(faces), "largest"
-	if pick >= 0 {
-		if pick >= len(faces) {
-			return nil, fmt.Errorf("photo %s has %d face(s), numbered 0 to %d: %s %d is out of range", path, len(faces), len(faces)-1, flag, pick)
+	idx, chosen := face.Largest(faces), "largest"
+	if pick > 0 {
+		if pick > len(faces) {
+			return nil, fmt.Errorf("photo %s has %d face(s), numbered 1 to %d: %s %d is out of range", path, len(faces), len(faces), flag, pick)
 		}
-		ph.Compared, ph.Chosen = pick, flag
+		idx, chosen = pick-1, flag
 	}
-	one := []face.Face{faces[ph.Compared]}
+	ph.Compared, ph.Chosen = idx+1, chosen
+	one := []face.Face{faces[idx]}
 	if _, err := p.Complete(img, one); err != nil {
 		return nil, fmt.Errorf("photo %s: %w", path, err)
 	}

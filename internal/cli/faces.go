@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,8 +98,11 @@ type imageResult struct {
 }
 
 type jsonFace struct {
-	Box   face.Box `json:"box"`
-	Score float64  `json:"score"`
+	// Number is the face's number, from 1: as printed, drawn by --draw and
+	// chosen by veil compare --face-a/--face-b.
+	Number int      `json:"number"`
+	Box    face.Box `json:"box"`
+	Score  float64  `json:"score"`
 	// Detector is the network whose box and score these are; with
 	// --detector both, SSDScore and TinyScore are each network's score
 	// for the face (0: that network did not find it).
@@ -112,8 +116,8 @@ type jsonFace struct {
 	Descriptor []float32    `json:"descriptor,omitempty"`
 }
 
-func toJSONFace(f *face.Face, ageGender bool) jsonFace {
-	j := jsonFace{Box: f.Box, Score: f.Score, Detector: string(f.Detector), Landmarks: f.Landmarks[:], Descriptor: f.Descriptor}
+func toJSONFace(number int, f *face.Face, ageGender bool) jsonFace {
+	j := jsonFace{Number: number, Box: f.Box, Score: f.Score, Detector: string(f.Detector), Landmarks: f.Landmarks[:], Descriptor: f.Descriptor}
 	if f.SSDScore > 0 || f.TinyScore > 0 {
 		s, t := f.SSDScore, f.TinyScore
 		j.SSDScore, j.TinyScore = &s, &t
@@ -183,8 +187,11 @@ gender. Coordinates are pixels of the oriented image.
 
 ` + detectorHelp + `
 
-With --draw OUT.png the image is written with boxes and landmarks drawn; with
-several images, each goes to OUT-<image name>.png.
+With --draw OUT.png the image is written with boxes and landmarks drawn, each
+box tagged with its face's number; with several images, each goes to
+OUT-<image name>.png. Faces are numbered from 1 in the listing, the JSON
+("number") and the drawing, as veil compare --face-a/--face-b and veil search
+number them.
 
 Exit status: 0 when every image was read (an image without faces is not an
 error: it is reported as such), 1 when some image could not be read or decoded.`,
@@ -208,7 +215,7 @@ error: it is reported as such), 1 when some image could not be read or decoded.`
 		},
 	}
 	pf.register(cmd, false, string(face.Both))
-	cmd.Flags().StringVar(&draw, "draw", "", "write the image with boxes and landmarks drawn to this PNG file")
+	cmd.Flags().StringVar(&draw, "draw", "", "write the image with boxes, face numbers and landmarks drawn to this PNG file")
 	cmd.Flags().BoolVar(&noAgeGender, "no-age-gender", false, "skip the age/gender network")
 	return cmd
 }
@@ -273,7 +280,7 @@ func reportImages(e *env, pf *pipelineFlags, paths []string, results []processed
 		}
 		ir.Width, ir.Height = r.img.W, r.img.H
 		for k := range r.faces {
-			ir.Faces = append(ir.Faces, toJSONFace(&r.faces[k], ageGender))
+			ir.Faces = append(ir.Faces, toJSONFace(k+1, &r.faces[k], ageGender))
 		}
 		if len(r.faces) == 0 {
 			noFace = append(noFace, paths[i])
@@ -300,8 +307,8 @@ func reportImages(e *env, pf *pipelineFlags, paths []string, results []processed
 				continue
 			}
 			fmt.Fprintf(e.stdout, "%s (%dx%d): %d face(s)\n", ir.Path, ir.Width, ir.Height, len(ir.Faces))
-			for k, f := range ir.Faces {
-				fmt.Fprintf(e.stdout, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f (%s", k, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, f.Detector)
+			for _, f := range ir.Faces {
+				fmt.Fprintf(e.stdout, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f (%s", f.Number, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, f.Detector)
 				if f.SSDScore != nil {
 					fmt.Fprintf(e.stdout, "; ssd %.3f, tiny %.3f", *f.SSDScore, *f.TinyScore)
 				}
@@ -331,6 +338,22 @@ func reportImages(e *env, pf *pipelineFlags, paths []string, results []processed
 	return nil
 }
 
+// drawThickness is the width of drawn boxes for an image.
+func drawThickness(img *imaging.RGB) int { return max(1, min(img.W, img.H)/300) }
+
+// labelPlace returns where drawFaces puts face number n's tag for box b
+// (its top-left corner, whole pixels) and the tag's scale: just above the
+// box's top-left corner, or inside it when there is no room above.
+func labelPlace(img *imaging.RGB, b face.Box, n int) (x, y float64, scale int) {
+	scale = max(2, min(img.W, img.H)/160)
+	_, h := imaging.LabelSize(n, scale)
+	x, y = math.Round(b.X), math.Round(b.Y)-float64(h)
+	if y < 0 {
+		y = math.Round(b.Y) + float64(drawThickness(img))
+	}
+	return max(x, 0), y, scale
+}
+
 func drawPath(draw, img string, n int) string {
 	if n == 1 {
 		return draw
@@ -346,13 +369,18 @@ func drawPath(draw, img string, n int) string {
 
 func drawFaces(img *imaging.RGB, faces []face.Face, out string) error {
 	canvas := &imaging.RGB{W: img.W, H: img.H, Pix: append([]uint8(nil), img.Pix...)}
-	thick := max(1, min(img.W, img.H)/300)
+	thick := drawThickness(img)
 	for _, f := range faces {
 		b := f.Box
 		canvas.DrawRect(b.X, b.Y, b.X+b.Width, b.Y+b.Height, thick, 0, 255, 0)
 		for _, p := range f.Landmarks {
 			canvas.DrawDot(p[0], p[1], thick+1, 255, 64, 0)
 		}
+	}
+	// Numbers last, so no landmark covers one.
+	for k, f := range faces {
+		x, y, scale := labelPlace(img, f.Box, k+1)
+		canvas.DrawLabel(x, y, k+1, scale, 0, 255, 0)
 	}
 	if dir := filepath.Dir(out); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {

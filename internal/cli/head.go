@@ -118,6 +118,8 @@ type headImage struct {
 }
 
 type headFace struct {
+	// Number is the face's number, from 1, as veil detect numbers it.
+	Number    int          `json:"number"`
 	Box       face.Box     `json:"box"`
 	Score     float64      `json:"score"`
 	Landmarks [][2]float64 `json:"landmarks"`
@@ -164,7 +166,7 @@ func runEmbedHead(e *env, pf *pipelineFlags, headPath string, paths []string) er
 		}
 		for k := range res.faces {
 			f := &res.faces[k]
-			im.Faces = append(im.Faces, headFace{Box: f.Box, Score: f.Score, Landmarks: f.Landmarks[:], Embedding: emb[k]})
+			im.Faces = append(im.Faces, headFace{Number: k + 1, Box: f.Box, Score: f.Score, Landmarks: f.Landmarks[:], Embedding: emb[k]})
 		}
 		if len(res.faces) == 0 {
 			noFace = append(noFace, paths[i])
@@ -182,9 +184,9 @@ func runEmbedHead(e *env, pf *pipelineFlags, headPath string, paths []string) er
 				continue
 			}
 			fmt.Fprintf(e.stdout, "%s (%dx%d): %d face(s)\n", im.Path, im.Width, im.Height, len(im.Faces))
-			for k, f := range im.Faces {
+			for _, f := range im.Faces {
 				fmt.Fprintf(e.stdout, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f embedding=[%.4f %.4f %.4f ...] (%d values)\n",
-					k, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, f.Embedding[0], f.Embedding[1], f.Embedding[2], len(f.Embedding))
+					f.Number, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, f.Embedding[0], f.Embedding[1], f.Embedding[2], len(f.Embedding))
 			}
 		}
 	}

@@ -225,7 +225,7 @@ func TestTrainedHeadIsUsable(t *testing.T) {
 
 			// compare --head: cosine distance of the largest faces'
 			// embeddings, at the threshold verify --head chose.
-			r := compareJSON(t, "compare", "--head", ckpt, "--models", models, "--cache", cache, "--lfw", data, photos[0], photos[1])
+			r := compareJSON(t, "compare", "--head", ckpt, "--models", models, "--detector", "tiny", "--cache", cache, "--lfw", data, photos[0], photos[1])
 			wantDist, err := eval.CosineDistance.Distance(largestDescriptor(t, d, 0), largestDescriptor(t, d, 1))
 			if err != nil {
 				t.Fatal(err)

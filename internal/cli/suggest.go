@@ -204,6 +204,9 @@ type jsonSearchMatch struct {
 }
 
 type jsonSearchFace struct {
+	// Number is the face's number in the photo, from 1, as veil detect
+	// and veil compare number it.
+	Number   int               `json:"number"`
 	Box      tagging.Box       `json:"box"`
 	Person   *string           `json:"person"`
 	Distance float64           `json:"distance,omitempty"`
@@ -290,7 +293,7 @@ photo is only read: nothing is added to the library.`,
 				seenPeople, seenPhotos := map[string]bool{}, map[string]bool{}
 				var allPeople, allPhotos []string
 				for i, r := range res {
-					out[i] = jsonSearchFace{Box: found[i].Box, Person: name(r.Person), Distance: r.Distance, Matches: []jsonSearchMatch{}}
+					out[i] = jsonSearchFace{Number: i + 1, Box: found[i].Box, Person: name(r.Person), Distance: r.Distance, Matches: []jsonSearchMatch{}}
 					if r.Person != 0 && !seenPeople[people[r.Person].Name] {
 						seenPeople[people[r.Person].Name] = true
 						allPeople = append(allPeople, people[r.Person].Name)
@@ -314,12 +317,12 @@ photo is only read: nothing is added to the library.`,
 					return writeJSON(e.stdout, map[string]any{"faces": out, "people": allPeople, "photos": allPhotos})
 				}
 				fmt.Fprintf(e.stdout, "%d face(s) in %s\n", len(out), args[0])
-				for i, f := range out {
+				for _, f := range out {
 					who := "nobody known"
 					if f.Person != nil {
 						who = fmt.Sprintf("%s (distance %.3f)", *f.Person, f.Distance)
 					}
-					fmt.Fprintf(e.stdout, "face %d at %.0f,%.0f %.0fx%.0f: %s; %d matching face(s) in the library\n", i+1, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, who, len(f.Matches))
+					fmt.Fprintf(e.stdout, "face %d at %.0f,%.0f %.0fx%.0f: %s; %d matching face(s) in the library\n", f.Number, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, who, len(f.Matches))
 					for _, m := range f.Matches {
 						fmt.Fprintf(e.stdout, "  %.3f face %d in %s\n", m.Distance, m.Face, m.Photo)
 					}

@@ -229,6 +229,7 @@ func TestSearchCommand(t *testing.T) {
 	}
 	var res struct {
 		Faces []struct {
+			Number  int     `json:"number"`
 			Person  *string `json:"person"`
 			Matches []struct {
 				Photo string `json:"photo"`
@@ -242,6 +243,11 @@ func TestSearchCommand(t *testing.T) {
 	}
 	if !slices.Contains(res.People, "Al_Gore") || !slices.Contains(res.Photos, "Al_Gore_0003.jpg") {
 		t.Fatalf("search of an Al Gore photo: %s", out)
+	}
+	for k, f := range res.Faces {
+		if f.Number != k+1 {
+			t.Errorf("search's face %d is numbered %d: faces are numbered from 1 as detect and compare number them", k+1, f.Number)
+		}
 	}
 	for _, p := range res.People {
 		if p != "Al_Gore" {

@@ -32,8 +32,9 @@ func newVerifyCmd(e *env) *cobra.Command {
 		Short: "Score face verification on LFW-style pairs (accuracy, ROC AUC, EER, TAR@FAR), or compare two photos",
 		Long: `Verify runs the Labeled Faces in the Wild protocol on a folder laid out as
 DIR/Name/Name_0001.jpg and a pairs file in LFW's format. Given two photos
-instead (veil verify a.jpg b.jpg), it does what veil compare does: says whether
-they show the same person (see veil compare --help).
+instead (veil verify a.jpg b.jpg), it does what veil compare does, with
+compare's defaults (--detector both): says whether they show the same person
+(see veil compare --help).
 
 A pairs file whose header gives folds ("10 300", like LFW's pairs.txt) is scored
 by k-fold cross-validation: each fold with the distance threshold that is best on
@@ -54,8 +55,9 @@ other detector is consulted too, and the face whose 68 landmarks fit dlib's mean
 face better is kept (counted in second_detector_faces): a doubtful box often
 gives landmarks that collapse.
 
-The defaults (--detector tiny --align both) measured best on LFW's development
-pairs; --detector ssd finds more faces in general photos.
+The defaults for pairs files (--detector tiny --align both, with SSD consulted
+for doubtful faces: the central faces --detector both takes) measured best on
+LFW's development pairs; --detector ssd finds more faces in general photos.
 
 With --head CKPT the pairs are scored by a head trained with veil train
 (--model head) on the inputs veil train gives it: the central face's
@@ -87,6 +89,12 @@ leaves a usable cache.`,
 					if cmd.Flags().Changed(n) {
 						return fmt.Errorf("--%s scores a pairs file; with two photos verify compares them (give one or the other)", n)
 					}
+				}
+				// Two photos: veil compare, with its default detector
+				// (the pairs protocol keeps tiny, whose central faces are
+				// the ones --detector both takes, and its cache).
+				if !cmd.Flags().Changed("detector") {
+					c.pf.detector = string(face.Both)
 				}
 				return runCompare(e, c, args[0], args[1])
 			}
