@@ -1,0 +1,431 @@
+package masking
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// roundAt drives an honest round of n clients (all complete) up to the
+// unmasking request and returns the parties, for tests that then play a
+// malicious coordinator or client.
+type liveRound struct {
+	f       *fixture
+	srv     *Server
+	clients map[uint32]*Client
+	ads     map[uint32][]KeyAdvert      // relayed to each client
+	shares  map[uint32][]EncryptedShare // relayed to each client
+	inputs  map[uint32][]uint32
+	masked  map[uint32]*MaskedInput
+}
+
+// upTo plays the honest round up to and including step s (1: adverts
+// relayed, 2: shares relayed, 3: masked inputs sent), with the clients in
+// drop leaving right after step 2.
+func upTo(t *testing.T, f *fixture, s int, drop []uint32, r io.Reader) *liveRound {
+	t.Helper()
+	lr := &liveRound{f: f, clients: map[uint32]*Client{}, ads: map[uint32][]KeyAdvert{},
+		shares: map[uint32][]EncryptedShare{}, inputs: map[uint32][]uint32{}, masked: map[uint32]*MaskedInput{}}
+	var err error
+	if lr.srv, err = NewServer(f.p, f.keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range f.p.Roster {
+		c, ad, err := NewClient(f.config(id), f.p, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lr.srv.ReceiveAdvert(ad); err != nil {
+			t.Fatal(err)
+		}
+		lr.clients[id] = c
+	}
+	for _, id := range f.p.Roster {
+		if lr.ads[id], err = lr.srv.AdvertsFor(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s < 2 {
+		return lr
+	}
+	for _, id := range f.p.Roster {
+		sh, err := lr.clients[id].ShareKeys(lr.ads[id], r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lr.srv.ReceiveShares(id, sh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range f.p.Roster {
+		if lr.shares[id], err = lr.srv.SharesFor(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s < 3 {
+		return lr
+	}
+	for i, id := range f.p.Roster {
+		if slices.Contains(drop, id) {
+			continue
+		}
+		in := make([]uint32, f.p.Length)
+		for j := range in {
+			in[j] = uint32(1000*i + j)
+		}
+		m, err := lr.clients[id].MaskInput(lr.shares[id], in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lr.srv.ReceiveMasked(m); err != nil {
+			t.Fatal(err)
+		}
+		lr.inputs[id], lr.masked[id] = in, m
+	}
+	return lr
+}
+
+func wantRefusal(t *testing.T, err error, words ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("accepted; want a refusal")
+	}
+	for _, w := range words {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("error %q does not say %q", err, w)
+		}
+	}
+}
+
+// TestSubstitutedKeyRefused plays a coordinator that replaces a
+// neighbour's X25519 keys with its own (the man in the middle that would
+// let it unmask that neighbour's pairwise masks): with the original
+// signature, with a signature by the coordinator's own key, and by
+// re-signing with another client's key. Both the client and an honest
+// server refuse.
+func TestSubstitutedKeyRefused(t *testing.T) {
+	f := newFixture(t, 5, 4, 3, 4, 10)
+	r := testRand(11)
+	victim, target := f.p.Roster[0], f.p.Roster[1]
+	var evil [32]byte
+	io.ReadFull(r, evil[:])
+	mallory, err := newX25519Key(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mk [32]byte
+	copy(mk[:], mallory.PublicKey().Bytes())
+	_, serverSK, _ := ed25519.GenerateKey(r)
+	for _, tc := range []struct {
+		name  string
+		forge func(a *KeyAdvert)
+	}{
+		{"mask key swapped, signature kept", func(a *KeyAdvert) { a.MaskKey = mk }},
+		{"encryption key swapped, signature kept", func(a *KeyAdvert) { a.EncKey = mk }},
+		{"signed by the coordinator", func(a *KeyAdvert) {
+			a.MaskKey = mk
+			a.Signature = ed25519.Sign(serverSK, a.signedBytes())
+		}},
+		{"signed by another client", func(a *KeyAdvert) {
+			a.MaskKey = mk
+			a.Signature = ed25519.Sign(f.signers[f.p.Roster[2]], a.signedBytes())
+		}},
+		{"advert of another round", func(a *KeyAdvert) {
+			a.RoundID[0] ^= 1
+			a.Signature = ed25519.Sign(f.signers[a.From], a.signedBytes())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lr := upTo(t, f, 1, nil, r)
+			ads := slices.Clone(lr.ads[victim])
+			i := slices.IndexFunc(ads, func(a KeyAdvert) bool { return a.From == target })
+			ads[i].Signature = slices.Clone(ads[i].Signature)
+			tc.forge(&ads[i])
+			_, err := lr.clients[victim].ShareKeys(ads, r)
+			wantRefusal(t, err, "refused")
+			// The refusal left the client able to take the honest adverts.
+			if _, err := lr.clients[victim].ShareKeys(lr.ads[victim], r); err != nil {
+				t.Fatalf("after a refusal the honest adverts were refused: %v", err)
+			}
+			// An honest server refuses the forged advert too.
+			srv, _ := NewServer(f.p, f.keys)
+			if err := srv.ReceiveAdvert(&ads[i]); err == nil {
+				t.Fatal("server accepted a forged advertisement")
+			}
+		})
+	}
+	// An advert from a client outside the victim's neighbourhood is
+	// refused (sparse graph).
+	fs := newFixture(t, 10, 4, 3, 4, 12)
+	lr := upTo(t, fs, 1, nil, r)
+	v := fs.p.Roster[0]
+	var outsider uint32
+	for _, id := range fs.p.Roster[1:] {
+		if !lr.srv.Graph().Adjacent(v, id) {
+			outsider = id
+		}
+	}
+	extra, _ := lr.srv.AdvertsFor(lr.srv.Graph().Neighbours(outsider)[0])
+	oi := slices.IndexFunc(extra, func(a KeyAdvert) bool { return a.From == outsider })
+	_, err = lr.clients[v].ShareKeys(append(slices.Clone(lr.ads[v]), extra[oi]), r)
+	wantRefusal(t, err, "not a neighbour")
+}
+
+// TestReplayedShareRefused replays and duplicates shares at every place a
+// share travels.
+func TestReplayedShareRefused(t *testing.T) {
+	f := newFixture(t, 5, 4, 3, 4, 20)
+	r := testRand(21)
+	me := f.p.Roster[0]
+
+	t.Run("duplicated relayed share", func(t *testing.T) {
+		lr := upTo(t, f, 2, nil, r)
+		sh := append(slices.Clone(lr.shares[me]), lr.shares[me][0])
+		_, err := lr.clients[me].MaskInput(sh, make([]uint32, f.p.Length))
+		wantRefusal(t, err, "replay")
+	})
+	t.Run("share of a previous round", func(t *testing.T) {
+		old := upTo(t, f, 2, nil, r)
+		g := *f
+		g.p.RoundID[0] ^= 0xff
+		lr := upTo(t, &g, 2, nil, r)
+		for _, keepRound := range []bool{false, true} {
+			sh := slices.Clone(lr.shares[me])
+			sh[1] = old.shares[me][1]
+			if keepRound {
+				sh[1].RoundID = g.p.RoundID // relabelled: the AEAD still refuses
+			}
+			_, err := lr.clients[me].MaskInput(sh, make([]uint32, f.p.Length))
+			wantRefusal(t, err, "refused")
+		}
+	})
+	t.Run("share redirected to another recipient", func(t *testing.T) {
+		lr := upTo(t, f, 2, nil, r)
+		other := f.p.Roster[1]
+		sh := slices.Clone(lr.shares[me])
+		i := slices.IndexFunc(lr.shares[other], func(s EncryptedShare) bool { return s.From != me })
+		stolen := lr.shares[other][i]
+		stolen.To = me
+		j := slices.IndexFunc(sh, func(s EncryptedShare) bool { return s.From == stolen.From })
+		sh[j] = stolen
+		_, err := lr.clients[me].MaskInput(sh, make([]uint32, f.p.Length))
+		wantRefusal(t, err, "authentication")
+	})
+	t.Run("server: shares, masked input and response sent twice", func(t *testing.T) {
+		srv, _ := NewServer(f.p, f.keys)
+		cs := map[uint32]*Client{}
+		for _, id := range f.p.Roster {
+			c, ad, _ := NewClient(f.config(id), f.p, r)
+			cs[id] = c
+			if err := srv.ReceiveAdvert(ad); err != nil {
+				t.Fatal(err)
+			}
+			wantRefusal(t, srv.ReceiveAdvert(ad), "second advertisement")
+		}
+		for _, id := range f.p.Roster {
+			ads, _ := srv.AdvertsFor(id)
+			sh, err := cs[id].ShareKeys(ads, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.ReceiveShares(id, sh); err != nil {
+				t.Fatal(err)
+			}
+			wantRefusal(t, srv.ReceiveShares(id, sh), "replay")
+		}
+		for _, id := range f.p.Roster {
+			sh, _ := srv.SharesFor(id)
+			m, err := cs[id].MaskInput(sh, make([]uint32, f.p.Length))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.ReceiveMasked(m); err != nil {
+				t.Fatal(err)
+			}
+			wantRefusal(t, srv.ReceiveMasked(m), "replay")
+		}
+		req, _ := srv.UnmaskRequest()
+		resp, err := cs[me].Unmask(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.ReceiveUnmask(resp); err != nil {
+			t.Fatal(err)
+		}
+		wantRefusal(t, srv.ReceiveUnmask(resp), "replay")
+		// A response of another round is refused too.
+		forged := *resp
+		forged.From = f.p.Roster[1]
+		forged.RoundID[0] ^= 1
+		wantRefusal(t, srv.ReceiveUnmask(&forged), "another round")
+		// A share sent twice inside one response is refused.
+		forged = *resp
+		forged.From = f.p.Roster[1]
+		forged.SelfShares = append(slices.Clone(resp.SelfShares[:1]), resp.SelfShares[0])
+		wantRefusal(t, srv.ReceiveUnmask(&forged), "two shares")
+	})
+}
+
+// TestBothSharesRefused plays a coordinator that asks for both secrets of
+// one client, which would let it remove all of that client's masks.
+func TestBothSharesRefused(t *testing.T) {
+	f := newFixture(t, 5, 4, 3, 4, 30)
+	r := testRand(31)
+	lr := upTo(t, f, 3, nil, r)
+	me, victim := f.p.Roster[0], f.p.Roster[3]
+	honest, err := lr.srv.UnmaskRequest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := &UnmaskRequest{RoundID: honest.RoundID, Survivors: honest.Survivors, Dropped: []uint32{victim}}
+	_, err = lr.clients[me].Unmask(both)
+	wantRefusal(t, err, "both survivor and dropped", "refused")
+	for _, bad := range []*UnmaskRequest{
+		{RoundID: honest.RoundID, Survivors: append(slices.Clone(honest.Survivors), honest.Survivors[1])},
+		{RoundID: honest.RoundID, Survivors: honest.Survivors[1:], Dropped: []uint32{me}},
+		{RoundID: honest.RoundID, Survivors: append(slices.Clone(honest.Survivors), 999)},
+	} {
+		if _, err := lr.clients[me].Unmask(bad); err == nil {
+			t.Fatalf("request %+v accepted", bad)
+		}
+	}
+	// The refusals changed nothing: the honest request is answered once.
+	resp, err := lr.clients[me].Unmask(honest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.KeyShares) != 0 || len(resp.SelfShares) != 5 {
+		t.Fatalf("honest response has %d key and %d self shares", len(resp.KeyShares), len(resp.SelfShares))
+	}
+	// A second request, now claiming the victim dropped, is refused: the
+	// client never releases both shares of one client across requests.
+	later := &UnmaskRequest{RoundID: honest.RoundID, Survivors: slices.DeleteFunc(slices.Clone(honest.Survivors), func(id uint32) bool { return id == victim }), Dropped: []uint32{victim}}
+	_, err = lr.clients[me].Unmask(later)
+	wantRefusal(t, err, "second unmasking request")
+	// The server refuses key shares of a survivor (wrong kind).
+	wrong := &UnmaskResponse{RoundID: honest.RoundID, From: f.p.Roster[1], KeyShares: []ShareOf{{Owner: victim}}}
+	wantRefusal(t, lr.srv.ReceiveUnmask(wrong), "wrong kind")
+}
+
+// TestTooFewSurvivorsRevealNothing: with t − 1 survivors the server
+// refuses to unmask, clients refuse a request listing fewer than t
+// survivors, and a coordinator that pads the list with dropped clients to
+// reach t still collects only t − 1 shares of every secret, which are
+// consistent with every possible secret.
+func TestTooFewSurvivorsRevealNothing(t *testing.T) {
+	f := newFixture(t, 5, 4, 3, 4, 40)
+	r := testRand(41)
+	drop := f.p.Roster[2:] // 2 = t − 1 survivors
+	lr := upTo(t, f, 3, drop, r)
+	_, err := lr.srv.UnmaskRequest()
+	if !errors.Is(err, ErrTooFewSurvivors) {
+		t.Fatalf("server: %v, want ErrTooFewSurvivors", err)
+	}
+	if _, err := lr.srv.Sum(); err == nil {
+		t.Fatal("server unmasked with t − 1 survivors")
+	}
+	alive := f.p.Roster[:2]
+	short := &UnmaskRequest{RoundID: f.p.RoundID, Survivors: alive, Dropped: drop}
+	for _, id := range alive {
+		_, err := lr.clients[id].Unmask(short)
+		wantRefusal(t, err, "fewer than the threshold")
+	}
+	// The malicious coordinator claims a dropped client survived.
+	padded := &UnmaskRequest{RoundID: f.p.RoundID, Survivors: append(slices.Clone(alive), drop[0]), Dropped: drop[1:]}
+	collected := map[uint32]map[uint32]fieldShare{} // owner → holder → share
+	for _, id := range alive {
+		resp, err := lr.clients[id].Unmask(padded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range [][]ShareOf{resp.SelfShares, resp.KeyShares} {
+			for _, s := range l {
+				if collected[s.Owner] == nil {
+					collected[s.Owner] = map[uint32]fieldShare{}
+				}
+				collected[s.Owner][id] = s.Value
+			}
+		}
+	}
+	// The only responding holders are the two survivors: every secret has
+	// at most t − 1 = 2 shares. For each, and for two different target
+	// secrets, a third share at a non-responding holder's point exists
+	// that makes reconstruction yield the target: the shares held are
+	// consistent with every secret.
+	for owner, m := range collected {
+		if len(m) > f.p.Threshold-1 {
+			t.Fatalf("the coordinator holds %d shares of client %d's secrets", len(m), owner)
+		}
+		for _, target := range [][secretSize]byte{{}, {1, 2, 3, 0xff}} {
+			ids := sortedKeys(m)
+			forgedAt := drop[len(drop)-1]
+			forged, err := forgeShare(m, ids, forgedAt, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m2 := map[uint32]fieldShare{forgedAt: forged}
+			for _, id := range ids {
+				m2[id] = m[id]
+			}
+			got, err := reconstruct(m2, sortedKeys(m2), len(m2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != target {
+				t.Fatalf("client %d: the forged share reconstructs %x, want %x", owner, got, target)
+			}
+		}
+	}
+}
+
+// forgeShare returns the share at holder h's point of the polynomial
+// through (0, target) and the given shares.
+func forgeShare(m map[uint32]fieldShare, ids []uint32, h uint32, target [secretSize]byte) (fieldShare, error) {
+	xs := []uint64{0}
+	ys := []fieldShare{fieldShare(chunks(&target))}
+	for _, id := range ids {
+		xs = append(xs, point(id))
+		ys = append(ys, m[id])
+	}
+	return interpolate(xs, ys, point(h))
+}
+
+// TestPolicyRefusesLowThreshold: the owner's minimum threshold beats the
+// coordinator's parameters.
+func TestPolicyRefusesLowThreshold(t *testing.T) {
+	f := newFixture(t, 7, 6, 4, 4, 50)
+	cfg := f.config(f.p.Roster[0])
+	cfg.MinThreshold = 5
+	_, _, err := NewClient(cfg, f.p, testRand(51))
+	wantRefusal(t, err, "below this client's minimum")
+	bad := f.p
+	bad.Threshold = 3 // 2t ≤ k + 1
+	_, _, err = NewClient(f.config(f.p.Roster[0]), bad, testRand(52))
+	wantRefusal(t, err, "exceed half")
+}
+
+// TestMaskedInputHidesInput: a single masked input reveals nothing
+// visible: changing the input by one in one coordinate leaves the other
+// coordinates of the masked vector unrelated to the input (each is the
+// input plus independent keystream words), and two clients' masked
+// versions of the same input differ everywhere.
+func TestMaskedInputHidesInput(t *testing.T) {
+	f := newFixture(t, 5, 4, 3, 256, 60)
+	lr := upTo(t, f, 3, nil, testRand(61))
+	a, b := lr.masked[f.p.Roster[0]], lr.masked[f.p.Roster[1]]
+	same := 0
+	for i := range a.Values {
+		if a.Values[i] == lr.inputs[f.p.Roster[0]][i] {
+			same++
+		}
+		if a.Values[i]-lr.inputs[f.p.Roster[0]][i] == b.Values[i]-lr.inputs[f.p.Roster[1]][i] {
+			same++
+		}
+	}
+	if same > 1 { // each equality has probability 2^−32
+		t.Fatalf("%d masked coordinates equal the input or another client's mask", same)
+	}
+}
