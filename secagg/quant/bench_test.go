@@ -1,0 +1,55 @@
+package quant
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// BenchmarkEncode times one client's encoding of 557,824 values (padded
+// to 2^20) with noise σ = 20, and the coordinator's decoding.
+//
+//	go test -run XXX -bench 'Encode|Decode' -benchtime 3x ./secagg/quant/
+func BenchmarkEncode(b *testing.B) {
+	q, x := benchSetup(b)
+	r := testRand(1)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c0 := threadCPU()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := q.Encode(x, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((threadCPU()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+func BenchmarkDecode(b *testing.B) {
+	q, x := benchSetup(b)
+	e, err := q.Encode(x, testRand(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c0 := threadCPU()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := q.Decode(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((threadCPU()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+func benchSetup(b *testing.B) (*Quantizer, []float32) {
+	cfg := Config{Dim: 557824, ClipNorm: 1, Gamma: 1e-4, Beta: math.Exp(-0.5), Bits: 32, Noise: 20, Clients: 100, WrapProb: 1e-9}
+	q, err := New(cfg, [32]byte{1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return q, randVec(rand.New(rand.NewPCG(1, 2)), cfg.Dim, 2)
+}
+
