@@ -119,6 +119,7 @@ func TestSubstitutedKeyRefused(t *testing.T) {
 	var mk [32]byte
 	copy(mk[:], mallory.PublicKey().Bytes())
 	_, serverSK, _ := ed25519.GenerateKey(r)
+	digest, _ := f.p.Digest()
 	for _, tc := range []struct {
 		name  string
 		forge func(a *KeyAdvert)
@@ -127,15 +128,15 @@ func TestSubstitutedKeyRefused(t *testing.T) {
 		{"encryption key swapped, signature kept", func(a *KeyAdvert) { a.EncKey = mk }},
 		{"signed by the coordinator", func(a *KeyAdvert) {
 			a.MaskKey = mk
-			a.Signature = ed25519.Sign(serverSK, a.signedBytes())
+			a.Signature = ed25519.Sign(serverSK, a.signedBytes(&digest))
 		}},
 		{"signed by another client", func(a *KeyAdvert) {
 			a.MaskKey = mk
-			a.Signature = ed25519.Sign(f.signers[f.p.Roster[2]], a.signedBytes())
+			a.Signature = ed25519.Sign(f.signers[f.p.Roster[2]], a.signedBytes(&digest))
 		}},
 		{"advert of another round", func(a *KeyAdvert) {
 			a.RoundID[0] ^= 1
-			a.Signature = ed25519.Sign(f.signers[a.From], a.signedBytes())
+			a.Signature = ed25519.Sign(f.signers[a.From], a.signedBytes(&digest))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,6 +158,25 @@ func TestSubstitutedKeyRefused(t *testing.T) {
 			}
 		})
 	}
+	// A coordinator that gives the target other parameters (a lower
+	// threshold, here) splits the round: the target's advertisement,
+	// signed over its parameters, is refused by the victim.
+	t.Run("split view of the parameters", func(t *testing.T) {
+		g := *f
+		g.p.Roster = slices.Clone(f.p.Roster)
+		g.p.Degree, g.p.Threshold = 2, 2 // 3 holders, threshold 2
+		g.p.Roster = g.p.Roster[:3]
+		lr := upTo(t, f, 1, nil, r)
+		_, ad, err := NewClient(g.config(target), g.p, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ads := slices.Clone(lr.ads[victim])
+		i := slices.IndexFunc(ads, func(a KeyAdvert) bool { return a.From == target })
+		ads[i] = *ad
+		_, err = lr.clients[victim].ShareKeys(ads, r)
+		wantRefusal(t, err, "parameters", "refused")
+	})
 	// An advert from a client outside the victim's neighbourhood is
 	// refused (sparse graph).
 	fs := newFixture(t, 10, 4, 3, 4, 12)

@@ -44,10 +44,11 @@ type heldShares struct{ self, key fieldShare }
 // without any network. Each method moves it one step forward; a method
 // that refuses its input returns an error and leaves the client as it was.
 type Client struct {
-	cfg   ClientConfig
-	p     Params
-	g     *Graph
-	phase clientPhase
+	cfg    ClientConfig
+	p      Params
+	g      *Graph
+	digest [32]byte // of p, signed in every advertisement
+	phase  clientPhase
 
 	advert  KeyAdvert
 	encKey  *ecdh.PrivateKey
@@ -80,7 +81,11 @@ func NewClient(cfg ClientConfig, p Params, rand io.Reader) (*Client, *KeyAdvert,
 	if err != nil {
 		return nil, nil, err
 	}
-	c := &Client{cfg: cfg, p: p, g: g}
+	digest, err := p.Digest()
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &Client{cfg: cfg, p: p, g: g, digest: digest}
 	if c.encKey, err = newX25519Key(rand); err != nil {
 		return nil, nil, fmt.Errorf("masking: %w", err)
 	}
@@ -90,7 +95,7 @@ func NewClient(cfg ClientConfig, p Params, rand io.Reader) (*Client, *KeyAdvert,
 	a := KeyAdvert{RoundID: p.RoundID, From: cfg.ID}
 	copy(a.EncKey[:], c.encKey.PublicKey().Bytes())
 	copy(a.MaskKey[:], c.maskKey.PublicKey().Bytes())
-	if a.Signature, err = signMessage(cfg.Signer, rand, a.signedBytes()); err != nil {
+	if a.Signature, err = signMessage(cfg.Signer, rand, a.signedBytes(&digest)); err != nil {
 		return nil, nil, fmt.Errorf("masking: signing the key advertisement: %w", err)
 	}
 	c.advert = a
@@ -105,7 +110,7 @@ func (c *Client) Graph() *Graph { return c.g }
 
 // verifyAdvert checks one advertisement's round, sender and signature and
 // parses its keys.
-func verifyAdvert(a *KeyAdvert, round *[32]byte, keys KeyDirectory) (peerKeys, error) {
+func verifyAdvert(a *KeyAdvert, round, digest *[32]byte, keys KeyDirectory) (peerKeys, error) {
 	if a.RoundID != *round {
 		return peerKeys{}, fmt.Errorf("the advertisement of client %d belongs to another round", a.From)
 	}
@@ -113,8 +118,8 @@ func verifyAdvert(a *KeyAdvert, round *[32]byte, keys KeyDirectory) (peerKeys, e
 	if err != nil {
 		return peerKeys{}, err
 	}
-	if err := verifyMessage(pub, a.signedBytes(), a.Signature); err != nil {
-		return peerKeys{}, fmt.Errorf("the advertisement of client %d is not signed by its key (substituted keys?): %w", a.From, err)
+	if err := verifyMessage(pub, a.signedBytes(digest), a.Signature); err != nil {
+		return peerKeys{}, fmt.Errorf("the advertisement of client %d is not signed by its key over this round's parameters (substituted keys, or different parameters?): %w", a.From, err)
 	}
 	enc, err := ecdh.X25519().NewPublicKey(a.EncKey[:])
 	if err != nil {
@@ -158,7 +163,7 @@ func (c *Client) ShareKeys(ads []KeyAdvert, rand io.Reader) ([]EncryptedShare, e
 		if _, dup := peers[a.From]; dup {
 			return nil, fmt.Errorf("masking: client %d: two advertisements from client %d: refused", me, a.From)
 		}
-		pk, err := verifyAdvert(a, &c.p.RoundID, c.cfg.Keys)
+		pk, err := verifyAdvert(a, &c.p.RoundID, &c.digest, c.cfg.Keys)
 		if err != nil {
 			return nil, fmt.Errorf("masking: client %d: %w: refused", me, err)
 		}

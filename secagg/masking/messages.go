@@ -41,9 +41,14 @@ type KeyAdvert struct {
 	Signature []byte
 }
 
-// signedBytes is what the advertisement's signature covers.
-func (a *KeyAdvert) signedBytes() []byte {
-	b := append([]byte(labelAdvert), a.RoundID[:]...)
+// signedBytes is what the advertisement's signature covers: the label,
+// the digest of the round's parameters (so every honest party that
+// accepts the advertisement has the same roster, graph, threshold and
+// length: a coordinator cannot give two clients different parameters),
+// the round id, the sender and its keys.
+func (a *KeyAdvert) signedBytes(params *[32]byte) []byte {
+	b := append([]byte(labelAdvert), params[:]...)
+	b = append(b, a.RoundID[:]...)
 	b = binary.BigEndian.AppendUint32(b, a.From)
 	b = append(b, a.EncKey[:]...)
 	return append(b, a.MaskKey[:]...)

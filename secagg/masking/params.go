@@ -1,6 +1,7 @@
 package masking
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -106,4 +107,14 @@ func (p *Params) inRoster(id uint32) bool {
 		}
 	}
 	return false
+}
+
+// Digest returns SHA-256 of the parameters' encoding. Key advertisements
+// sign it, so the parties of a round agree on its parameters.
+func (p *Params) Digest() ([32]byte, error) {
+	b, err := p.MarshalBinary()
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(b), nil
 }

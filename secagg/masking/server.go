@@ -28,10 +28,11 @@ const (
 // sum of the survivors' inputs. Each step's first call of the next step's
 // method closes the step: late messages are refused.
 type Server struct {
-	p     Params
-	g     *Graph
-	keys  KeyDirectory
-	phase serverPhase
+	p      Params
+	g      *Graph
+	digest [32]byte
+	keys   KeyDirectory
+	phase  serverPhase
 
 	adverts   map[uint32]KeyAdvert                 // U1
 	shares    map[uint32]map[uint32]EncryptedShare // recipient → sender → share
@@ -54,8 +55,12 @@ func NewServer(p Params, keys KeyDirectory) (*Server, error) {
 	if keys == nil {
 		return nil, errors.New("masking: a server needs a key directory")
 	}
+	digest, err := p.Digest()
+	if err != nil {
+		return nil, err
+	}
 	return &Server{
-		p: p, g: g, keys: keys, phase: collectAdverts,
+		p: p, g: g, digest: digest, keys: keys, phase: collectAdverts,
 		adverts: map[uint32]KeyAdvert{}, shares: map[uint32]map[uint32]EncryptedShare{},
 		sharers: map[uint32]bool{}, masked: map[uint32][]uint32{},
 		dropped: map[uint32]bool{}, responses: map[uint32]*UnmaskResponse{},
@@ -76,7 +81,7 @@ func (s *Server) ReceiveAdvert(a *KeyAdvert) error {
 	if _, dup := s.adverts[a.From]; dup {
 		return fmt.Errorf("masking: a second advertisement from client %d: refused", a.From)
 	}
-	if _, err := verifyAdvert(a, &s.p.RoundID, s.keys); err != nil {
+	if _, err := verifyAdvert(a, &s.p.RoundID, &s.digest, s.keys); err != nil {
 		return fmt.Errorf("masking: %w: refused", err)
 	}
 	c := *a

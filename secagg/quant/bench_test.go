@@ -52,4 +52,3 @@ func benchSetup(b *testing.B) (*Quantizer, []float32) {
 	}
 	return q, randVec(rand.New(rand.NewPCG(1, 2)), cfg.Dim, 2)
 }
-
