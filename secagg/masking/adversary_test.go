@@ -1,6 +1,8 @@
 package masking
 
 import (
+	"bytes"
+	"crypto/ecdh"
 	"crypto/ed25519"
 	"errors"
 	"io"
@@ -449,3 +451,203 @@ func TestMaskedInputHidesInput(t *testing.T) {
 		t.Fatalf("%d masked coordinates equal the input or another client's mask", same)
 	}
 }
+
+// TestSplitRequestsCannotGetBothSecrets plays a coordinator that tells
+// some holders of a victim's secrets "the victim survived" and the others
+// "the victim dropped", for every split of the holders. Because 2t > k+1
+// (Params.Validate) it never collects t shares of both the victim's
+// self-mask seed and its mask key, so it cannot strip all of the victim's
+// masks; the test reconstructs whatever reaches t and checks that at
+// most one secret does.
+func TestSplitRequestsCannotGetBothSecrets(t *testing.T) {
+	f := newFixture(t, 5, 4, 3, 4, 80)
+	r := testRand(81)
+	victim := f.p.Roster[2]
+	var others []uint32
+	for _, id := range f.p.Roster {
+		if id != victim {
+			others = append(others, id)
+		}
+	}
+	reached := 0
+	for split := range 1 << len(others) {
+		lr := upTo(t, f, 3, nil, r)
+		honest, err := lr.srv.UnmaskRequest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropReq := &UnmaskRequest{RoundID: honest.RoundID,
+			Survivors: slices.DeleteFunc(slices.Clone(honest.Survivors), func(id uint32) bool { return id == victim }),
+			Dropped:   []uint32{victim}}
+		self, key := map[uint32]fieldShare{}, map[uint32]fieldShare{}
+		// The victim itself only ever answers as a survivor.
+		ask := map[uint32]*UnmaskRequest{victim: honest}
+		for i, id := range others {
+			if split>>i&1 == 1 {
+				ask[id] = dropReq
+			} else {
+				ask[id] = honest
+			}
+		}
+		for id, req := range ask {
+			resp, err := lr.clients[id].Unmask(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range resp.SelfShares {
+				if s.Owner == victim {
+					self[id] = s.Value
+				}
+			}
+			for _, s := range resp.KeyShares {
+				if s.Owner == victim {
+					key[id] = s.Value
+				}
+			}
+		}
+		if len(self) >= f.p.Threshold && len(key) >= f.p.Threshold {
+			t.Fatalf("split %04b: the coordinator holds %d seed shares and %d key shares of the victim", split, len(self), len(key))
+		}
+		if len(key) >= f.p.Threshold {
+			// It can rebuild the mask key; then the seed must be out of reach.
+			skb, err := reconstruct(key, sortedKeys(key), f.p.Threshold)
+			if err != nil {
+				t.Fatal(err)
+			}
+			adv := lr.srv.adverts[victim]
+			sk, _ := ecdhKey(skb)
+			if !slices.Equal(sk, adv.MaskKey[:]) {
+				t.Fatal("reconstructed key does not match")
+			}
+			reached++
+		}
+	}
+	if reached == 0 {
+		t.Fatal("no split reached the key threshold: the test exercises nothing")
+	}
+}
+
+func ecdhKey(b [secretSize]byte) ([]byte, error) {
+	k, err := newX25519Key(bytes.NewReader(b[:]))
+	if err != nil {
+		return nil, err
+	}
+	return k.PublicKey().Bytes(), nil
+}
+
+// TestColludersBound: a coordinator colluding with c of a victim's
+// neighbours tells some honest holders "the victim survived" and the
+// others "it dropped". Up to Params.ToleratedColluders colluders it never
+// gets t shares of both secrets, for any split; one colluder more and some
+// split gives both, and the test then recovers the victim's input exactly
+// — the bound is tight, which is why the federation must choose t with
+// its collusion assumption in mind.
+func TestColludersBound(t *testing.T) {
+	for _, tc := range []struct{ n, k, t int }{{5, 4, 3}, {7, 6, 5}} {
+		f := newFixture(t, tc.n, tc.k, tc.t, 6, uint64(90+tc.n))
+		tol := f.p.ToleratedColluders()
+		for c := 0; c <= tol+1; c++ {
+			broken := attackWithColluders(t, f, c, testRand(uint64(91+c)))
+			if c <= tol && broken {
+				t.Fatalf("n=%d k=%d t=%d: %d colluders (tolerated %d) recovered the victim's input", tc.n, tc.k, tc.t, c, tol)
+			}
+			if c == tol+1 && !broken {
+				t.Fatalf("n=%d k=%d t=%d: %d colluders could not attack: the stated tolerance is not tight", tc.n, tc.k, tc.t, c)
+			}
+		}
+	}
+}
+
+// attackWithColluders tries every split of the victim's honest holders
+// and reports whether some split recovered the victim's exact input.
+func attackWithColluders(t *testing.T, f *fixture, c int, r io.Reader) bool {
+	t.Helper()
+	victim := f.p.Roster[0]
+	var colluders, honest []uint32
+	for _, id := range f.p.Roster[1:] {
+		if len(colluders) < c {
+			colluders = append(colluders, id)
+		} else {
+			honest = append(honest, id)
+		}
+	}
+	for split := range 1 << len(honest) {
+		lr := upTo(t, f, 3, nil, r)
+		req, err := lr.srv.UnmaskRequest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropReq := &UnmaskRequest{RoundID: req.RoundID,
+			Survivors: slices.DeleteFunc(slices.Clone(req.Survivors), func(id uint32) bool { return id == victim }),
+			Dropped:   []uint32{victim}}
+		self, key := map[uint32]fieldShare{}, map[uint32]fieldShare{}
+		take := func(id uint32, resp *UnmaskResponse) {
+			for _, s := range resp.SelfShares {
+				if s.Owner == victim {
+					self[id] = s.Value
+				}
+			}
+			for _, s := range resp.KeyShares {
+				if s.Owner == victim {
+					key[id] = s.Value
+				}
+			}
+		}
+		// Colluders hand over both of their shares (read from their state).
+		for _, id := range colluders {
+			h := lr.clients[id].held[victim]
+			self[id], key[id] = h.self, h.key
+		}
+		resp, err := lr.clients[victim].Unmask(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		take(victim, resp)
+		for i, id := range honest {
+			q := req
+			if split>>i&1 == 1 {
+				q = dropReq
+			}
+			resp, err := lr.clients[id].Unmask(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			take(id, resp)
+		}
+		if len(self) < f.p.Threshold || len(key) < f.p.Threshold {
+			continue
+		}
+		seed, err1 := reconstruct(self, sortedKeys(self), f.p.Threshold)
+		skb, err2 := reconstruct(key, sortedKeys(key), f.p.Threshold)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		// Strip every mask from the victim's masked input.
+		sk, err := newX25519Key(bytes.NewReader(skb[:]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y := slices.Clone(lr.masked[victim].Values)
+		addMask(y, &seed, -1)
+		for _, j := range lr.clients[victim].masked {
+			adv := lr.srv.adverts[j]
+			pk, _ := ecdhPublic(adv.MaskKey[:])
+			s, err := pairSeed(sk, pk, &f.p.RoundID, victim, j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sign := -1
+			if victim > j {
+				sign = 1
+			}
+			addMask(y, &s, sign)
+		}
+		if slices.Equal(y, lr.inputs[victim]) {
+			return true
+		}
+		t.Fatal("both secrets reconstructed but the input did not come out: the attack code is wrong")
+	}
+	return false
+}
+
+func ecdhPublic(b []byte) (*ecdh.PublicKey, error) { return ecdh.X25519().NewPublicKey(b) }

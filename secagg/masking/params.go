@@ -118,3 +118,14 @@ func (p *Params) Digest() ([32]byte, error) {
 	}
 	return sha256.Sum256(b), nil
 }
+
+// ToleratedColluders returns the number c of a client's neighbours that
+// may collude with the coordinator (handing it both kinds of share)
+// without the coordinator learning that client's input: the largest c
+// with c < t and 2(t − c) > k + 1 − c, i.e. c ≤ 2t − k − 2. It is
+// negative when even an honest set of holders is not enough, which
+// Validate rules out.
+func (p *Params) ToleratedColluders() int {
+	k, t := p.EffectiveDegree(), p.Threshold
+	return min(2*t-k-2, t-1)
+}
