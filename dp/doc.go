@@ -49,6 +49,14 @@
 //	spent, err := l.Charge("client-7", ev)  // refuses (ErrBudgetExceeded), unchanged, if over budget
 //	data, err := json.Marshal(l); l2, err := dp.UnmarshalLedger(data) // exact round trip
 //
+// Distributed discrete Gaussian (secure aggregation: each client adds
+// N_Z(0, σ²) on the integer lattice, only the sum of at least n honest
+// clients is released; Kairouz, Liu & Steinke 2021, Proposition 14):
+//
+//	err = src.DiscreteGaussianInts(noise, σ) // exact integer noise, σ an integer
+//	m := dp.DistributedDiscreteGaussian{Sigma: σ, Clients: n, L2: Δ2, L1: Δ1, Dim: d}
+//	ev, err := m.Event(nil, rounds, "secagg round")  // or m.Epsilon(nil, rounds, delta)
+//
 // Subpackages hold the paper-specific mechanisms: dp/svt (sparse vector,
 // Irene Algorithm 3 and Lyu et al. 2017), dp/dplc (PrivacyFace's
 // differentially private local clustering) and dp/pate (noisy-vote
