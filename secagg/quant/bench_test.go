@@ -1,18 +1,26 @@
 package quant
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
 )
 
-// BenchmarkEncode times one client's encoding of 557,824 values (padded
-// to 2^20) with noise σ = 20, and the coordinator's decoding.
+// BenchmarkEncode times one client's encoding of 557,824 values with
+// noise σ = 20, padded to 2^20 (one Hadamard block) or to 573,440 (blocks
+// of 2^14), and the coordinator's decoding.
 //
 //	go test -run XXX -bench 'Encode|Decode' -benchtime 3x ./secagg/quant/
 func BenchmarkEncode(b *testing.B) {
-	q, x := benchSetup(b)
+	for _, block := range []int{0, 1 << 14} {
+		b.Run(fmt.Sprintf("block=%d", block), func(b *testing.B) { benchEncode(b, block) })
+	}
+}
+
+func benchEncode(b *testing.B, block int) {
+	q, x := benchSetup(b, block)
 	r := testRand(1)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -24,10 +32,11 @@ func BenchmarkEncode(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64((threadCPU()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(q.Padded()), "values_sent")
 }
 
 func BenchmarkDecode(b *testing.B) {
-	q, x := benchSetup(b)
+	q, x := benchSetup(b, 0)
 	e, err := q.Encode(x, testRand(1))
 	if err != nil {
 		b.Fatal(err)
@@ -44,8 +53,8 @@ func BenchmarkDecode(b *testing.B) {
 	b.ReportMetric(float64((threadCPU()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
-func benchSetup(b *testing.B) (*Quantizer, []float32) {
-	cfg := Config{Dim: 557824, ClipNorm: 1, Gamma: 1e-4, Beta: math.Exp(-0.5), Bits: 32, Noise: 20, Clients: 100, WrapProb: 1e-9}
+func benchSetup(b *testing.B, block int) (*Quantizer, []float32) {
+	cfg := Config{Dim: 557824, Block: block, ClipNorm: 1, Gamma: 1e-4, Beta: math.Exp(-0.5), Bits: 32, Noise: 20, Clients: 100, WrapProb: 1e-9}
 	q, err := New(cfg, [32]byte{1})
 	if err != nil {
 		b.Fatal(err)

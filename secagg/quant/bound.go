@@ -11,15 +11,15 @@ import (
 // Claim: with probability at least 1 − WrapProb over the rotation signs
 // and the noise, every coordinate S_j of the integer sum of n clients'
 // encodings satisfies |S_j| ≤ Bound(n, σ), where, with D' the padded
-// length, c = C/γ and L = ln(4D'/WrapProb),
+// length, B the Hadamard block size, c = C/γ and L = ln(4D'/WrapProb),
 //
-//	Bound(n, σ) = n·c·√(2L/D') + n + σ·√(2nL).
+//	Bound(n, σ) = n·c·√(2L/B) + n + σ·√(2nL).
 //
 // Proof sketch. S = U(Σᵢ xᵢ)/γ + Σᵢ rᵢ + Σᵢ zᵢ with xᵢ the clipped inputs,
 // rᵢ the rounding errors and zᵢ the noise. (1) The signs are shared, so
 // the signal term is U applied to v = Σᵢ xᵢ/γ, ‖v‖₂ ≤ nc; its coordinate j
-// is Σ_k ±s_k v_k/√D', a Rademacher sum with Σ coefficients² ≤ (nc)²/D',
-// so by Hoeffding P(|·| ≥ a) ≤ 2exp(−a²D'/(2n²c²)). (2) Each rounding
+// is Σ_k ±s_k v_k/√B over its block, a Rademacher sum with Σ
+// coefficients² ≤ (nc)²/B, so by Hoeffding P(|·| ≥ a) ≤ 2exp(−a²B/(2n²c²)). (2) Each rounding
 // error lies in (−1, 1), so |Σᵢ rᵢ,j| < n, always. (3) N_Z(0, σ²) is
 // σ-subgaussian (Canonne, Kamath & Steinke 2020, Cor. 9), so Σᵢ zᵢ,j is
 // √n·σ-subgaussian: P(|·| ≥ a) ≤ 2exp(−a²/(2nσ²)). A union bound over
@@ -51,6 +51,8 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("quant: the lattice step γ must be positive and finite, got %g", cfg.Gamma)
 	case !(cfg.Beta >= 0 && cfg.Beta < 1):
 		return fmt.Errorf("quant: the conditional rounding β must be in [0, 1), got %g", cfg.Beta)
+	case cfg.Block != 0 && (cfg.Block < 2 || cfg.Block > 1<<26 || cfg.Block&(cfg.Block-1) != 0):
+		return fmt.Errorf("quant: the Hadamard block size must be 0 or a power of two in [2, 2^26], got %d", cfg.Block)
 	case cfg.Bits < 2 || cfg.Bits > 32:
 		return fmt.Errorf("quant: the modulus bits must be in [2, 32], got %d", cfg.Bits)
 	case cfg.Noise > 1<<31:
@@ -63,11 +65,11 @@ func (cfg Config) validate() error {
 	return nil
 }
 
-// boundAt evaluates Bound(n, σ).
-func boundAt(c float64, D int, n int, sigma float64, wrapProb float64) float64 {
+// boundAt evaluates Bound(n, σ) for padded length D and block size B.
+func boundAt(c float64, D, B int, n int, sigma float64, wrapProb float64) float64 {
 	L := math.Log(4 * float64(D) / wrapProb)
 	fn := float64(n)
-	return fn*c*math.Sqrt(2*L/float64(D)) + fn + sigma*math.Sqrt(2*fn*L)
+	return fn*c*math.Sqrt(2*L/float64(B)) + fn + sigma*math.Sqrt(2*fn*L)
 }
 
 // Bound computes the wrap bound of cfg (see WrapBound). It does not
@@ -76,11 +78,11 @@ func Bound(cfg Config) (WrapBound, error) {
 	if err := cfg.validate(); err != nil {
 		return WrapBound{}, err
 	}
-	D := padLen(cfg.Dim)
+	D, B := layout(cfg)
 	c := cfg.ClipNorm / cfg.Gamma
 	limit := math.Ldexp(1, cfg.Bits-1) - 1
 	w := WrapBound{
-		Bound:    boundAt(c, D, cfg.Clients, float64(cfg.Noise), cfg.WrapProb),
+		Bound:    boundAt(c, D, B, cfg.Clients, float64(cfg.Noise), cfg.WrapProb),
 		Limit:    limit,
 		WrapProb: cfg.WrapProb,
 	}
@@ -88,7 +90,7 @@ func Bound(cfg Config) (WrapBound, error) {
 	lo, hi := 0, 1<<32
 	for lo < hi {
 		m := lo + (hi-lo+1)/2
-		if boundAt(c, D, m, float64(cfg.Noise), cfg.WrapProb) <= limit {
+		if boundAt(c, D, B, m, float64(cfg.Noise), cfg.WrapProb) <= limit {
 			lo = m
 		} else {
 			hi = m - 1
@@ -98,7 +100,7 @@ func Bound(cfg Config) (WrapBound, error) {
 	var slo, shi uint64 = 0, 1 << 31
 	for slo < shi {
 		m := slo + (shi-slo+1)/2
-		if boundAt(c, D, cfg.Clients, float64(m), cfg.WrapProb) <= limit {
+		if boundAt(c, D, B, cfg.Clients, float64(m), cfg.WrapProb) <= limit {
 			slo = m
 		} else {
 			shi = m - 1

@@ -3,11 +3,18 @@
 // Gaussian noise, and decodes the aggregate, as in Kairouz, Liu & Steinke
 // 2021 (arXiv 2102.06387, Algorithm 1):
 //
-//	clip to L2 norm C → random rotation U = H·D/√D' (Walsh–Hadamard H,
-//	random signs D shared by the round, zero-padded to D' = 2^⌈log₂ d⌉)
+//	clip to L2 norm C → random rotation U = H·D/√B (Walsh–Hadamard H of
+//	block size B, random signs D shared by the round, zero-padded to D')
 //	→ scale by 1/γ → conditional randomised rounding → + N_Z(0, σ²)^D'
 //	per client → mod 2^b → [masking secure aggregation] → centred lift →
 //	× γ → U⁻¹ → first d values.
+//
+// By default (Config.Block = 0) H is one Hadamard matrix of size
+// B = D' = 2^⌈log₂ d⌉, as in the paper; that nearly doubles the length for
+// some d (557,824 → 1,048,576). With Block = B, a power of two, H is
+// block-diagonal with Hadamard blocks of size B and D' = B·⌈d/B⌉ (557,824
+// → 573,440 with B = 2^14): still orthogonal, at the price of a wrap bound
+// whose signal term grows by √(D'/B) (Bound states it).
 //
 // Contract:
 //   - New refuses a Config for which the sum of Clients encodings could
@@ -46,6 +53,9 @@ import (
 type Config struct {
 	// Dim is d, the length of the real vectors.
 	Dim int
+	// Block is B, the size of the Walsh–Hadamard blocks, a power of two
+	// (0: one block of 2^⌈log₂ d⌉, the paper's choice).
+	Block int
 	// ClipNorm is C: vectors are scaled down to L2 norm at most C.
 	ClipNorm float64
 	// Gamma is γ, the lattice step: values are divided by γ before
@@ -72,6 +82,7 @@ type Config struct {
 type Quantizer struct {
 	cfg    Config
 	padded int
+	block  int
 	signs  []float64
 	bound  WrapBound
 	norm2  float64 // bound on ‖ỹ‖₂² in lattice units
@@ -92,7 +103,8 @@ func New(cfg Config, rotationSeed [32]byte) (*Quantizer, error) {
 		return nil, fmt.Errorf("quant: the sum of %d clients could wrap modulo 2^%d (bound %.4g > %.0f at wrap probability %g): at most %d clients at noise σ = %d, or noise σ ≤ %d for %d clients: refused",
 			cfg.Clients, cfg.Bits, b.Bound, b.Limit, cfg.WrapProb, b.MaxClients, cfg.Noise, b.MaxNoise, cfg.Clients)
 	}
-	q := &Quantizer{cfg: cfg, padded: padLen(cfg.Dim), bound: b}
+	D, B := layout(cfg)
+	q := &Quantizer{cfg: cfg, padded: D, block: B, bound: b}
 	q.norm2 = roundedNorm2(cfg.ClipNorm/cfg.Gamma, q.padded, cfg.Beta)
 	q.signs = make([]float64, q.padded)
 	src := rand.NewChaCha8(rotationSeed)
@@ -106,7 +118,8 @@ func New(cfg Config, rotationSeed [32]byte) (*Quantizer, error) {
 	return q, nil
 }
 
-// Padded returns D', the length of encoded vectors (a power of two ≥ d).
+// Padded returns D', the length of encoded vectors (a multiple of the
+// block size, ≥ d).
 func (q *Quantizer) Padded() int { return q.padded }
 
 // WrapBound returns the checked bound of New.
@@ -133,6 +146,30 @@ func (q *Quantizer) Mechanism(honest int) (dp.DistributedDiscreteGaussian, error
 }
 
 func padLen(d int) int { return 1 << bits.Len(uint(d-1)) }
+
+// layout returns the padded length D' and the block size B of cfg.
+func layout(cfg Config) (D, B int) {
+	if cfg.Block == 0 {
+		D = padLen(cfg.Dim)
+		return D, D
+	}
+	B = cfg.Block
+	return (cfg.Dim + B - 1) / B * B, B
+}
+
+// rotate applies the blockwise Walsh–Hadamard transform of block size b,
+// normalised (each block multiplied by 1/√b): orthogonal and symmetric,
+// so it is its own inverse.
+func rotate(v []float64, b int) {
+	inv := 1 / math.Sqrt(float64(b))
+	for off := 0; off < len(v); off += b {
+		w := v[off : off+b]
+		fwht(w)
+		for i := range w {
+			w[i] *= inv
+		}
+	}
+}
 
 // roundedNorm2 is the DDG paper's bound on the squared norm of a
 // conditionally rounded vector of norm ≤ c in dimension D.
@@ -203,8 +240,7 @@ func (q *Quantizer) encodeInts(x []float32, r io.Reader) ([]int64, error) {
 	for i := range v {
 		v[i] *= q.signs[i]
 	}
-	fwht(v)
-	scale /= math.Sqrt(float64(q.padded))
+	rotate(v, q.block)
 	for i := range v {
 		v[i] *= scale
 	}
@@ -266,10 +302,9 @@ func (q *Quantizer) Decode(sum []uint32) ([]float64, error) {
 		}
 		v[i] = float64(z) * q.cfg.Gamma
 	}
-	fwht(v)
-	inv := 1 / math.Sqrt(float64(q.padded))
+	rotate(v, q.block)
 	for i := range v {
-		v[i] *= inv * q.signs[i]
+		v[i] *= q.signs[i]
 	}
 	return v[:q.cfg.Dim], nil
 }

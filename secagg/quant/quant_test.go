@@ -59,20 +59,26 @@ func dist(a, b []float64) float64 {
 // rotation is orthogonal).
 func TestSumRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
-		d, n  int
-		beta  float64
-		bits  int
-		scale float64 // input norm / clip
+		d, block, n int
+		beta        float64
+		bits        int
+		scale       float64 // input norm / clip
 	}{
-		{100, 5, math.Exp(-0.5), 32, 0.7},
-		{100, 5, 0, 20, 3}, // clipped inputs, no conditioning
-		{1, 3, math.Exp(-0.5), 20, 1},
-		{1000, 20, 0.1, 24, 1.5},
+		{100, 0, 5, math.Exp(-0.5), 32, 0.7},
+		{100, 0, 5, 0, 20, 3}, // clipped inputs, no conditioning
+		{1, 0, 3, math.Exp(-0.5), 20, 1},
+		{1000, 0, 20, 0.1, 24, 1.5},
+		{1000, 256, 20, 0.1, 24, 1.5},         // D' = 1024 in 4 blocks
+		{3000, 512, 7, math.Exp(-0.5), 32, 1}, // D' = 3072, not a power of two
+		{5, 2, 3, math.Exp(-0.5), 24, 1},
 	} {
-		cfg := Config{Dim: tc.d, ClipNorm: 2, Gamma: 1e-3, Beta: tc.beta, Bits: tc.bits, Clients: tc.n, WrapProb: 1e-9}
+		cfg := Config{Dim: tc.d, Block: tc.block, ClipNorm: 2, Gamma: 1e-3, Beta: tc.beta, Bits: tc.bits, Clients: tc.n, WrapProb: 1e-9}
 		q, err := New(cfg, [32]byte{1})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if tc.block > 0 && q.Padded() != (tc.d+tc.block-1)/tc.block*tc.block {
+			t.Fatalf("%+v: padded to %d", tc, q.Padded())
 		}
 		r := testRand(byte(tc.d))
 		pr := rand.New(rand.NewPCG(uint64(tc.d), 1))
@@ -197,6 +203,55 @@ func wrapConfig() Config {
 	return Config{Dim: 60, ClipNorm: 1, Gamma: 1.0 / 64, Beta: math.Exp(-0.5), Bits: 14, Noise: 3, Clients: 1, WrapProb: 1e-9}
 }
 
+// TestWrapBoundBlocks: the block layout's bound is the same check with
+// the signal term of its block size; it accepts fewer clients than one
+// block of the same padded length, accepts exactly MaxClients and keeps
+// the sums of aligned inputs inside the bound.
+func TestWrapBoundBlocks(t *testing.T) {
+	one := wrapConfig()
+	blocks := one
+	blocks.Block = 16 // D' = 64 in four blocks
+	b1, _ := Bound(one)
+	b4, err := Bound(blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(b4.MaxClients < b1.MaxClients) {
+		t.Fatalf("blocks of 16 allow %d clients, one block of 64 %d", b4.MaxClients, b1.MaxClients)
+	}
+	at := blocks
+	at.Clients = b4.MaxClients
+	q, err := New(at, [32]byte{12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at.Clients++
+	if _, err := New(at, [32]byte{12}); err == nil {
+		t.Fatal("one client beyond the block bound accepted")
+	}
+	r := testRand(13)
+	x := make([]float32, at.Dim)
+	x[5] = float32(at.ClipNorm)
+	sum := make([]int64, q.Padded())
+	for range b4.MaxClients {
+		y, err := q.encodeInts(x, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, z := range y {
+			sum[i] += z
+		}
+	}
+	for i, s := range sum {
+		if float64(max(s, -s)) > q.WrapBound().Bound {
+			t.Fatalf("|S_%d| = %d above the stated bound %.1f", i, s, q.WrapBound().Bound)
+		}
+	}
+	if _, err := New(Config{Dim: 60, Block: 24, ClipNorm: 1, Gamma: 1, Bits: 32, Clients: 1, WrapProb: 1e-9}, [32]byte{}); err == nil || !strings.Contains(err.Error(), "block") {
+		t.Fatalf("block 24: %v", err)
+	}
+}
+
 // TestWrapBoundAtAndBeyond: New accepts exactly MaxClients clients and
 // refuses one more; at MaxClients, sums of encodings of random and
 // axis-aligned inputs stay within the stated bound and decode exactly;
@@ -209,7 +264,7 @@ func TestWrapBoundAtAndBeyond(t *testing.T) {
 	}
 	m := b.MaxClients
 	t.Logf("b = %d, D' = 64, C/γ = 64, σ = 3, wrap probability 1e-9: at most %d clients (bound %.1f ≤ %.0f at %d clients; %.1f at %d)",
-		cfg.Bits, m, boundAt(64, 64, m, 3, 1e-9), b.Limit, m, boundAt(64, 64, m+1, 3, 1e-9), m+1)
+		cfg.Bits, m, boundAt(64, 64, 64, m, 3, 1e-9), b.Limit, m, boundAt(64, 64, 64, m+1, 3, 1e-9), m+1)
 	if m < 5 || m > 1000 {
 		t.Fatalf("MaxClients %d: the test parameters are off", m)
 	}
