@@ -621,7 +621,7 @@ func (l *Library) analyse(ctx context.Context, p *planned, opt IndexOptions) (in
 		}
 		// Another process may have recorded these bytes since.
 		var id int64
-		switch err := tx.QueryRowContext(ctx, `SELECT id FROM photos WHERE sha256 = ?`, c.SHA256[:]).Scan(&id); {
+		switch err := tx.QueryRowContext(ctx, `SELECT id FROM photos WHERE content_mac = ?`, l.keys.contentID(c.SHA256)).Scan(&id); {
 		case err == nil:
 			p.outcome, n = PhotoDuplicate, 0
 			return nil

@@ -62,22 +62,25 @@ type recorded struct {
 
 // recordedStamps returns the recorded photos with a known stamp, by path.
 func (l *Library) recordedStamps(ctx context.Context) (map[string]recorded, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT path, sha256, size, mtime, inode FROM photos WHERE mtime IS NOT NULL`)
+	rows, err := l.db.QueryContext(ctx, `SELECT id, path, digest, size, mtime, inode FROM photos WHERE mtime IS NOT NULL`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := map[string]recorded{}
 	for rows.Next() {
+		var id int64
 		var path string
 		var sum []byte
 		var r recorded
 		var mtime int64
 		var inode sql.NullInt64
-		if err := rows.Scan(&path, &sum, &r.size, &mtime, &inode); err != nil {
+		if err := rows.Scan(&id, &path, &sum, &r.size, &mtime, &inode); err != nil {
 			return nil, err
 		}
-		copy(r.sum[:], sum)
+		if r.sum, err = l.photoDigest(id, sum); err != nil {
+			return nil, err
+		}
 		r.stamp = fileStamp{mtime: mtime, inode: uint64(inode.Int64)}
 		out[path] = r
 	}

@@ -177,6 +177,9 @@ var errUnauthentic = errors.New("authentication failed")
 type subKeys struct {
 	seal     []byte   // XChaCha20-Poly1305 key for sealed fields
 	nameMAC  []byte   // HMAC-SHA256 key for name lookup
+	content  []byte   // HMAC-SHA256 key of photos' content ids
+	rowMAC   []byte   // HMAC-SHA256 key of the rows' plaintext columns
+	setMAC   []byte   // HMAC-SHA256 key of the rows' contributions to the table sums
 	rotation [32]byte // seed of the library's secret metric rotation
 }
 
@@ -185,6 +188,9 @@ const (
 	labelSeal     = "veil/tagging/v1 seal"
 	labelNameMAC  = "veil/tagging/v1 name-index"
 	labelRotation = "veil/tagging/v1 metric-rotation"
+	labelContent  = "veil/tagging/v2 photo-content"
+	labelRowMAC   = "veil/tagging/v2 row-mac"
+	labelSetMAC   = "veil/tagging/v2 table-sum"
 )
 
 func deriveSubKeys(dek []byte) (subKeys, error) {
@@ -194,6 +200,15 @@ func deriveSubKeys(dek []byte) (subKeys, error) {
 		return subKeys{}, err
 	}
 	if k.nameMAC, err = hkdf.Key(sha256.New, dek, nil, labelNameMAC, 32); err != nil {
+		return subKeys{}, err
+	}
+	if k.content, err = hkdf.Key(sha256.New, dek, nil, labelContent, 32); err != nil {
+		return subKeys{}, err
+	}
+	if k.rowMAC, err = hkdf.Key(sha256.New, dek, nil, labelRowMAC, 32); err != nil {
+		return subKeys{}, err
+	}
+	if k.setMAC, err = hkdf.Key(sha256.New, dek, nil, labelSetMAC, 32); err != nil {
 		return subKeys{}, err
 	}
 	rot, err := hkdf.Key(sha256.New, dek, nil, labelRotation, 32)
@@ -208,6 +223,9 @@ func deriveSubKeys(dek []byte) (subKeys, error) {
 func (k *subKeys) clear() {
 	clear(k.seal)
 	clear(k.nameMAC)
+	clear(k.content)
+	clear(k.rowMAC)
+	clear(k.setMAC)
 	clear(k.rotation[:])
 }
 
@@ -227,6 +245,19 @@ func fieldAAD(table, column string, row int64) []byte {
 func (k *subKeys) mac(normalised string) []byte {
 	m := hmac.New(sha256.New, k.nameMAC)
 	m.Write([]byte(normalised))
+	return m.Sum(nil)
+}
+
+// contentID is the id under which the library knows a photo's content:
+// HMAC-SHA256 of the content's SHA-256 under the photo-content key. Without
+// the key, hashing a candidate photo tells nothing about whether the
+// library holds it. (MACing the digest rather than the bytes lets a
+// migration or a rekey recompute it from the sealed digest, without the
+// photo.)
+func (k *subKeys) contentID(sum [32]byte) []byte {
+	m := hmac.New(sha256.New, k.content)
+	m.Write([]byte("veil/tagging/v2 photo|"))
+	m.Write(sum[:])
 	return m.Sum(nil)
 }
 

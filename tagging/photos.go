@@ -78,13 +78,16 @@ func (l *Library) AddPhoto(p PhotoRecord, faces []NewFace) (photoID int64, faceI
 // error recorded for its path (the file reads now).
 func (l *Library) addPhotoTx(ctx context.Context, tx *sql.Tx, p PhotoRecord, faces []NewFace) (int64, []int64, error) {
 	mtime, inode := stampArgs(p.stamp)
-	res, err := tx.ExecContext(ctx, `INSERT INTO photos (path, sha256, size, taken, width, height, added_at, mtime, inode)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, p.Path, p.SHA256[:], p.Size, nullString(p.Taken), p.Width, p.Height, time.Now().Unix(), mtime, inode)
+	res, err := tx.ExecContext(ctx, `INSERT INTO photos (path, content_mac, size, taken, width, height, added_at, mtime, inode)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, p.Path, l.keys.contentID(p.SHA256), p.Size, nullString(p.Taken), p.Width, p.Height, time.Now().Unix(), mtime, inode)
 	if err != nil {
 		return 0, nil, fmt.Errorf("recording the photo: %w", err)
 	}
 	photoID, err := res.LastInsertId()
 	if err != nil {
+		return 0, nil, err
+	}
+	if err := l.sealDigestTx(ctx, tx, photoID, p.SHA256); err != nil {
 		return 0, nil, err
 	}
 	faceIDs, err := l.insertFaces(ctx, tx, photoID, faces)
@@ -95,6 +98,31 @@ func (l *Library) addPhotoTx(ctx context.Context, tx *sql.Tx, p PhotoRecord, fac
 		return 0, nil, err
 	}
 	return photoID, faceIDs, nil
+}
+
+// sealDigestTx stores photo id's content digest, sealed (its content_mac
+// is set by the caller).
+func (l *Library) sealDigestTx(ctx context.Context, tx *sql.Tx, id int64, sum [32]byte) error {
+	sealed, err := l.Seal("photos", "digest", id, sum[:])
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE photos SET digest = ? WHERE id = ?`, sealed, id)
+	return err
+}
+
+// photoDigest unseals photo id's content digest.
+func (l *Library) photoDigest(id int64, sealed []byte) ([32]byte, error) {
+	var sum [32]byte
+	b, err := l.Unseal("photos", "digest", id, sealed)
+	if err != nil {
+		return sum, err
+	}
+	if len(b) != len(sum) {
+		return sum, fmt.Errorf("photos.digest of row %d: %w", id, ErrTampered)
+	}
+	copy(sum[:], b)
+	return sum, nil
 }
 
 // AddFaces adds faces to a photo already in the library, in one transaction.
@@ -178,7 +206,7 @@ func (l *Library) PhotoByPath(path string) (Photo, error) {
 	return ps[0], nil
 }
 
-const photoColumns = `photos.id, photos.path, photos.sha256, photos.size, photos.taken, photos.width, photos.height, photos.missing`
+const photoColumns = `photos.id, photos.path, photos.digest, photos.size, photos.taken, photos.width, photos.height, photos.missing`
 
 func (l *Library) queryPhotos(ctx context.Context, query string, args ...any) ([]Photo, error) {
 	rows, err := l.db.QueryContext(ctx, query, args...)
@@ -194,7 +222,9 @@ func (l *Library) queryPhotos(ctx context.Context, query string, args ...any) ([
 		if err := rows.Scan(&p.ID, &p.Path, &sum, &p.Size, &taken, &p.Width, &p.Height, &p.Missing); err != nil {
 			return nil, fmt.Errorf("reading photos: %w", err)
 		}
-		copy(p.SHA256[:], sum)
+		if p.SHA256, err = l.photoDigest(p.ID, sum); err != nil {
+			return nil, err
+		}
 		p.Taken = taken.String
 		out = append(out, p)
 	}
@@ -306,10 +336,13 @@ func (l *Library) replaceContentTx(ctx context.Context, tx *sql.Tx, id int64, p 
 		return 0, err
 	}
 	mtime, inode := stampArgs(p.stamp)
-	if _, err := tx.ExecContext(ctx, `UPDATE photos SET sha256 = ?, size = ?, taken = ?, width = ?, height = ?, missing = 0,
+	if _, err := tx.ExecContext(ctx, `UPDATE photos SET content_mac = ?, size = ?, taken = ?, width = ?, height = ?, missing = 0,
 		mtime = ?, inode = ? WHERE id = ?`,
-		p.SHA256[:], p.Size, nullString(p.Taken), p.Width, p.Height, mtime, inode, id); err != nil {
+		l.keys.contentID(p.SHA256), p.Size, nullString(p.Taken), p.Width, p.Height, mtime, inode, id); err != nil {
 		return 0, fmt.Errorf("recording the new content: %w", err)
+	}
+	if err := l.sealDigestTx(ctx, tx, id, p.SHA256); err != nil {
+		return 0, err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM scan_errors WHERE path = ?`, p.Path); err != nil {
 		return 0, err

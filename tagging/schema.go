@@ -11,15 +11,24 @@ import (
 // SchemaVersion is the version of the database layout this build writes.
 // Open brings an older library up to it with the migrations below, each in
 // its own transaction, and refuses a newer one.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[i] brings a library from version i to version i+1. Append new
 // migrations; never edit one that has shipped (libraries on users' disks
 // were made by it).
-var migrations = []func(tx *sql.Tx) error{
-	migrate1,
-	migrate2,
-	migrate3,
+//
+// A migration runs with the library unlocked (k holds its keys), so it may
+// re-key what an older layout stored in the clear.
+var migrations = []func(ctx context.Context, tx *sql.Tx, k *subKeys) error{
+	keyless(migrate1),
+	keyless(migrate2),
+	keyless(migrate3),
+	migrate4,
+}
+
+// keyless adapts a migration that needs no key.
+func keyless(f func(tx *sql.Tx) error) func(context.Context, *sql.Tx, *subKeys) error {
+	return func(_ context.Context, tx *sql.Tx, _ *subKeys) error { return f(tx) }
 }
 
 // migrate1 is the first layout: photos, faces, people and rejections.
@@ -97,6 +106,61 @@ func migrate3(tx *sql.Tx) error {
 	)
 }
 
+// migrate4 stops storing each photo's plain SHA-256, which let anyone with
+// the file and a candidate photo test whether the library holds it: the
+// column becomes content_mac, HMAC-SHA256 of the digest under the
+// library's photo-content key (subKeys.contentID), and the digest itself
+// is kept sealed in digest (so a rekey can recompute the id). Every photo
+// is re-keyed in this one transaction: an interruption leaves version 3 as
+// it was. (Open empties the journal afterwards, and secure_delete
+// overwrites the replaced values, so no plain digest stays in the files.)
+func migrate4(ctx context.Context, tx *sql.Tx, k *subKeys) error {
+	if err := execAll(tx,
+		`ALTER TABLE photos RENAME COLUMN sha256 TO content_mac`,
+		`ALTER TABLE photos ADD COLUMN digest BLOB NULL`,
+	); err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, content_mac FROM photos ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	type photo struct {
+		id  int64
+		sum [32]byte
+	}
+	var ps []photo
+	for rows.Next() {
+		var p photo
+		var b []byte
+		if err := rows.Scan(&p.id, &b); err != nil {
+			rows.Close()
+			return err
+		}
+		if len(b) != len(p.sum) {
+			rows.Close()
+			return fmt.Errorf("photo %d has a %d-byte content hash", p.id, len(b))
+		}
+		copy(p.sum[:], b)
+		ps = append(ps, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		digest, err := sealWith(k.seal, p.sum[:], fieldAAD("photos", "digest", p.id))
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE photos SET content_mac = ?, digest = ? WHERE id = ?`,
+			k.contentID(p.sum), digest, p.id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func execAll(tx *sql.Tx, stmts ...string) error {
 	for _, s := range stmts {
 		if _, err := tx.Exec(s); err != nil {
@@ -131,36 +195,39 @@ func schemaVersion(ctx context.Context, q querier) (int, error) {
 	return v, nil
 }
 
-// migrateTo runs migrations from the stored version up to target.
-func migrateTo(ctx context.Context, db *sql.DB, target int) error {
+// migrateTo runs migrations from the stored version up to target, and
+// reports whether it ran any.
+func migrateTo(ctx context.Context, db *sql.DB, k *subKeys, target int) (bool, error) {
+	ran := false
 	for {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
-			return err
+			return ran, err
 		}
 		v, err := schemaVersion(ctx, tx)
 		if err != nil {
 			tx.Rollback()
-			return err
+			return ran, err
 		}
 		if v > SchemaVersion {
 			tx.Rollback()
-			return fmt.Errorf("the library has schema version %d, newer than this build's %d: use a newer veil", v, SchemaVersion)
+			return ran, fmt.Errorf("the library has schema version %d, newer than this build's %d: use a newer veil", v, SchemaVersion)
 		}
 		if v >= target {
-			return tx.Rollback()
+			return ran, tx.Rollback()
 		}
-		if err := migrations[v](tx); err != nil {
+		if err := migrations[v](ctx, tx, k); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("migrating the library to schema version %d: %w", v+1, err)
+			return ran, fmt.Errorf("migrating the library to schema version %d: %w", v+1, err)
 		}
 		if err := setMeta(ctx, tx, metaSchema, []byte(strconv.Itoa(v+1))); err != nil {
 			tx.Rollback()
-			return err
+			return ran, err
 		}
 		if err := tx.Commit(); err != nil {
-			return err
+			return ran, err
 		}
+		ran = true
 	}
 }
 

@@ -148,31 +148,20 @@ func create(ctx context.Context, dir string, passphrase []byte, opt CreateOption
 			err = tx.Commit()
 		}
 	}
+	var keys subKeys
 	if err == nil {
-		err = migrateTo(ctx, db, version)
+		keys, err = deriveSubKeys(dek)
+	}
+	if err == nil {
+		_, err = migrateTo(ctx, db, &keys, version)
 	}
 	if err != nil {
 		clear(dek)
+		keys.clear()
 		db.Close()
 		return fail(fmt.Errorf("creating the library: %w", err))
 	}
-	l, err := newLibrary(dir, db, dek, hdr, derive)
-	if err != nil {
-		return fail(err)
-	}
-	return l, nil
-}
-
-// newLibrary holds an unlocked library; it takes dek (cleared on Close)
-// and, on error, closes db and clears dek.
-func newLibrary(dir string, db *sql.DB, dek, header []byte, derive kdfFunc) (*Library, error) {
-	keys, err := deriveSubKeys(dek)
-	if err != nil {
-		clear(dek)
-		db.Close()
-		return nil, err
-	}
-	return &Library{dir: dir, db: db, keys: keys, dek: dek, header: header, derive: derive}, nil
+	return &Library{dir: dir, db: db, keys: keys, dek: dek, header: hdr, derive: derive}, nil
 }
 
 // Open unlocks the library in dir with the passphrase and migrates its
@@ -201,12 +190,37 @@ func open(ctx context.Context, dir string, passphrase []byte, derive kdfFunc) (*
 		db.Close()
 		return nil, err
 	}
-	if err := migrateTo(ctx, db, SchemaVersion); err != nil {
+	keys, err := deriveSubKeys(dek)
+	if err != nil {
 		clear(dek)
 		db.Close()
 		return nil, err
 	}
-	return newLibrary(dir, db, dek, header, derive)
+	l := &Library{dir: dir, db: db, keys: keys, dek: dek, header: header, derive: derive}
+	migrated, err := migrateTo(ctx, db, &l.keys, SchemaVersion)
+	if err == nil && migrated {
+		// A migration may have replaced values that must not stay in the
+		// files (version 4: the photos' plain hashes): empty the journal.
+		// If another program holds it open, SQLite's own checkpoints
+		// overwrite those frames later.
+		_, err = l.checkpoint(ctx)
+	}
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// checkpoint copies the journal into the database and empties it, so the
+// files keep no older version of a row that was rewritten. It reports
+// whether another connection kept it from finishing.
+func (l *Library) checkpoint(ctx context.Context) (busy bool, err error) {
+	var b, frames, done int
+	if err := l.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&b, &frames, &done); err != nil {
+		return false, fmt.Errorf("emptying the journal: %w", err)
+	}
+	return b != 0, nil
 }
 
 // openDB opens the SQLite file (which must exist) in WAL mode with foreign
@@ -369,11 +383,11 @@ func (l *Library) Rekey(new []byte, opt CreateOptions) error {
 	// into the database and empty it, so the files no longer hold anything
 	// the old passphrase opens. This waits for other connections (the busy
 	// timeout) to finish what they are reading.
-	var busy, frames, done int
-	if err := l.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil {
+	busy, err := l.checkpoint(ctx)
+	if err != nil {
 		return fmt.Errorf("the passphrase was changed, but clearing the old key from the journal failed: %w", err)
 	}
-	if busy != 0 {
+	if busy {
 		return errors.New("the passphrase was changed, but another program kept the library busy: " +
 			"the old key stays in library.db-wal until it closes the library (then rekey again)")
 	}
