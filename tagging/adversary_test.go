@@ -8,8 +8,10 @@ import (
 	"crypto/sha256"
 	"crypto/sha3"
 	"crypto/sha512"
+	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +157,265 @@ func TestMigrationRekeysPhotoHashes(t *testing.T) {
 	var id int64
 	if err := l.db.QueryRow(`SELECT id FROM photos WHERE content_mac = ?`, l.keys.contentID(sum)).Scan(&id); err != nil || id != p.ID {
 		t.Errorf("finding the photo by its keyed content id: %d, %v", id, err)
+	}
+}
+
+// tamperFixture is a closed library where suggestions depend on the
+// plaintext structure: Ada is named on two faces of one photo; face
+// nearAda, in another photo, is all but Ada's descriptor but the user
+// rejected Ada for it, so nothing is suggested for it; face other is
+// unnamed and unlike anyone.
+type tamperFixture struct {
+	dir                 string
+	ada                 int64
+	adaFaces            []int64
+	nearAda, otherFace  int64
+	nearAdaBox          Box
+	clusteredFace       int64
+	adaPhoto, nearPhoto int64
+}
+
+func newTamperFixture(t *testing.T) tamperFixture {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := Create(dir, []byte(testPass), cheapKDF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	face := func(seed int, x float64) NewFace {
+		return NewFace{Box: Box{X: x, Y: 20, Width: 80, Height: 90}, Score: 0.9, Source: Detected,
+			Landmarks: testLandmarks(seed), Descriptor: testDescriptor(seed)}
+	}
+	fx := tamperFixture{dir: dir}
+	fx.adaPhoto, fx.adaFaces, err = l.AddPhoto(PhotoRecord{Path: "/p/ada.jpg", SHA256: sha256.Sum256([]byte("ada")), Size: 1, Width: 640, Height: 480},
+		[]NewFace{face(1, 10), face(1, 200)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := face(1, 300)
+	near.Descriptor[0] += 0.01
+	fx.nearAdaBox = near.Box
+	var ids []int64
+	fx.nearPhoto, ids, err = l.AddPhoto(PhotoRecord{Path: "/p/near.jpg", SHA256: sha256.Sum256([]byte("near")), Size: 1, Width: 640, Height: 480},
+		[]NewFace{near, face(50, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.nearAda, fx.otherFace = ids[0], ids[1]
+	p, err := l.NameFaces(fx.adaFaces, "Ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.ada = p.ID
+	// Without the rejection, Ada is suggested for nearAda (the control).
+	sugs, err := l.Suggestions(DefaultSuggestOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !suggests(sugs, fx.nearAda, fx.ada) {
+		t.Fatalf("the fixture does not suggest Ada for the face near hers: %+v", sugs)
+	}
+	if err := l.RejectFace(fx.nearAda, "Ada"); err != nil {
+		t.Fatal(err)
+	}
+	if sugs, err = l.Suggestions(DefaultSuggestOptions()); err != nil || suggests(sugs, fx.nearAda, fx.ada) {
+		t.Fatalf("Ada is suggested for the face rejected for her: %+v, %v", sugs, err)
+	}
+	co, err := NewClusterOptions(ChineseWhispers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.UpdateClusters(t.Context(), co, true); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := l.StoredClusters()
+	if err != nil || len(cl) == 0 {
+		t.Fatalf("clusters %v, %v", cl, err)
+	}
+	for f := range cl {
+		fx.clusteredFace = f
+	}
+	return fx
+}
+
+func suggests(sugs []LibrarySuggestion, face, person int64) bool {
+	for _, s := range sugs {
+		if s.Face == face && s.Person == person {
+			return true
+		}
+	}
+	return false
+}
+
+// rawDB opens the library's SQLite file directly, with the same driver,
+// as an adversary with the file (and sqlite3) would: no key, no Veil.
+func rawDB(t *testing.T, dir string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, DBFile)+"?mode=rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func rawExec(t *testing.T, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	res, err := db.Exec(q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 && !strings.HasPrefix(q, "CREATE") {
+		t.Fatalf("%s changed no row: the edit is not an edit", q)
+	}
+}
+
+// TestAdversaryEditsAreDetected plays the adversary of issue 19 item 7.2:
+// with the library file but not the key, they edit the plaintext
+// structure with SQLite directly. Each edit is refused by the next Open
+// (ErrModified), so suggestions never run on forged data. Before the rows
+// were authenticated each edit was believed: (a) and (b) changed the
+// suggestions (the test fails with the checks removed from Open).
+func TestAdversaryEditsAreDetected(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(t *testing.T, db *sql.DB, fx tamperFixture)
+	}{
+		{"a: change a face's person_id", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `UPDATE faces SET person_id = ?, assigned_by = 'user' WHERE id = ?`, fx.ada, fx.otherFace)
+		}},
+		{"b: delete a rejection", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `DELETE FROM rejections WHERE face_id = ?`, fx.nearAda)
+		}},
+		{"c: move a box", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `UPDATE faces SET x = x + 40 WHERE id = ?`, fx.nearAda)
+		}},
+		{"d: swap two rows' MACs", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `UPDATE faces SET mac = CASE id WHEN ?1 THEN (SELECT mac FROM faces WHERE id = ?2)
+				ELSE (SELECT mac FROM faces WHERE id = ?1) END WHERE id IN (?1, ?2)`, fx.nearAda, fx.otherFace)
+		}},
+		{"swap two faces' person ids with their MACs", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `UPDATE faces SET (person_id, assigned_by, mac) = (SELECT f.person_id, f.assigned_by, f.mac FROM faces f
+				WHERE f.id = CASE faces.id WHEN ?1 THEN ?2 ELSE ?1 END) WHERE id IN (?1, ?2)`, fx.adaFaces[0], fx.otherFace)
+		}},
+		{"delete a whole face", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `DELETE FROM faces WHERE id = ?`, fx.otherFace)
+		}},
+		{"delete a cluster row", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `DELETE FROM clusters WHERE face_id = ?`, fx.clusteredFace)
+		}},
+		{"hide a person", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `UPDATE people SET hidden = 1 WHERE id = ?`, fx.ada)
+		}},
+		{"copy a rejection row with its MAC to another face", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `INSERT INTO rejections (face_id, person_id, mac) SELECT ?, person_id, mac FROM rejections WHERE face_id = ?`, fx.otherFace, fx.nearAda)
+		}},
+		{"move a face to another photo", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `UPDATE faces SET photo_id = ? WHERE id = ?`, fx.adaPhoto, fx.nearAda)
+		}},
+		{"change a photo's path", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `UPDATE photos SET path = '/p/elsewhere.jpg' WHERE id = ?`, fx.nearPhoto)
+		}},
+		{"add a trigger", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `CREATE TRIGGER evil AFTER UPDATE ON faces BEGIN UPDATE faces SET removed = 1 WHERE id = NEW.id; END`)
+		}},
+		{"empty the sealed sums", func(t *testing.T, db *sql.DB, fx tamperFixture) {
+			rawExec(t, db, `DELETE FROM meta WHERE key = 'integrity'`)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newTamperFixture(t)
+			db := rawDB(t, fx.dir)
+			tc.edit(t, db, fx)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l, err := Open(fx.dir, []byte(testPass))
+			if err == nil {
+				sugs, serr := l.Suggestions(DefaultSuggestOptions())
+				l.Close()
+				t.Fatalf("the edited library opened; suggestions %+v, %v", sugs, serr)
+			}
+			if !errors.Is(err, ErrModified) {
+				t.Fatalf("Open of the edited library: %v, want ErrModified", err)
+			}
+			if strings.Contains(err.Error(), "Ada") {
+				t.Errorf("the error names a person: %v", err)
+			}
+		})
+	}
+}
+
+// TestAdversaryReplaysAnOlderRow: a row put back as it was earlier (an
+// older copy of the file had it, with its then valid MAC) is caught by
+// the table sums, although its own MAC is valid.
+func TestAdversaryReplaysAnOlderRow(t *testing.T) {
+	fx := newTamperFixture(t)
+	db := rawDB(t, fx.dir)
+	var person sql.NullInt64
+	var by sql.NullString
+	var mac []byte
+	if err := db.QueryRow(`SELECT person_id, assigned_by, mac FROM faces WHERE id = ?`, fx.adaFaces[1]).Scan(&person, &by, &mac); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	l, err := Open(fx.dir, []byte(testPass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.UnassignFace(fx.adaFaces[1]); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	db = rawDB(t, fx.dir)
+	rawExec(t, db, `UPDATE faces SET person_id = ?, assigned_by = ?, mac = ? WHERE id = ?`, person, by, mac, fx.adaFaces[1])
+	db.Close()
+	if l, err := Open(fx.dir, []byte(testPass)); !errors.Is(err, ErrModified) {
+		if err == nil {
+			l.Close()
+		}
+		t.Fatalf("Open after an older row was put back: %v, want ErrModified", err)
+	}
+}
+
+// TestAdversaryEditsWhileOpen: an edit made while a program has the
+// library open is caught when the rows that suggestions read are read.
+func TestAdversaryEditsWhileOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name, q string
+		read    func(l *Library) error
+	}{
+		{"person_id", `UPDATE faces SET person_id = NULL, assigned_by = NULL WHERE id = (SELECT min(id) FROM faces)`,
+			func(l *Library) error { _, err := l.Suggestions(DefaultSuggestOptions()); return err }},
+		{"rejection", `UPDATE rejections SET person_id = person_id`, nil},
+		{"hidden", `UPDATE people SET hidden = 1`,
+			func(l *Library) error { _, err := l.Suggestions(DefaultSuggestOptions()); return err }},
+		{"cluster", `UPDATE clusters SET cluster = cluster + 1`,
+			func(l *Library) error { _, err := l.StoredClusters(); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newTamperFixture(t)
+			l, err := Open(fx.dir, []byte(testPass))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			db := rawDB(t, fx.dir)
+			defer db.Close()
+			if tc.read == nil {
+				// A no-op edit keeps the row as Veil wrote it: the check
+				// must not fire on unchanged data.
+				rawExec(t, db, tc.q)
+				if _, err := l.Rejections(); err != nil {
+					t.Fatalf("an unchanged row was refused: %v", err)
+				}
+				return
+			}
+			rawExec(t, db, tc.q)
+			if err := tc.read(l); !errors.Is(err, ErrModified) {
+				t.Errorf("reading after the edit: %v, want ErrModified", err)
+			}
+		})
 	}
 }

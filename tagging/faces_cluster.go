@@ -605,21 +605,8 @@ func (l *Library) UpdateClusters(ctx context.Context, o ClusterOptions, rebuild 
 				return err
 			}
 		} else {
-			rows, err := tx.QueryContext(ctx, `SELECT face_id, cluster FROM clusters`)
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var f int64
-				var c int
-				if err := rows.Scan(&f, &c); err != nil {
-					rows.Close()
-					return err
-				}
-				stored[f] = c
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
+			var err error
+			if stored, err = l.readClusters(ctx, tx); err != nil {
 				return err
 			}
 		}
@@ -653,7 +640,8 @@ func (l *Library) UpdateClusters(ctx context.Context, o ClusterOptions, rebuild 
 			}
 		}
 		for i, id := range addedIDs {
-			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO clusters(face_id, cluster) VALUES (?, ?)`, id, newLabels[i]); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO clusters (face_id, cluster) VALUES (?, ?)
+				ON CONFLICT(face_id) DO UPDATE SET cluster = excluded.cluster`, id, newLabels[i]); err != nil {
 				return err
 			}
 		}
@@ -685,22 +673,33 @@ func (l *Library) UpdateClusters(ctx context.Context, o ClusterOptions, rebuild 
 // StoredClusters returns the cluster of every face in the clusters table
 // as UpdateClusters last left it, without updating it.
 func (l *Library) StoredClusters() (map[int64]int, error) {
-	rows, err := l.db.Query(`SELECT face_id, cluster FROM clusters`)
+	out, err := l.readClusters(context.Background(), l.db)
 	if err != nil {
 		return nil, fmt.Errorf("tagging: reading clusters: %w", err)
+	}
+	return out, nil
+}
+
+// readClusters reads the clusters table, checking each row's MAC.
+func (l *Library) readClusters(ctx context.Context, q rowQuerier) (map[int64]int, error) {
+	rows, err := q.QueryContext(ctx, `SELECT face_id, cluster, `+l.macColumn("clusters")+` FROM clusters`)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	out := map[int64]int{}
 	for rows.Next() {
-		var f int64
-		var c int
-		if err := rows.Scan(&f, &c); err != nil {
-			return nil, fmt.Errorf("tagging: reading clusters: %w", err)
+		var f, c int64
+		var mac []byte
+		if err := rows.Scan(&f, &c, &mac); err != nil {
+			return nil, err
 		}
-		out[f] = c
+		if l.authenticated {
+			if err := l.checkRowMAC("clusters", []any{f, c}, mac); err != nil {
+				return nil, err
+			}
+		}
+		out[f] = int(c)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tagging: reading clusters: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }

@@ -115,7 +115,7 @@ func (l *Library) Faces(f FaceFilter) ([]Face, error) {
 		args = append(args, idsJSON(f.IDs))
 	}
 	q := `SELECT faces.id, faces.photo_id, photos.path, faces.x, faces.y, faces.w, faces.h,
-		faces.score, faces.fit, faces.source, faces.person_id, faces.assigned_by, faces.removed`
+		faces.score, faces.fit, faces.source, faces.person_id, faces.assigned_by, faces.removed, ` + l.macColumn("faces")
 	if f.Descriptors {
 		q += `, faces.descriptor`
 	}
@@ -134,16 +134,23 @@ func (l *Library) Faces(f FaceFilter) ([]Face, error) {
 		var fc Face
 		var person sql.NullInt64
 		var by sql.NullString
-		var desc []byte
+		var desc, mac []byte
+		var removed int64
 		dest := []any{&fc.ID, &fc.PhotoID, &fc.Photo, &fc.Box.X, &fc.Box.Y, &fc.Box.Width, &fc.Box.Height,
-			&fc.Score, &fc.Fit, &fc.Source, &person, &by, &fc.Removed}
+			&fc.Score, &fc.Fit, &fc.Source, &person, &by, &removed, &mac}
 		if f.Descriptors {
 			dest = append(dest, &desc)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("reading faces: %w", err)
 		}
-		fc.PersonID, fc.AssignedBy = person.Int64, by.String
+		if l.authenticated {
+			if err := l.checkRowMAC("faces", []any{fc.ID, fc.PhotoID, fc.Box.X, fc.Box.Y, fc.Box.Width, fc.Box.Height,
+				fc.Score, fc.Fit, string(fc.Source), nullable(person.Int64, person.Valid), nullable(by.String, by.Valid), removed}, mac); err != nil {
+				return nil, err
+			}
+		}
+		fc.PersonID, fc.AssignedBy, fc.Removed = person.Int64, by.String, removed != 0
 		if f.Descriptors && desc != nil {
 			if fc.Descriptor, err = l.descriptor(fc.ID, desc); err != nil {
 				return nil, err
@@ -420,10 +427,13 @@ func (l *Library) ClearAuto(faceIDs ...int64) (int, error) {
 		args = append(args, idsJSON(faceIDs))
 	}
 	var k int64
-	res, err := l.db.ExecContext(ctx, q, args...)
-	if err == nil {
-		k, err = res.RowsAffected()
-	}
+	err := l.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err == nil {
+			k, err = res.RowsAffected()
+		}
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("clearing automatic assignments: %w", err)
 	}
@@ -433,7 +443,7 @@ func (l *Library) ClearAuto(faceIDs ...int64) (int, error) {
 // Rejections returns, for every face the user rejected a person for, the
 // ids of the rejected people.
 func (l *Library) Rejections() (map[int64][]int64, error) {
-	rows, err := l.db.Query(`SELECT face_id, person_id FROM rejections ORDER BY face_id, person_id`)
+	rows, err := l.db.Query(`SELECT face_id, person_id, ` + l.macColumn("rejections") + ` FROM rejections ORDER BY face_id, person_id`)
 	if err != nil {
 		return nil, fmt.Errorf("reading rejections: %w", err)
 	}
@@ -441,8 +451,14 @@ func (l *Library) Rejections() (map[int64][]int64, error) {
 	out := map[int64][]int64{}
 	for rows.Next() {
 		var f, p int64
-		if err := rows.Scan(&f, &p); err != nil {
+		var mac []byte
+		if err := rows.Scan(&f, &p, &mac); err != nil {
 			return nil, fmt.Errorf("reading rejections: %w", err)
+		}
+		if l.authenticated {
+			if err := l.checkRowMAC("rejections", []any{f, p}, mac); err != nil {
+				return nil, err
+			}
 		}
 		out[f] = append(out[f], p)
 	}

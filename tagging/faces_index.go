@@ -398,10 +398,16 @@ func (l *Library) forgetStaleErrors(ctx context.Context, roots []string, current
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("reading scan errors: %w", err)
 	}
-	for _, p := range stale {
-		if _, err := l.db.ExecContext(ctx, `DELETE FROM scan_errors WHERE path = ?`, p); err != nil {
-			return fmt.Errorf("updating the library: %w", err)
+	err = l.inTx(ctx, func(tx *sql.Tx) error {
+		for _, p := range stale {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM scan_errors WHERE path = ?`, p); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("updating the library: %w", err)
 	}
 	return nil
 }

@@ -31,7 +31,14 @@ func indexTestLibrary(t *testing.T) *Library {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() {
+		if l.dek != nil {
+			if err := verifyIntegrity(context.Background(), l.db, &l.keys); err != nil {
+				t.Errorf("after the test: %v", err)
+			}
+		}
+		l.Close()
+	})
 	return l
 }
 

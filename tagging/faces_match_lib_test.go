@@ -54,7 +54,12 @@ func TestLibrarySuggestAndClusterOnLFW(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() {
+		if err := verifyIntegrity(ctx, l.db, &l.keys); err != nil {
+			t.Errorf("after the test: %v", err)
+		}
+		l.Close()
+	}()
 	all := loadLFWFaces(t)
 	// Angela Bassett's photos come later, to test incremental clustering.
 	truth := map[int64]string{}

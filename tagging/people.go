@@ -122,15 +122,19 @@ func (l *Library) personName(ctx context.Context, q querier, id int64) (string, 
 
 // peopleQuery reads people with their face counts; the cover counts only
 // while that face is still the person's.
-const peopleQuery = `SELECT people.id, people.name, people.hidden,
+// It reads the authenticated columns and the MAC too, to check the row.
+func (l *Library) peopleQuery() string {
+	return `SELECT people.id, people.name, people.hidden,
 	(SELECT COUNT(*) FROM faces WHERE faces.person_id = people.id AND faces.removed = 0),
-	(SELECT faces.id FROM faces WHERE faces.id = people.cover_face AND faces.person_id = people.id AND faces.removed = 0)
+	(SELECT faces.id FROM faces WHERE faces.id = people.cover_face AND faces.person_id = people.id AND faces.removed = 0),
+	people.name_mac, people.cover_face, ` + l.macColumn("people") + `
 	FROM people`
+}
 
 func (l *Library) scanPeople(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }, where string, args ...any) ([]Person, error) {
-	rows, err := q.QueryContext(ctx, peopleQuery+where, args...)
+	rows, err := q.QueryContext(ctx, l.peopleQuery()+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading people: %w", err)
 	}
@@ -139,11 +143,18 @@ func (l *Library) scanPeople(ctx context.Context, q interface {
 	var sealed [][]byte
 	for rows.Next() {
 		var p Person
-		var s []byte
-		var cover sql.NullInt64
-		if err := rows.Scan(&p.ID, &s, &p.Hidden, &p.Faces, &cover); err != nil {
+		var s, nameMAC, mac []byte
+		var cover, rawCover sql.NullInt64
+		var hidden int64
+		if err := rows.Scan(&p.ID, &s, &hidden, &p.Faces, &cover, &nameMAC, &rawCover, &mac); err != nil {
 			return nil, fmt.Errorf("reading people: %w", err)
 		}
+		if l.authenticated {
+			if err := l.checkRowMAC("people", []any{p.ID, nameMAC, hidden, nullable(rawCover.Int64, rawCover.Valid)}, mac); err != nil {
+				return nil, err
+			}
+		}
+		p.Hidden = hidden != 0
 		p.Cover = cover.Int64
 		out = append(out, p)
 		sealed = append(sealed, s)

@@ -290,6 +290,7 @@ func TestSetHiddenAtomic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	editOutside(l) // the deletion stands for another program's
 	other, err := openDB(filepath.Join(l.Dir(), DBFile))
 	if err != nil {
 		t.Fatal(err)

@@ -439,16 +439,20 @@ func deletePhotosTx(ctx context.Context, tx *sql.Tx, where string, args ...any) 
 
 // setMissing marks photo id missing or present.
 func (l *Library) setMissing(ctx context.Context, id int64, missing bool) error {
-	_, err := l.db.ExecContext(ctx, `UPDATE photos SET missing = ? WHERE id = ?`, missing, id)
-	return err
+	return l.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE photos SET missing = ? WHERE id = ?`, missing, id)
+		return err
+	})
 }
 
 // recordScanError remembers why the file at path could not be indexed
 // (replacing an earlier reason); veil library status lists them.
 func (l *Library) recordScanError(ctx context.Context, path, reason string) error {
-	_, err := l.db.ExecContext(ctx, `INSERT INTO scan_errors (path, error, at) VALUES (?, ?, ?)
+	return l.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO scan_errors (path, error, at) VALUES (?, ?, ?)
 		ON CONFLICT(path) DO UPDATE SET error = excluded.error, at = excluded.at`, path, reason, time.Now().Unix())
-	return err
+		return err
+	})
 }
 
 // ForgetMissing deletes the photos marked missing (their files were gone

@@ -73,6 +73,10 @@ type Library struct {
 	derive kdfFunc
 	// mu guards dek and header against concurrent Rekeys.
 	mu sync.Mutex
+	// authenticated is set when the schema has the row MACs (version 5
+	// on; tests make older libraries): every transaction then re-MACs
+	// the rows it touched.
+	authenticated bool
 }
 
 // kdfFunc turns a passphrase and a key header into the key-encryption key.
@@ -161,7 +165,8 @@ func create(ctx context.Context, dir string, passphrase []byte, opt CreateOption
 		db.Close()
 		return fail(fmt.Errorf("creating the library: %w", err))
 	}
-	return &Library{dir: dir, db: db, keys: keys, dek: dek, header: hdr, derive: derive}, nil
+	return &Library{dir: dir, db: db, keys: keys, dek: dek, header: hdr, derive: derive,
+		authenticated: version >= integritySchemaVersion}, nil
 }
 
 // Open unlocks the library in dir with the passphrase and migrates its
@@ -198,6 +203,10 @@ func open(ctx context.Context, dir string, passphrase []byte, derive kdfFunc) (*
 	}
 	l := &Library{dir: dir, db: db, keys: keys, dek: dek, header: header, derive: derive}
 	migrated, err := migrateTo(ctx, db, &l.keys, SchemaVersion)
+	if err == nil {
+		l.authenticated = true
+		err = verifyIntegrity(ctx, db, &l.keys)
+	}
 	if err == nil && migrated {
 		// A migration may have replaced values that must not stay in the
 		// files (version 4: the photos' plain hashes): empty the journal.
@@ -227,11 +236,14 @@ func (l *Library) checkpoint(ctx context.Context) (busy bool, err error) {
 // keys on, a busy timeout, transactions that take the write lock when they
 // begin (so two writers queue instead of failing on lock upgrade), and
 // secure_delete, so deleted rows (a forgotten person's sealed name, a
-// replaced wrapped key) are overwritten rather than left in free space.
+// replaced wrapped key) are overwritten rather than left in free space,
+// and recursive_triggers, so that a row an INSERT OR REPLACE replaces is
+// recorded by the integrity triggers like any other delete.
 func openDB(path string) (*sql.DB, error) {
 	dsn := "file:" + path + "?mode=rw&_txlock=immediate" +
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
-		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(ON)&_pragma=secure_delete(ON)"
+		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(ON)&_pragma=secure_delete(ON)" +
+		"&_pragma=recursive_triggers(ON)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("opening the library: %w", err)
@@ -408,8 +420,10 @@ func (l *Library) Close() error {
 func (l *Library) Dir() string { return l.dir }
 
 // CheckIntegrity runs SQLite's integrity and foreign-key checks on the
-// library's database and returns an error describing the first problem
-// found (nil when the file is sound). It decrypts nothing.
+// library's database, then checks every row's MAC and the table sums (as
+// Open does), and returns an error describing the first problem found
+// (nil when the file is sound); ErrModified when the file was changed
+// outside Veil. It decrypts nothing.
 func (l *Library) CheckIntegrity(ctx context.Context) error {
 	var ok string
 	if err := l.db.QueryRowContext(ctx, `PRAGMA integrity_check(1)`).Scan(&ok); err != nil {
@@ -434,6 +448,10 @@ func (l *Library) CheckIntegrity(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("checking the library: %w", err)
+	}
+	rows.Close()
+	if l.authenticated {
+		return verifyIntegrity(ctx, l.db, &l.keys)
 	}
 	return nil
 }
@@ -473,6 +491,12 @@ func (l *Library) inTx(ctx context.Context, f func(*sql.Tx) error) error {
 	if err := f(tx); err != nil {
 		tx.Rollback()
 		return err
+	}
+	if l.authenticated {
+		if err := l.sealDirty(ctx, tx); err != nil {
+			tx.Rollback()
+			return err
+		}
 	}
 	return tx.Commit()
 }

@@ -2,6 +2,7 @@ package tagging
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/crypto/chacha20poly1305"
@@ -34,9 +36,26 @@ func testLibrary(t testing.TB) *Library {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() {
+		// Whatever the test did through the API, the library's
+		// authenticated rows and sums still match (every write path
+		// re-MACs what it touched).
+		if _, edited := editedOutside.Load(l); !edited && l.dek != nil {
+			if err := verifyIntegrity(context.Background(), l.db, &l.keys); err != nil {
+				t.Errorf("after the test: %v", err)
+			}
+		}
+		l.Close()
+	})
 	return l
 }
+
+// editedOutside holds the test libraries a test writes to outside the API
+// on purpose (fault injection): testLibrary does not verify them after.
+var editedOutside sync.Map
+
+// editOutside marks l as written outside the API by the test.
+func editOutside(l *Library) { editedOutside.Store(l, true) }
 
 // testDescriptor is a deterministic 128-d descriptor.
 func testDescriptor(seed int) []float32 {
@@ -616,8 +635,15 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Errorf("photos without a stamp after migration: %d of %d, %v", unstamped, all, err)
 	}
 	// Version 2's tables are there and usable.
-	if _, err := l.db.Exec(`INSERT INTO clusters (face_id, cluster) VALUES (?, 1)`, fs[1].ID); err != nil {
+	if err := l.inTx(t.Context(), func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO clusters (face_id, cluster) VALUES (?, 1)`, fs[1].ID)
+		return err
+	}); err != nil {
 		t.Errorf("clusters table after migration: %v", err)
+	}
+	// Version 4 keyed the photo's content id and sealed its digest.
+	if p, err := l.PhotoByPath("/photos/fixture.jpg"); err != nil || p.SHA256 != sha256.Sum256([]byte("/photos/fixture.jpg")) {
+		t.Errorf("the fixture's photo after migration: %x, %v", p.SHA256, err)
 	}
 	// Reopening is a no-op.
 	l.Close()
@@ -958,6 +984,7 @@ func TestCheckIntegrity(t *testing.T) {
 	if err := l.CheckIntegrity(t.Context()); err != nil {
 		t.Fatalf("a sound library: %v", err)
 	}
+	editOutside(l)
 	conn, err := l.db.Conn(t.Context())
 	if err != nil {
 		t.Fatal(err)
