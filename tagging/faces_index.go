@@ -884,7 +884,7 @@ func MeasureIndexing(ctx context.Context, roots []string, opt IndexOptions) (*Th
 	if _, err := rand.Read(pass); err != nil {
 		return nil, fmt.Errorf("a temporary passphrase: %w", err)
 	}
-	l, err := Create(filepath.Join(dir, "lib"), pass, CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}})
+	l, err := Create(filepath.Join(dir, "lib"), pass, CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}, TestSettings: true})
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ import (
 // indexTestLibrary creates a library with a cheap key derivation.
 func indexTestLibrary(t *testing.T) *Library {
 	t.Helper()
-	l, err := Create(t.TempDir(), []byte("index test"), CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}})
+	l, err := Create(t.TempDir(), []byte("index test"), CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}, TestSettings: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1072,7 +1072,7 @@ func TestStampOfRacy(t *testing.T) {
 // recorded and unchanged: quick-check skips them unread, rehash reads and
 // hashes every one (as every run did before the quick check).
 func BenchmarkReindexUnchanged(b *testing.B) {
-	l, err := Create(b.TempDir(), []byte("bench"), CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}})
+	l, err := Create(b.TempDir(), []byte("bench"), CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}, TestSettings: true})
 	if err != nil {
 		b.Fatal(err)
 	}

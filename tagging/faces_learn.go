@@ -75,7 +75,8 @@ const (
 // overfits them.
 const UseMetricDefault = false
 
-// metaUseMetric is the meta key of the library's setting ("1" or "0").
+// metaUseMetric is the meta key where libraries before schema version 5
+// kept the setting ("1" or "0"); migrate5 moves it into the sealed state.
 const metaUseMetric = "use_metric"
 
 // Errors of learning.
@@ -441,25 +442,38 @@ func (l *Library) RetrainIfDue(ctx context.Context, o LearnOptions) (*LearnRepor
 }
 
 // UseMetric reports the library's setting: whether suggestions use the
-// learned metric (UseMetricDefault when never set).
+// learned metric (UseMetricDefault when never set). The setting is kept
+// in the library's sealed integrity state, so it cannot be changed outside
+// Veil.
 func (l *Library) UseMetric() (bool, error) {
-	b, err := getMeta(context.Background(), l.db, metaUseMetric)
-	if errors.Is(err, errNoMeta) {
-		return UseMetricDefault, nil
-	}
+	st, err := readIntegrityState(context.Background(), l.db, &l.keys)
 	if err != nil {
 		return false, fmt.Errorf("tagging: reading the metric setting: %w", err)
 	}
-	return string(b) == "1", nil
+	switch st.useMetric {
+	case 0:
+		return UseMetricDefault, nil
+	case 2:
+		return true, nil
+	}
+	return false, nil
 }
 
 // SetUseMetric sets whether suggestions use the learned metric.
 func (l *Library) SetUseMetric(on bool) error {
-	v := []byte("0")
-	if on {
-		v = []byte("1")
-	}
-	if err := setMeta(context.Background(), l.db, metaUseMetric, v); err != nil {
+	ctx := context.Background()
+	err := l.inTx(ctx, func(tx *sql.Tx) error {
+		st, err := readIntegrityState(ctx, tx, &l.keys)
+		if err != nil {
+			return err
+		}
+		st.useMetric = 1
+		if on {
+			st.useMetric = 2
+		}
+		return writeIntegrityState(ctx, tx, &l.keys, &st)
+	})
+	if err != nil {
 		return fmt.Errorf("tagging: saving the metric setting: %w", err)
 	}
 	return nil

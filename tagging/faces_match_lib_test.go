@@ -50,7 +50,7 @@ func addLFWPhoto(t *testing.T, l *Library, path string, faces ...lfwFace) []int6
 
 func TestLibrarySuggestAndClusterOnLFW(t *testing.T) {
 	ctx := context.Background()
-	l, err := Create(t.TempDir(), []byte("match test"), CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}})
+	l, err := Create(t.TempDir(), []byte("match test"), CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}, TestSettings: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,6 +124,22 @@ func migrate5(ctx context.Context, tx *sql.Tx, k *subKeys) error {
 			return err
 		}
 	}
+	// The metric setting moves into the sealed state (it decides whether
+	// suggestions use the learned metric), and the rotation seed is kept
+	// there as it was derived, so that a new data key keeps it.
+	switch b, err := getMeta(ctx, tx, metaUseMetric); {
+	case errors.Is(err, errNoMeta):
+	case err != nil:
+		return err
+	case string(b) == "1":
+		st.useMetric = 2
+	default:
+		st.useMetric = 1
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM meta WHERE key = ?`, metaUseMetric); err != nil {
+		return err
+	}
+	st.seed = k.rotation
 	var err error
 	if st.schema, err = schemaDigest(ctx, tx); err != nil {
 		return err
@@ -249,10 +265,18 @@ func (k *subKeys) setValue(dst, mac []byte) []byte {
 // integrityState is the sealed summary of the authenticated tables: for
 // each, its number of rows and the sum of the rows' contributions, and
 // the digest of the schema.
+//
+// It also holds what the library keeps about itself that is not a row:
+// the metric setting (SetUseMetric) and the seed of the library's secret
+// metric rotation, which must survive a change of the data key (the
+// learned metric is stored in the rotated space).
 type integrityState struct {
 	counts [7]int64
 	sums   [7][4]uint64
 	schema [32]byte
+	// useMetric is 0 when never set, 1 for off, 2 for on.
+	useMetric byte
+	seed      [32]byte
 }
 
 const integrityStateVersion = 1
@@ -283,12 +307,14 @@ func (s *integrityState) encode() []byte {
 			b = binary.LittleEndian.AppendUint64(b, w)
 		}
 	}
-	return append(b, s.schema[:]...)
+	b = append(b, s.schema[:]...)
+	b = append(b, s.useMetric)
+	return append(b, s.seed[:]...)
 }
 
 func decodeIntegrityState(b []byte) (integrityState, error) {
 	var s integrityState
-	if len(b) != 1+len(s.counts)*40+32 || b[0] != integrityStateVersion {
+	if len(b) != 1+len(s.counts)*40+32+1+32 || b[0] != integrityStateVersion || b[len(b)-33] > 2 {
 		return s, errors.New("malformed integrity state")
 	}
 	b = b[1:]
@@ -300,6 +326,8 @@ func decodeIntegrityState(b []byte) (integrityState, error) {
 		b = b[40:]
 	}
 	copy(s.schema[:], b)
+	s.useMetric = b[32]
+	copy(s.seed[:], b[33:])
 	return s, nil
 }
 
@@ -395,6 +423,14 @@ func (l *Library) sealDirty(ctx context.Context, tx *sql.Tx) error {
 	}
 	if len(ds) == 0 {
 		return nil
+	}
+	// A program that unlocked the library before a key rotation began
+	// must not write rows under the old key into a half-converted file.
+	if pending, err := rotationPending(ctx, tx); err != nil || pending {
+		if err == nil {
+			err = ErrRotationPending
+		}
+		return err
 	}
 	st, err := readIntegrityState(ctx, tx, &l.keys)
 	if err != nil {
@@ -524,3 +560,5 @@ func nullable[T any](v T, valid bool) any {
 	}
 	return v
 }
+
+func addWithCarry(a, b, c uint64) (uint64, uint64) { return bits.Add64(a, b, c) }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"unicode/utf8"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver
 )
@@ -34,13 +35,49 @@ var (
 	ErrEmptyPassphrase = errors.New("the passphrase is empty")
 )
 
-// CreateOptions configure a new library (and the new key of Rekey).
-// The zero value means the defaults.
+// CreateOptions configure a new library (and the new key of Rekey and
+// RotateKey). The zero value means the defaults.
 type CreateOptions struct {
-	// KDF are the Argon2id parameters; zero means DefaultKDFParams. Tests use
-	// cheap ones (e.g. {Time: 1, MemoryKiB: 64, Threads: 1}); real libraries
-	// should keep the default.
+	// KDF are the Argon2id parameters; zero means DefaultKDFParams. Costs
+	// below MinKDFParams' are refused unless TestSettings is set.
 	KDF KDFParams
+	// TestSettings allows a passphrase shorter than MinPassphraseRunes and
+	// Argon2id costs below the minimum (e.g. {Time: 1, MemoryKiB: 64,
+	// Threads: 1}), so that tests and demos run fast. Never for a library
+	// that holds real photos: such a key is cheap to guess.
+	TestSettings bool
+}
+
+// MinPassphraseRunes is the shortest passphrase (in characters) a new key
+// accepts without TestSettings.
+const MinPassphraseRunes = 10
+
+// MinKDFParams returns the lowest Argon2id costs a new key accepts without
+// TestSettings: RFC 9106's second recommended option (t = 3 passes over
+// m = 64 MiB). Costs pass when m is at least 64 MiB and t·m at least
+// 3 × 64 MiB (so t = 1 over 2 GiB, the RFC's first option, passes too).
+func MinKDFParams() KDFParams {
+	return KDFParams{Time: 3, MemoryKiB: 64 << 10, Threads: 1}
+}
+
+// Errors of the key policy, for errors.Is.
+var (
+	// ErrWeakPassphrase: a new passphrase is shorter than MinPassphraseRunes.
+	ErrWeakPassphrase = fmt.Errorf("the passphrase is shorter than %d characters", MinPassphraseRunes)
+	// ErrWeakKDF: Argon2id costs below MinKDFParams'.
+	ErrWeakKDF = errors.New("the Argon2id costs are below the minimum (3 passes over 64 MiB, or as much memory-time)")
+)
+
+// checkStrength refuses costs below the minimum (unless TestSettings).
+func (o CreateOptions) checkStrength(p KDFParams) error {
+	if o.TestSettings {
+		return nil
+	}
+	m := MinKDFParams()
+	if p.MemoryKiB < m.MemoryKiB || uint64(p.Time)*uint64(p.MemoryKiB) < uint64(m.Time)*uint64(m.MemoryKiB) {
+		return fmt.Errorf("%w: %d passes over %d MiB asked (tests and demos may set test settings)", ErrWeakKDF, p.Time, p.MemoryKiB>>10)
+	}
+	return nil
 }
 
 // kdf returns the validated KDF parameters the options ask for.
@@ -51,7 +88,26 @@ func (o CreateOptions) kdf() (KDFParams, error) {
 	if err := o.KDF.validate(); err != nil {
 		return KDFParams{}, err
 	}
+	if err := o.checkStrength(o.KDF); err != nil {
+		return KDFParams{}, err
+	}
 	return o.KDF, nil
+}
+
+// validateNew checks the options and the passphrase of a new key (Create,
+// Rekey, RotateKey) and returns the KDF parameters to use.
+func (o CreateOptions) validateNew(passphrase []byte) (KDFParams, error) {
+	params, err := o.kdf()
+	if err != nil {
+		return KDFParams{}, err
+	}
+	if len(passphrase) == 0 {
+		return KDFParams{}, fmt.Errorf("the new passphrase: %w", ErrEmptyPassphrase)
+	}
+	if !o.TestSettings && utf8.RuneCount(passphrase) < MinPassphraseRunes {
+		return KDFParams{}, fmt.Errorf("the new passphrase: %w (tests and demos may set test settings)", ErrWeakPassphrase)
+	}
+	return params, nil
 }
 
 // Library is an open photo library: its database and the keys that unlock
@@ -92,12 +148,12 @@ func Create(dir string, passphrase []byte, opt CreateOptions) (*Library, error) 
 // create makes a library at a given schema version (tests make old ones)
 // with the given key derivation.
 func create(ctx context.Context, dir string, passphrase []byte, opt CreateOptions, version int, derive kdfFunc) (*Library, error) {
-	params, err := opt.kdf()
-	if err != nil {
-		return nil, err
-	}
 	if len(passphrase) == 0 {
 		return nil, ErrEmptyPassphrase
+	}
+	params, err := opt.validateNew(passphrase)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the library folder: %w", err)
@@ -165,8 +221,26 @@ func create(ctx context.Context, dir string, passphrase []byte, opt CreateOption
 		db.Close()
 		return fail(fmt.Errorf("creating the library: %w", err))
 	}
-	return &Library{dir: dir, db: db, keys: keys, dek: dek, header: hdr, derive: derive,
-		authenticated: version >= integritySchemaVersion}, nil
+	l := &Library{dir: dir, db: db, keys: keys, dek: dek, header: hdr, derive: derive,
+		authenticated: version >= integritySchemaVersion}
+	if l.authenticated {
+		if err := l.loadSeed(ctx); err != nil {
+			l.Close()
+			return fail(err)
+		}
+	}
+	return l, nil
+}
+
+// loadSeed takes the metric rotation's seed from the sealed state (it was
+// derived from the first data key, and survives RotateKey).
+func (l *Library) loadSeed(ctx context.Context) error {
+	st, err := readIntegrityState(ctx, l.db, &l.keys)
+	if err != nil {
+		return err
+	}
+	l.keys.rotation = st.seed
+	return nil
 }
 
 // Open unlocks the library in dir with the passphrase and migrates its
@@ -195,6 +269,14 @@ func open(ctx context.Context, dir string, passphrase []byte, derive kdfFunc) (*
 		db.Close()
 		return nil, err
 	}
+	if pending, err := rotationPending(ctx, db); err != nil || pending {
+		clear(dek)
+		db.Close()
+		if err == nil {
+			err = ErrRotationPending
+		}
+		return nil, err
+	}
 	keys, err := deriveSubKeys(dek)
 	if err != nil {
 		clear(dek)
@@ -206,6 +288,9 @@ func open(ctx context.Context, dir string, passphrase []byte, derive kdfFunc) (*
 	if err == nil {
 		l.authenticated = true
 		err = verifyIntegrity(ctx, db, &l.keys)
+	}
+	if err == nil {
+		err = l.loadSeed(ctx)
 	}
 	if err == nil && migrated {
 		// A migration may have replaced values that must not stay in the
@@ -322,11 +407,8 @@ func Rekey(dir string, old, new []byte, opt CreateOptions) error {
 
 // rekey is Rekey with the given key derivation.
 func rekey(ctx context.Context, dir string, old, new []byte, opt CreateOptions, derive kdfFunc) error {
-	if _, err := opt.kdf(); err != nil {
+	if _, err := opt.validateNew(new); err != nil {
 		return err
-	}
-	if len(new) == 0 {
-		return fmt.Errorf("the new passphrase: %w", ErrEmptyPassphrase)
 	}
 	l, err := open(ctx, dir, old, derive)
 	if err != nil {
@@ -353,12 +435,9 @@ func rekey(ctx context.Context, dir string, old, new []byte, opt CreateOptions, 
 // data key with it keeps it. Against those, make a new library.
 func (l *Library) Rekey(new []byte, opt CreateOptions) error {
 	ctx := context.Background()
-	params, err := opt.kdf()
+	params, err := opt.validateNew(new)
 	if err != nil {
 		return err
-	}
-	if len(new) == 0 {
-		return fmt.Errorf("the new passphrase: %w", ErrEmptyPassphrase)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -23,7 +23,7 @@ import (
 )
 
 // cheapKDF makes tests fast; real libraries use DefaultKDFParams.
-var cheapKDF = CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}}
+var cheapKDF = CreateOptions{KDF: KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}, TestSettings: true}
 
 const testPass = "correct horse battery staple"
 
@@ -456,7 +456,7 @@ func TestRekey(t *testing.T) {
 	if err := Rekey(dir, []byte(testPass), nil, cheapKDF); !errors.Is(err, ErrEmptyPassphrase) {
 		t.Fatalf("Rekey to an empty passphrase: %v", err)
 	}
-	newOpt := CreateOptions{KDF: KDFParams{Time: 2, MemoryKiB: 128, Threads: 2}}
+	newOpt := CreateOptions{KDF: KDFParams{Time: 2, MemoryKiB: 128, Threads: 2}, TestSettings: true}
 	if err := Rekey(dir, []byte(testPass), []byte("new pass"), newOpt); err != nil {
 		t.Fatal(err)
 	}
@@ -1099,5 +1099,61 @@ func TestRekeyRefusesStaleHeader(t *testing.T) {
 	a.Close()
 	if err := a.Rekey([]byte("x"), cheapKDF); err == nil {
 		t.Error("rekeying a closed library succeeded")
+	}
+}
+
+// TestKeyPolicy (issue 19 item 7.4): Create, Rekey and RotateKey refuse a
+// new passphrase under MinPassphraseRunes characters and Argon2id costs
+// under MinKDFParams, unless the options ask for test settings; the
+// minimum itself passes. A refused call changes nothing.
+func TestKeyPolicy(t *testing.T) {
+	minKDF := CreateOptions{KDF: MinKDFParams()}
+	cheap := CreateOptions{KDF: cheapKDF.KDF}
+	for _, tc := range []struct {
+		name string
+		pass string
+		opt  CreateOptions
+		want error
+	}{
+		{"short passphrase", "nine char", minKDF, ErrWeakPassphrase},
+		{"short in characters, long in bytes", "ééééééééé", minKDF, ErrWeakPassphrase},
+		{"cheap costs", testPass, cheap, ErrWeakKDF},
+		{"little memory, many passes", testPass, CreateOptions{KDF: KDFParams{Time: 64, MemoryKiB: 32 << 10, Threads: 1}}, ErrWeakKDF},
+		{"too few passes", testPass, CreateOptions{KDF: KDFParams{Time: 2, MemoryKiB: 64 << 10, Threads: 1}}, ErrWeakKDF},
+		{"the minimum", "ten chars!", minKDF, nil},
+		{"test settings", "x", CreateOptions{KDF: cheapKDF.KDF, TestSettings: true}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "lib")
+			l, err := Create(dir, []byte(tc.pass), tc.opt)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Create: %v, want %v", err, tc.want)
+			}
+			if err == nil {
+				l.Close()
+				return
+			}
+			if _, err := os.Stat(dir); err == nil {
+				t.Error("a refused Create made the folder")
+			}
+			// Rekey and RotateKey apply the same rules to the new key.
+			base := filepath.Join(t.TempDir(), "base")
+			l, err = Create(base, []byte(testPass), cheapKDF)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			if err := Rekey(base, []byte(testPass), []byte(tc.pass), tc.opt); !errors.Is(err, tc.want) {
+				t.Errorf("Rekey: %v, want %v", err, tc.want)
+			}
+			if err := RotateKey(t.Context(), base, []byte(testPass), func() ([]byte, error) { return []byte(tc.pass), nil }, tc.opt, nil); !errors.Is(err, tc.want) {
+				t.Errorf("RotateKey: %v, want %v", err, tc.want)
+			}
+			l, err = Open(base, []byte(testPass))
+			if err != nil {
+				t.Fatalf("the refused rekeys changed the library: %v", err)
+			}
+			l.Close()
+		})
 	}
 }

@@ -194,7 +194,7 @@ func learnedTrial(ctx context.Context, s *tagSplit, named int, trial uint64, lo 
 	if _, err := crand.Read(pass); err != nil {
 		return nil, err
 	}
-	lib, err := tagging.Create(dir, pass, tagging.CreateOptions{KDF: tagging.KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}})
+	lib, err := tagging.Create(dir, pass, tagging.CreateOptions{KDF: tagging.KDFParams{Time: 1, MemoryKiB: 64, Threads: 1}, TestSettings: true})
 	if err != nil {
 		return nil, err
 	}

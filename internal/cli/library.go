@@ -2,15 +2,19 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/veil-privacy/veil/internal/progress"
 	"github.com/veil-privacy/veil/tagging"
 )
 
@@ -19,6 +23,10 @@ const (
 	envLibrary       = "VEIL_LIBRARY"
 	envPassphrase    = "VEIL_PASSPHRASE"
 	envNewPassphrase = "VEIL_NEW_PASSPHRASE"
+	// envTestSettings, set to 1, lets init and rekey accept a passphrase
+	// under 10 characters and Argon2id costs under the minimum: for tests
+	// and demos only.
+	envTestSettings = "VEIL_TEST_SETTINGS"
 )
 
 // libraryCommands lists the constructors of the `veil library` subcommands.
@@ -280,8 +288,11 @@ type kdfFlags struct {
 
 func (k *kdfFlags) register(cmd *cobra.Command) {
 	d := tagging.DefaultKDFParams()
+	m := tagging.MinKDFParams()
 	cmd.Flags().Uint32Var(&k.timeCost, "argon2-time", d.Time, "Argon2id passes over memory (advanced: the default is chosen for desktops)")
-	cmd.Flags().Uint32Var(&k.memoryMiB, "argon2-memory", d.MemoryKiB>>10, "Argon2id memory in MiB (advanced; lower only on a machine that cannot spare it)")
+	cmd.Flags().Uint32Var(&k.memoryMiB, "argon2-memory", d.MemoryKiB>>10, fmt.Sprintf(
+		"Argon2id memory in MiB (advanced; lower only on a machine that cannot spare it; at least %d, and passes × MiB at least %d, unless $%s=1 for tests)",
+		m.MemoryKiB>>10, m.Time*(m.MemoryKiB>>10), envTestSettings))
 	cmd.Flags().Uint8Var(&k.threads, "argon2-threads", d.Threads, "Argon2id lanes (advanced)")
 }
 
@@ -292,7 +303,8 @@ func (k *kdfFlags) options() (tagging.CreateOptions, error) {
 	if k.timeCost == 0 || k.threads == 0 {
 		return tagging.CreateOptions{}, errors.New("--argon2-time and --argon2-threads must be at least 1")
 	}
-	return tagging.CreateOptions{KDF: tagging.KDFParams{Time: k.timeCost, MemoryKiB: k.memoryMiB << 10, Threads: k.threads}}, nil
+	return tagging.CreateOptions{KDF: tagging.KDFParams{Time: k.timeCost, MemoryKiB: k.memoryMiB << 10, Threads: k.threads},
+		TestSettings: os.Getenv(envTestSettings) == "1"}, nil
 }
 
 // keyInputs reads what init and rekey need, in this order so that bad
@@ -323,9 +335,12 @@ func newLibraryInitCmd(e *env) *cobra.Command {
 with a new random key, locked by your passphrase: from --key-file, else
 $VEIL_PASSPHRASE, else asked twice on the terminal.
 
-The passphrase is stretched with Argon2id (3 passes over 256 MiB, 4 lanes: about
-a second of processor time per unlock, costly to guess); the --argon2-* flags
-change that for a machine that cannot spare the memory.
+The passphrase must have at least 10 characters. It is stretched with Argon2id
+(3 passes over 256 MiB, 4 lanes: about a second of processor time per unlock,
+costly to guess); the --argon2-* flags change that for a machine that cannot
+spare the memory, down to 3 passes over 64 MiB (RFC 9106's lower choice).
+Tests and demos that need a cheaper key set VEIL_TEST_SETTINGS=1, which lifts
+both limits: never for a library of real photos.
 
 Exit status: 0 when the library was created; 1 on bad input or when DIR already
 holds a library.`,
@@ -370,22 +385,28 @@ func newLibraryRekeyCmd(e *env) *cobra.Command {
 	var lf libraryFlags
 	var kf kdfFlags
 	var newKeyFile string
+	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "rekey",
-		Short: "Change the library's passphrase",
-		Long: `Rekey changes the passphrase of the library in --library DIR. The current
-passphrase comes from --key-file, else $VEIL_PASSPHRASE, else the terminal; the
-new one from --new-key-file, else $VEIL_NEW_PASSPHRASE, else the terminal (asked
-twice).
+		Short: "Change the library's key and passphrase",
+		Long: `Rekey replaces the random key of the library in --library DIR by a new one,
+re-encrypts every encrypted field and re-authenticates every row under it, and
+locks it with a new passphrase. The current passphrase comes from --key-file,
+else $VEIL_PASSPHRASE, else the terminal; the new one from --new-key-file, else
+$VEIL_NEW_PASSPHRASE, else the terminal (asked twice). The new key is stretched
+with the --argon2-* costs and a new salt.
 
-Only the library's random key is re-wrapped under the new passphrase (with a new
-salt and the --argon2-* costs), in one transaction: nothing else is
-re-encrypted, Argon2id runs once for each passphrase, and if it is interrupted
-the old passphrase still works. Copies of the library made before
-the rekey still open with the old passphrase.
+Afterwards neither the old passphrase nor an old copy of the library's key
+header opens anything in the library. (A copy of the whole library made before
+still opens with the old passphrase: delete such copies.)
 
-Exit status: 0 when the passphrase was changed; 2 on a wrong current
-passphrase (nothing changed); 1 on bad input.`,
+It works in small steps, each committed, with progress on stderr. If it is
+interrupted (Ctrl-C, a crash, a power cut), the library cannot be used until
+you run veil library rekey again with the same current passphrase: it goes on
+where it stopped.
+
+Exit status: 0 when the key was changed; 2 on a wrong current passphrase
+(nothing changed); 130 when interrupted (run it again); 1 on other errors.`,
 		Example: `  veil library rekey --library lib
   VEIL_PASSPHRASE=old VEIL_NEW_PASSPHRASE=new veil library rekey --library lib`,
 		Args: cobra.NoArgs,
@@ -395,40 +416,48 @@ passphrase (nothing changed); 1 on bad input.`,
 				return err
 			}
 			defer clear(old)
-			// Unlock with the current passphrase (checking it) before asking
-			// for a new one, and rekey that unlocked library: Argon2id runs
-			// once for each passphrase.
-			l, err := tagging.Open(dir, old)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			var bar *progress.Bar
+			var last int64
+			// The new passphrase is asked once the current one has
+			// unlocked the library: Argon2id runs once for each.
+			err = tagging.RotateKey(ctx, dir, old, func() ([]byte, error) { return newPassphrase(e, old, newKeyFile) }, opt,
+				func(done, total int64) {
+					if bar == nil {
+						bar = progress.New(e.stderr, "re-encrypting", int(total), quiet)
+					}
+					bar.Add(int(done - last))
+					last = done
+				})
+			bar.Done()
 			if err != nil {
+				if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+					return &exitError{code: exitInterrupted, err: errors.New("interrupted: run veil library rekey again with the same current passphrase to finish")}
+				}
 				return wrongPassphraseExit(err)
 			}
-			err = rekeyOpen(e, l, old, newKeyFile, opt)
-			if cerr := l.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "changed the passphrase of %s\n", dir)
+			fmt.Fprintf(e.stdout, "changed the key and the passphrase of %s\n", dir)
 			return nil
 		},
 	}
 	lf.register(cmd)
 	kf.register(cmd)
 	cmd.Flags().StringVar(&newKeyFile, "new-key-file", "", "read the new passphrase from this file (default $"+envNewPassphrase+", else a prompt)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output on stderr")
 	return cmd
 }
 
-// rekeyOpen asks for the new passphrase and rekeys the unlocked library.
-func rekeyOpen(e *env, l *tagging.Library, old []byte, newKeyFile string, opt tagging.CreateOptions) error {
+// newPassphrase reads the new passphrase, refusing the current one.
+func newPassphrase(e *env, old []byte, newKeyFile string) ([]byte, error) {
 	newPass, err := readPassphrase(e, passphraseSource{keyFile: newKeyFile, keyFlag: "--new-key-file",
 		envVar: envNewPassphrase, what: "new passphrase"}, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer clear(newPass)
 	if bytes.Equal(old, newPass) {
-		return errors.New("the new passphrase is the current one")
+		clear(newPass)
+		return nil, errors.New("the new passphrase is the current one")
 	}
-	return l.Rekey(newPass, opt)
+	return newPass, nil
 }

@@ -290,3 +290,38 @@ func TestLibraryHelpShowsTheDefaultOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestLibraryKeyPolicy (issue 19 item 7.4): without VEIL_TEST_SETTINGS=1,
+// init and rekey refuse a passphrase under 10 characters and Argon2id
+// costs under 3 passes over 64 MiB, saying so, and change nothing; with
+// it (as the other tests and scripts/main-job-tagging.sh run) they accept
+// them.
+func TestLibraryKeyPolicy(t *testing.T) {
+	t.Setenv(envTestSettings, "")
+	dir := filepath.Join(t.TempDir(), "lib")
+	t.Setenv(envPassphrase, "short")
+	mustExit(t, 1, "shorter than 10 characters", "library", "init", "--library", dir, "--argon2-time", "3", "--argon2-memory", "64", "--argon2-threads", "1")
+	t.Setenv(envPassphrase, "ten chars!")
+	mustExit(t, 1, "below the minimum", append([]string{"library", "init", "--library", dir}, cheapArgon2...)...)
+	mustExit(t, 1, "below the minimum", "library", "init", "--library", dir, "--argon2-time", "2", "--argon2-memory", "64", "--argon2-threads", "1")
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatal("a refused init created the library folder")
+	}
+	// The minimum itself, and the same memory-time spent otherwise, pass.
+	if code, _, errs := run(t, "library", "init", "--library", dir, "--argon2-time", "3", "--argon2-memory", "64", "--argon2-threads", "1"); code != 0 {
+		t.Fatalf("init at the minimum costs: exit %d: %s", code, errs)
+	}
+	t.Setenv(envNewPassphrase, "new short")
+	mustExit(t, 1, "shorter than 10 characters", "library", "rekey", "--library", dir, "--argon2-time", "1", "--argon2-memory", "192", "--argon2-threads", "1")
+	t.Setenv(envNewPassphrase, "a longer new passphrase")
+	mustExit(t, 1, "below the minimum", append([]string{"library", "rekey", "--library", dir}, cheapArgon2...)...)
+	if code, _, errs := run(t, "people", "list", "--library", dir); code != 0 {
+		t.Fatalf("the refused rekeys changed the passphrase: exit %d: %s", code, errs)
+	}
+	// Explicit test settings lift both limits.
+	t.Setenv(envTestSettings, "1")
+	t.Setenv(envNewPassphrase, "tiny")
+	if code, _, errs := run(t, append([]string{"library", "rekey", "--library", dir}, cheapArgon2...)...); code != 0 {
+		t.Fatalf("rekey with test settings: exit %d: %s", code, errs)
+	}
+}
