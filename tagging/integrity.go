@@ -212,46 +212,43 @@ func (k *subKeys) rowMACOf(dst []byte, table string, vals []any) []byte {
 // writeRow writes the MAC's input: a domain prefix, the table's name and
 // each value with its type and, for text and blobs, its length.
 func writeRow(h hash.Hash, table string, vals []any) {
-	var b [9]byte
-	h.Write([]byte("veil/tagging/v2 row|"))
-	h.Write([]byte(table))
-	h.Write([]byte{0})
+	var stack [256]byte
+	h.Write(appendRow(stack[:0], table, vals))
+}
+
+// appendRow appends the MAC's input to b (see writeRow).
+func appendRow(b []byte, table string, vals []any) []byte {
+	b = append(b, "veil/tagging/v2 row|"...)
+	b = append(b, table...)
+	b = append(b, 0)
 	for _, v := range vals {
 		switch v := v.(type) {
 		case nil:
-			h.Write([]byte{0})
+			b = append(b, 0)
 		case int64:
-			b[0] = 1
-			binary.LittleEndian.PutUint64(b[1:], uint64(v))
-			h.Write(b[:])
+			b = binary.LittleEndian.AppendUint64(append(b, 1), uint64(v))
 		case float64:
-			b[0] = 2
-			binary.LittleEndian.PutUint64(b[1:], math.Float64bits(v))
-			h.Write(b[:])
+			b = binary.LittleEndian.AppendUint64(append(b, 2), math.Float64bits(v))
 		case string:
-			b[0] = 3
-			binary.LittleEndian.PutUint64(b[1:], uint64(len(v)))
-			h.Write(b[:])
-			h.Write([]byte(v))
+			b = binary.LittleEndian.AppendUint64(append(b, 3), uint64(len(v)))
+			b = append(b, v...)
 		case []byte:
-			b[0] = 4
-			binary.LittleEndian.PutUint64(b[1:], uint64(len(v)))
-			h.Write(b[:])
-			h.Write(v)
+			b = binary.LittleEndian.AppendUint64(append(b, 4), uint64(len(v)))
+			b = append(b, v...)
 		case bool:
 			// The driver gives integers as int64; a bool is written as one.
-			b[0] = 1
-			binary.LittleEndian.PutUint64(b[1:], 0)
+			var n uint64
 			if v {
-				b[1] = 1
+				n = 1
 			}
-			h.Write(b[:])
+			b = binary.LittleEndian.AppendUint64(append(b, 1), n)
 		default:
 			// Other types do not come out of these columns; tag them apart
 			// so they never collide with the kinds above.
-			fmt.Fprintf(h, "\x05%T:%v", v, v)
+			b = fmt.Appendf(append(b, 5), "%T:%v", v, v)
 		}
 	}
+	return b
 }
 
 // setValue is a row's contribution to its table's sum: HMAC-SHA256 of its

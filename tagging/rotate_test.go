@@ -19,11 +19,11 @@ type rotationFixture struct {
 	// oldKeys are the keys of the data key before any rotation, and
 	// oldHeader the key header and wrapped key as they were: what an
 	// adversary keeps from an old copy of the library and its passphrase.
-	oldKeys            subKeys
-	oldKDF, oldDEK     []byte
-	seed               [32]byte
-	before             libraryView
-	adaPhotoID, faceID int64
+	oldKeys        subKeys
+	oldKDF, oldDEK []byte
+	seed           [32]byte
+	before         libraryView
+	faceID         int64
 }
 
 // libraryView is what a library shows through its API.
