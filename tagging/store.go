@@ -438,9 +438,10 @@ func rekey(ctx context.Context, dir string, old, new []byte, opt CreateOptions, 
 // then checkpointed and emptied so the files keep no copy of the key
 // wrapped under the old passphrase.
 //
-// The data key itself does not change: a copy of the library made before the
-// rekey still opens with the old passphrase, and anyone who unwrapped the
-// data key with it keeps it. Against those, make a new library.
+// The data key itself does not change: a copy of the library or of its key
+// header made before the rekey still opens it with the old passphrase, and
+// anyone who unwrapped the data key with it keeps it. Against those, use
+// RotateKey (veil library rekey), which replaces the data key.
 func (l *Library) Rekey(new []byte, opt CreateOptions) error {
 	ctx := context.Background()
 	params, err := opt.validateNew(new)

@@ -44,12 +44,16 @@ func newLibraryCmd(e *env) *cobra.Command {
 		Use:   "library",
 		Short: "Create and manage an encrypted photo library for face tagging",
 		Long: `A library is a folder (--library DIR, or $VEIL_LIBRARY) holding library.db: the
-photos' paths, hashes and sizes, the faces found in them, the people you name and
+photos' paths and sizes, the faces found in them, the people you name and
 everything learned from your names. Photos stay where they are.
 
 Everything that identifies a person (face descriptors, landmarks and thumbnails,
-names, the learned metric) is encrypted with a key that only your passphrase
-unlocks (Argon2id, then XChaCha20-Poly1305, each field bound to its row). The
+names, the photos' content hashes, the learned metric) is encrypted with a key
+that only your passphrase unlocks (Argon2id, then XChaCha20-Poly1305, each field
+bound to its row). Photos are recognised by a keyed hash, so nobody without the
+passphrase can tell whether a given photo is in the library. What stays readable
+(paths, boxes, which face is whose) is authenticated: a library edited outside
+veil is refused. The
 passphrase comes from --key-file FILE, else $VEIL_PASSPHRASE, else a prompt on
 the terminal. A key file (mode 0600) or the prompt is safer than the variable,
 which other programs of yours can read. There is no way to recover a library
