@@ -109,3 +109,43 @@ func FuzzIntegrityState(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRotateKey measures RotateKey (veil library rekey) on a library
+// of 2000 faces with 2 KB thumbnails in 100 photos (2100 rows), with the
+// cheap test KDF, so the figure is the re-encryption, not Argon2id: wall
+// and processor time per rotation.
+//
+//	go test -run '^$' -bench RotateKey -benchtime 5x ./tagging
+func BenchmarkRotateKey(b *testing.B) {
+	dir := b.TempDir()
+	l, err := Create(dir, []byte(testPass), cheapKDF)
+	if err != nil {
+		b.Fatal(err)
+	}
+	thumb := make([]byte, 2000)
+	rand.Read(thumb)
+	for p := range 100 {
+		faces := make([]NewFace, 20)
+		for i := range faces {
+			faces[i] = NewFace{Box: Box{X: float64(10 * i), Y: 1, Width: 50, Height: 50}, Score: 0.9, Source: Detected,
+				Landmarks: testLandmarks(p*20 + i), Descriptor: testDescriptor(p*20 + i), Thumbnail: thumb}
+		}
+		path := fmt.Sprintf("/photos/%03d.jpg", p)
+		if _, _, err := l.AddPhoto(PhotoRecord{Path: path, SHA256: sha256.Sum256([]byte(path)), Size: 1, Width: 640, Height: 480}, faces); err != nil {
+			b.Fatal(err)
+		}
+	}
+	l.Close()
+	pass := []string{testPass, newTestPass}
+	var cpu float64
+	i := 0
+	for b.Loop() {
+		c0 := processCPU()
+		if err := RotateKey(b.Context(), dir, []byte(pass[i%2]), newPass(pass[(i+1)%2]), cheapKDF, nil); err != nil {
+			b.Fatal(err)
+		}
+		cpu += (processCPU() - c0).Seconds()
+		i++
+	}
+	b.ReportMetric(1e3*cpu/float64(b.N), "cpu-ms/op")
+}
