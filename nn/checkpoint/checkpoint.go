@@ -58,6 +58,66 @@ type Header struct {
 	// and in the runs it started from, came from public data: DP training
 	// may start from such weights without accounting for them.
 	Public bool `json:"public,omitempty"`
+	// Federation, on a model a federation trained (veil fed coordinator
+	// --out), says what Privacy means for the people in the clients' data
+	// and holds the record of the model the federation started from.
+	Federation *Federation `json:"federation,omitempty"`
+}
+
+// Federation is the privacy record of a federated model. Its ε are at
+// Delta per Unit, from the coordinator's ledgers of the clients' DP-SGD
+// releases (Rényi composition); Privacy in the header holds the bound
+// that covers every unit under Assumption, the initial model's ε included.
+type Federation struct {
+	// DPRounds counts the rounds aggregated into the model whose clients
+	// ran DP-SGD, PlainRounds those whose clients did not (their updates
+	// carry no guarantee: Privacy.NonPrivateSteps counts them).
+	DPRounds    int `json:"dp_rounds"`
+	PlainRounds int `json:"plain_rounds,omitempty"`
+	// Clients counts the clients whose ledgers were charged.
+	Clients int        `json:"clients"`
+	Unit    train.Unit `json:"unit,omitempty"`
+	Delta   float64    `json:"delta,omitempty"`
+	// EpsilonOneClient is the largest ε any one client's releases spent:
+	// the federation's ε for a unit whose data one client alone holds.
+	EpsilonOneClient float64 `json:"epsilon_one_client"`
+	// Assumption says, in words, for whom EpsilonOneClient holds and what
+	// holds for the others.
+	Assumption string `json:"assumption"`
+	// KClients gives the ε of a unit whose data k clients hold, k from 1
+	// to Clients: those clients' releases composed (worst case over which
+	// k), never k times EpsilonOneClient.
+	KClients []ClientsEpsilon `json:"epsilon_k_clients,omitempty"`
+	// Init is the record of the model the federation started from.
+	Init *Origin `json:"init,omitempty"`
+}
+
+// ClientsEpsilon is the ε of a unit whose data K clients hold.
+type ClientsEpsilon struct {
+	K int `json:"k"`
+	// Epsilon is at Federation.Delta; Exact says it is the composition of
+	// the worst K clients' releases, else an upper bound on every K.
+	Epsilon float64 `json:"epsilon"`
+	Exact   bool    `json:"exact"`
+	// WithInit, when the initial model was trained with DP-SGD, bounds a
+	// unit that is also in the initial model's training data: Epsilon
+	// plus the initial model's ε, at Federation.Delta plus its δ (basic
+	// composition), in the weaker of the two units.
+	WithInit float64 `json:"epsilon_with_init,omitempty"`
+}
+
+// Origin is the record of a federation's initial model, as its header
+// said.
+type Origin struct {
+	// Data names what it was trained on ("lfw", "mtfl", "federated";
+	// empty for a model that has seen no data).
+	Data       string        `json:"data,omitempty"`
+	Public     bool          `json:"public,omitempty"`
+	Privacy    train.Privacy `json:"privacy"`
+	Federation *Federation   `json:"federation,omitempty"`
+	// Note says, in words, how the initial model's privacy and the
+	// federation's combine.
+	Note string `json:"note"`
 }
 
 // ParamInfo names one stored parameter.
