@@ -42,17 +42,28 @@ type ClientEvents struct {
 	Events  []dp.Event
 }
 
+// InitialVersion returns the version of the model a coordinator state
+// (opened by OpenStatus) started from.
+func InitialVersion(ctx context.Context, db *sql.DB) (string, error) {
+	var v string
+	err := db.QueryRowContext(ctx, `SELECT version FROM models WHERE round = 0 ORDER BY created_ms LIMIT 1`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", errors.New("coordinator privacy: the state holds no initial model")
+	}
+	if err != nil {
+		return "", fmt.Errorf("coordinator privacy: %w", err)
+	}
+	return v, nil
+}
+
 // ReadPrivacy reads a coordinator state file's privacy log (the file
 // opened by OpenStatus, also while the coordinator runs).
 func ReadPrivacy(ctx context.Context, db *sql.DB) (*PrivacyLog, error) {
-	out := &PrivacyLog{}
-	err := db.QueryRowContext(ctx, `SELECT version FROM models WHERE round = 0 ORDER BY created_ms LIMIT 1`).Scan(&out.InitialVersion)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errors.New("coordinator privacy: the state holds no initial model")
-	}
+	v, err := InitialVersion(ctx, db)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator privacy: %w", err)
+		return nil, err
 	}
+	out := &PrivacyLog{InitialVersion: v}
 	rows, err := db.QueryContext(ctx, `SELECT round, config FROM rounds WHERE state = 'done' ORDER BY round`)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator privacy: %w", err)

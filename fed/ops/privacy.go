@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/coord"
@@ -316,4 +317,32 @@ func short(v string) string {
 		return v[:12]
 	}
 	return v
+}
+
+// CheckInitState refuses an initial checkpoint that is not the model the
+// coordinator state at path started from, when that state exists: the
+// state ignores --init, and a final model written with init's record
+// would describe other weights. A state not yet created passes.
+func CheckInitState(ctx context.Context, path string, init *checkpoint.Checkpoint) error {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	db, err := coord.OpenStatus(path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	v, err := coord.InitialVersion(ctx, db)
+	if err != nil {
+		return err
+	}
+	iw, err := WeightsFromCheckpoint(init)
+	if err != nil {
+		return err
+	}
+	if w := wire.Version(iw.Header()); w != v {
+		return fmt.Errorf("the coordinator's state started from model %s, not from this checkpoint (%s): "+
+			"the final model's privacy record would describe other weights; give the initial checkpoint the state was started with", short(v), short(w))
+	}
+	return nil
 }

@@ -87,9 +87,11 @@ import (
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/local"
+	"github.com/veil-privacy/veil/fed/ops"
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/fed/strategy"
 	"github.com/veil-privacy/veil/fed/wire"
+	"github.com/veil-privacy/veil/nn/checkpoint"
 	"github.com/veil-privacy/veil/training"
 )
 
@@ -267,6 +269,11 @@ type Report struct {
 	EpsilonPerClient map[string]float64 `json:"epsilon_per_client,omitempty"`
 	Delta            float64            `json:"delta,omitempty"`
 	PrivacyUnit      string             `json:"privacy_unit,omitempty"`
+	// Privacy says what the federated model's ε means, from the
+	// coordinator's ledgers (accepted updates): the ε of a person whose
+	// data one client alone holds (the assumption, stated) and of a person
+	// in k clients' data (absent without DP).
+	Privacy *checkpoint.Federation `json:"privacy,omitempty"`
 	// NoiseMultiplier and SamplingRate are each client's DP-SGD settings.
 	NoiseMultiplier map[string]float64 `json:"noise_multiplier,omitempty"`
 	SamplingRate    map[string]float64 `json:"sampling_rate,omitempty"`
@@ -639,6 +646,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if p := r.tr.Mechanism(); p != nil {
 				rep.NoiseMultiplier[names[k]], rep.SamplingRate[names[k]] = p.GetNoiseMultiplier(), p.GetSamplingRate()
 			}
+		}
+		if rep.Privacy, _, err = ops.ReadFederationPrivacy(ctx, filepath.Join(dir, "state.db")); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
 		}
 	}
 	rep.WallS = time.Since(start).Seconds()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,21 @@ func TestThreeClientsTwoRounds(t *testing.T) {
 	}
 	if rep.BytesPerClientRound < float64(rep.ModelBytes+rep.UpdateBytes) || rep.UpdateBytes != rep.ModelBytes || rep.ModelBytes != 4*rep.Parameters {
 		t.Errorf("%g bytes per client and round for a model of %d bytes and updates of %d", rep.BytesPerClientRound, rep.ModelBytes, rep.UpdateBytes)
+	}
+	// The report says what ε means: the one-client figure is the largest
+	// client's, and a person in the data of k clients is exposed to k of
+	// them, more than one client's ε and less than k times it.
+	pr := rep.Privacy
+	if pr == nil || pr.Clients != 3 || pr.DPRounds != 2 || len(pr.KClients) != 3 || !strings.Contains(pr.Assumption, "one client alone") {
+		t.Fatalf("privacy %+v", pr)
+	}
+	maxEps := 0.0
+	for _, e := range rep.EpsilonPerClient {
+		maxEps = math.Max(maxEps, e)
+	}
+	if math.Abs(pr.EpsilonOneClient-maxEps) > 1e-9 || pr.KClients[0].Epsilon != pr.EpsilonOneClient ||
+		!(pr.KClients[2].Epsilon > pr.KClients[1].Epsilon && pr.KClients[1].Epsilon > maxEps && pr.KClients[2].Epsilon < 3*maxEps) {
+		t.Errorf("one client %g (clients' largest %g), k clients %+v", pr.EpsilonOneClient, maxEps, pr.KClients)
 	}
 	st := status(t, o.Dir)
 	if len(st.Rounds) != 2 || st.Rounds[1].State != "done" {

@@ -18,8 +18,10 @@ import (
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/ops"
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/nn/arch"
+	"github.com/veil-privacy/veil/nn/checkpoint"
 )
 
 // fedCommands lists the constructors of the `veil fed` subcommands; add a
@@ -243,6 +245,10 @@ type fedStatus struct {
 	// LastEvaluation is the coordinator's latest score of its model
 	// (--eval-data), absent if it has none.
 	LastEvaluation *fedEvaluation `json:"last_evaluation,omitempty"`
+	// Privacy says what the federation's ε means: the assumption and the
+	// ε of a person in k clients' data (with --state, once a DP round is
+	// done; the network status does not carry the clients' ledgers).
+	Privacy *checkpoint.Federation `json:"privacy,omitempty"`
 }
 
 type fedClientStatus struct {
@@ -283,6 +289,11 @@ client's δ, in its privacy unit) and its accepted updates, and the log of
 rounds (open, done or failed, with their accepted updates), and the last
 evaluation of the model when the coordinator runs with --eval-data.
 
+With --state it also says what the federation's ε means: each client's ε
+holds for a person whose data that client alone holds; a person in k
+clients' data is exposed to all k, and the ε for k = 1 ... all clients is
+listed (their mechanisms composed by Rényi DP, worst case over which k).
+
 It reads the coordinator's state file (--state), also while the coordinator
 runs; or, from another machine, asks the running coordinator (--coordinator
 HOST:PORT with a federation certificate: --pki DIR --name NAME, or --cert,
@@ -305,6 +316,13 @@ HOST:PORT with a federation certificate: --pki DIR --name NAME, or --cert,
 				return err
 			}
 			out := statusFromPB(st)
+			if state != "" {
+				if f, _, err := ops.ReadFederationPrivacy(cmd.Context(), state); err != nil {
+					return err
+				} else if f.DPRounds > 0 {
+					out.Privacy = f
+				}
+			}
 			if asJSON {
 				return writeJSON(e.stdout, out)
 			}
@@ -408,6 +426,7 @@ func printFedStatus(e *env, s fedStatus) {
 		fmt.Fprintf(e.stdout, "last evaluation: accuracy %.4f on the %s after %s (model %s, %s)\n",
 			ev.Accuracy, ev.Pairs, plural(ev.Round, "round"), shortVersion(ev.ModelVersion), ev.Time)
 	}
+	printFederationPrivacy(e.stdout, s.Privacy)
 }
 
 // plural is "1 round", "2 rounds".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -76,9 +77,19 @@ Model: --init is a checkpoint, from veil fed init-model (a new embedding
 head, what veil fed client trains) or veil train (its parameters, by their
 names, become the shared model; used only when --state is new). With --out the
 final model is written as a checkpoint of the same network (fresh optimiser
-state, not marked public, its privacy record the largest ε any client
-spent), which veil embed/verify/compare --head can load when the network is
-an embedding head.
+state, not marked public), which veil embed/verify/compare --head can load
+when the network is an embedding head. Under --dp, --init must be marked
+public (veil fed init-model's is) or trained with DP-SGD only; a checkpoint
+that may hold private data with no bound is refused.
+
+Privacy record (--out, and "privacy" in --json): ε is the largest any one
+client's releases spent, which holds for a person whose data one client
+alone holds; a person in k clients' data (a friend in many users' photos)
+is exposed to all k, and the record lists the ε for k = 1 ... all clients
+(the k clients' mechanisms composed, worst case over which k). A DP-trained
+--init's ε is added (basic composition, per the weaker unit) and its record
+kept, saying whom each ε protects; rounds run without DP, and an --init
+trained without DP, leave the model marked non-private for good.
 
 Certificates: --pki DIR takes DIR/NAME.crt, DIR/NAME.key (NAME from --name,
 default coordinator), DIR/ca.crt and DIR/revoked.crl; or give --cert, --key,
@@ -236,6 +247,8 @@ type coordinatorSummary struct {
 	Delta        float64           `json:"delta,omitempty"`
 	Clients      []fedClientStatus `json:"clients"`
 	Evaluation   *fedEvaluation    `json:"last_evaluation,omitempty"`
+	// Privacy says what the federation's ε means (absent without DP).
+	Privacy *checkpoint.Federation `json:"privacy,omitempty"`
 }
 
 func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
@@ -277,6 +290,12 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 			return fmt.Errorf("--init: %w", err)
 		}
 		if o.Init, err = ops.WeightsFromCheckpoint(initCk); err != nil {
+			return fmt.Errorf("--init %s: %w", cfg.Init, err)
+		}
+		if err := ops.CheckInit(initCk, cfg.DP); err != nil {
+			return fmt.Errorf("--init %s: %w", cfg.Init, err)
+		}
+		if err := ops.CheckInitState(ctx, cfg.State, initCk); err != nil {
 			return fmt.Errorf("--init %s: %w", cfg.Init, err)
 		}
 	}
@@ -339,25 +358,27 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	if cfg.DP {
 		sum.PrivacyUnit, sum.Delta = cfg.Unit, cfg.Delta
 	}
+	fed, plog, err := ops.ReadFederationPrivacy(ctx, cfg.State)
+	if err != nil {
+		return err
+	}
+	if cfg.DP || fed.DPRounds > 0 {
+		sum.Privacy = fed
+	}
 	if cfg.Out != "" {
 		w, _ := co.Model()
-		priv := train.Privacy{Clip: cfg.Clip}
-		if cfg.DP {
-			priv.Unit, priv.Delta, priv.NoiseMultiplier = train.Unit(cfg.Unit), cfg.Delta, cfg.NoiseMultiplier
-			for _, c := range sum.Clients {
-				priv.Epsilon = max(priv.Epsilon, c.Epsilon)
-			}
-		} else {
-			priv.NonPrivateSteps = initCk.Header.Privacy.NonPrivateSteps + max(sum.Done, 1)
-		}
-		out, err := ops.CheckpointFromWeights(initCk, w, priv)
+		out, err := ops.FederatedModel(initCk, w, plog, ops.ModelOptions{DP: cfg.DP, Unit: train.Unit(cfg.Unit), Delta: cfg.Delta,
+			Clip: cfg.Clip, NoiseMultiplier: cfg.NoiseMultiplier})
 		if err != nil {
-			return err
+			return fmt.Errorf("--out: %w", err)
 		}
 		if err := out.Save(cfg.Out); err != nil {
 			return err
 		}
 		sum.Out = cfg.Out
+		if sum.Privacy != nil {
+			sum.Privacy = out.Header.Federation
+		}
 	}
 	sum.Evaluation = evaluationFromPB(st.GetLastEvaluation())
 	if f.json {
@@ -373,7 +394,29 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	if ev := sum.Evaluation; ev != nil {
 		fmt.Fprintf(e.stdout, "development-pairs accuracy after %d rounds: %.4f\n", ev.Round, ev.Accuracy)
 	}
+	printFederationPrivacy(e.stdout, sum.Privacy)
 	return nil
+}
+
+// printFederationPrivacy prints what the federation's ε means.
+func printFederationPrivacy(w io.Writer, f *checkpoint.Federation) {
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(w, "privacy: %s\n", f.Assumption)
+	for _, k := range f.KClients {
+		fmt.Fprintf(w, "  in %3d clients' data: ε = %.4g", k.K, k.Epsilon)
+		if !k.Exact {
+			fmt.Fprint(w, " (upper bound)")
+		}
+		if k.WithInit > 0 {
+			fmt.Fprintf(w, "; also in the initial model's data: ε = %.4g", k.WithInit)
+		}
+		fmt.Fprintln(w)
+	}
+	if in := f.Init; in != nil && in.Note != "" {
+		fmt.Fprintf(w, "initial model: %s\n", in.Note)
+	}
 }
 
 func shortVersion(v string) string {

@@ -76,7 +76,10 @@ The final model is scored on the development pairs exactly as veil train
 scores its model. --json prints the report: strategy, clients, rounds,
 dev_accuracy, epsilon_per_client, delta, bytes_per_client_round (bytes on
 the wire, TLS included, per accepted update), failed_rounds, wall_s and
-more.`,
+more. Under DP, privacy says what the model's ε means: epsilon_one_client
+(the largest ε one client spent) holds for a person whose data one client
+alone holds; epsilon_k_clients gives the ε of a person in k clients' data
+(their mechanisms composed by Rényi DP, up to all clients).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runFedSim(e, cmd, f) },
 	}
@@ -256,6 +259,7 @@ func printFedSim(w io.Writer, r *sim.Report) {
 			fmt.Fprintf(w, "  %s: %d people, %d images, q = %.4f, σ = %.3f, ε = %s at δ = %g per %s\n", n, r.IdentitiesPerClient[n],
 				r.ImagesPerClient[n], r.SamplingRate[n], r.NoiseMultiplier[n], dp.FormatEpsilon(r.EpsilonPerClient[n]), r.Delta, r.PrivacyUnit)
 		}
+		printFederationPrivacy(w, r.Privacy)
 	} else {
 		fmt.Fprintln(w, "privacy: none (trained without DP)")
 	}
