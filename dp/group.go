@@ -62,37 +62,50 @@ func PartiesEpsilons(parties [][]Event, ks []int, delta float64, orders []float6
 			return nil, fmt.Errorf("dp: composing parties: k = %d outside [1, %d]", k, n)
 		}
 	}
+	// One cache for every party: clients of one federation mostly run the
+	// same mechanism, whose curve is then computed once (bit for bit what
+	// Accountant.Add computes).
+	cache, err := NewCurveCache(orders, 0)
+	if err != nil {
+		return nil, inContext("composing parties", err)
+	}
+	ords := cache.orders
 	curves := make([][]float64, n)
 	pure := make([]float64, n)
 	eps := make([]float64, n)
-	var all *Accountant
+	total := make([]float64, len(ords))
+	totalPure, events := 0.0, 0
 	for i, evs := range parties {
-		a, err := NewAccountant(orders)
+		a, err := NewAccountant(ords)
 		if err != nil {
 			return nil, err
 		}
-		if all == nil {
-			all = a.Clone()
-		}
 		if len(evs) > 0 {
-			if err := a.Add(evs...); err != nil {
+			c, err := cache.curve(evs...)
+			if err != nil {
 				return nil, inContext(fmt.Sprintf("composing parties: party %d", i), err)
 			}
-			if err := all.Add(evs...); err != nil {
-				return nil, err
-			}
+			a.record(c, evs)
 			if eps[i], _, err = a.Epsilon(delta); err != nil {
 				return nil, inContext(fmt.Sprintf("composing parties: party %d", i), err)
 			}
 		}
 		curves[i], pure[i] = a.rdp, a.pure
+		for j, r := range a.rdp {
+			total[j] += r
+		}
+		totalPure += a.pure
+		events += len(evs)
 	}
+	// Every party: the sum of their curves, as one accountant holding all
+	// their events would compose them.
 	allEps := 0.0
-	if len(all.events) > 0 {
-		var err error
-		if allEps, _, err = all.Epsilon(delta); err != nil {
+	if events > 0 {
+		e, _, err := RDPToDP(ords, total, delta)
+		if err != nil {
 			return nil, inContext("composing parties", err)
 		}
+		allEps = math.Min(e, totalPure)
 	}
 	out := make([]PartiesEpsilon, 0, len(ks))
 	col := make([]float64, n)
@@ -104,14 +117,14 @@ func PartiesEpsilons(parties [][]Event, ks []int, delta float64, orders []float6
 		case k == 1:
 			r.Epsilon = slices.Max(eps)
 		default:
-			top := make([]float64, len(all.orders))
-			for j := range all.orders {
+			top := make([]float64, len(ords))
+			for j := range ords {
 				for i := range curves {
 					col[i] = curves[i][j]
 				}
 				top[j] = sumLargest(col, k)
 			}
-			e, _, err := RDPToDP(all.orders, top, delta)
+			e, _, err := RDPToDP(ords, top, delta)
 			if err != nil {
 				return nil, inContext("composing parties", err)
 			}

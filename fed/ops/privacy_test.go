@@ -259,3 +259,62 @@ func TestFederatedModelRecord(t *testing.T) {
 		t.Errorf("another initial model: %v", err)
 	}
 }
+
+// FederationPrivacy from logs a real run would take long to make: many
+// clients (k listed one by one to 10, then in steps, ending with all),
+// rounds without DP (the assumption says the guarantee is void), none
+// with DP, and a round per example (the weaker unit wins).
+func TestFederationPrivacyFromLogs(t *testing.T) {
+	ev, err := dp.SubsampledGaussianEvent(0.1, 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := &coord.PrivacyLog{DPRounds: 1, Units: []string{"identity"}, Deltas: []float64{1e-5}}
+	for i := range 25 {
+		many.Clients = append(many.Clients, coord.ClientEvents{ID: fmt.Sprint(i), Updates: 1, Events: []dp.Event{ev}})
+	}
+	many.Clients = append(many.Clients, coord.ClientEvents{ID: "idle"}) // enrolled, never charged
+	f, err := ops.FederationPrivacy(many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks []int
+	for _, k := range f.KClients {
+		ks = append(ks, k.K)
+	}
+	if fmt.Sprint(ks) != "[1 2 3 4 5 6 7 8 9 10 20 25]" || f.Clients != 25 {
+		t.Fatalf("k listed %v for %d clients", ks, f.Clients)
+	}
+	all, _, err := dp.ScheduleEpsilon(0.1, 1, 25*5, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := f.KClients[len(f.KClients)-1]; math.Abs(last.Epsilon-all) > 1e-9*all || !strings.Contains(f.Assumption, "all 25 clients") {
+		t.Errorf("all clients: %+v, want ε = %g; assumption %q", last, all, f.Assumption)
+	}
+
+	plain := *many
+	plain.PlainRounds, plain.Units = 2, []string{"example", "identity"}
+	f, err = ops.FederationPrivacy(&plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.PlainRounds != 2 || f.Unit != train.UnitExample || !strings.Contains(f.Assumption, "2 rounds ran without DP-SGD") || !strings.Contains(f.Assumption, "example (one image)") {
+		t.Errorf("with plain rounds and a per-example round: %+v", f)
+	}
+	none := &coord.PrivacyLog{PlainRounds: 3, Clients: []coord.ClientEvents{{ID: "a", Updates: 3}}}
+	if f, err = ops.FederationPrivacy(none); err != nil || f.EpsilonOneClient != 0 || len(f.KClients) != 0 || !strings.Contains(f.Assumption, "no privacy guarantee") {
+		t.Errorf("no DP round: %+v, %v", f, err)
+	}
+	// Its model: the plain rounds count as non-private steps even when the
+	// last run had --dp.
+	v := wire.Version(model0().Header())
+	plain.InitialVersion = v
+	out, err := ops.FederatedModel(initCheckpoint(publicInit), model0(), &plain, ops.ModelOptions{DP: true, Clip: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := out.Header.Privacy; p.Bounded() || p.NonPrivateSteps != 2 || p.Unit != train.UnitExample {
+		t.Errorf("model of a federation with 2 plain rounds: %+v", p)
+	}
+}

@@ -59,6 +59,16 @@ func runFed(t *testing.T, n int, initPath string, args ...string) *federation {
 	for i := range n {
 		mustVeil(t, "fed", "certs", "issue", fmt.Sprintf("client-%d", i+1), "--pki", f.pki)
 	}
+	f.run(t, n, initPath, args...)
+	return f
+}
+
+// run runs the coordinator again on f's state and certificates (a
+// restart), writing f.out anew.
+func (f *federation) run(t *testing.T, n int, initPath string, args ...string) {
+	t.Helper()
+	dir := f.dir
+	os.Remove(f.out)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +118,6 @@ func runFed(t *testing.T, n int, initPath string, args ...string) *federation {
 	ccancel() // clients still waiting for a coordinator that refused to start
 	wg.Wait()
 	f.summary, f.stderr = cout.String(), cerr.String()
-	return f
 }
 
 // oneRoundEpsilon is the ε (δ 1e-5) of k rounds of the fixed trainer's
@@ -265,5 +274,31 @@ func TestFedDPInitComposedAndKClients(t *testing.T) {
 		"--state", f.state, "--pki", f.pki, "--listen", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(errs, "started from") {
 		t.Errorf("another --init on an existing state: exit %d, %q", code, errs)
+	}
+}
+
+// A federation run without DP, then restarted with --dp (and a public
+// --init, the one the state started from) to write its model: the rounds
+// the state records without DP keep the model marked non-private, whatever
+// the last run's flags say.
+func TestFedRestartWithDPKeepsPlainRounds(t *testing.T) {
+	init := filepath.Join(t.TempDir(), "init.ckpt")
+	smallHead(t, init)
+	f := runFed(t, 1, init, "--dp=false")
+	if f.coordErr != nil {
+		t.Fatalf("coordinator: %v\n%s\n%v", f.coordErr, f.stderr, f.clients)
+	}
+	f.run(t, 1, init, "--dp", "--rounds", "2")
+	if f.coordErr != nil {
+		t.Fatalf("restarted coordinator: %v\n%s\n%v", f.coordErr, f.stderr, f.clients)
+	}
+	ck, err := checkpoint.Load(f.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, fed := ck.Header.Privacy, ck.Header.Federation
+	if p.Bounded() || p.NonPrivateSteps != 1 || fed == nil || fed.PlainRounds != 1 || fed.DPRounds != 1 ||
+		!strings.Contains(fed.Assumption, "without DP-SGD") || !(p.Epsilon > 0) {
+		t.Fatalf("record %+v, federation %+v: want one plain round counted and the model marked non-private", p, fed)
 	}
 }
