@@ -26,8 +26,9 @@ type PrivacyLog struct {
 	// PlainRounds the done rounds whose task did not (their updates, in
 	// the model, carry no privacy guarantee).
 	DPRounds, PlainRounds int
-	// Units are the privacy units the DP rounds stated (sorted, distinct);
-	// Deltas their δ (sorted, distinct).
+	// Units are the privacy units the rounds with DP stated, done or not
+	// (a failed round's accepted updates were charged too), sorted and
+	// distinct; Deltas their δ, sorted and distinct.
 	Units  []string
 	Deltas []float64
 	// Clients are the enrolled clients in id order, each with the events
@@ -64,15 +65,16 @@ func ReadPrivacy(ctx context.Context, db *sql.DB) (*PrivacyLog, error) {
 		return nil, err
 	}
 	out := &PrivacyLog{InitialVersion: v}
-	rows, err := db.QueryContext(ctx, `SELECT round, config FROM rounds WHERE state = 'done' ORDER BY round`)
+	rows, err := db.QueryContext(ctx, `SELECT round, state, config FROM rounds ORDER BY round`)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator privacy: %w", err)
 	}
 	units, deltas := map[string]bool{}, map[float64]bool{}
 	for rows.Next() {
 		var n uint64
+		var state string
 		var b []byte
-		if err := rows.Scan(&n, &b); err != nil {
+		if err := rows.Scan(&n, &state, &b); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("coordinator privacy: %w", err)
 		}
@@ -81,10 +83,15 @@ func ReadPrivacy(ctx context.Context, db *sql.DB) (*PrivacyLog, error) {
 			rows.Close()
 			return nil, fmt.Errorf("coordinator privacy: round %d's task: %w", n, err)
 		}
-		if d := cfg.GetDp(); d != nil {
-			out.DPRounds++
+		d := cfg.GetDp()
+		if d != nil {
 			units[d.GetPrivacyUnit()], deltas[d.GetDelta()] = true, true
-		} else {
+		}
+		switch {
+		case state != "done":
+		case d != nil:
+			out.DPRounds++
+		default:
 			out.PlainRounds++
 		}
 	}

@@ -144,7 +144,7 @@ func FederationPrivacy(log *coord.PrivacyLog) (*checkpoint.Federation, error) {
 			f.Unit = train.UnitExample
 		}
 	}
-	if log.DPRounds == 0 {
+	if len(log.Units) == 0 {
 		f.Unit = ""
 	}
 	who := "person (all of a person's images)"
@@ -156,11 +156,11 @@ func FederationPrivacy(log *coord.PrivacyLog) (*checkpoint.Federation, error) {
 		f.Assumption = "no round ran with DP-SGD: the model carries no privacy guarantee for anyone in the clients' data."
 		return f, nil
 	case len(parties) == 0:
-		f.Assumption = "no client's update was aggregated with DP-SGD: the federation has spent no privacy."
+		f.Assumption = "no client's update was accepted with DP-SGD: the federation has spent no privacy."
 		return f, nil
 	}
 	if f.Delta <= 0 {
-		return nil, errors.New("the state's DP rounds state no δ")
+		return nil, errors.New("the clients' ledgers were charged but no round of the state states a δ")
 	}
 	ks := clientCounts(len(parties))
 	eps, err := dp.PartiesEpsilons(parties, ks, f.Delta, nil)
@@ -224,7 +224,7 @@ func FederatedModel(init *checkpoint.Checkpoint, w wire.Weights, log *coord.Priv
 	fc.Init = origin
 
 	priv := train.Privacy{Clip: o.Clip}
-	if fed.DPRounds > 0 {
+	if fed.Clients > 0 {
 		priv.Unit, priv.Delta, priv.Epsilon, priv.NoiseMultiplier = fed.Unit, fed.Delta, fed.EpsilonOneClient, o.NoiseMultiplier
 	} else if o.DP {
 		priv.Unit, priv.Delta, priv.NoiseMultiplier = o.Unit, o.Delta, o.NoiseMultiplier

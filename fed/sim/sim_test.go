@@ -154,6 +154,11 @@ func TestDropOutsAndStragglers(t *testing.T) {
 	if three := rep.EpsilonPerClient["client-3"]; three != 0 || coordEps["client-3"] != 0 || rep.NoiseMultiplier["client-3"] != 0 {
 		t.Errorf("drop-out: ε = %g (coordinator %g), σ %g; want nothing spent", three, coordEps["client-3"], rep.NoiseMultiplier["client-3"])
 	}
+	// The failed round aggregated nothing, but the coordinator saw
+	// client-1's update: the privacy report counts its charge.
+	if pr := rep.Privacy; pr == nil || pr.DPRounds != 0 || pr.Clients != 1 || math.Abs(pr.EpsilonOneClient-coordEps["client-1"]) > 1e-9 || len(pr.KClients) != 1 {
+		t.Errorf("privacy %+v: want client-1's charge, from a failed round", pr)
+	}
 }
 
 // TestAlone: each client trains its own rounds without the federation,

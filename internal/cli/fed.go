@@ -319,7 +319,7 @@ HOST:PORT with a federation certificate: --pki DIR --name NAME, or --cert,
 			if state != "" {
 				if f, _, err := ops.ReadFederationPrivacy(cmd.Context(), state); err != nil {
 					return err
-				} else if f.DPRounds > 0 {
+				} else if f.DPRounds > 0 || f.Clients > 0 {
 					out.Privacy = f
 				}
 			}

@@ -362,7 +362,7 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	if err != nil {
 		return err
 	}
-	if cfg.DP || fed.DPRounds > 0 {
+	if cfg.DP || fed.DPRounds > 0 || fed.Clients > 0 {
 		sum.Privacy = fed
 	}
 	if cfg.Out != "" {

@@ -74,7 +74,10 @@ type Federation struct {
 	// carry no guarantee: Privacy.NonPrivateSteps counts them).
 	DPRounds    int `json:"dp_rounds"`
 	PlainRounds int `json:"plain_rounds,omitempty"`
-	// Clients counts the clients whose ledgers were charged.
+	// Clients counts the clients whose ledgers were charged: every
+	// accepted update of a round with DP, including a failed round's (the
+	// coordinator saw it), so the ε below may exceed what the model's
+	// rounds alone spent, never fall short of it.
 	Clients int        `json:"clients"`
 	Unit    train.Unit `json:"unit,omitempty"`
 	Delta   float64    `json:"delta,omitempty"`
