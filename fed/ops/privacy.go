@@ -147,9 +147,9 @@ func FederationPrivacy(log *coord.PrivacyLog) (*checkpoint.Federation, error) {
 	if len(log.Units) == 0 {
 		f.Unit = ""
 	}
-	who := "person (all of a person's images)"
+	who, brief := "a person (all of a person's images)", "a person"
 	if f.Unit == train.UnitExample {
-		who = "example (one image)"
+		who, brief = "an example (one image)", "an example"
 	}
 	switch {
 	case len(parties) == 0 && log.PlainRounds > 0:
@@ -172,10 +172,10 @@ func FederationPrivacy(log *coord.PrivacyLog) (*checkpoint.Federation, error) {
 	}
 	f.EpsilonOneClient = eps[0].Epsilon
 	all := eps[len(eps)-1]
-	f.Assumption = fmt.Sprintf("ε = %.4g (δ = %g) holds for a %s whose data one client alone holds: it is the largest ε any one client's releases spent. "+
-		"A %s in the data of k clients (a friend in many users' photos) is exposed to all k clients' releases: their mechanisms compose, "+
+	f.Assumption = fmt.Sprintf("ε = %.4g (δ = %g) holds for %s whose data one client alone holds: it is the largest ε any one client's releases spent. "+
+		"For %s in the data of k clients (a friend in many users' photos), all k clients' releases count: their mechanisms compose, "+
 		"giving the ε listed for k (Rényi composition, worst case over which k clients), up to ε = %.4g if in all %d clients' data.",
-		f.EpsilonOneClient, f.Delta, who, who, all.Epsilon, all.K)
+		f.EpsilonOneClient, f.Delta, who, brief, all.Epsilon, all.K)
 	if log.PlainRounds > 0 {
 		f.Assumption += fmt.Sprintf(" But %d rounds ran without DP-SGD: the model carries no privacy guarantee for anyone in those rounds' data.", log.PlainRounds)
 	}
@@ -266,9 +266,9 @@ func FederatedModel(init *checkpoint.Checkpoint, w wire.Weights, log *coord.Priv
 				"(a per-%s ε bounds each of a person's examples, not the person).", iu, fed.Unit, train.UnitExample)
 		}
 		if h.Data == "federated" {
-			origin.Note = fmt.Sprintf("the initial model is a federation's model, at ε = %.4g (δ = %g) per %s; its clients may be this federation's, "+
-				"so its ε and this federation's (ε = %.4g, δ = %g) protect the same people and compose: this model's privacy record is their sum, "+
-				"ε = %.4g at δ = %g per %s (basic composition).%s",
+			origin.Note = fmt.Sprintf("the initial model is a federation's model, at ε = %.4g (δ = %.3g) per %s; its clients may be this federation's, "+
+				"so its ε and this federation's (ε = %.4g, δ = %.3g) protect the same people and compose: this model's privacy record is their sum, "+
+				"ε = %.4g at δ = %.3g per %s (basic composition).%s",
 				ip.Epsilon, ip.Delta, iu, fedEps, fedDelta, priv.Epsilon, priv.Delta, unit, units)
 		} else {
 			data := h.Data
@@ -276,9 +276,9 @@ func FederatedModel(init *checkpoint.Checkpoint, w wire.Weights, log *coord.Priv
 				data = "an unnamed data set"
 			}
 			origin.Note = fmt.Sprintf("the initial model was trained with DP-SGD on %s, a different data set from the clients' own data, "+
-				"at ε = %.4g (δ = %g) per %s: that ε protects the people in %s, the federation's (ε = %.4g, δ = %g) the people in the clients' data; "+
+				"at ε = %.4g (δ = %.3g) per %s: that ε protects the people in %s, the federation's (ε = %.4g, δ = %.3g) the people in the clients' data; "+
 				"for someone in only one of the two the other does not add. Someone in both is exposed to both and is protected at their sum, "+
-				"ε = %.4g at δ = %g per %s (basic composition): this model's privacy record states that sum, the bound that covers everyone.%s",
+				"ε = %.4g at δ = %.3g per %s (basic composition): this model's privacy record states that sum, the bound that covers everyone.%s",
 				data, ip.Epsilon, ip.Delta, iu, data, fedEps, fedDelta, priv.Epsilon, priv.Delta, unit, units)
 		}
 	}

@@ -156,7 +156,7 @@ learn it, then exits 0.`,
 	fl.StringVar(&c.CRL, "crl", "", "the authority's revocation list (default: revoked.crl beside --ca)")
 	fl.StringVar(&c.Listen, "listen", c.Listen, "gRPC address (host:port); 0.0.0.0:7443 or [::]:7443 listens on all interfaces")
 	fl.StringVar(&c.MetricsListen, "metrics-listen", "", "address of the HTTP /metrics and /healthz endpoint (e.g. 127.0.0.1:9464; empty: none)")
-	fl.StringVar(&c.Init, "init", "", "the initial model: a checkpoint from veil fed init-model or veil train (needed when --state is new, and for --out)")
+	fl.StringVar(&c.Init, "init", "", "the initial model: a checkpoint from veil fed init-model or veil train, under --dp marked public or DP-trained (needed when --state is new, and for --out)")
 	fl.StringVar(&c.Out, "out", "", "write the final model here as a checkpoint of --init's network")
 	fl.StringVar(&c.EvalData, "eval-data", "", "score the model after every aggregated round on the development pairs of this LFW-layout folder (needs --init, an embedding head; shown by veil fed status)")
 	fl.StringVar(&c.CentreImages, "centre-images", "", "with --eval-data: public face photos the distillation targets are centred on (default: <data>/mtfl/net_7876)")
@@ -405,7 +405,11 @@ func printFederationPrivacy(w io.Writer, f *checkpoint.Federation) {
 	}
 	fmt.Fprintf(w, "privacy: %s\n", f.Assumption)
 	for _, k := range f.KClients {
-		fmt.Fprintf(w, "  in %3d clients' data: ε = %.4g", k.K, k.Epsilon)
+		clients := "clients'"
+		if k.K == 1 {
+			clients = "client's"
+		}
+		fmt.Fprintf(w, "  in %d %s data: ε = %.4g", k.K, clients, k.Epsilon)
 		if !k.Exact {
 			fmt.Fprint(w, " (upper bound)")
 		}

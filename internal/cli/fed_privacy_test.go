@@ -258,7 +258,8 @@ func TestFedDPInitComposedAndKClients(t *testing.T) {
 		t.Fatalf("status privacy %+v", st.Privacy)
 	}
 	human := mustVeil(t, "fed", "status", "--state", f.state)
-	if !strings.Contains(human, "one client alone") || !strings.Contains(human, "in   2 clients' data") {
+	t.Logf("veil fed status:\n%s\nthe model's record: %+v\ninit: %s", human, p, fed.Init.Note)
+	if !strings.Contains(human, "one client alone") || !strings.Contains(human, "in 2 clients' data: ε = ") {
 		t.Errorf("status text does not state the assumption and the k-clients figure:\n%s", human)
 	}
 	// The init is the state's: running again with another checkpoint as
