@@ -193,7 +193,9 @@ func headCheckpoint(t *testing.T, path string) *checkpoint.Checkpoint {
 	for i := 0; i < m.Params().Len(); i++ {
 		st.M = append(st.M, make([]float32, len(m.Params().Values(i))))
 	}
-	ck := checkpoint.FromTrainer(checkpoint.Header{Model: m.Config(), Optimizer: "adam"}, m.Params(), st)
+	// Freshly initialised, it has seen no data: public, as veil fed
+	// init-model marks its models (a DP federation refuses other inits).
+	ck := checkpoint.FromTrainer(checkpoint.Header{Model: m.Config(), Optimizer: "adam", Public: true}, m.Params(), st)
 	if err := ck.Save(path); err != nil {
 		t.Fatal(err)
 	}

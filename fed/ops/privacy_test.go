@@ -119,8 +119,8 @@ func runFederation(t *testing.T) string {
 	errs := make(chan error, 3)
 	for i := range 3 {
 		name := fmt.Sprintf("client-%d", i+1)
-		c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, name), Budget: dp.Budget{Epsilon: 100, Delta: 1e-5},
-			Unit: "identity", Dir: filepath.Join(t.TempDir(), name), Trainer: fixedTrainer{float32(i+1) / 10}})
+		c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, name), Policy: client.DefaultPolicy(dp.Budget{Epsilon: 100, Delta: 1e-5}),
+			Dir: filepath.Join(t.TempDir(), name), Trainer: fixedTrainer{float32(i+1) / 10}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -102,7 +102,8 @@ func (f *federation) run(t *testing.T, n int, initPath string, args ...string) {
 			ke := &env{stdout: &out, stderr: &errs}
 			kcmd, kf := clientCmd(ke)
 			if err := kcmd.ParseFlags([]string{"--coordinator", addr, "--pki", f.pki, "--name", name, "--budget-epsilon", "50",
-				"--dir", filepath.Join(dir, name), "--trainer", "fixed", "--retry-for", "2m", "--json"}); err != nil {
+				"--dir", filepath.Join(dir, name), "--trainer", "fixed", "--retry-for", "2m", "--json",
+				"--allow-no-dp"}); err != nil { // the clients join the --dp=false runs below too
 				f.clients[i] = err.Error()
 				return
 			}
@@ -198,7 +199,7 @@ func TestFedNonPrivateInitMarkerSurvives(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := ck.Header.Privacy
-	if p.Bounded() || p.NonPrivateSteps < 401 || ck.Header.Federation == nil || ck.Header.Federation.Init == nil ||
+	if p.Bounded() || p.NonPrivateSteps != 401 || ck.Header.Federation == nil || ck.Header.Federation.PlainRounds != 1 || ck.Header.Federation.Init == nil ||
 		ck.Header.Federation.Init.Privacy.NonPrivateSteps != 400 || !strings.Contains(ck.Header.Federation.Init.Note, "no privacy guarantee") {
 		t.Fatalf("record %+v, federation %+v", p, ck.Header.Federation)
 	}
