@@ -76,6 +76,16 @@ func FuzzRead(f *testing.F) {
 	f.Add(forged(f, maxValues/2))
 	f.Add(forged(f, 3))
 	f.Add([]byte(magic + "\xff\xff\xff\x7f{}"))
+	// A federated model's record, itself from a federated initial model.
+	fc, _ := sample(f)
+	inner := &Federation{DPRounds: 2, Clients: 3, Unit: train.UnitIdentity, Delta: 1e-5, EpsilonOneClient: 2, Assumption: "a",
+		KClients: []ClientsEpsilon{{K: 1, Epsilon: 2, Exact: true}, {K: 3, Epsilon: 3.1}}}
+	fc.Header.Federation = &Federation{DPRounds: 1, PlainRounds: 1, Clients: 1, EpsilonOneClient: 1, Assumption: "b",
+		KClients: []ClientsEpsilon{{K: 1, Epsilon: 1, Exact: true, WithInit: 3}},
+		Init:     &Origin{Data: "federated", Privacy: train.Privacy{Epsilon: 2, Delta: 1e-5}, Federation: inner, Note: "c"}}
+	buf.Reset()
+	_ = fc.Write(&buf)
+	f.Add(buf.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := Read(bytes.NewReader(b))
 		s, serr := Read(onlyReader{bytes.NewReader(b)})
@@ -96,7 +106,7 @@ func FuzzRead(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded checkpoint refused: %v", err)
 		}
-		if len(e.Values) != len(d.Values) || e.Header.Step != d.Header.Step {
+		if len(e.Values) != len(d.Values) || e.Header.Step != d.Header.Step || (e.Header.Federation == nil) != (d.Header.Federation == nil) {
 			t.Fatalf("round trip changed the checkpoint")
 		}
 		_ = d.Apply(arch.Config{Kind: "head"}, nn.NewParams())
