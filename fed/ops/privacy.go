@@ -322,19 +322,22 @@ func short(v string) string {
 // CheckInitState refuses an initial checkpoint that is not the model the
 // coordinator state at path started from, when that state exists: the
 // state ignores --init, and a final model written with init's record
-// would describe other weights. A state not yet created passes.
+// would describe other weights. A state not yet created passes, and so
+// does a file that cannot be read as a coordinator's state (the
+// coordinator then says what is wrong with it); FederatedModel checks
+// again before it writes a model.
 func CheckInitState(ctx context.Context, path string, init *checkpoint.Checkpoint) error {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(path); err != nil {
 		return nil
 	}
 	db, err := coord.OpenStatus(path)
 	if err != nil {
-		return err
+		return nil
 	}
 	defer db.Close()
 	v, err := coord.InitialVersion(ctx, db)
 	if err != nil {
-		return err
+		return nil
 	}
 	iw, err := WeightsFromCheckpoint(init)
 	if err != nil {
