@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	_ "modernc.org/sqlite" // to play a failing disk under the library
 
-	"github.com/veil-privacy/veil/tagging"
 )
 
 // veilOK runs veil and fails the test unless it exits 0; it returns stdout.
@@ -260,46 +258,32 @@ func TestPeopleCommands(t *testing.T) {
 	}
 }
 
-// TestFaceEditsAllOrNothing makes the library refuse the change of the
-// last face of a batch (a trigger stands for a full disk or another
-// program's lock): reject, unassign and remove given several faces must
-// then change none of them, not the ones before the failure.
+// TestFaceEditsAllOrNothing gives reject, unassign and remove a batch of
+// faces whose last one the library refuses (no such face): they must then
+// change none of them, not the ones before the failure. (The library's own
+// test also makes the last write fail inside the transaction; here the
+// library is reopened by each command, and an outside trigger would now be
+// refused as tampering.)
 func TestFaceEditsAllOrNothing(t *testing.T) {
 	dir := initTestLibrary(t)
 	t.Setenv(envLibrary, dir)
 	ids := addLibraryPhoto(t, dir, "/photos/a.jpg", 3)
 	args := []string{fmt.Sprint(ids[0]), fmt.Sprint(ids[1]), fmt.Sprint(ids[2])}
 	veilOK(t, append([]string{"faces", "name", "--person", "Ada"}, args...)...)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, tagging.DBFile)+"?mode=rw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	trigger := fmt.Sprintf(`CREATE TRIGGER refuse_last BEFORE UPDATE ON faces WHEN OLD.id = %d
-		BEGIN SELECT RAISE(ABORT, 'the disk is full'); END`, ids[2])
-	if _, err := db.Exec(trigger); err != nil {
-		t.Fatal(err)
-	}
+	unknown := fmt.Sprint(ids[2] + 1000)
 	before := listFaces(t, dir)
 	for _, cmd := range [][]string{
 		{"faces", "reject", "--person", "Ada"},
 		{"faces", "unassign"},
 		{"faces", "remove"},
 	} {
-		mustExit(t, 1, "the disk is full", append(cmd, args...)...)
-		var rejected int
-		if err := db.QueryRow(`SELECT count(*) FROM rejections`).Scan(&rejected); err != nil {
-			t.Fatal(err)
-		}
-		if after := listFaces(t, dir); !reflect.DeepEqual(after, before) || rejected != 0 {
-			t.Errorf("veil %s failed on the last face but changed the others:\nbefore %v\nafter  %v (%d rejections)",
-				strings.Join(cmd, " "), before, after, rejected)
+		mustExit(t, 1, unknown, append(cmd, args[0], args[1], unknown)...)
+		if after := listFaces(t, dir); !reflect.DeepEqual(after, before) {
+			t.Errorf("veil %s failed on the last face but changed the others:\nbefore %v\nafter  %v",
+				strings.Join(cmd, " "), before, after)
 		}
 	}
-	// Without the trigger the same batch goes through whole.
-	if _, err := db.Exec(`DROP TRIGGER refuse_last`); err != nil {
-		t.Fatal(err)
-	}
+	// The same batch without the unknown face goes through whole.
 	veilOK(t, append([]string{"faces", "remove"}, args...)...)
 	if fs := listFaces(t, dir); len(fs) != 0 {
 		t.Errorf("faces left after removing all: %v", fs)
