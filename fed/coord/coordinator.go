@@ -175,6 +175,9 @@ type Coordinator struct {
 	// the running sum a batch is added to, and its bytes as stored.
 	spare      []float64
 	encodedSum []byte
+	// unwiped is set while the write-ahead log may hold a running sum
+	// other than the current one (see store.wipe); the loop retries.
+	unwiped atomic.Bool
 
 	mu        sync.Mutex
 	model     wire.Weights // current model
@@ -252,6 +255,9 @@ func New(o Options) (*Coordinator, error) {
 		st.close()
 		return nil, err
 	}
+	// A coordinator stopped mid-round may have left earlier sums in the log.
+	c.unwiped.Store(true)
+	c.wipe(context.Background())
 	return c, nil
 }
 
@@ -434,9 +440,27 @@ func (c *Coordinator) gather(first *pending) []*pending {
 	return batch
 }
 
+// wipe empties the state file's write-ahead log if it may hold a running
+// sum other than the current one (store.wipe); if a reader keeps it from
+// doing so, the loop tries again at its next tick.
+func (c *Coordinator) wipe(ctx context.Context) {
+	if !c.unwiped.Load() {
+		return
+	}
+	done, err := c.st.wipe(ctx)
+	if err != nil {
+		c.log.Warn("the state file's write-ahead log could not be emptied; retrying", "err", err)
+		return
+	}
+	if done {
+		c.unwiped.Store(false)
+	}
+}
+
 // advance closes the open round when it is complete or past its
 // deadline, and starts the next one when enough clients are available.
 func (c *Coordinator) advance(ctx context.Context) error {
+	c.wipe(ctx)
 	c.mu.Lock()
 	r := c.round
 	c.mu.Unlock()
@@ -591,6 +615,10 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: closing round %d: %w", r.n, err)
 	}
+	// The round's sum is gone from the database (its pages zeroed); the
+	// log still holds it until wiped.
+	c.unwiped.Store(true)
+	c.wipe(ctx)
 	c.mu.Lock()
 	if next != nil {
 		c.model, c.stratSt, c.version = next, nextState, v
@@ -843,6 +871,10 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 			}
 		}
 	} else if len(accepted) > 0 {
+		// The log holds the previous sum and the new one: emptied before
+		// anyone is told, so that the file holds the current sum only.
+		c.unwiped.Store(true)
+		c.wipe(ctx)
 		c.mu.Lock()
 		c.spare = r.sum.Values
 		r.sum = sum

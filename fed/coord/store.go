@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -80,7 +82,18 @@ func openStore(path string) (*store, error) {
 	// with 64 KiB pages it is about seventy, and a checkpoint copies the
 	// latest sum once per dozen transactions. Durability is the same:
 	// synchronous(FULL) syncs the WAL at every commit.
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(ON)")
+	//
+	// The file holds every client's ledger and, while a round is open, the
+	// running sum of its updates (with one update, the update itself), so
+	// it is its owner's alone (0600, also its -wal and -shm, which SQLite
+	// creates with the database's mode; a new folder 0700), and nothing
+	// deleted stays in it: secure_delete(ON) overwrites every freed page
+	// with zeros, and wipe empties the write-ahead log once the sum changes
+	// (see wipe).
+	if err := prepareStateFile(path); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(ON)&_pragma=secure_delete(ON)")
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: opening %s: %w", path, err)
 	}
@@ -98,6 +111,63 @@ func openStore(path string) (*store, error) {
 }
 
 func (s *store) close() error { return s.db.Close() }
+
+// stateFileMode is the mode of the state file and of SQLite's files beside
+// it; stateDirMode that of a state folder the coordinator creates.
+const (
+	stateFileMode os.FileMode = 0o600
+	stateDirMode  os.FileMode = 0o700
+)
+
+// prepareStateFile creates the state file's folder (0700) if it is
+// missing and the file itself (0600) if it is new, and takes away any
+// group or other permission from an existing file and from its -wal,
+// -shm and -journal files. SQLite creates those with the database file's
+// mode, so they are its owner's alone too.
+func prepareStateFile(path string) error {
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, stateDirMode); err != nil {
+			return fmt.Errorf("coordinator: creating the state file's folder: %w", err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, stateFileMode)
+	if err != nil {
+		return fmt.Errorf("coordinator: opening %s: %w", path, err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("coordinator: %w", err)
+		}
+		if fi.Mode().Perm()&^stateFileMode != 0 {
+			if err := os.Chmod(p, stateFileMode); err != nil {
+				return fmt.Errorf("coordinator: making %s its owner's only: %w", p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// wipe empties the write-ahead log: it copies what the log holds into the
+// database file (where secure_delete has zeroed every page freed) and
+// truncates the log to nothing. Until then the log keeps every version of
+// the pages written since it was last emptied, earlier running sums among
+// them (two consecutive sums differ by the updates folded between them),
+// so the coordinator wipes after every transaction that changes the sum.
+// It reports false if a reader still uses the log (veil fed status reading
+// the file), in which case the log is kept and wipe must be called again.
+func (s *store) wipe(ctx context.Context) (bool, error) {
+	var busy, logFrames, checkpointed int
+	if err := s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logFrames, &checkpointed); err != nil {
+		return false, fmt.Errorf("coordinator: emptying the write-ahead log: %w", err)
+	}
+	return busy == 0, nil
+}
 
 // largePages gives a new, still empty state file 64 KiB pages. The
 // driver applies the connection's pragmas in alphabetical order, so
