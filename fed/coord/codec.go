@@ -141,6 +141,13 @@ func (m *payloadChunk) writeTo(dec *wire.Decoder) error {
 	return nil
 }
 
+// free releases the frames of a chunk that is not written anywhere.
+func (m *payloadChunk) free() {
+	if m.frames != nil {
+		m.frames.Free()
+	}
+}
+
 // dataField reports whether data is exactly one non-empty data field
 // with a minimally encoded length, and how many bytes its key and length
 // take. It reads only those bytes.

@@ -81,6 +81,17 @@ type Options struct {
 	// Available is how recently a client must have polled to count as
 	// available (default 10 s).
 	Available time.Duration
+	// StreamIdle ends an update stream that sends nothing for this long,
+	// header or payload (default DefaultStreamIdle), so a stalled client
+	// holds no buffer.
+	StreamIdle time.Duration
+	// ReceiveBudget bounds the bytes held, over all streams, by the
+	// buffers of updates being received or waiting to be folded (default
+	// DefaultReceiveBudget, or one update's payload if that is more; at
+	// least one update's payload). A stream that would go over waits,
+	// in order of arrival, until its round's deadline, then is refused
+	// ("busy"). Each client may have one update stream open at a time.
+	ReceiveBudget int64
 	// Logger receives structured logs (default: discard).
 	Logger *slog.Logger
 	// Metrics, if non-nil, is told what happens.
@@ -145,6 +156,12 @@ func (o *Options) validate() error {
 	if o.Available == 0 {
 		o.Available = 10 * time.Second
 	}
+	if o.StreamIdle < 0 || o.ReceiveBudget < 0 {
+		return fmt.Errorf("coordinator: the stream idle timeout (%s) and the receive budget (%d bytes) must not be negative", o.StreamIdle, o.ReceiveBudget)
+	}
+	if o.StreamIdle == 0 {
+		o.StreamIdle = DefaultStreamIdle
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -171,6 +188,11 @@ type Coordinator struct {
 	curves *dp.CurveCache
 	// payloads recycles the buffers updates are received into.
 	payloads bufferPool
+	// budget bounds the bytes of those buffers held at once.
+	budget *receiveBudget
+	// streams holds the clients with an update stream open (one each).
+	streamsMu sync.Mutex
+	streams   map[string]bool
 	// spare and encoded sum are the fold goroutine's scratch: the copy of
 	// the running sum a batch is added to, and its bytes as stored.
 	spare      []float64
@@ -217,6 +239,9 @@ type pending struct {
 	// charged, if set, is the charge worked out before queueing.
 	charged *charged
 	reply   chan result
+	// release, if set, gives the update's buffer back once the fold has
+	// answered (it reads update until then).
+	release func()
 }
 
 type result struct {
@@ -249,11 +274,21 @@ func New(o Options) (*Coordinator, error) {
 		return nil, err
 	}
 	c := &Coordinator{o: o, st: st, strat: strat, log: o.Logger, queue: make(chan *pending, 256), curves: curves,
-		lastPoll: map[string]time.Time{},
-		rng:      mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))}
+		lastPoll: map[string]time.Time{}, streams: map[string]bool{},
+		rng: mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))}
 	if err := c.restore(); err != nil {
 		st.close()
 		return nil, err
+	}
+	one := int64(4 * c.model.Len())
+	switch {
+	case o.ReceiveBudget == 0:
+		c.budget = newReceiveBudget(max(DefaultReceiveBudget, one))
+	case o.ReceiveBudget < one:
+		st.close()
+		return nil, fmt.Errorf("coordinator: the receive budget of %d bytes is below one update's payload (%d bytes)", o.ReceiveBudget, one)
+	default:
+		c.budget = newReceiveBudget(o.ReceiveBudget)
 	}
 	// A coordinator stopped mid-round may have left earlier sums in the log.
 	c.unwiped.Store(true)
@@ -900,6 +935,11 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 			}
 			c.o.Metrics.UpdateRefused(reason)
 			c.log.Warn("update refused", "round", p.round, "client", p.client, "reason", reason)
+		}
+		// The update is read no more: its buffer goes back before the
+		// answer, so a client told has no bytes held for it.
+		if p.release != nil {
+			p.release()
 		}
 		p.reply <- results[i]
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -214,6 +215,30 @@ func (c *Coordinator) encodedModel() (*fedpb.WeightsHeader, []byte) {
 	return c.encoded.header, c.encoded.payload
 }
 
+// openStream records that client has an update stream open; false if it
+// has one already.
+func (c *Coordinator) openStream(client string) bool {
+	c.streamsMu.Lock()
+	defer c.streamsMu.Unlock()
+	if c.streams[client] {
+		return false
+	}
+	c.streams[client] = true
+	return true
+}
+
+func (c *Coordinator) closeStream(client string) {
+	c.streamsMu.Lock()
+	defer c.streamsMu.Unlock()
+	delete(c.streams, client)
+}
+
+// SubmitUpdate receives one update. What a stream can hold is bounded:
+// one stream per client at a time (a second is refused, ResourceExhausted,
+// before anything is read), nothing received for StreamIdle ends the
+// stream (DeadlineExceeded), and the update's buffer is taken from the
+// coordinator's receive budget, waiting for room until the round's
+// deadline.
 func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChunk, fedpb.SubmitResponse]) error {
 	ctx := stream.Context()
 	id, err := s.who(ctx)
@@ -221,11 +246,42 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 		return err
 	}
 	c := s.c
-	first, err := stream.Recv()
+	if !c.openStream(id) {
+		c.o.Metrics.UpdateRefused("concurrent")
+		c.log.Warn("update stream refused", "client", id, "reason", "concurrent")
+		return status.Errorf(codes.ResourceExhausted, "client %q already has an update stream open: a client sends one update at a time", id)
+	}
+	// Deferred first, so it runs last: the stream is the client's again
+	// once everything else is done, and before the client hears back.
+	defer c.closeStream(id)
+	rx := newReceiver(stream)
+	defer rx.stop()
+	idle := time.NewTimer(c.o.StreamIdle)
+	defer idle.Stop()
+	// next returns the stream's next message, or ends the stream if none
+	// comes within StreamIdle.
+	next := func() (streamMsg, error) {
+		idle.Reset(c.o.StreamIdle)
+		rx.want <- struct{}{}
+		select {
+		case m := <-rx.msgs:
+			return m, nil
+		case <-idle.C:
+			c.o.Metrics.UpdateRefused("stalled")
+			c.log.Warn("update stream ended", "client", id, "reason", "stalled", "idle", c.o.StreamIdle)
+			return streamMsg{}, status.Errorf(codes.DeadlineExceeded, "the update stream sent nothing for %s and was ended", c.o.StreamIdle)
+		case <-ctx.Done():
+			return streamMsg{}, ctx.Err()
+		}
+	}
+	m, err := next()
 	if err != nil {
+		return err
+	}
+	if m.err != nil {
 		return status.Error(codes.InvalidArgument, "the update stream ended before its header")
 	}
-	h := first.GetHeader()
+	h := m.header.GetHeader()
 	if h == nil {
 		c.o.Metrics.UpdateRefused("malformed")
 		return status.Error(codes.InvalidArgument, "an update stream must start with its header")
@@ -255,33 +311,53 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	}()
 	c.mu.Lock()
 	layout := c.model
+	var deadline time.Time
+	if r := c.round; r != nil {
+		deadline = r.deadline
+	}
 	c.mu.Unlock()
-	// The payload goes into a buffer of an earlier update, handed back
-	// once nothing can use its values any more: on a refusal, or once the
-	// fold has answered (not if the client left while its update waited
-	// to be folded: that buffer is left to the garbage collector).
-	buf := c.payloads.get(4 * layout.Len())
-	defer func() {
-		if buf != nil {
+	// The payload's bytes come out of the receive budget before they are
+	// allocated, and go back once nothing can read them any more: on a
+	// refusal, or once the fold has answered (also if the client left
+	// while its update waited to be folded).
+	n := int64(4 * layout.Len())
+	if err := c.budget.acquire(ctx, n, deadline); err != nil {
+		if errors.Is(err, errBudgetTimeout) {
+			return reply(refuse("busy", "the coordinator's buffers for updates being received (%d bytes) had no room for this one before round %d's deadline", c.budget.limit, h.GetRound()))
+		}
+		return err
+	}
+	// The payload goes into a buffer of an earlier update.
+	buf := c.payloads.get(int(n))
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
 			c.payloads.put(buf)
+			c.budget.release(n)
+		})
+	}
+	queued := false
+	defer func() {
+		if !queued {
+			release()
 		}
 	}()
-	dec, err := wire.NewDecoder(h.GetWeights(), wire.Limits{MaxBytes: uint64(4 * layout.Len()), Layout: layout, Buffer: *buf})
+	dec, err := wire.NewDecoder(h.GetWeights(), wire.Limits{MaxBytes: uint64(n), Layout: layout, Buffer: *buf})
 	if err != nil {
 		return reply(refuse("shape", "%v", err))
 	}
 	for {
-		// Received as payloadChunk, so that the chunk codec can hand
-		// over the frames themselves (see chunkCodec.Unmarshal).
-		var ch payloadChunk
-		err := stream.RecvMsg(&ch)
-		if err == io.EOF {
-			break
-		}
+		m, err := next()
 		if err != nil {
 			return err
 		}
-		if err := ch.writeTo(dec); err != nil {
+		if m.err == io.EOF {
+			break
+		}
+		if m.err != nil {
+			return m.err
+		}
+		if err := m.chunk.writeTo(dec); err != nil {
 			return reply(err)
 		}
 	}
@@ -292,14 +368,14 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	// The decoder squared every value as it arrived: the norm of finite
 	// float32 values cannot overflow a float64, so it is finite exactly
 	// when every value is.
-	n := math.Sqrt(dec.SumSquares())
-	if math.IsNaN(n) || math.IsInf(n, 0) {
+	norm := math.Sqrt(dec.SumSquares())
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		if err := update.CheckFinite(); err != nil {
 			return reply(refuse("non_finite", "%v", err))
 		}
 	}
-	if n > c.o.MaxUpdateNorm || math.IsNaN(n) {
-		return reply(refuse("norm", "the update's L2 norm %.4g is above the bound %.4g", n, c.o.MaxUpdateNorm))
+	if norm > c.o.MaxUpdateNorm || math.IsNaN(norm) {
+		return reply(refuse("norm", "the update's L2 norm %.4g is above the bound %.4g", norm, c.o.MaxUpdateNorm))
 	}
 	// The deadline is the round's, not the loop's: an update complete
 	// after it is late even while the loop has not closed the round yet
@@ -311,7 +387,7 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 		return reply(refuse("stale", "the update arrived after round %d's deadline", r.n))
 	}
 	p := &pending{client: id, round: h.GetRound(), version: h.GetModelVersion(), update: update,
-		examples: h.GetExamples(), dp: h.GetDp(), bytes: int(dec.Received()), reply: make(chan result, 1)}
+		examples: h.GetExamples(), dp: h.GetDp(), bytes: int(dec.Received()), reply: make(chan result, 1), release: release}
 	if h.GetDp() != nil {
 		// Work out the ledger charge here, in parallel with other
 		// updates, rather than in the one goroutine that folds them.
@@ -325,18 +401,16 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	select {
 	case c.queue <- p:
 		// Queued before it stops counting as being received, so a batch
-		// being gathered never misses it.
+		// being gathered never misses it. From here the fold releases
+		// the buffer once it has answered.
 		c.receiving.Add(-1)
-		received = true
+		received, queued = true, true
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	queued := buf
-	buf = nil // the fold may read it until it answers
 	var res result
 	select {
 	case res = <-p.reply:
-		buf = queued
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -359,3 +433,59 @@ func (s *service) Status(ctx context.Context, req *fedpb.StatusRequest) (*fedpb.
 	}
 	return st, nil
 }
+
+// receiver receives a stream's messages in a goroutine of its own, one
+// when asked (so flow control holds back a client as before), so that
+// SubmitUpdate can give up on a stream that sends nothing: a Recv cannot
+// be interrupted, but the handler can return, which ends the stream (and
+// with it the Recv) after its status has gone out.
+type receiver struct {
+	want chan struct{}
+	msgs chan streamMsg
+	quit chan struct{}
+}
+
+// streamMsg is one message of an update stream: the header (the first),
+// or a payload chunk, or the error that ended the stream (io.EOF once the
+// client has sent everything).
+type streamMsg struct {
+	header *fedpb.UpdateChunk
+	chunk  payloadChunk
+	err    error
+}
+
+func newReceiver(stream grpc.ClientStreamingServer[fedpb.UpdateChunk, fedpb.SubmitResponse]) *receiver {
+	rx := &receiver{want: make(chan struct{}), msgs: make(chan streamMsg), quit: make(chan struct{})}
+	go func() {
+		for first := true; ; first = false {
+			select {
+			case <-rx.want:
+			case <-rx.quit:
+				return
+			}
+			var m streamMsg
+			if first {
+				m.header, m.err = stream.Recv()
+			} else {
+				// Received as payloadChunk, so that the chunk codec can
+				// hand over the frames themselves (see
+				// chunkCodec.Unmarshal).
+				m.err = stream.RecvMsg(&m.chunk)
+			}
+			select {
+			case rx.msgs <- m:
+			case <-rx.quit:
+				m.chunk.free()
+				return
+			}
+			if m.err != nil {
+				return
+			}
+		}
+	}()
+	return rx
+}
+
+// stop lets the goroutine go: it returns once its Recv does (at the latest
+// when the handler has returned and the stream has ended).
+func (rx *receiver) stop() { close(rx.quit) }

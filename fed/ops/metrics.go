@@ -30,7 +30,7 @@ import (
 // RefusalReasons are the reasons the coordinator gives when it refuses an
 // update; each has a series from the start (at zero).
 var RefusalReasons = []string{"protocol", "stale", "not_selected", "replay", "dp", "unknown_client", "budget",
-	"weight", "shape", "size", "malformed", "non_finite", "norm", "internal"}
+	"weight", "shape", "size", "malformed", "non_finite", "norm", "internal", "concurrent", "stalled", "busy"}
 
 // Metrics is the coordinator's Prometheus metrics. It implements
 // coord.Observer (pass it as coord.Options.Metrics) and, through
