@@ -90,6 +90,9 @@ func startHarness(t *testing.T, o coord.Options, dir string) *harness {
 				t.Fatal(err)
 			}
 		}
+		if _, err := h.ca.Issue(pki.IssueOptions{Name: "operator", Role: pki.Operator}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if h.co, err = coord.New(o); err != nil {
 		t.Fatal(err)
@@ -98,7 +101,11 @@ func startHarness(t *testing.T, o coord.Options, dir string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev := pki.NewRevocations(filepath.Join(dir, "revoked.crl"), h.ca.Cert())
+	// As veil fed coordinator watches the list: its number kept in the state file.
+	rev, err := pki.OpenRevocations(pki.RevocationsOptions{Path: filepath.Join(dir, "revoked.crl"), CA: h.ca.Cert(), Numbers: h.co})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// As veil fed coordinator serves: with the coordinator's codec.
 	srv := grpc.NewServer(append(h.co.ServerOptions(), grpc.Creds(credentials.NewTLS(pki.ServerTLS(id, rev))))...)
 	fedpb.RegisterCoordinatorServer(srv, h.co.Service(rev))

@@ -56,40 +56,53 @@ type service struct {
 }
 
 // who returns the calling client's identity from its verified certificate
-// (or from identify, see LoopbackService).
+// (or from identify, see LoopbackService). An operator's certificate is
+// refused: it takes part in no round.
 func (s *service) who(ctx context.Context) (string, error) {
+	name, role, err := s.caller(ctx)
+	if err != nil {
+		return "", err
+	}
+	if role != pki.Client {
+		return "", status.Errorf(codes.PermissionDenied, "the certificate of %q is an %s's: it may ask for the status but takes part in no round", name, role)
+	}
+	return name, nil
+}
+
+// caller returns the caller's name and role.
+func (s *service) caller(ctx context.Context) (string, pki.Role, error) {
 	if s.identify != nil {
 		if !fromLoopback(ctx) {
-			return "", status.Error(codes.PermissionDenied, "this coordinator service answers callers on this machine's loopback address only")
+			return "", 0, status.Error(codes.PermissionDenied, "this coordinator service answers callers on this machine's loopback address only")
 		}
 		id, err := s.identify(ctx)
 		if err != nil {
-			return "", status.Error(codes.Unauthenticated, err.Error())
+			return "", 0, status.Error(codes.Unauthenticated, err.Error())
 		}
-		return id, nil
+		return id, pki.Client, nil
 	}
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return "", status.Error(codes.Unauthenticated, "no peer")
+		return "", 0, status.Error(codes.Unauthenticated, "no peer")
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
-		return "", status.Error(codes.Unauthenticated, "the connection is not mutual TLS")
+		return "", 0, status.Error(codes.Unauthenticated, "the connection is not mutual TLS")
 	}
 	name, leaf, err := pki.PeerName(ti.State)
 	if err != nil {
-		return "", status.Error(codes.Unauthenticated, err.Error())
+		return "", 0, status.Error(codes.Unauthenticated, err.Error())
 	}
 	if s.rev != nil {
 		revoked, err := s.rev.IsRevoked(leaf.SerialNumber)
 		if err != nil {
-			return "", status.Error(codes.Unavailable, "the revocation list cannot be read")
+			return "", 0, status.Error(codes.Unavailable, "the coordinator's revocation list is missing, unreadable or older than one it accepted: every certificate is refused")
 		}
 		if revoked {
-			return "", status.Errorf(codes.PermissionDenied, "the certificate of %q is revoked", name)
+			return "", 0, status.Errorf(codes.PermissionDenied, "the certificate of %q is revoked", name)
 		}
 	}
-	return name, nil
+	return name, pki.RoleOf(leaf), nil
 }
 
 // fromLoopback reports whether the caller of ctx is connected from a
@@ -420,14 +433,27 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	return stream.SendAndClose(&fedpb.SubmitResponse{ProtocolVersion: fedpb.ProtocolVersion, Accepted: true, SpentEpsilon: res.spent})
 }
 
+// Status answers the operator's certificate with every client's record,
+// and a client with its own only (no other client's id, budget, ε or
+// updates); both get the rounds, the model version and the last
+// evaluation.
 func (s *service) Status(ctx context.Context, req *fedpb.StatusRequest) (*fedpb.StatusResponse, error) {
-	if _, err := s.who(ctx); err != nil {
+	name, role, err := s.caller(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkVersion(req.GetProtocolVersion()); err != nil {
 		return nil, err
 	}
-	st, err := ReadStatus(ctx, s.c.st.db)
+	var st *fedpb.StatusResponse
+	switch role {
+	case pki.Operator:
+		st, err = ReadStatus(ctx, s.c.st.db)
+	case pki.Client:
+		st, err = ReadClientStatus(ctx, s.c.st.db, name)
+	default:
+		return nil, status.Errorf(codes.PermissionDenied, "the certificate of %q is a %s's", name, role)
+	}
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/big"
 
 	"google.golang.org/protobuf/proto"
 
@@ -14,8 +15,20 @@ import (
 // ReadStatus reads the coordinator's state from its database: the current
 // round and model, every client with its budget, spent ε and accepted
 // updates, the round log, and the last evaluation of the model if one was
-// recorded (RecordEvaluation).
+// recorded (RecordEvaluation). It is the operator's view.
 func ReadStatus(ctx context.Context, db *sql.DB) (*fedpb.StatusResponse, error) {
+	return readStatus(ctx, db, nil)
+}
+
+// ReadClientStatus is ReadStatus as one client may see it: its own record
+// (none if it has not joined) and nothing of any other client.
+func ReadClientStatus(ctx context.Context, db *sql.DB, client string) (*fedpb.StatusResponse, error) {
+	return readStatus(ctx, db, &client)
+}
+
+// readStatus reads the status with every client's record, or only the
+// record of *only if only is not nil.
+func readStatus(ctx context.Context, db *sql.DB, only *string) (*fedpb.StatusResponse, error) {
 	out := &fedpb.StatusResponse{ProtocolVersion: fedpb.ProtocolVersion}
 	v, err := getMeta(db, "model")
 	if err != nil {
@@ -34,7 +47,11 @@ func ReadStatus(ctx context.Context, db *sql.DB) (*fedpb.StatusResponse, error) 
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(round), 0) FROM rounds`).Scan(&out.Round); err != nil {
 		return nil, fmt.Errorf("coordinator status: %w", err)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT id, budget_epsilon, updates, ledger FROM clients ORDER BY id`)
+	q, args := `SELECT id, budget_epsilon, updates, ledger FROM clients ORDER BY id`, []any(nil)
+	if only != nil {
+		q, args = `SELECT id, budget_epsilon, updates, ledger FROM clients WHERE id = ?`, []any{*only}
+	}
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator status: %w", err)
 	}
@@ -124,4 +141,47 @@ func ClientIDs(ctx context.Context, db *sql.DB) ([]string, error) {
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
+}
+
+// crlNumberKey is the meta key of the newest revocation list's number.
+const crlNumberKey = "crl_number"
+
+// HighestCRLNumber returns the number of the newest revocation list the
+// coordinator has accepted (nil if none); with AcceptCRLNumber it is the
+// pki.CRLNumbers of the coordinator's pki.Revocations, kept in its state
+// file so that an older list is refused also after a restart.
+func (c *Coordinator) HighestCRLNumber() (*big.Int, error) {
+	b, err := getMeta(c.st.db, crlNumberKey)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	n, ok := new(big.Int).SetString(string(b), 10)
+	if !ok {
+		return nil, fmt.Errorf("coordinator: the stored revocation list number %q is not a number", b)
+	}
+	return n, nil
+}
+
+// AcceptCRLNumber keeps n as the newest revocation list's number, unless
+// a higher one is kept already (the number only grows).
+func (c *Coordinator) AcceptCRLNumber(n *big.Int) error {
+	if n == nil || n.Sign() < 0 {
+		return errors.New("coordinator: a revocation list number is a non-negative integer")
+	}
+	err := c.st.tx(context.Background(), func(tx *sql.Tx) error {
+		b, err := getMeta(tx, crlNumberKey)
+		if err != nil {
+			return err
+		}
+		if b != nil {
+			if old, ok := new(big.Int).SetString(string(b), 10); ok && old.Cmp(n) >= 0 {
+				return nil
+			}
+		}
+		return setMeta(tx, crlNumberKey, []byte(n.String()))
+	})
+	if err != nil {
+		return fmt.Errorf("coordinator: keeping the revocation list number: %w", err)
+	}
+	return nil
 }

@@ -10,11 +10,22 @@
 // if its certificate chains to the same authority and names the host it
 // dialled. Keys are ECDSA P-256; TLS 1.3 only.
 //
+// An operator's certificate (Operator) authenticates like a client's but
+// says, in its subject's organisational unit, that it is the federation's
+// operator: the coordinator shows it every client's status and metrics,
+// and lets it take part in no round. Only the authority can issue one.
+//
+// The revocation list has a number that grows with every list the
+// authority signs. A coordinator refuses every certificate while its list
+// is missing, unreadable, not the authority's, or older (by number) than
+// the newest it has accepted (Revocations), so deleting the list or putting
+// back an older one revokes everyone rather than no one.
+//
 // Folder layout (0700; private keys 0600):
 //
 //	ca.crt ca.key        the authority
 //	NAME.crt NAME.key    one pair per issued certificate
-//	revoked.crl          the signed revocation list (absent: none revoked)
+//	revoked.crl          the signed revocation list (written by Init)
 package pki
 
 import (
@@ -45,7 +56,40 @@ const (
 	Client Role = iota
 	// Server certificates authenticate the coordinator to clients.
 	Server
+	// Operator certificates authenticate the federation's operator to the
+	// coordinator: every client's status, and no part in rounds.
+	Operator
 )
+
+// operatorUnit is the subject organisational unit marking an operator's
+// certificate.
+const operatorUnit = "veil-federation-operator"
+
+// String returns the role's name: client, coordinator or operator.
+func (r Role) String() string {
+	switch r {
+	case Client:
+		return "client"
+	case Server:
+		return "coordinator"
+	case Operator:
+		return "operator"
+	}
+	return fmt.Sprintf("Role(%d)", int(r))
+}
+
+// RoleOf returns the role a certificate of the authority was issued for.
+// A certificate is an operator's only if the authority marked it so;
+// every other certificate for client authentication is a client's.
+func RoleOf(c *x509.Certificate) Role {
+	if slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
+		return Server
+	}
+	if slices.Contains(c.Subject.OrganizationalUnit, operatorUnit) {
+		return Operator
+	}
+	return Client
+}
 
 // CA is a certificate authority loaded from its folder.
 type CA struct {
@@ -113,7 +157,13 @@ func Init(dir, name string) (*CA, error) {
 	if err := writeCert(filepath.Join(dir, "ca.crt"), der); err != nil {
 		return nil, err
 	}
-	return &CA{dir: dir, cert: cert, key: key}, nil
+	ca := &CA{dir: dir, cert: cert, key: key}
+	// A coordinator refuses everyone without a list: the authority starts
+	// with an empty one.
+	if err := ca.SignCRL(); err != nil {
+		return nil, err
+	}
+	return ca, nil
 }
 
 // Load reads the authority in dir.
@@ -154,7 +204,7 @@ func (c *CA) Issue(o IssueOptions) (*x509.Certificate, error) {
 	if err := CheckName(o.Name); err != nil {
 		return nil, err
 	}
-	if o.Role != Client && o.Role != Server {
+	if o.Role != Client && o.Role != Server && o.Role != Operator {
 		return nil, fmt.Errorf("pki: unknown role %d", o.Role)
 	}
 	if o.Validity == 0 {
@@ -196,9 +246,12 @@ func (c *CA) Issue(o IssueOptions) (*x509.Certificate, error) {
 		}
 	} else {
 		if len(o.Hosts) > 0 {
-			return nil, errors.New("pki: hosts are for the coordinator's certificate, not a client's")
+			return nil, fmt.Errorf("pki: hosts are for the coordinator's certificate, not a %s's", o.Role)
 		}
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+		if o.Role == Operator {
+			tmpl.Subject.OrganizationalUnit = []string{operatorUnit}
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
 	if err != nil {
@@ -218,7 +271,8 @@ func (c *CA) Issue(o IssueOptions) (*x509.Certificate, error) {
 }
 
 // Revoke adds the certificate named name (in the authority's folder) to the
-// revocation list and re-signs it. Revoking twice is not an error.
+// revocation list and re-signs it with the next number. Revoking twice is
+// not an error.
 func (c *CA) Revoke(name string) error {
 	if err := CheckName(name); err != nil {
 		return err
@@ -227,13 +281,8 @@ func (c *CA) Revoke(name string) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(c.dir, "revoked.crl")
-	var entries []x509.RevocationListEntry
-	number := big.NewInt(1)
-	if crl, err := readCRL(path, c.cert); err == nil {
-		entries = crl.RevokedCertificateEntries
-		number = new(big.Int).Add(crl.Number, big.NewInt(1))
-	} else if !errors.Is(err, os.ErrNotExist) {
+	entries, number, err := c.currentCRL()
+	if err != nil {
 		return err
 	}
 	for _, e := range entries {
@@ -241,8 +290,42 @@ func (c *CA) Revoke(name string) error {
 			return nil
 		}
 	}
+	entries = append(entries, x509.RevocationListEntry{SerialNumber: cert.SerialNumber, RevocationTime: time.Now()})
+	return c.writeCRL(entries, number)
+}
+
+// SignCRL signs the revocation list again with the next number (an empty
+// list numbered 1 if the folder has none), as Init does for a new
+// authority: a folder made before Init wrote one needs it, since a
+// coordinator refuses every certificate without a list.
+func (c *CA) SignCRL() error {
+	entries, number, err := c.currentCRL()
+	if err != nil {
+		return err
+	}
+	return c.writeCRL(entries, number)
+}
+
+// currentCRL returns the entries of the authority's list and the number
+// the next list gets (1 if there is no list).
+func (c *CA) currentCRL() ([]x509.RevocationListEntry, *big.Int, error) {
+	crl, err := readCRL(filepath.Join(c.dir, "revoked.crl"), c.cert)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, big.NewInt(1), nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if crl.Number == nil {
+		return nil, nil, fmt.Errorf("pki: %s has no number", filepath.Join(c.dir, "revoked.crl"))
+	}
+	return crl.RevokedCertificateEntries, new(big.Int).Add(crl.Number, big.NewInt(1)), nil
+}
+
+// writeCRL signs and writes the list with entries and number.
+func (c *CA) writeCRL(entries []x509.RevocationListEntry, number *big.Int) error {
+	path := filepath.Join(c.dir, "revoked.crl")
 	now := time.Now()
-	entries = append(entries, x509.RevocationListEntry{SerialNumber: cert.SerialNumber, RevocationTime: now})
 	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{
 		RevokedCertificateEntries: entries,
 		Number:                    number,
@@ -256,12 +339,9 @@ func (c *CA) Revoke(name string) error {
 }
 
 // Revoked reads the authority's revocation list from dir and returns the
-// revoked serial numbers (decimal strings). A missing list means none.
+// revoked serial numbers (decimal strings). A missing list is an error.
 func Revoked(dir string, ca *x509.Certificate) (map[string]bool, error) {
 	crl, err := readCRL(filepath.Join(dir, "revoked.crl"), ca)
-	if errors.Is(err, os.ErrNotExist) {
-		return map[string]bool{}, nil
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -407,53 +487,122 @@ func LoadIdentity(certPath, keyPath, caPath string) (*Identity, error) {
 }
 
 // Revocations is the coordinator's view of the revocation list: it rereads
-// the authority's CRL file when it changes, so revoking a client takes
-// effect on its next connection without a restart. A CRL that cannot be
-// read or is not signed by the authority makes every client refused (fail
-// closed).
+// the authority's CRL file when it changes (another file, size or
+// modification time), so revoking a client takes
+// effect on its next connection without a restart. It fails closed: while
+// the list is missing, cannot be read, is not signed by the authority, has
+// no number, or has a lower number than the newest list it has accepted,
+// every certificate is refused. The newest number is kept by Numbers
+// (the coordinator's state file), so an older list put back is refused
+// also after a restart.
 type Revocations struct {
-	path string
-	ca   *x509.Certificate
+	path    string
+	ca      *x509.Certificate
+	numbers CRLNumbers
 
 	mu      sync.Mutex
-	modTime time.Time
-	size    int64
+	file    os.FileInfo // the list file last read (nil: none)
 	revoked map[string]bool
 	err     error
+	highest *big.Int // the newest list's number accepted (nil: none)
 }
 
-// NewRevocations watches the CRL at path (it need not exist yet).
+// CRLNumbers keeps the number of the newest revocation list accepted.
+type CRLNumbers interface {
+	// HighestCRLNumber returns the number kept (nil if none).
+	HighestCRLNumber() (*big.Int, error)
+	// AcceptCRLNumber keeps n, which is higher than the number kept,
+	// durably before it returns.
+	AcceptCRLNumber(n *big.Int) error
+}
+
+// RevocationsOptions configures Revocations.
+type RevocationsOptions struct {
+	// Path is the authority's revocation list (required).
+	Path string
+	// CA is the authority's certificate, which must sign the list
+	// (required).
+	CA *x509.Certificate
+	// Numbers keeps the newest list's number across restarts; nil keeps
+	// it in memory only.
+	Numbers CRLNumbers
+}
+
+// OpenRevocations returns the revocation list's watcher, starting from the
+// number Numbers kept.
+func OpenRevocations(o RevocationsOptions) (*Revocations, error) {
+	if o.Path == "" || o.CA == nil {
+		return nil, errors.New("pki: revocations need the list's path and the authority's certificate")
+	}
+	r := &Revocations{path: o.Path, ca: o.CA, numbers: o.Numbers}
+	if o.Numbers != nil {
+		n, err := o.Numbers.HighestCRLNumber()
+		if err != nil {
+			return nil, fmt.Errorf("pki: the newest revocation list number accepted: %w", err)
+		}
+		r.highest = n
+	}
+	return r, nil
+}
+
+// NewRevocations watches the CRL at path, keeping the newest number
+// accepted in memory only (OpenRevocations keeps it durably).
 func NewRevocations(path string, ca *x509.Certificate) *Revocations {
 	return &Revocations{path: path, ca: ca}
 }
 
-// IsRevoked reports whether serial is revoked; an unreadable list is an
-// error.
+// IsRevoked reports whether serial is revoked; a list that is missing,
+// unreadable or older than one accepted is an error.
 func (r *Revocations) IsRevoked(serial *big.Int) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	fi, err := os.Stat(r.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		r.revoked, r.err, r.modTime, r.size = map[string]bool{}, nil, time.Time{}, 0
+		r.revoked, r.file = nil, nil
+		r.err = fmt.Errorf("pki: the revocation list %s is missing: every certificate is refused until the authority's revoked.crl is back there", r.path)
 	case err != nil:
 		return false, fmt.Errorf("pki: %w", err)
-	case r.revoked == nil || r.err != nil || !fi.ModTime().Equal(r.modTime) || fi.Size() != r.size:
-		crl, err := readCRL(r.path, r.ca)
-		r.modTime, r.size = fi.ModTime(), fi.Size()
-		if err != nil {
-			r.revoked, r.err = nil, err
-		} else {
-			r.revoked, r.err = map[string]bool{}, nil
-			for _, e := range crl.RevokedCertificateEntries {
-				r.revoked[e.SerialNumber.String()] = true
-			}
-		}
+	case r.revoked == nil || r.err != nil || r.file == nil || !os.SameFile(fi, r.file) || !fi.ModTime().Equal(r.file.ModTime()) || fi.Size() != r.file.Size():
+		// A list replaced by a rename (as the authority writes it) is a
+		// new file even if written within the file system's timestamp
+		// granularity at the same size.
+		r.file = fi
+		r.revoked = nil
+		r.err = r.load()
 	}
 	if r.err != nil {
 		return false, r.err
 	}
 	return r.revoked[serial.String()], nil
+}
+
+// load reads the list, refusing one older than the newest accepted, and
+// keeps the number of a newer one (r.mu held).
+func (r *Revocations) load() error {
+	crl, err := readCRL(r.path, r.ca)
+	if err != nil {
+		return err
+	}
+	switch {
+	case crl.Number == nil:
+		return fmt.Errorf("pki: the revocation list %s has no number: every certificate is refused", r.path)
+	case r.highest != nil && crl.Number.Cmp(r.highest) < 0:
+		return fmt.Errorf("pki: the revocation list %s is number %s, older than number %s already accepted: every certificate is refused until a list numbered %s or higher is back there",
+			r.path, crl.Number, r.highest, r.highest)
+	case r.highest == nil || crl.Number.Cmp(r.highest) > 0:
+		if r.numbers != nil {
+			if err := r.numbers.AcceptCRLNumber(crl.Number); err != nil {
+				return fmt.Errorf("pki: keeping the revocation list's number: %w", err)
+			}
+		}
+		r.highest = new(big.Int).Set(crl.Number)
+	}
+	r.revoked = make(map[string]bool, len(crl.RevokedCertificateEntries))
+	for _, e := range crl.RevokedCertificateEntries {
+		r.revoked[e.SerialNumber.String()] = true
+	}
+	return nil
 }
 
 // ServerTLS returns the coordinator's TLS configuration: TLS 1.3, client

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -182,5 +183,123 @@ func TestFolderAndNames(t *testing.T) {
 	}
 	if _, err := Load(dir); err == nil {
 		t.Error("Load accepted a key that is not the authority's")
+	}
+}
+
+// memNumbers keeps the newest list number as a coordinator's state file
+// would (in memory here; package coord keeps it in SQLite).
+type memNumbers struct{ n *big.Int }
+
+func (m *memNumbers) HighestCRLNumber() (*big.Int, error) { return m.n, nil }
+func (m *memNumbers) AcceptCRLNumber(n *big.Int) error {
+	if m.n == nil || n.Cmp(m.n) > 0 {
+		m.n = new(big.Int).Set(n)
+	}
+	return nil
+}
+
+// TestRevocationsFailClosed: a new authority has a signed, numbered,
+// empty list; a missing list refuses every certificate; an older list put
+// back is refused (also by a new watcher sharing the kept number, as after
+// a restart) and the certificate it leaves out stays revoked; the list
+// number only grows.
+func TestRevocationsFailClosed(t *testing.T) {
+	dir, ca := setup(t)
+	crl := filepath.Join(dir, "revoked.crl")
+	first, err := os.ReadFile(crl)
+	if err != nil {
+		t.Fatalf("Init wrote no revocation list: %v", err)
+	}
+	c1, c2 := identity(t, dir, "client-1").Leaf.SerialNumber, identity(t, dir, "client-2").Leaf.SerialNumber
+	numbers := &memNumbers{}
+	rev, err := OpenRevocations(RevocationsOptions{Path: crl, CA: ca.Cert(), Numbers: numbers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := rev.IsRevoked(c1); err != nil || r {
+		t.Fatalf("with the empty list: revoked %v, %v", r, err)
+	}
+	if numbers.n == nil || numbers.n.Int64() != 1 {
+		t.Fatalf("the kept number is %v, want 1", numbers.n)
+	}
+	if err := ca.Revoke("client-2"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := rev.IsRevoked(c2); err != nil || !r {
+		t.Fatalf("client-2 after its revocation: revoked %v, %v", r, err)
+	}
+	if numbers.n.Int64() != 2 {
+		t.Fatalf("the kept number is %v, want 2", numbers.n)
+	}
+	current, err := os.ReadFile(crl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(crl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rev.IsRevoked(c1); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("with the list deleted: %v, want an error (missing)", err)
+	}
+	if _, err := Revoked(dir, ca.Cert()); err == nil {
+		t.Error("Revoked read a missing list as none revoked")
+	}
+	if err := os.WriteFile(crl, first, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := OpenRevocations(RevocationsOptions{Path: crl, CA: ca.Cert(), Numbers: numbers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]*Revocations{"running": rev, "restarted": restarted} {
+		for _, serial := range []*big.Int{c1, c2} {
+			if _, err := r.IsRevoked(serial); err == nil || !strings.Contains(err.Error(), "older than number 2") {
+				t.Errorf("%s, the older list put back: %v, want an error (older than number 2)", name, err)
+			}
+		}
+	}
+	if numbers.n.Int64() != 2 {
+		t.Errorf("the older list lowered the kept number to %v", numbers.n)
+	}
+	if err := os.WriteFile(crl, current, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := restarted.IsRevoked(c2); err != nil || !r {
+		t.Errorf("the current list back: client-2 revoked %v, %v", r, err)
+	}
+	if r, err := restarted.IsRevoked(c1); err != nil || r {
+		t.Errorf("the current list back: client-1 revoked %v, %v", r, err)
+	}
+	// Signing again keeps the entries under the next number.
+	if err := ca.SignCRL(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := restarted.IsRevoked(c2); err != nil || !r || numbers.n.Int64() != 3 {
+		t.Errorf("after SignCRL: client-2 revoked %v, %v, number %v (want 3)", r, err, numbers.n)
+	}
+	if _, err := OpenRevocations(RevocationsOptions{CA: ca.Cert()}); err == nil {
+		t.Error("revocations without a path were opened")
+	}
+}
+
+// TestOperatorRole: an operator's certificate authenticates like a
+// client's and says it is the operator's; nothing else does.
+func TestOperatorRole(t *testing.T) {
+	dir, ca := setup(t)
+	if _, err := ca.Issue(IssueOptions{Name: "ops", Role: Operator}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.Issue(IssueOptions{Name: "ops2", Role: Operator, Hosts: []string{"h"}}); err == nil {
+		t.Error("hosts accepted on an operator's certificate")
+	}
+	srv := identity(t, dir, "coordinator")
+	peer, serr, cerr := handshake(t, ServerTLS(srv, NewRevocations(filepath.Join(dir, "revoked.crl"), ca.Cert())), ClientTLS(identity(t, dir, "ops"), "localhost"))
+	if serr != nil || cerr != nil || peer != "ops" {
+		t.Fatalf("the operator's handshake: %v %v %q", serr, cerr, peer)
+	}
+	for name, want := range map[string]Role{"ops": Operator, "client-1": Client, "coordinator": Server} {
+		if got := RoleOf(identity(t, dir, name).Leaf); got != want {
+			t.Errorf("RoleOf(%s) = %s, want %s", name, got, want)
+		}
 	}
 }
