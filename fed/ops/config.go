@@ -33,6 +33,10 @@ type Config struct {
 	CRL           string `json:"crl"`
 	Listen        string `json:"listen"`
 	MetricsListen string `json:"metrics-listen"`
+	// MetricsTLS serves the metrics over mutual TLS to the operator's
+	// certificate only, which lets MetricsListen be any address; without
+	// it MetricsListen must be a loopback address.
+	MetricsTLS bool `json:"metrics-tls"`
 	// Init is a veil train checkpoint: the initial model.
 	Init string `json:"init"`
 	// Out is where the final model is written as a checkpoint.
@@ -151,6 +155,11 @@ func (c *Config) Options() (coord.Options, error) {
 	if err := checkAddress("metrics-listen", c.MetricsListen, true); err != nil {
 		return coord.Options{}, err
 	}
+	if c.MetricsListen != "" && !c.MetricsTLS && !LoopbackAddress(c.MetricsListen) {
+		return coord.Options{}, fmt.Errorf("--metrics-listen %q is not a loopback address: the metrics name every client and the ε it has spent, "+
+			"so plain HTTP serves them on this machine only (e.g. 127.0.0.1:9464 or [::1]:9464); "+
+			"add --metrics-tls to serve them to the operator's certificate over mutual TLS", c.MetricsListen)
+	}
 	o := coord.Options{
 		StatePath: c.State,
 		Strategy:  strategy.Options{Name: c.Strategy, Weighting: c.Weighting, DP: c.DP, ServerLR: c.ServerLR, Momentum: c.Momentum},
@@ -215,6 +224,21 @@ func (c *Config) check() error {
 		return fmt.Errorf("--privacy-unit %q: want identity (all of a person's images) or example (one image)", c.Unit)
 	}
 	return nil
+}
+
+// LoopbackAddress reports whether addr (HOST:PORT) names a loopback
+// address: localhost or an IP address in 127.0.0.0/8 or ::1. An empty
+// host (every interface) or any other name is not one.
+func LoopbackAddress(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkAddress checks that the address of --flag is HOST:PORT with a port

@@ -85,6 +85,9 @@ func makePKI(t *testing.T, dir string) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := ca.Issue(pki.IssueOptions{Name: "operator", Role: pki.Operator}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func creds(t *testing.T, dir, name string) credentials.TransportCredentials {

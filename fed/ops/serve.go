@@ -2,6 +2,8 @@ package ops
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,8 +38,14 @@ type ServerOptions struct {
 	// Listen is the gRPC address (host:port; port 0 picks a free one).
 	Listen string
 	// MetricsListen, if not empty, is the address of the HTTP endpoint
-	// serving /metrics (Prometheus) and /healthz.
+	// serving /metrics (Prometheus) and /healthz. The metrics name every
+	// client and its ε, so over plain HTTP the address must be a loopback
+	// one (and the listener is checked to be bound to one).
 	MetricsListen string
+	// MetricsTLS serves MetricsListen over mutual TLS with the
+	// coordinator's certificate, to the operator's certificates only
+	// (pki.Operator, not revoked), at any address.
+	MetricsTLS bool
 	// Metrics must be the coordinator's Observer (coord.Options.Metrics),
 	// or nil for no metrics (MetricsListen then serves /healthz only).
 	Metrics *Metrics
@@ -75,6 +83,9 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if o.Listen == "" {
 		return nil, errors.New("coordinator server: an address to listen on is required")
 	}
+	if o.MetricsListen != "" && !o.MetricsTLS && !LoopbackAddress(o.MetricsListen) {
+		return nil, fmt.Errorf("coordinator server: the metrics address %q is not a loopback address: plain HTTP metrics (they name every client and its ε) are served on this machine only; serve them over mutual TLS (MetricsTLS) elsewhere", o.MetricsListen)
+	}
 	if o.Linger == 0 {
 		o.Linger = 10 * time.Second
 	}
@@ -109,6 +120,14 @@ func NewServer(o ServerOptions) (*Server, error) {
 			s.ln.Close()
 			return nil, fmt.Errorf("coordinator server: metrics endpoint: %w", err)
 		}
+		if o.MetricsTLS {
+			s.mln = tls.NewListener(s.mln, operatorTLS(o.Identity, o.Revocations))
+		} else if a, ok := s.mln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+			// localhost resolved to something else.
+			s.mln.Close()
+			s.ln.Close()
+			return nil, fmt.Errorf("coordinator server: the metrics address %q is bound to %s, not a loopback address", o.MetricsListen, s.mln.Addr())
+		}
 		mux := http.NewServeMux()
 		if o.Metrics != nil {
 			mux.Handle("GET /metrics", o.Metrics.Handler())
@@ -123,9 +142,26 @@ func NewServer(o ServerOptions) (*Server, error) {
 			}
 			fmt.Fprintln(w, "serving")
 		})
-		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}
 	}
 	return s, nil
+}
+
+// operatorTLS is the metrics endpoint's TLS configuration: the
+// coordinator's, admitting the operator's certificates only.
+func operatorTLS(id *pki.Identity, rev *pki.Revocations) *tls.Config {
+	cfg := pki.ServerTLS(id, rev)
+	verify := cfg.VerifyPeerCertificate
+	cfg.VerifyPeerCertificate = func(raw [][]byte, chains [][]*x509.Certificate) error {
+		if err := verify(raw, chains); err != nil {
+			return err
+		}
+		if leaf := chains[0][0]; pki.RoleOf(leaf) != pki.Operator {
+			return fmt.Errorf("the metrics are served to the operator's certificate only, not to %q's", leaf.Subject.CommonName)
+		}
+		return nil
+	}
+	return cfg
 }
 
 // Addr is the gRPC listener's address.

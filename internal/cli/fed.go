@@ -79,9 +79,16 @@ certificates checked on both sides.
 Keep ca.key on the operator's machine only; give a client its NAME.crt,
 NAME.key and ca.crt, and the coordinator its own pair, ca.crt and
 revoked.crl (a revocation takes effect on the coordinator once the new
-revoked.crl is in its folder).`,
+revoked.crl is in its folder). The coordinator refuses every certificate
+while its revoked.crl is missing or older (by the list's number, which grows
+with every list signed) than the newest it has accepted.
+
+Roles: a client's certificate (the default) takes part in rounds and sees
+its own record in veil fed status; the coordinator's serves; an operator's
+(--role operator) sees every client's record and the metrics over TLS, and
+takes part in no round.`,
 	}
-	cmd.AddCommand(newFedCertsInitCmd(e), newFedCertsIssueCmd(e), newFedCertsRevokeCmd(e))
+	cmd.AddCommand(newFedCertsInitCmd(e), newFedCertsIssueCmd(e), newFedCertsRevokeCmd(e), newFedCertsCRLCmd(e))
 	return cmd
 }
 
@@ -138,7 +145,10 @@ func newFedCertsIssueCmd(e *env) *cobra.Command {
 A client's NAME is its identity in the federation: its budget, ledger and
 updates are recorded under it. The coordinator's certificate (--role
 coordinator) must name every host name or IP address clients dial (--host,
-repeatable); localhost, 127.0.0.1 and ::1 are always included. An existing
+repeatable); localhost, 127.0.0.1 and ::1 are always included. The
+operator's certificate (--role operator) lets veil fed status --coordinator
+list every client (a client's shows its own record only) and reads the
+metrics served with --metrics-tls; it takes part in no round. An existing
 name is never overwritten: revoke it and issue another name.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -148,8 +158,10 @@ name is never overwritten: revoke it and issue another name.`,
 				r = pki.Client
 			case "coordinator", "server":
 				r = pki.Server
+			case "operator":
+				r = pki.Operator
 			default:
-				return fmt.Errorf("--role %q: want client or coordinator", role)
+				return fmt.Errorf("--role %q: want client, coordinator or operator", role)
 			}
 			if err := needAuthority(dir); err != nil {
 				return err
@@ -181,7 +193,7 @@ name is never overwritten: revoke it and issue another name.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&dir, "pki", "pki", "folder of the authority")
-	fl.StringVar(&role, "role", "client", "client or coordinator")
+	fl.StringVar(&role, "role", "client", "client, coordinator or operator (sees every client's status and the metrics; no part in rounds)")
 	fl.StringArrayVar(&hosts, "host", nil, "a host name or IP address the coordinator is reached at (repeatable; --role coordinator only)")
 	fl.DurationVar(&validity, "validity", 365*24*time.Hour, "how long the certificate is valid")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
@@ -226,6 +238,44 @@ revoked.crl to a coordinator running elsewhere. Revoking twice is harmless.`,
 				}{args[0], c.SerialNumber.String(), true, filepath.Join(dir, "revoked.crl")})
 			}
 			fmt.Fprintf(e.stdout, "revoked %q (serial %s); the list is %s\n", args[0], c.SerialNumber, filepath.Join(dir, "revoked.crl"))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "pki", "pki", "folder of the authority")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newFedCertsCRLCmd(e *env) *cobra.Command {
+	var dir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "crl",
+		Short: "Sign the revocation list again, with the next number",
+		Long: `Sign the authority's revocation list (revoked.crl) again with the next
+number, keeping its entries; in an authority folder made before veil fed
+certs init wrote one, this writes an empty list. A coordinator refuses every
+certificate without a list, and refuses a list numbered below the newest it
+has accepted; copy the new revoked.crl to it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := needAuthority(dir); err != nil {
+				return err
+			}
+			ca, err := pki.Load(dir)
+			if err != nil {
+				return err
+			}
+			if err := ca.SignCRL(); err != nil {
+				return err
+			}
+			path := filepath.Join(dir, "revoked.crl")
+			if asJSON {
+				return writeJSON(e.stdout, struct {
+					CRL string `json:"crl"`
+				}{path})
+			}
+			fmt.Fprintf(e.stdout, "signed the revocation list %s\n", path)
 			return nil
 		},
 	}
@@ -297,7 +347,9 @@ listed (their mechanisms composed by Rényi DP, worst case over which k).
 It reads the coordinator's state file (--state), also while the coordinator
 runs; or, from another machine, asks the running coordinator (--coordinator
 HOST:PORT with a federation certificate: --pki DIR --name NAME, or --cert,
---key and --ca).`,
+--key and --ca). The coordinator lists every client to the operator's
+certificate (veil fed certs issue operator --role operator; --name defaults
+to operator) and, to a client's certificate, that client's record only.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var st *fedpb.StatusResponse
@@ -335,7 +387,7 @@ HOST:PORT with a federation certificate: --pki DIR --name NAME, or --cert,
 	fl.StringVar(&addr, "coordinator", "", "ask the running coordinator at host:port instead")
 	fl.StringVar(&serverName, "server-name", "", "name the coordinator's certificate must carry (default: the host of --coordinator)")
 	fl.StringVar(&pkiDir, "pki", "", "with --coordinator: folder holding NAME.crt, NAME.key and ca.crt")
-	fl.StringVar(&name, "name", "", "with --coordinator: the certificate's name in --pki")
+	fl.StringVar(&name, "name", "operator", "with --coordinator: the certificate's name in --pki (the operator's sees every client)")
 	fl.StringVar(&cert, "cert", "", "with --coordinator: a federation certificate (instead of --pki)")
 	fl.StringVar(&key, "key", "", "with --coordinator: its private key")
 	fl.StringVar(&ca, "ca", "", "with --coordinator: the authority's certificate")

@@ -93,7 +93,9 @@ trained without DP, leave the model marked non-private for good.
 
 Certificates: --pki DIR takes DIR/NAME.crt, DIR/NAME.key (NAME from --name,
 default coordinator), DIR/ca.crt and DIR/revoked.crl; or give --cert, --key,
---ca and --crl. Revocations are re-read while serving.
+--ca and --crl. Revocations are re-read while serving. Without a revocation
+list, or with one older (by its number) than the newest the coordinator has
+accepted (kept in --state), every certificate is refused.
 
 Address: --listen defaults to 127.0.0.1:7443, this machine only. To accept
 clients from other machines listen on all interfaces (--listen 0.0.0.0:7443,
@@ -130,7 +132,11 @@ Operations: structured logs (log/slog) on stderr (--log-level,
 --log-format); the gRPC health service on the same port (it needs a
 federation certificate like every call); with --metrics-listen ADDR,
 Prometheus metrics at http://ADDR/metrics and a plain /healthz. The metrics
-name clients and their ε: keep ADDR on a trusted network. SIGINT or SIGTERM
+name clients and their ε, so over plain HTTP ADDR must be a loopback
+address (127.0.0.1:9464, [::1]:9464, localhost:9464); with --metrics-tls
+they are served at https://ADDR/metrics, any address, over mutual TLS with
+the coordinator's certificate, to operator certificates only (veil fed
+certs issue NAME --role operator). SIGINT or SIGTERM
 stops gracefully (exit status 130; start again to continue). When the run
 is over the coordinator keeps answering for up to --linger, so clients
 learn it, then exits 0.`,
@@ -155,7 +161,8 @@ learn it, then exits 0.`,
 	fl.StringVar(&c.CA, "ca", "", "the authority's certificate (instead of --pki)")
 	fl.StringVar(&c.CRL, "crl", "", "the authority's revocation list (default: revoked.crl beside --ca)")
 	fl.StringVar(&c.Listen, "listen", c.Listen, "gRPC address (host:port); 0.0.0.0:7443 or [::]:7443 listens on all interfaces")
-	fl.StringVar(&c.MetricsListen, "metrics-listen", "", "address of the HTTP /metrics and /healthz endpoint (e.g. 127.0.0.1:9464; empty: none)")
+	fl.StringVar(&c.MetricsListen, "metrics-listen", "", "address of the HTTP /metrics and /healthz endpoint (a loopback one, e.g. 127.0.0.1:9464, unless --metrics-tls; empty: none)")
+	fl.BoolVar(&c.MetricsTLS, "metrics-tls", false, "serve --metrics-listen over mutual TLS to operator certificates only (then any address)")
 	fl.StringVar(&c.Init, "init", "", "the initial model: a checkpoint from veil fed init-model or veil train, under --dp marked public or DP-trained (needed when --state is new, and for --out)")
 	fl.StringVar(&c.Out, "out", "", "write the final model here as a checkpoint of --init's network")
 	fl.StringVar(&c.EvalData, "eval-data", "", "score the model after every aggregated round on the development pairs of this LFW-layout folder (needs --init, an embedding head; shown by veil fed status)")
@@ -323,8 +330,16 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	if st, err := readFedStatus(ctx, cfg.State); err == nil {
 		m.Seed(st)
 	}
+	rev, err := pki.OpenRevocations(pki.RevocationsOptions{Path: crlP, CA: id.CA, Numbers: co})
+	if err != nil {
+		return err
+	}
+	// Served, the list's absence would refuse every client: said now.
+	if _, err := rev.IsRevoked(id.Leaf.SerialNumber); err != nil {
+		return fmt.Errorf("--crl %s: %w (veil fed certs crl --pki DIR signs a list for an authority folder that has none)", crlP, err)
+	}
 	srv, err := ops.NewServer(ops.ServerOptions{Coordinator: co, StatePath: cfg.State, Identity: id,
-		Revocations: pki.NewRevocations(crlP, id.CA), Listen: cfg.Listen, MetricsListen: cfg.MetricsListen, Metrics: m,
+		Revocations: rev, Listen: cfg.Listen, MetricsListen: cfg.MetricsListen, MetricsTLS: cfg.MetricsTLS, Metrics: m,
 		Linger: time.Duration(cfg.Linger), Logger: log})
 	if err != nil {
 		return err

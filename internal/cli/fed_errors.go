@@ -61,7 +61,8 @@ func explainCoordinatorError(addr, name string, err error) error {
 		return mk(true, "the coordinator's certificate at %s has expired or is not yet valid (check both machines' clocks, or issue a new one)", addr)
 	case strings.Contains(msg, "remote error: tls:"):
 		return mk(true, "the coordinator at %s refused the certificate of %q: it is revoked, expired, issued by another authority, "+
-			"or not a client certificate (veil fed certs issue NAME makes client certificates)", addr, name)
+			"or not a client certificate (veil fed certs issue NAME makes client certificates); or the coordinator's revocation list "+
+			"is missing or older than one it accepted, and then it refuses everyone", addr, name)
 	case strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer"):
 		// Under TLS 1.3 a coordinator refuses a client's certificate
 		// after the client's side of the handshake is done, so the

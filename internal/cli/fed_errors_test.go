@@ -149,10 +149,24 @@ func TestFedMissingFilesSayHowToMakeThem(t *testing.T) {
 			t.Errorf("veil %v: exit %d, %q: want %q", c.args, code, errs, c.want)
 		}
 	}
+	// A coordinator whose revocation list is missing would refuse every
+	// client: it says so before serving, and how to sign one.
+	noCRL := filepath.Join(dir, "pki-nocrl")
+	mustVeil(t, "fed", "certs", "init", "--pki", noCRL)
+	mustVeil(t, "fed", "certs", "issue", "coordinator", "--role", "coordinator", "--pki", noCRL)
+	if err := os.Remove(filepath.Join(noCRL, "revoked.crl")); err != nil {
+		t.Fatal(err)
+	}
+	smallHead(t, filepath.Join(dir, "init.ckpt"))
+	code, _, errs := runVeil(t, "", "fed", "coordinator", "--state", filepath.Join(dir, "nocrl.db"), "--init", filepath.Join(dir, "init.ckpt"),
+		"--pki", noCRL, "--listen", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(errs, "is missing") || !strings.Contains(errs, "veil fed certs crl") {
+		t.Errorf("a coordinator without its revocation list: exit %d, %q", code, errs)
+	}
 	// Data folders by default come from VEIL_DATA (or beside the
 	// repository): a client whose default is empty says what to give.
 	t.Setenv("VEIL_DATA", empty)
-	code, _, errs := runVeil(t, "", "fed", "client", "--coordinator", "127.0.0.1:1", "--pki", fedPKI, "--name", "coordinator",
+	code, _, errs = runVeil(t, "", "fed", "client", "--coordinator", "127.0.0.1:1", "--pki", fedPKI, "--name", "coordinator",
 		"--budget-epsilon", "1", "--dir", filepath.Join(dir, "c"))
 	if code == 0 || !strings.Contains(errs, "give --centre-images DIR") {
 		t.Errorf("exit %d, %q: want --centre-images named", code, errs)
@@ -181,6 +195,8 @@ func TestFedBadArgumentsAreExplained(t *testing.T) {
 		{[]string{"fed", "certs", "revoke", "a", "b"}, "veil fed certs revoke takes NAME"},
 		{[]string{"fed", "status", "--state", none}, "no coordinator's state file at " + none + " (veil fed coordinator --state makes one"},
 		{[]string{"fed", "coordinator", "--state", none, "--server-lr", "-1"}, "--server-lr must not be negative"},
+		{[]string{"fed", "coordinator", "--state", none, "--metrics-listen", "0.0.0.0:9464"},
+			`--metrics-listen "0.0.0.0:9464" is not a loopback address`},
 		{[]string{"fed", "coordinator", "--state", none, "--eval-data", t.TempDir(), "--init", none},
 			"no LFW development pairs there (pairsDevTest.txt)"},
 		// Settings refused before the client reads its data.

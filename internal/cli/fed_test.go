@@ -18,6 +18,7 @@ import (
 	"github.com/veil-privacy/veil/fed/client"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/local/localtest"
+	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/nn/checkpoint"
 	"github.com/veil-privacy/veil/nn/train"
@@ -80,6 +81,26 @@ func TestFedCerts(t *testing.T) {
 	}
 	if _, err := os.Stat(rev.CRL); err != nil {
 		t.Fatal(err)
+	}
+	// The operator's certificate, and the list signed again (an old
+	// folder without one gets an empty list).
+	var op certInfo
+	if err := json.Unmarshal([]byte(mustVeil(t, "fed", "certs", "issue", "ops", "--role", "operator", "--pki", dir, "--json")), &op); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := pki.ReadCert(op.Cert); err != nil || pki.RoleOf(c) != pki.Operator {
+		t.Fatalf("--role operator issued %+v (%v), not an operator's certificate", op, err)
+	}
+	if err := os.Remove(rev.CRL); err != nil {
+		t.Fatal(err)
+	}
+	mustVeil(t, "fed", "certs", "crl", "--pki", dir)
+	caCert, err := pki.ReadCert(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if revoked, err := pki.Revoked(dir, caCert); err != nil || len(revoked) != 0 {
+		t.Fatalf("after veil fed certs crl in a folder without a list: %v, %v (want an empty list)", revoked, err)
 	}
 }
 
