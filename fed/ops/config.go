@@ -61,6 +61,11 @@ type Config struct {
 	Deadline  Duration `json:"deadline"`
 	Available Duration `json:"available"`
 	Linger    Duration `json:"linger"`
+	// StreamIdle ends an update stream that sends nothing for this long;
+	// ReceiveBudgetMiB bounds the MiB held, over all streams, by updates
+	// being received or waiting to be folded (coord.Options).
+	StreamIdle       Duration `json:"stream-idle"`
+	ReceiveBudgetMiB int      `json:"receive-budget-mib"`
 
 	LocalEpochs     int     `json:"local-epochs"`
 	LocalSteps      int     `json:"local-steps"`
@@ -100,6 +105,7 @@ func DefaultConfig() Config {
 	return Config{
 		Listen: "127.0.0.1:7443", Name: "coordinator", CentreCount: 512, Strategy: "fedavg", Rounds: 10, Fraction: 1, MinAvail: 2, MinUpdate: 2,
 		Deadline: Duration(10 * time.Minute), Available: Duration(30 * time.Second), Linger: Duration(10 * time.Second),
+		StreamIdle: Duration(coord.DefaultStreamIdle), ReceiveBudgetMiB: coord.DefaultReceiveBudget >> 20,
 		LocalEpochs: 1, LR: 0.01, Batch: 32, DP: true, Clip: 1, Delta: 1e-5, Unit: "identity", MaxUpdateNorm: 100,
 	}
 }
@@ -146,6 +152,12 @@ func (c *Config) Options() (coord.Options, error) {
 	if c.Deadline <= 0 || c.Available <= 0 || c.Linger < 0 {
 		return coord.Options{}, errors.New("--deadline and --available must be positive and --linger not negative")
 	}
+	if c.StreamIdle <= 0 {
+		return coord.Options{}, fmt.Errorf("--stream-idle must be positive, got %s", time.Duration(c.StreamIdle))
+	}
+	if c.ReceiveBudgetMiB < 1 || c.ReceiveBudgetMiB > 1<<20 {
+		return coord.Options{}, fmt.Errorf("--receive-budget-mib must be in 1…%d, got %d", 1<<20, c.ReceiveBudgetMiB)
+	}
 	if err := c.check(); err != nil {
 		return coord.Options{}, err
 	}
@@ -165,6 +177,7 @@ func (c *Config) Options() (coord.Options, error) {
 		Strategy:  strategy.Options{Name: c.Strategy, Weighting: c.Weighting, DP: c.DP, ServerLR: c.ServerLR, Momentum: c.Momentum},
 		Rounds:    c.Rounds, Fraction: c.Fraction, MinAvailable: c.MinAvail, MinUpdates: c.MinUpdate,
 		RoundTimeout: time.Duration(c.Deadline), Available: time.Duration(c.Available), MaxUpdateNorm: c.MaxUpdateNorm,
+		StreamIdle: time.Duration(c.StreamIdle), ReceiveBudget: int64(c.ReceiveBudgetMiB) << 20,
 		Task: coord.Task{LocalEpochs: c.LocalEpochs, LocalSteps: c.LocalSteps, LearningRate: c.LR, Batch: c.Batch},
 	}
 	if c.DP {

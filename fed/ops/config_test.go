@@ -121,6 +121,8 @@ func TestConfigOptionsNameTheFlag(t *testing.T) {
 		{func(c *ops.Config) { c.Listen = "127.0.0.1:99999" }, `--listen "127.0.0.1:99999": want HOST:PORT`},
 		{func(c *ops.Config) { c.Listen = "" }, `--listen "": want HOST:PORT`},
 		{func(c *ops.Config) { c.MetricsListen = "9464" }, `--metrics-listen "9464": want HOST:PORT`},
+		{func(c *ops.Config) { c.StreamIdle = 0 }, "--stream-idle must be positive"},
+		{func(c *ops.Config) { c.ReceiveBudgetMiB = 0 }, "--receive-budget-mib must be in 1…"},
 	}
 	for _, tc := range cases {
 		c := ops.DefaultConfig()

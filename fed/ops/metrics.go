@@ -116,8 +116,8 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Watch adds gauges read from the coordinator at every scrape: the open
-// round and the rounds closed (in this run, restarts included). Call it
-// once.
+// round, the rounds closed (in this run, restarts included), and the
+// bytes and streams of the receive budget. Call it once.
 func (m *Metrics) Watch(c *coord.Coordinator) {
 	m.watchOnce.Do(func() {
 		m.reg.MustRegister(
@@ -125,6 +125,12 @@ func (m *Metrics) Watch(c *coord.Coordinator) {
 				Help: "The open round's number (0 between rounds)."}, func() float64 { o, _ := c.Round(); return float64(o) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "veil_fed_rounds_closed",
 				Help: "Rounds closed so far in the run (done or failed), restarts included."}, func() float64 { _, n := c.Round(); return float64(n) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "veil_fed_receive_bytes_held",
+				Help: "Bytes held by the buffers of updates being received or waiting to be folded (bounded by --receive-budget-mib)."},
+				func() float64 { return float64(c.ReceiveStats().Held) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "veil_fed_receive_streams_waiting",
+				Help: "Update streams waiting for room in the receive budget."},
+				func() float64 { return float64(c.ReceiveStats().Waiting) }),
 		)
 	})
 }

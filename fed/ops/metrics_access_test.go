@@ -107,7 +107,7 @@ func TestMetricsOverTLSOnlyForTheOperator(t *testing.T) {
 		return string(b), err
 	}
 	body, err := get("https", "operator")
-	if err != nil || !strings.Contains(body, "veil_fed_updates_accepted_total") {
+	if err != nil || !strings.Contains(body, "veil_fed_updates_accepted_total") || !strings.Contains(body, "veil_fed_receive_bytes_held 0") {
 		t.Fatalf("the operator's scrape: %v\n%.200s", err, body)
 	}
 	for _, tc := range []struct{ scheme, name string }{{"https", "client-1"}, {"https", ""}, {"http", ""}} {

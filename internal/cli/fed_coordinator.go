@@ -68,10 +68,14 @@ func coordinatorCmd(e *env) (*cobra.Command, *coordinatorFlags) {
 configured number of rounds have closed, then write the final model.
 
 State: everything (enrolled clients with their budgets and ledgers, every
-model version, the round log, the open round's accepted updates) lives in
-the --state file (SQLite), changed one transaction at a time. A coordinator
-stopped or killed at any moment continues where it stopped when started
-again on the same --state: no accepted update is lost or counted twice.
+model version, the round log, the open round's running sum of accepted
+updates) lives in the --state file (SQLite), changed one transaction at a
+time. A coordinator stopped or killed at any moment continues where it
+stopped when started again on the same --state: no accepted update is lost
+or counted twice. The file is its owner's only (0600; a folder it creates,
+0700); freed pages are zeroed and the write-ahead log is emptied whenever
+the running sum changes, so a closed round's sum, and any single update,
+cannot be read back from the file.
 
 Model: --init is a checkpoint, from veil fed init-model (a new embedding
 head, what veil fed client trains) or veil train (its parameters, by their
@@ -108,7 +112,11 @@ the task (--local-epochs or --local-steps, --lr, --batch; with --dp, DP-SGD
 at --clip, --delta and --privacy-unit, and --noise-multiplier, or 0 to let
 each client calibrate its noise to its own budget), and closes when every
 selected client is counted or at the --deadline (failed below
---min-updates). Updates above --max-update-norm are refused.
+--min-updates). Updates above --max-update-norm are refused. A client sends
+one update stream at a time (a second is refused); a stream that sends
+nothing for --stream-idle is ended; the buffers of updates being received
+take at most --receive-budget-mib over all streams (beyond it a stream
+waits, until its round's deadline).
 
 Server learning rate: FedAvg adds --server-lr times the mean of the round's
 updates. By default that is 1 without DP and, with --dp, √K rounded to a
@@ -179,6 +187,8 @@ learn it, then exits 0.`,
 	fl.DurationVar((*time.Duration)(&c.Deadline), "deadline", time.Duration(c.Deadline), "a round's deadline after its start")
 	fl.DurationVar((*time.Duration)(&c.Available), "available", time.Duration(c.Available), "a client counts as available if it polled this recently")
 	fl.DurationVar((*time.Duration)(&c.Linger), "linger", time.Duration(c.Linger), "keep answering this long after the run is over so clients learn it (less once all have)")
+	fl.DurationVar((*time.Duration)(&c.StreamIdle), "stream-idle", time.Duration(c.StreamIdle), "end an update stream that sends nothing for this long")
+	fl.IntVar(&c.ReceiveBudgetMiB, "receive-budget-mib", c.ReceiveBudgetMiB, "MiB of update buffers held at once over all streams (at least one update; a stream beyond it waits until its round's deadline)")
 	fl.IntVar(&c.LocalEpochs, "local-epochs", c.LocalEpochs, "local epochs per round (FedAvg)")
 	fl.IntVar(&c.LocalSteps, "local-steps", 0, "local steps per round (instead of epochs)")
 	fl.Float64Var(&c.LR, "lr", c.LR, "clients' learning rate")
