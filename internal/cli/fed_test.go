@@ -184,6 +184,7 @@ func TestFedClientStopsAtItsBudget(t *testing.T) {
 	mustVeil(t, "fed", "certs", "init", "--pki", pkiDir)
 	mustVeil(t, "fed", "certs", "issue", "coordinator", "--role", "coordinator", "--pki", pkiDir)
 	mustVeil(t, "fed", "certs", "issue", "client-1", "--pki", pkiDir)
+	mustVeil(t, "fed", "certs", "issue", "operator", "--role", "operator", "--pki", pkiDir)
 	ck := smallHead(t, filepath.Join(dir, "init.ckpt"))
 	dim := 0
 	for _, v := range ck.Values {
@@ -258,6 +259,14 @@ func TestFedClientStopsAtItsBudget(t *testing.T) {
 	}
 	if len(remote.Clients) != 1 || remote.Clients[0] != st.Clients[0] || len(remote.Rounds) < 1 || remote.Rounds[0] != st.Rounds[0] {
 		t.Fatalf("remote status %+v, local %+v", remote, st)
+	}
+	// And to the operator's certificate, the default --name.
+	var operator fedStatus
+	if err := json.Unmarshal([]byte(mustVeil(t, "fed", "status", "--coordinator", addr, "--pki", pkiDir, "--json")), &operator); err != nil {
+		t.Fatal(err)
+	}
+	if len(operator.Clients) != 1 || operator.Clients[0] != st.Clients[0] {
+		t.Fatalf("the operator's remote status %+v, local %+v", operator, st)
 	}
 	// The coordinator waits for clients that no longer come; it stops
 	// when told.
