@@ -64,7 +64,7 @@ func (s *service) who(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if role != pki.Client {
-		return "", status.Errorf(codes.PermissionDenied, "the certificate of %q is an %s's: it may ask for the status but takes part in no round", name, role)
+		return "", status.Errorf(codes.PermissionDenied, "the certificate of %q has the %s role: it may ask for the status but takes part in no round", name, role)
 	}
 	return name, nil
 }
@@ -452,7 +452,7 @@ func (s *service) Status(ctx context.Context, req *fedpb.StatusRequest) (*fedpb.
 	case pki.Client:
 		st, err = ReadClientStatus(ctx, s.c.st.db, name)
 	default:
-		return nil, status.Errorf(codes.PermissionDenied, "the certificate of %q is a %s's", name, role)
+		return nil, status.Errorf(codes.PermissionDenied, "the certificate of %q has the %s role, which may not ask for the status", name, role)
 	}
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
