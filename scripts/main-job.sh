@@ -68,3 +68,27 @@ print(f"federation: {r['strategy']}, {r['clients']} clients, {r['rounds']} round
       f"{r['bytes_per_client_round']/1e6:.2f} MB per client per round, {r['failed_rounds']} failed rounds, {r['wall_s']:.0f} s")
 PY
 echo "federation report: out/fed-sim.json"
+
+# The job's figures in one place (issue 23: the job ended without a summary).
+echo "== summary"
+python3 - out <<'PY' 2>/dev/null || ls -l out/*.json
+import json, os, sys
+d = sys.argv[1]
+def load(n):
+    with open(os.path.join(d, n)) as f:
+        return json.load(f)
+v = load("verify.json")
+print(f"LFW development pairs (veil verify):      accuracy {v['accuracy']:.4f}, ROC AUC {v['auc']:.4f}, EER {v['eer']:.4f}, {v['wall_s']:.0f} s")
+for name, label in (("train-dp.json", "DP head"), ("train-nodp.json", "no-DP head")):
+    t = load(name)
+    eps = f", ε = {t['epsilon']:.3g} per {t.get('privacy_unit', '?')} (δ = {t['delta']:g})" if t.get("epsilon") is not None else ", no DP"
+    print(f"{label + ' (veil train):':41} development pairs {t['dev_accuracy']:.4f}{eps}")
+s = load("tagging-summary.json")
+print(f"tagging demo (veil suggest):              {s['right']} right, {s['wrong']} wrong of {s['suggestions']} suggestions; "
+      f"{s['strangers_suggested']} to strangers")
+r = load("fed-sim.json")
+eps = r.get("epsilon_per_client", {})
+print(f"federation (veil fed sim):                development pairs {r['dev_accuracy']:.4f}, {r['strategy']}, {r['clients']} clients, "
+      f"ε per client ≤ {max(eps.values()):.3g} per {r.get('privacy_unit', '?')}")
+PY
+echo "main job: $SECONDS s"

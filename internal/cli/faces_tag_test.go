@@ -9,9 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	_ "modernc.org/sqlite" // to play a failing disk under the library
-
 )
 
 // veilOK runs veil and fails the test unless it exits 0; it returns stdout.
