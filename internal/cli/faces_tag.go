@@ -22,6 +22,7 @@ var faceCommands = []func(*env) *cobra.Command{
 	newFacesRemoveCmd,
 	newFacesAddCmd,
 	newFacesClustersCmd,
+	newFacesShowCmd,
 }
 
 func newFacesCmd(e *env) *cobra.Command {

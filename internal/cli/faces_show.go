@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/tagging"
+)
+
+func newFacesShowCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var out, person string
+	var cluster, limit int
+	cmd := &cobra.Command{
+		Use:   "show [FACE...]",
+		Short: "Write a picture of faces with their ids, to see whom to name",
+		Long: `Show writes a contact sheet (a PNG image, --out, default faces.png) of face
+thumbnails, each with its face id under it, so you can see who a face is
+before naming it with veil faces name. Give face ids, or --cluster N (a
+cluster as veil faces clusters printed it), or --person NAME (the faces
+assigned to NAME, to check them); one of the three. Faces are shown in id
+order, at most --limit of them.
+
+The sheet shows faces of your photos in the clear: keep it where you keep
+the photos, and delete it when done.
+
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown face,
+cluster or person, or bad input.`,
+		Example: `  veil faces show 12 15 31 --library lib
+  veil faces show --cluster 4 --out cluster4.png --library lib
+  veil faces show --person "Ada Lovelace" --library lib`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseFaceIDs(args)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, set := range []bool{len(ids) > 0, cmd.Flags().Changed("cluster"), person != ""} {
+				if set {
+					n++
+				}
+			}
+			if n != 1 {
+				return errors.New("say which faces to show: face ids, --cluster N or --person NAME (one of them)")
+			}
+			if limit < 1 {
+				return fmt.Errorf("--limit %d: want at least 1", limit)
+			}
+			if out == "" {
+				return errors.New("--out needs a file name")
+			}
+			return withLibrary(e, &lf, func(l *tagging.Library) error {
+				switch {
+				case cmd.Flags().Changed("cluster"):
+					if ids, err = clusterFaces(l, cluster); err != nil {
+						return err
+					}
+				case person != "":
+					fs, err := l.Faces(tagging.FaceFilter{Person: person})
+					if err != nil {
+						return err
+					}
+					if len(fs) == 0 {
+						return fmt.Errorf("%s has no faces", person)
+					}
+					for _, f := range fs {
+						ids = append(ids, f.ID)
+					}
+				}
+				total := len(ids)
+				ids = ids[:min(len(ids), limit)]
+				tiles := make([]imaging.Tile, 0, len(ids))
+				for _, id := range ids {
+					jpg, err := l.FaceThumbnail(id)
+					if err != nil {
+						return err
+					}
+					img, _, err := imaging.Decode(jpg, imaging.DefaultLimits())
+					if err != nil {
+						return fmt.Errorf("the thumbnail of face %d: %w", id, err)
+					}
+					tiles = append(tiles, imaging.Tile{Image: img, Label: strconv.FormatInt(id, 10)})
+				}
+				sheet, err := imaging.ContactSheet(tiles, imaging.DefaultSheetOptions())
+				if err != nil {
+					return err
+				}
+				var b bytes.Buffer
+				if err := sheet.EncodePNG(&b); err != nil {
+					return err
+				}
+				if err := os.WriteFile(out, b.Bytes(), 0o600); err != nil {
+					return err
+				}
+				msg := fmt.Sprintf("wrote %s: %s", out, plural(len(ids), "face"))
+				if total > len(ids) {
+					msg += fmt.Sprintf(" of %d (--limit)", total)
+				}
+				fmt.Fprintln(e.stdout, msg)
+				return nil
+			})
+		},
+	}
+	lf.register(cmd)
+	cmd.Flags().StringVar(&out, "out", "faces.png", "write the contact sheet to this PNG file")
+	cmd.Flags().IntVar(&cluster, "cluster", 0, "show the faces of this cluster (as veil faces clusters lists them)")
+	cmd.Flags().StringVar(&person, "person", "", "show the faces assigned to this person")
+	cmd.Flags().IntVar(&limit, "limit", 200, "show at most this many faces (the first by id)")
+	return cmd
+}
+
+// clusterFaces returns the ids of the faces of a stored cluster, in order.
+func clusterFaces(l *tagging.Library, cluster int) ([]int64, error) {
+	of, err := l.StoredClusters()
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for f, c := range of {
+		if c == cluster {
+			ids = append(ids, f)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("no cluster %d (veil faces clusters lists the clusters)", cluster)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
+}
