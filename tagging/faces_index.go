@@ -142,8 +142,8 @@ type IndexReport struct {
 	// Counts per outcome.
 	Added, Unchanged, Moved, Duplicates, Updated, Failed int
 	// Faces is how many faces were recorded for the photos added or
-	// updated.
-	Faces int
+	// updated: FacesAdded for the added, FacesUpdated for the updated.
+	Faces, FacesAdded, FacesUpdated int
 	// Missing is how many of the library's photos are missing after this
 	// run; NewlyMissing were marked in it, Returned were missing and
 	// found again.
@@ -309,6 +309,12 @@ func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (
 			}
 		}
 		rep.Faces += faces
+		switch p.outcome {
+		case PhotoAdded:
+			rep.FacesAdded += faces
+		case PhotoUpdated:
+			rep.FacesUpdated += faces
+		}
 		done++
 		if opt.Progress != nil {
 			opt.Progress(IndexProgress{Done: done, Total: len(plan), Path: p.path, Outcome: p.outcome, Faces: faces, Analysed: analysed})

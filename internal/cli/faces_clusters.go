@@ -60,9 +60,9 @@ tagging --tune): see tagging/thresholds.go.`,
 				if asJSON {
 					return writeJSON(e.stdout, map[string]any{"clusters": shown})
 				}
-				fmt.Fprintf(e.stdout, "%d cluster(s) of unnamed faces (%d shown, at least %d face(s) each)\n", len(groups), len(shown), minSize)
+				fmt.Fprintf(e.stdout, "%s of unnamed faces (%d shown, at least %s each)\n", plural(len(groups), "cluster"), len(shown), plural(minSize, "face"))
 				for _, g := range shown {
-					fmt.Fprintf(e.stdout, "cluster %d: %d face(s) %v\n", g.ID, len(g.Faces), g.Faces)
+					fmt.Fprintf(e.stdout, "cluster %d: %s %v\n", g.ID, plural(len(g.Faces), "face"), g.Faces)
 				}
 				return nil
 			})

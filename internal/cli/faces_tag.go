@@ -148,7 +148,7 @@ person or bad input.`,
 					}
 					return fmt.Sprintf("%d\t%s\t%.0f,%.0f,%.0f,%.0f\t%.2f\t%s\t%s", f.ID, who,
 						f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, f.Source, f.Photo)
-				}, fmt.Sprintf("%d faces", len(fs)))
+				}, plural(len(fs), "face"))
 			})
 		},
 	}

@@ -481,14 +481,6 @@ func printFedStatus(e *env, s fedStatus) {
 	printFederationPrivacy(e.stdout, s.Privacy)
 }
 
-// plural is "1 round", "2 rounds".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // registerFedHead adds the flags of the face networks veil fed client and
 // veil fed sim describe images with (veil train's head flags), worded for
 // these commands, which always train the distillation head: its input

@@ -121,11 +121,12 @@ func printLearnStatus(e *env, l *tagging.Library, out *jsonLearn, asJSON bool) e
 		if r.WarmStart {
 			start = "the previous metric"
 		}
-		fmt.Fprintf(w, "learned metric version %d from %d names of %d people and %d rejections, starting from %s (%d steps, objective %.4g → %.4g, %.1f s)\n",
-			r.Version, r.Names, r.People, r.Rejections, start, r.Iterations, r.ObjectiveBefore, r.ObjectiveAfter, r.Seconds)
+		fmt.Fprintf(w, "learned metric version %d from %s of %s and %s, starting from %s (%s, objective %.4g → %.4g, %.1f s)\n",
+			r.Version, plural(r.Names, "name"), plural(r.People, "person", "people"), plural(r.Rejections, "rejection"), start,
+			plural(r.Iterations, "step"), r.ObjectiveBefore, r.ObjectiveAfter, r.Seconds)
 	}
 	if out.Metric != nil {
-		fmt.Fprintf(w, "metric version %d: %d names, learned %s, suggestion distance %.3f\n", out.Metric.Version, out.Metric.Names,
+		fmt.Fprintf(w, "metric version %d: %s, learned %s, suggestion distance %.3f\n", out.Metric.Version, plural(out.Metric.Names, "name"),
 			out.Metric.TrainedAt.Format("2006-01-02 15:04"), out.Metric.Distance)
 	} else {
 		fmt.Fprintln(w, "no metric learned yet")
@@ -134,7 +135,7 @@ func printLearnStatus(e *env, l *tagging.Library, out *jsonLearn, asJSON bool) e
 	if out.UseMetric {
 		state = "on"
 	}
-	fmt.Fprintf(w, "suggestions use the metric: %s; %d names now; a new metric is due: %v\n", state, out.Names, out.Due)
+	fmt.Fprintf(w, "suggestions use the metric: %s; %s now; a new metric is due: %v\n", state, plural(out.Names, "name"), out.Due)
 	return nil
 }
 
@@ -156,7 +157,7 @@ func suggestionSpace(cmd *cobra.Command, e *env, l *tagging.Library, o tagging.S
 		return tagging.Space{}, err
 	}
 	if rep != nil {
-		fmt.Fprintf(e.stderr, "learned metric version %d from %d names (enough new names since the last one)\n", rep.Version, rep.Names)
+		fmt.Fprintf(e.stderr, "learned metric version %d from %s (enough new names since the last one)\n", rep.Version, plural(rep.Names, "name"))
 	}
 	if s.Metric == nil {
 		if force {

@@ -27,6 +27,11 @@ type libraryAddJSON struct {
 	Errors        []tagging.FileError `json:"errors"`
 	WallS         float64             `json:"wall_s"`
 
+	// FacesAdded and FacesUpdated split Faces between the photos added
+	// and those analysed again after an edit.
+	FacesAdded   int `json:"faces_added"`
+	FacesUpdated int `json:"faces_updated"`
+
 	PhotosFound      int  `json:"photos_found"`
 	PhotosUnchanged  int  `json:"photos_unchanged"`
 	PhotosMoved      int  `json:"photos_moved"`
@@ -137,7 +142,7 @@ the library; 130 when interrupted (what was done is kept).`,
 				}
 				out := libraryAddJSON{
 					PhotosAdded: rep.Added, PhotosSkipped: rep.Skipped(), PhotosFailed: len(rep.Errors),
-					Faces: rep.Faces, Errors: rep.Errors, WallS: time.Since(start).Seconds(),
+					Faces: rep.Faces, FacesAdded: rep.FacesAdded, FacesUpdated: rep.FacesUpdated, Errors: rep.Errors, WallS: time.Since(start).Seconds(),
 					PhotosFound: rep.Files, PhotosUnchanged: rep.Unchanged, PhotosMoved: rep.Moved,
 					PhotosDuplicate: rep.Duplicates, PhotosUpdated: rep.Updated, PhotosMissing: rep.Missing,
 					PhotosNewMissing: rep.NewlyMissing, PhotosReturned: rep.Returned, Interrupted: interrupted,
@@ -180,14 +185,14 @@ the library; 130 when interrupted (what was done is kept).`,
 
 func printLibraryAdd(e *env, o *libraryAddJSON) {
 	w := e.stdout
-	fmt.Fprintf(w, "found %d photos: added %d (%d faces), skipped %d (unchanged %d, moved %d, copies %d)",
-		o.PhotosFound, o.PhotosAdded, o.Faces, o.PhotosSkipped, o.PhotosUnchanged, o.PhotosMoved, o.PhotosDuplicate)
+	fmt.Fprintf(w, "found %s: added %d (%s), skipped %d (unchanged %d, moved %d, copies %d)",
+		plural(o.PhotosFound, "photo"), o.PhotosAdded, plural(o.FacesAdded, "face"), o.PhotosSkipped, o.PhotosUnchanged, o.PhotosMoved, o.PhotosDuplicate)
 	if o.PhotosUpdated > 0 {
-		fmt.Fprintf(w, ", analysed again after an edit %d", o.PhotosUpdated)
+		fmt.Fprintf(w, ", analysed again after an edit %d (%s)", o.PhotosUpdated, plural(o.FacesUpdated, "face"))
 	}
 	fmt.Fprintf(w, " in %.1f s\n", o.WallS)
 	if o.PhotosFailed > 0 {
-		fmt.Fprintf(w, "could not read %d:\n", o.PhotosFailed)
+		fmt.Fprintf(w, "could not read %s:\n", plural(o.PhotosFailed, "file"))
 		for _, f := range o.Errors {
 			fmt.Fprintf(w, "  %s: %s\n", f.Path, f.Err)
 		}
@@ -196,9 +201,11 @@ func printLibraryAdd(e *env, o *libraryAddJSON) {
 		fmt.Fprintf(w, "photos gone since the last run: %d; found again: %d\n", o.PhotosNewMissing, o.PhotosReturned)
 	}
 	if o.PhotosForgotten > 0 {
-		fmt.Fprintf(w, "forgot %d missing photos and their %d faces\n", o.PhotosForgotten, o.FacesForgotten)
+		fmt.Fprintf(w, "forgot %s and %s\n", plural(o.PhotosForgotten, "missing photo"), plural(o.FacesForgotten, "face"))
+	} else if o.PhotosMissing == 1 {
+		fmt.Fprintln(w, "1 photo of the library is missing (veil library status lists it; --forget-missing deletes it)")
 	} else if o.PhotosMissing > 0 {
-		fmt.Fprintf(w, "%d photos of the library are missing (veil library status lists them; --forget-missing deletes them)\n", o.PhotosMissing)
+		fmt.Fprintf(w, "%s of the library are missing (veil library status lists them; --forget-missing deletes them)\n", plural(o.PhotosMissing, "photo"))
 	}
 }
 

@@ -82,7 +82,7 @@ Exit status: 0 on success; 2 on a wrong passphrase; 1 on bad input.`,
 						hidden = "hidden"
 					}
 					return fmt.Sprintf("%s\t%d\t%s\t%s", p.Name, p.Faces, cover, hidden)
-				}, fmt.Sprintf("%d people", len(ps)))
+				}, plural(len(ps), "person", "people"))
 			})
 		},
 	}

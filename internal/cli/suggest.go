@@ -107,7 +107,11 @@ veil faces name; reject a wrong one with veil faces reject.`,
 						fmt.Fprintln(e.stdout, "nothing to review")
 					}
 					for i, g := range jq {
-						fmt.Fprintf(e.stdout, "%d. are these %d face(s) %s? %v (farthest %.3f)\n", i+1, len(g.Faces), g.Person, g.Faces, g.Distance)
+						if len(g.Faces) == 1 {
+							fmt.Fprintf(e.stdout, "%d. is this face %s? %v (distance %.3f)\n", i+1, g.Person, g.Faces, g.Distance)
+						} else {
+							fmt.Fprintf(e.stdout, "%d. are these %s %s? %v (farthest %.3f)\n", i+1, plural(len(g.Faces), "face"), g.Person, g.Faces, g.Distance)
+						}
 					}
 					return nil
 				}
