@@ -258,8 +258,11 @@ person.`,
 }
 
 // newFaceEditCmd builds a command that applies one operation to all the
-// faces given, in one transaction of the library's (all or none).
-func newFaceEditCmd(e *env, use, short, long, example, done string, op func(*tagging.Library, []int64) error) *cobra.Command {
+// faces given, in one transaction of the library's (all or none). already
+// says, of a face the operation would not change, what state it is in
+// ("was already removed"), and "" of the others: those faces are reported
+// so, not counted as changed.
+func newFaceEditCmd(e *env, use, short, long, example, done string, op func(*tagging.Library, []int64) error, already func(tagging.Face) string) *cobra.Command {
 	var lf libraryFlags
 	cmd := &cobra.Command{
 		Use:     use,
@@ -273,10 +276,23 @@ func newFaceEditCmd(e *env, use, short, long, example, done string, op func(*tag
 				return err
 			}
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
+				before, err := l.Faces(tagging.FaceFilter{IDs: ids, Removed: true})
+				if err != nil {
+					return err
+				}
 				if err := op(l, ids); err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stdout, "%s %s\n", done, plural(len(ids), "face"))
+				changed := len(ids)
+				for _, f := range before {
+					if note := already(f); note != "" {
+						fmt.Fprintf(e.stdout, "face %d %s\n", f.ID, note)
+						changed--
+					}
+				}
+				if changed > 0 {
+					fmt.Fprintf(e.stdout, "%s %s\n", done, plural(changed, "face"))
+				}
 				return nil
 			})
 		},
@@ -293,7 +309,15 @@ Either all faces are changed or, on any error, none.
 
 Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown face.`,
 		`  veil faces unassign 31 --library lib`,
-		"unassigned", (*tagging.Library).UnassignFaces)
+		"unassigned", (*tagging.Library).UnassignFaces, func(f tagging.Face) string {
+			switch {
+			case f.Removed:
+				return "was removed as a false face (unassigning changes nothing)"
+			case f.PersonID == 0 && f.AssignedBy == tagging.ByUser:
+				return "was already unassigned"
+			}
+			return ""
+		})
 }
 
 func newFacesRemoveCmd(e *env) *cobra.Command {
@@ -305,5 +329,10 @@ none.
 
 Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown face.`,
 		`  veil faces remove 7 8 --library lib`,
-		"removed", (*tagging.Library).RemoveFaces)
+		"removed", (*tagging.Library).RemoveFaces, func(f tagging.Face) string {
+			if f.Removed {
+				return "was already removed"
+			}
+			return ""
+		})
 }

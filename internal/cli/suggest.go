@@ -186,10 +186,7 @@ unknown face id or bad input.`,
 				for _, s := range js {
 					fmt.Fprintf(e.stdout, "face %d: %s\n", s.Face, s.Person)
 				}
-				if len(none) > 0 {
-					fmt.Fprintf(e.stdout, "no current suggestion (left alone): %v\n", none)
-				}
-				return nil
+				return printWithoutSuggestion(e, l, none)
 			})
 		},
 	}
@@ -342,4 +339,33 @@ photo is only read: nothing is added to the library.`,
 	cmd.Flags().IntVar(&limit, "limit", 20, "at most this many matching faces per face of the photo (0: all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// printWithoutSuggestion says, of each face veil suggest accept left alone,
+// why: it is named already, removed, or has no current suggestion.
+func printWithoutSuggestion(e *env, l *tagging.Library, none []int64) error {
+	if len(none) == 0 {
+		return nil
+	}
+	fs, err := l.Faces(tagging.FaceFilter{IDs: none, Removed: true})
+	if err != nil {
+		return err
+	}
+	var left []int64
+	for _, f := range fs {
+		switch {
+		case f.Removed:
+			fmt.Fprintf(e.stdout, "face %d was removed as a false face (left alone)\n", f.ID)
+		case f.PersonID != 0 && f.AssignedBy == tagging.ByUser:
+			fmt.Fprintf(e.stdout, "face %d is already named %s (left alone)\n", f.ID, f.Person)
+		case f.PersonID != 0:
+			fmt.Fprintf(e.stdout, "face %d is already %s, by an earlier suggestion (left alone)\n", f.ID, f.Person)
+		default:
+			left = append(left, f.ID)
+		}
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(e.stdout, "no current suggestion for %s (left alone): %v\n", plural(len(left), "face"), left)
+	}
+	return nil
 }
