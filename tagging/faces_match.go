@@ -392,10 +392,16 @@ type LibrarySuggestion struct {
 // suggestionInputs reads what Suggest needs from the library: a gallery
 // of the faces assigned to people who are not hidden, the faces waiting
 // for a suggestion (unassigned, not removed, and not unassigned by the
-// user: AssignAuto would not apply a suggestion to those), the user's
-// rejections and every person's name.
+// user: AssignAuto would not apply a suggestion to those; nor of a photo
+// marked missing, which the user cannot open to check), the user's
+// rejections and every person's name. Named faces of missing photos stay
+// in the gallery: who they are is still known.
 func (l *Library) suggestionInputs() (*Gallery, []Unnamed, []Rejection, map[int64]Person, error) {
 	faces, err := l.Faces(FaceFilter{Descriptors: true})
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	missing, err := l.missingPhotos()
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -435,7 +441,7 @@ func (l *Library) suggestionInputs() (*Gallery, []Unnamed, []Rejection, map[int6
 			}
 			continue
 		}
-		if f.AssignedBy == ByUser {
+		if f.AssignedBy == ByUser || missing[f.PhotoID] {
 			continue
 		}
 		un = append(un, Unnamed{Face: f.ID, Photo: f.PhotoID, Descriptor: f.Descriptor})

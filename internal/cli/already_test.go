@@ -23,7 +23,7 @@ func TestRepeatedEditsSayWhatHappened(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sugs); err != nil {
 		t.Fatal(err)
 	}
-	if len(sugs.Suggestions) < 4 {
+	if len(sugs.Suggestions) < 5 {
 		t.Fatalf("%d suggestions", len(sugs.Suggestions))
 	}
 	named, accepted, removed, plain := sugs.Suggestions[0], sugs.Suggestions[1], sugs.Suggestions[2], sugs.Suggestions[3]
@@ -74,5 +74,17 @@ func TestRepeatedEditsSayWhatHappened(t *testing.T) {
 	}
 	if strings.Contains(out, "no current suggestion") {
 		t.Errorf("accept: %q still says no current suggestion", out)
+	}
+
+	// The test library's photos are paths with no file: adding an empty
+	// folder marks them all missing, and their faces are not suggested.
+	if testing.Short() {
+		return
+	}
+	veil("library", "add", "--quiet", t.TempDir())
+	gone := sugs.Suggestions[4]
+	out = veil("suggest", "accept", id(gone))
+	if want := "face " + id(gone) + " is in a missing photo"; !strings.Contains(out, want) {
+		t.Errorf("accept in a missing photo: %q lacks %q", out, want)
 	}
 }

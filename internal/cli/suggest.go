@@ -57,6 +57,8 @@ LFW so that few of them get a suggestion (veil bench tagging measures it).
 It never suggests a person you rejected for the face (veil faces reject), a
 person already named in the same photo, or one person for two faces of a photo,
 and leaves alone faces you unassigned by hand. Hidden people are not suggested.
+Faces of photos marked missing (veil library status) get no suggestion until
+their file is found again: you could not open the photo to check.
 Naming or rejecting takes effect at the next run.
 
 --review groups the suggestions into questions that settle many faces at once:
@@ -351,6 +353,16 @@ func printWithoutSuggestion(e *env, l *tagging.Library, none []int64) error {
 	if err != nil {
 		return err
 	}
+	photos, err := l.Photos()
+	if err != nil {
+		return err
+	}
+	missing := map[int64]string{}
+	for _, p := range photos {
+		if p.Missing {
+			missing[p.ID] = p.Path
+		}
+	}
 	var left []int64
 	for _, f := range fs {
 		switch {
@@ -360,6 +372,8 @@ func printWithoutSuggestion(e *env, l *tagging.Library, none []int64) error {
 			fmt.Fprintf(e.stdout, "face %d is already named %s (left alone)\n", f.ID, f.Person)
 		case f.PersonID != 0:
 			fmt.Fprintf(e.stdout, "face %d is already %s, by an earlier suggestion (left alone)\n", f.ID, f.Person)
+		case missing[f.PhotoID] != "":
+			fmt.Fprintf(e.stdout, "face %d is in a missing photo, %s: faces of missing photos are not suggested (left alone)\n", f.ID, missing[f.PhotoID])
 		default:
 			left = append(left, f.ID)
 		}
