@@ -20,7 +20,10 @@ type jsonLearn struct {
 	Metric    *tagging.MetricInfo  `json:"metric,omitempty"`
 	UseMetric bool                 `json:"use_metric"`
 	Names     int                  `json:"names"`
-	Due       bool                 `json:"retrain_due"`
+	// Accepted counts the faces named by accepted suggestions, which are
+	// not learned from (see the command's help).
+	Accepted int  `json:"accepted_suggestions"`
+	Due      bool `json:"retrain_due"`
 }
 
 func newLibraryLearnCmd(e *env) *cobra.Command {
@@ -33,8 +36,13 @@ func newLibraryLearnCmd(e *env) *cobra.Command {
 		Short: "Learn the library's own face metric from your names and rejections",
 		Long: `Learn fits the library's own distance between faces (LMNN, as in Irene) to your
 decisions: faces you named are pulled towards the other faces of their person,
-and faces you rejected ("not this person") pushed away from them. Names given
-automatically are not learned from. The first metric starts from a secret
+and faces you rejected ("not this person") pushed away from them.
+
+Faces named by accepting suggestions (veil suggest accept) are counted apart
+and not learned from: a suggestion is the program's own guess, made in the
+current metric, so learning from it would teach the metric its own mistakes,
+and accepting many at once is not looking at each face. Name a face with veil
+faces name (veil faces show shows it) to make it count. The first metric starts from a secret
 random rotation drawn from the library's key, so the library's faceprints are
 in coordinates only your key unlocks; later ones start from the previous
 metric. Each metric is stored encrypted, as a new version (the last 3 are
@@ -69,6 +77,11 @@ names).
 					defer stop()
 					rep, err := l.LearnMetric(ctx, tagging.LearnOptions{Cold: cold,
 						LMNN: metric.Options{Solver: metric.Solver{Iterations: iterations, Workers: workers}}})
+					if errors.Is(err, tagging.ErrTooFewNames) {
+						if n, cerr := acceptedSuggestions(l); cerr == nil && n > 0 {
+							return fmt.Errorf("%w (%s named by accepted suggestions do not count: see --help)", err, plural(n, "face"))
+						}
+					}
 					if err != nil {
 						return err
 					}
@@ -105,6 +118,9 @@ func printLearnStatus(e *env, l *tagging.Library, out *jsonLearn, asJSON bool) e
 	if out.Due, err = l.MetricDue(); err != nil {
 		return err
 	}
+	if out.Accepted, err = acceptedSuggestions(l); err != nil {
+		return err
+	}
 	_, info, err := l.LatestMetric()
 	switch {
 	case err == nil:
@@ -136,7 +152,26 @@ func printLearnStatus(e *env, l *tagging.Library, out *jsonLearn, asJSON bool) e
 		state = "on"
 	}
 	fmt.Fprintf(w, "suggestions use the metric: %s; %s now; a new metric is due: %v\n", state, plural(out.Names, "name"), out.Due)
+	if out.Accepted > 0 {
+		fmt.Fprintf(w, "not learned from: %s named by accepted suggestions (name them with veil faces name to count them; see --help)\n", plural(out.Accepted, "face"))
+	}
 	return nil
+}
+
+// acceptedSuggestions counts the faces assigned to a person automatically
+// (accepted suggestions), which learning leaves out.
+func acceptedSuggestions(l *tagging.Library) (int, error) {
+	fs, err := l.Faces(tagging.FaceFilter{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range fs {
+		if f.PersonID != 0 && f.AssignedBy == tagging.ByAuto {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // useMetricUsage is the help of veil suggest's --use-metric.
