@@ -187,11 +187,11 @@ gender. Coordinates are pixels of the oriented image.
 
 ` + detectorHelp + `
 
-With --draw OUT.png the image is written with boxes and landmarks drawn, each
-box tagged with its face's number; with several images, each goes to
-OUT-<image name>.png. Faces are numbered from 1 in the listing, the JSON
-("number") and the drawing, as veil compare --face-a/--face-b and veil search
-number them.
+With --draw OUT.png (or OUT.jpg) the image is written with boxes and landmarks
+drawn, each box tagged with its face's number, as PNG or JPEG as the
+extension says; with several images, each goes to OUT-<image name>.png (or
+.jpg). Faces are numbered from 1 in the listing, the JSON ("number") and the
+drawing, as veil compare --face-a/--face-b and veil search number them.
 
 Exit status: 0 when every image was read (an image without faces is not an
 error: it is reported as such), 1 when some image could not be read or decoded.`,
@@ -204,6 +204,11 @@ error: it is reported as such), 1 when some image could not be read or decoded.`
 			if err != nil {
 				return err
 			}
+			if draw != "" {
+				if _, err := imaging.FormatOf(draw); err != nil {
+					return fmt.Errorf("--draw: %w", err)
+				}
+			}
 			opt.AgeGender = !noAgeGender
 			opt.TinyLandmarks = opt.Detector == face.Tiny
 			p, err := face.NewPipeline(opt)
@@ -215,7 +220,7 @@ error: it is reported as such), 1 when some image could not be read or decoded.`
 		},
 	}
 	pf.register(cmd, false, string(face.Both))
-	cmd.Flags().StringVar(&draw, "draw", "", "write the image with boxes, face numbers and landmarks drawn to this PNG file")
+	cmd.Flags().StringVar(&draw, "draw", "", "write the image with boxes, face numbers and landmarks drawn to this file, PNG or JPEG as its extension (.png, .jpg, .jpeg) says")
 	cmd.Flags().BoolVar(&noAgeGender, "no-age-gender", false, "skip the age/gender network")
 	return cmd
 }
@@ -387,11 +392,15 @@ func drawFaces(img *imaging.RGB, faces []face.Face, out string) error {
 			return fmt.Errorf("drawing: %w", err)
 		}
 	}
+	format, err := imaging.FormatOf(out)
+	if err != nil {
+		return fmt.Errorf("drawing: %w", err)
+	}
 	fh, err := os.Create(out)
 	if err != nil {
 		return fmt.Errorf("drawing: %w", err)
 	}
-	if err := canvas.EncodePNG(fh); err != nil {
+	if err := canvas.Encode(fh, format); err != nil {
 		fh.Close()
 		return fmt.Errorf("drawing %s: %w", out, err)
 	}
