@@ -20,7 +20,9 @@ func newFacesClustersCmd(e *env) *cobra.Command {
 		Long: `Clusters groups the library's unnamed faces by likeness and prints the groups,
 largest first, so that you can name a whole group with one veil faces name.
 Every unnamed face is in exactly one cluster (a face like no other is a cluster
-of its own; --min-size hides small ones).
+of its own). The list shows clusters of two faces or more and counts the single
+faces in one line; --min-size N shows clusters of at least N faces (--min-size 1
+every one). --json lists every cluster unless --min-size is given.
 
 The clusters are kept in the library and updated incrementally: faces already
 grouped keep their cluster, faces named or removed since leave theirs, and new
@@ -43,7 +45,7 @@ tagging --tune): see tagging/thresholds.go.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			if minSize < 1 {
+			if cmd.Flags().Changed("min-size") && minSize < 1 {
 				return fmt.Errorf("--min-size must be at least 1")
 			}
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
@@ -51,10 +53,19 @@ tagging --tune): see tagging/thresholds.go.`,
 				if err != nil {
 					return err
 				}
+				if minSize == 0 { // not given
+					minSize = 2
+					if asJSON {
+						minSize = 1
+					}
+				}
 				shown := []tagging.ClusterGroup{}
+				singles := 0
 				for _, g := range groups {
 					if len(g.Faces) >= minSize {
 						shown = append(shown, g)
+					} else if len(g.Faces) == 1 {
+						singles++
 					}
 				}
 				if asJSON {
@@ -64,6 +75,9 @@ tagging --tune): see tagging/thresholds.go.`,
 				for _, g := range shown {
 					fmt.Fprintf(e.stdout, "cluster %d: %s %v\n", g.ID, plural(len(g.Faces), "face"), g.Faces)
 				}
+				if singles > 0 {
+					fmt.Fprintf(e.stdout, "and %s: veil faces clusters --min-size 1 lists them\n", plural(singles, "single face"))
+				}
 				return nil
 			})
 		},
@@ -72,7 +86,7 @@ tagging --tune): see tagging/thresholds.go.`,
 	cmd.Flags().StringVar(&algorithm, "algorithm", string(tagging.DefaultClusterAlgorithm), fmt.Sprintf("clustering algorithm, one of %v", tagging.ClusterAlgorithms))
 	cmd.Flags().Float64Var(&distance, "distance", 0, "joining distance (default: the one measured for the algorithm)")
 	cmd.Flags().BoolVar(&rebuild, "rebuild", false, "group every unnamed face afresh instead of updating the clusters")
-	cmd.Flags().IntVar(&minSize, "min-size", 1, "show only clusters of at least this many faces")
+	cmd.Flags().IntVar(&minSize, "min-size", 0, "show only clusters of at least this many faces (default: 2 in the list, which counts the single faces; 1 with --json)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
