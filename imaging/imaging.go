@@ -5,8 +5,7 @@
 // cropping, similarity-transform estimation and affine warping, plus simple
 // drawing for annotated output.
 //
-// Everything is pure Go (the standard library, and golang.org/x/image for
-// the bitmap font of DrawText). Decoding guards against
+// Everything is pure Go (standard library only). Decoding guards against
 // decompression bombs by reading the image header (DecodeConfig) before any
 // pixel is decoded.
 //

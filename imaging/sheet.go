@@ -5,10 +5,11 @@ import (
 	"fmt"
 )
 
-// Tile is one image of a contact sheet with the label drawn under it.
+// Tile is one image of a contact sheet with the number drawn under it
+// (DrawLabel's digits: ReadLabel reads them back).
 type Tile struct {
 	Image *RGB
-	Label string
+	Label int
 }
 
 // SheetOptions lay out a contact sheet. Build them with DefaultSheetOptions
@@ -19,18 +20,18 @@ type SheetOptions struct {
 	// Padding is the space in pixels around every tile and between an
 	// image and its label (at least 0).
 	Padding int
-	// TextScale draws each font pixel of a label as a TextScale×TextScale
-	// square (1 to 8).
+	// TextScale is the label's scale, pixels per dot of DrawLabel's
+	// digits (1 to 8).
 	TextScale int
 	// MaxPixels bounds the sheet's size: a layout with more pixels is an
 	// error, not a huge allocation.
 	MaxPixels int
 }
 
-// DefaultSheetOptions are 8 columns, 6 pixels of padding, labels at twice
-// the font's size and at most 50 million pixels.
+// DefaultSheetOptions are 8 columns, 6 pixels of padding, labels 3
+// pixels a dot (digits 9×15 pixels) and at most 50 million pixels.
 func DefaultSheetOptions() SheetOptions {
-	return SheetOptions{Columns: 8, Padding: 6, TextScale: 2, MaxPixels: 50_000_000}
+	return SheetOptions{Columns: 8, Padding: 6, TextScale: 3, MaxPixels: 50_000_000}
 }
 
 // Validate reports the first option out of its range.
@@ -50,9 +51,10 @@ func (o SheetOptions) Validate() error {
 
 // ContactSheet lays the tiles out in rows of o.Columns on a white sheet,
 // left to right and top to bottom, each image centred in a cell as large as
-// the largest image and label, with its label in black centred under it.
-// Images are not scaled. It needs at least one tile and refuses a sheet of
-// more than o.MaxPixels pixels.
+// the largest image and label, with its label (a number of black digits,
+// DrawLabel's) centred under it. Images are not scaled. It needs at least
+// one tile, refuses a negative label and a sheet of more than o.MaxPixels
+// pixels.
 func ContactSheet(tiles []Tile, o SheetOptions) (*RGB, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -68,7 +70,10 @@ func ContactSheet(tiles []Tile, o SheetOptions) (*RGB, error) {
 		if err := t.Image.Validate(); err != nil {
 			return nil, fmt.Errorf("imaging: contact sheet tile %d: %w", i, err)
 		}
-		w, h := TextSize(t.Label, o.TextScale)
+		if t.Label < 0 {
+			return nil, fmt.Errorf("imaging: contact sheet tile %d: label %d is negative", i, t.Label)
+		}
+		w, h := LabelSize(t.Label, o.TextScale)
 		imgW, imgH = max(imgW, t.Image.W), max(imgH, t.Image.H)
 		labelW, labelH = max(labelW, w), max(labelH, h)
 	}
@@ -90,8 +95,8 @@ func ContactSheet(tiles []Tile, o SheetOptions) (*RGB, error) {
 		for y := 0; y < t.Image.H; y++ {
 			copy(sheet.Pix[3*((iy+y)*sheet.W+ix):], t.Image.Pix[3*y*t.Image.W:3*(y+1)*t.Image.W])
 		}
-		w, _ := TextSize(t.Label, o.TextScale)
-		sheet.DrawText(x0+(cellW-w)/2, y0+o.Padding+imgH+o.Padding, t.Label, o.TextScale, 0, 0, 0)
+		w, _ := LabelSize(t.Label, o.TextScale)
+		sheet.DrawLabel(float64(x0+(cellW-w)/2), float64(y0+o.Padding+imgH+o.Padding), t.Label, o.TextScale, 0xFF, 0xFF, 0xFF)
 	}
 	return sheet, nil
 }

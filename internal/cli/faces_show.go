@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -86,7 +85,7 @@ cluster or person, or bad input.`,
 					if err != nil {
 						return fmt.Errorf("the thumbnail of face %d: %w", id, err)
 					}
-					tiles = append(tiles, imaging.Tile{Image: img, Label: strconv.FormatInt(id, 10)})
+					tiles = append(tiles, imaging.Tile{Image: img, Label: int(id)})
 				}
 				sheet, err := imaging.ContactSheet(tiles, imaging.DefaultSheetOptions())
 				if err != nil {
