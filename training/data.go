@@ -145,6 +145,11 @@ func LoadData(o *Options) (*Data, error) {
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
+	if p := o.Data.Part; p != nil {
+		if images, err = partImages(images, *p); err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
+	}
 	tune, err := lfw.Pairs("pairsDevTrain.txt")
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/nn/train"
@@ -52,6 +53,19 @@ type DataOptions struct {
 	// CentreCount how many of them (in name order) to average.
 	CentreImages string
 	CentreCount  int
+	// Part, if set, keeps only one part of a split of the training
+	// identities (LFW only), before any image is read or described: a
+	// federated client's own data, without describing everybody else's.
+	Part *DataPart
+}
+
+// DataPart is part Index (from 0) of the split of the training
+// identities that dataset.PartitionIdentities makes with Options, the
+// identities numbered as the loaded set numbers them (sorted names): the
+// same examples as part Index of fed/local.Split on the whole set.
+type DataPart struct {
+	Index   int
+	Options dataset.PartitionOptions
 }
 
 // OptimOptions configure the optimiser and the passes over the data.
@@ -302,6 +316,14 @@ func (o *Options) ValidateData() error {
 		}
 	default:
 		return wrap(fmt.Errorf("unknown training set %q (want lfw or mtfl)", o.Data.Set))
+	}
+	if p := o.Data.Part; p != nil {
+		switch {
+		case o.Data.Set != "lfw":
+			return wrap(errors.New("a part of the data is a split of its identities: LFW only"))
+		case p.Options.Clients < 1 || p.Index < 0 || p.Index >= p.Options.Clients:
+			return wrap(fmt.Errorf("part %d of %d: want 0 ≤ part < parts", p.Index, p.Options.Clients))
+		}
 	}
 	if o.Data.LFW == "" {
 		return wrap(errors.New("no LFW folder (the evaluation pairs are LFW's)"))

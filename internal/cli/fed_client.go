@@ -76,7 +76,8 @@ only the update. Exits 0 when the coordinator says the run is over.
 Data and model: --data is an LFW-layout folder (peopleDevTrain.txt, the
 development pairs files, one folder of images per person); the client trains
 on part K of N of its identities (--partition K/N, the split veil fed sim
-makes, the same on every machine for the same --alpha and --partition-seed).
+makes, the same on every machine for the same --alpha and --partition-seed),
+and describes only that part's images.
 The network is veil fed sim's: an embedding head on --features (agegender by
 default: face-api's public age/gender features) learning each image's
 face-pipeline descriptor (distillation), trained by package training as veil
@@ -366,6 +367,8 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, error) {
 			WeightDecay: f.weightDecay, Seed: f.seed},
 		Describers: training.Describers{Inputs: f.head.openInputs, Teacher: f.head.openDescriber},
 	}
+	// Only this client's identities are read and described.
+	o.Data.Part = &training.DataPart{Index: k - 1, Options: dataset.PartitionOptions{Clients: n, Alpha: f.alpha, Seed: f.partitionSeed}}
 	if f.describers != nil {
 		o.Describers = *f.describers
 	}
@@ -394,11 +397,7 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	parts, err := local.Split(data, dataset.PartitionOptions{Clients: n, Alpha: f.alpha, Seed: f.partitionSeed})
-	if err != nil {
-		return nil, err
-	}
-	return local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: parts[k-1], MaxPerIdentity: f.maxPerIdentity,
+	return local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: data, MaxPerIdentity: f.maxPerIdentity,
 		MinNoiseMultiplier: f.minNoise})
 }
 
