@@ -212,8 +212,17 @@ func (c *Client) Spent() (dp.Spent, error) { return c.ledger.Spent(principal) }
 
 // Run joins and takes part in rounds until the coordinator says the run is
 // over (nil), the budget is exhausted (ErrBudgetExhausted, wrapped), or ctx
-// ends.
+// ends: Join, then Serve.
 func (c *Client) Run(ctx context.Context) error {
+	if err := c.Join(ctx); err != nil {
+		return err
+	}
+	return c.Serve(ctx)
+}
+
+// Join joins the coordinator: the step that reaches it, which a caller
+// retrying an unreachable coordinator bounds with ctx's deadline.
+func (c *Client) Join(ctx context.Context) error {
 	j, err := c.api.Join(ctx, &fedpb.JoinRequest{ProtocolVersion: fedpb.ProtocolVersion,
 		BudgetEpsilon: c.o.Policy.Budget.Epsilon, BudgetDelta: c.o.Policy.Budget.Delta, PrivacyUnit: c.o.Policy.Unit})
 	if err != nil {
@@ -221,6 +230,16 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	c.id = j.GetClientId()
 	c.o.Logger.Info("joined", "client", c.id)
+	return nil
+}
+
+// Serve takes part in rounds, after Join, until the coordinator says the
+// run is over (nil), the budget is exhausted (ErrBudgetExhausted,
+// wrapped), or ctx ends.
+func (c *Client) Serve(ctx context.Context) error {
+	if c.id == "" {
+		return errors.New("client: not joined (Join first)")
+	}
 	for {
 		resp, err := c.api.Poll(ctx, &fedpb.PollRequest{ProtocolVersion: fedpb.ProtocolVersion})
 		if err != nil {

@@ -107,7 +107,10 @@ status 4 when a round would take it past its budget. The coordinator keeps
 a ledger for this client too and refuses updates beyond the budget.
 
 Reliability: while the coordinator is unreachable (restarting, network
-down) the client keeps trying for --retry-for, then gives up. A round's
+down) the client keeps trying for --retry-for, then gives up: that bounds
+the whole wait, each attempt's included (a coordinator that accepts
+connections but never answers costs --retry-for, not a connect timeout per
+attempt). A round's
 update is trained once: if sending it failed, the same update is sent again
 when the coordinator offers the round again, at no new privacy cost.
 
@@ -153,7 +156,7 @@ Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
 	for _, n := range []string{"trainer", "train-delay", "fixed-delta"} {
 		_ = fl.MarkHidden(n)
 	}
-	fl.DurationVar(&f.retryFor, "retry-for", 2*time.Minute, "keep retrying an unreachable coordinator this long")
+	fl.DurationVar(&f.retryFor, "retry-for", 2*time.Minute, "keep retrying an unreachable coordinator this long in all, every attempt included (0: try once, for up to 2s)")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.BoolVar(&f.json, "json", false, "print the client's final report as JSON")
@@ -300,33 +303,99 @@ func transient(err error) bool {
 // runWithRetries runs the client, joining again after transient failures,
 // until the run is over, a permanent error (a certificate the other side
 // refuses is one, though gRPC calls it unavailable), or the coordinator
-// at addr has been unreachable for retryFor. Errors reaching the
-// coordinator are worded for the user (explainCoordinatorError); name is
-// this client's certificate name.
+// at addr has been unreachable for retryFor (see retrier). Errors reaching
+// the coordinator are worded for the user (explainCoordinatorError); name
+// is this client's certificate name.
 func runWithRetries(ctx context.Context, c *client.Client, addr, name string, retryFor time.Duration, progress func(string)) error {
-	var failingSince time.Time
+	r := retrier{
+		join: func(ctx context.Context, timeout time.Duration) error {
+			jctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			return c.Join(jctx)
+		},
+		serve:    c.Serve,
+		now:      time.Now,
+		sleep:    sleepCtx,
+		explain:  func(err error) error { return explainCoordinatorError(addr, name, err) },
+		progress: progress,
+		retryFor: retryFor,
+	}
+	return r.run(ctx)
+}
+
+// sleepCtx waits d, or until ctx is done (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// firstJoinTimeout is the least time the first attempt of a retry window
+// may take to join, so that --retry-for 0 (or a few ms) still tries once.
+const firstJoinTimeout = 2 * time.Second
+
+// retrier joins a coordinator and serves rounds, joining again after
+// transient failures within a retry window: the window opens when an
+// attempt to join starts while the client is not joined, or when serving
+// fails, and lasts retryFor (at least firstJoinTimeout). Every join is
+// bounded by what is left of the window, and so is every wait between
+// attempts: an unreachable coordinator that holds connections open without
+// answering costs retryFor, not the transport's own connect timeout per
+// attempt. Serving, once joined, is not bounded.
+type retrier struct {
+	// join joins, waiting at most timeout.
+	join func(ctx context.Context, timeout time.Duration) error
+	// serve takes part in rounds after a join.
+	serve func(ctx context.Context) error
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+	// explain words an error for the user; a permanent one (see
+	// permanentCoordinatorError) is not retried.
+	explain  func(error) error
+	progress func(string)
+	retryFor time.Duration
+}
+
+func (r *retrier) run(ctx context.Context) error {
+	var end time.Time // the window's end; zero: not in a window
 	backoff := 200 * time.Millisecond
 	for {
-		start := time.Now()
-		err := c.Run(ctx)
-		if err == nil || ctx.Err() != nil {
-			return err
+		first := end.IsZero()
+		if first {
+			end = r.now().Add(max(r.retryFor, firstJoinTimeout))
 		}
-		xerr := explainCoordinatorError(addr, name, err)
+		err := r.join(ctx, end.Sub(r.now()))
+		if err == nil {
+			err = r.serve(ctx)
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			// Joined, then lost: a new window from now.
+			end, backoff = r.now().Add(r.retryFor), 200*time.Millisecond
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		xerr := r.explain(err)
 		if !transient(err) || permanentCoordinatorError(xerr) {
 			return xerr
 		}
-		if failingSince.IsZero() || time.Since(start) > 5*time.Second {
-			failingSince, backoff = start, 200*time.Millisecond
+		left := end.Sub(r.now())
+		if left <= 0 {
+			return fmt.Errorf("gave up after trying for %s (--retry-for): %w", r.retryFor, xerr)
 		}
-		if time.Since(failingSince) > retryFor {
-			return fmt.Errorf("gave up after trying for %s (--retry-for): %w", retryFor, xerr)
+		wait := min(backoff, left)
+		r.progress(fmt.Sprintf("%v; retrying in %s", xerr, wait))
+		if err := r.sleep(ctx, wait); err != nil {
+			return err
 		}
-		progress(fmt.Sprintf("%v; retrying in %s", xerr, backoff))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+		if end.Sub(r.now()) <= 0 {
+			return fmt.Errorf("gave up after trying for %s (--retry-for): %w", r.retryFor, xerr)
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}

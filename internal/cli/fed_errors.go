@@ -74,7 +74,9 @@ func explainCoordinatorError(addr, name string, err error) error {
 			"it listens on 127.0.0.1 only unless started with --listen 0.0.0.0:PORT)", addr)
 	case strings.Contains(msg, "no such host"):
 		return mk(false, "cannot reach the coordinator at %s: its host name is unknown", addr)
-	case st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded:
+	case st.Code() == codes.DeadlineExceeded:
+		return mk(false, "cannot reach the coordinator at %s: no answer in time (is that the coordinator's address, and is it running?)", addr)
+	case st.Code() == codes.Unavailable:
 		return mk(false, "cannot reach the coordinator at %s (%s)", addr, innermost(msg))
 	case st.Code() == codes.PermissionDenied || st.Code() == codes.Unauthenticated || st.Code() == codes.FailedPrecondition ||
 		st.Code() == codes.InvalidArgument || st.Code() == codes.NotFound:
