@@ -73,6 +73,10 @@ type IndexOptions struct {
 	// modification time and inode are as recorded (see fileStamp), which
 	// are otherwise taken to be unchanged without being read.
 	Rehash bool
+	// Waiting, when set, is called when another run is indexing the
+	// library (Index waits for it to finish: see IndexLockFile), with
+	// that run's pid (0 if unknown).
+	Waiting func(pid int)
 
 	// run replaces Pipeline.Run in tests of the bookkeeping, which need
 	// no networks.
@@ -224,11 +228,22 @@ type planned struct {
 //
 // Index stops early when ctx is done, returning the report so far and
 // ctx's error; what was committed stays.
+//
+// One Index runs on a library at a time, across processes (a lock on
+// IndexLockFile): another waits for it to finish, calling opt.Waiting,
+// and then finds the photos it recorded unchanged, instead of analysing
+// them again and calling them copies.
 func (l *Library) Index(ctx context.Context, roots []string, opt IndexOptions) (*IndexReport, error) {
 	start := time.Now()
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
+	unlock, err := l.lockIndexing(ctx, opt.Waiting)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	start = time.Now() // waiting for another run is not indexing
 	scan, err := Scan(ctx, roots)
 	if err != nil {
 		return nil, err

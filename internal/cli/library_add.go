@@ -78,6 +78,12 @@ alignments averaged (the settings measured best on LFW), on every core
 (--workers). Each photo is committed on its own, so an interrupted run (Ctrl-C,
 a crash, a power cut) loses nothing: run the same command again to go on.
 
+One veil library add indexes a library at a time: a second one started
+meanwhile (in another terminal, or by a scheduled job) says so and waits for
+the first to finish, then goes on, finding what the first recorded
+unchanged. Waiting, rather than refusing, lets both runs' folders be added
+without the user starting the second again; Ctrl-C stops the wait.
+
 Files that cannot be read (damaged, not a photo, HEIC and other formats that
 are not supported, broken links) are listed with the reason, remembered for veil
 library status, and skipped; the run goes on.
@@ -113,7 +119,16 @@ the library; 130 when interrupted (what was done is kept).`,
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
 				var reading, bar *progress.Bar
+				waited := false
 				opt := tagging.IndexOptions{Pipeline: p, Workers: workers, Rehash: rehash,
+					Waiting: func(pid int) {
+						waited = true
+						who := ""
+						if pid > 0 {
+							who = fmt.Sprintf(" (pid %d)", pid)
+						}
+						fmt.Fprintf(e.stderr, "another veil library add is indexing this library%s; waiting for it to finish (Ctrl-C to stop)\n", who)
+					},
 					Reading: func(done, total int) {
 						if done == 1 {
 							reading = progress.New(e.stderr, "reading", total, quiet || total < 1000)
@@ -135,6 +150,9 @@ the library; 130 when interrupted (what was done is kept).`,
 				bar.Done()
 				interrupted := err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled)
 				if err != nil && (!interrupted || rep == nil) {
+					if interrupted && waited && rep == nil {
+						return &exitError{code: exitInterrupted, err: errors.New("interrupted while waiting for the other veil library add: nothing was added")}
+					}
 					if interrupted {
 						return &exitError{code: exitInterrupted, err: errors.New("interrupted while listing the photos: nothing was added")}
 					}
