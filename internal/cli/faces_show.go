@@ -17,6 +17,7 @@ func newFacesShowCmd(e *env) *cobra.Command {
 	var lf libraryFlags
 	var out, person string
 	var cluster, limit int
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show [FACE...]",
 		Short: "Write a picture of faces with their ids, to see whom to name",
@@ -98,6 +99,9 @@ cluster or person, or bad input.`,
 				if err := os.WriteFile(out, b.Bytes(), 0o600); err != nil {
 					return err
 				}
+				if asJSON {
+					return writeJSON(e.stdout, map[string]any{"out": out, "faces": ids, "selected": total})
+				}
 				msg := fmt.Sprintf("wrote %s: %s", out, plural(len(ids), "face"))
 				if total > len(ids) {
 					msg += fmt.Sprintf(" of %d (--limit)", total)
@@ -112,6 +116,7 @@ cluster or person, or bad input.`,
 	cmd.Flags().IntVar(&cluster, "cluster", 0, "show the faces of this cluster (as veil faces clusters lists them)")
 	cmd.Flags().StringVar(&person, "person", "", "show the faces assigned to this person")
 	cmd.Flags().IntVar(&limit, "limit", 200, "show at most this many faces (the first by id)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: the file written, the faces shown and how many were selected")
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"image"
 	"image/png"
@@ -133,9 +134,23 @@ func TestFacesShow(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := of[ids[0]]
-	code, stdout, errs = run(t, "faces", "show", "--cluster", fmt.Sprint(c), "--library", dir, "--out", out)
-	if code != 0 || !strings.Contains(stdout, "wrote") {
-		t.Fatalf("--cluster: exit %d, %q %q", code, stdout, errs)
+	code, stdout, errs = run(t, "faces", "show", "--cluster", fmt.Sprint(c), "--library", dir, "--out", out, "--json", "--limit", "1")
+	var js struct {
+		Out      string  `json:"out"`
+		Faces    []int64 `json:"faces"`
+		Selected int     `json:"selected"`
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &js) != nil {
+		t.Fatalf("--cluster --json: exit %d, %q %q", code, stdout, errs)
+	}
+	var inCluster int
+	for _, k := range of {
+		if k == c {
+			inCluster++
+		}
+	}
+	if js.Out != out || len(js.Faces) != 1 || js.Faces[0] != ids[0] || js.Selected != inCluster {
+		t.Errorf("--cluster --json --limit 1: %+v, want face %d of %d", js, ids[0], inCluster)
 	}
 
 	mustFail(t, "say which faces to show", "faces", "show", "--library", dir)
