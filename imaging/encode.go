@@ -31,9 +31,9 @@ func FormatOf(name string) (Format, error) {
 	case ".jpg", ".jpeg":
 		return JPEG, nil
 	case "":
-		return "", fmt.Errorf("imaging: %s: no extension to tell the image format: end the name in .png, .jpg or .jpeg", name)
+		return "", fmt.Errorf("%s: no extension to tell the image format: end the name in .png, .jpg or .jpeg", name)
 	default:
-		return "", fmt.Errorf("imaging: %s: cannot write %s images: end the name in .png, .jpg or .jpeg", name, ext)
+		return "", fmt.Errorf("%s: cannot write %s images: end the name in .png, .jpg or .jpeg", name, ext)
 	}
 }
 

@@ -21,7 +21,7 @@ func newFacesShowCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show [FACE...]",
 		Short: "Write a picture of faces with their ids, to see whom to name",
-		Long: `Show writes a contact sheet (a PNG image, --out, default faces.png) of face
+		Long: `Show writes a contact sheet (an image, --out, default faces.png) of face
 thumbnails, each with its face id under it, so you can see who a face is
 before naming it with veil faces name. Give face ids, or --cluster N (a
 cluster as veil faces clusters printed it), or --person NAME (the faces
@@ -53,8 +53,9 @@ cluster or person, or bad input.`,
 			if limit < 1 {
 				return fmt.Errorf("--limit %d: want at least 1", limit)
 			}
-			if out == "" {
-				return errors.New("--out needs a file name")
+			format, err := imaging.FormatOf(out)
+			if err != nil {
+				return fmt.Errorf("--out: %w", err)
 			}
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
 				switch {
@@ -93,7 +94,7 @@ cluster or person, or bad input.`,
 					return err
 				}
 				var b bytes.Buffer
-				if err := sheet.EncodePNG(&b); err != nil {
+				if err := sheet.Encode(&b, format); err != nil {
 					return err
 				}
 				if err := os.WriteFile(out, b.Bytes(), 0o600); err != nil {
@@ -112,7 +113,7 @@ cluster or person, or bad input.`,
 		},
 	}
 	lf.register(cmd)
-	cmd.Flags().StringVar(&out, "out", "faces.png", "write the contact sheet to this PNG file")
+	cmd.Flags().StringVar(&out, "out", "faces.png", "write the contact sheet to this file, PNG or JPEG as its extension (.png, .jpg, .jpeg) says")
 	cmd.Flags().IntVar(&cluster, "cluster", 0, "show the faces of this cluster (as veil faces clusters lists them)")
 	cmd.Flags().StringVar(&person, "person", "", "show the faces assigned to this person")
 	cmd.Flags().IntVar(&limit, "limit", 200, "show at most this many faces (the first by id)")

@@ -158,4 +158,5 @@ func TestFacesShow(t *testing.T) {
 	mustFail(t, "no cluster 99", "faces", "show", "--cluster", "99", "--library", dir)
 	mustFail(t, "no such face", "faces", "show", "999", "--library", dir, "--out", out)
 	mustFail(t, "not a face id", "faces", "show", "x", "--library", dir)
+	mustFail(t, "--out: sheet.gif: cannot write .gif images", "faces", "show", "1", "--library", dir, "--out", "sheet.gif")
 }
