@@ -502,6 +502,10 @@ type Status struct {
 	Failed []ScanError `json:"failed"`
 	// MissingPaths lists the missing photos' paths.
 	MissingPaths []string `json:"missing_paths"`
+	// NoFacePaths lists the photos present in which no face was found (or
+	// every face was removed as false): the detector may have missed one,
+	// which the user can draw (AddManualFace, veil faces add).
+	NoFacePaths []string `json:"no_face_paths"`
 }
 
 // ScanError is a file a scan could not index, with the reason and when.
@@ -512,9 +516,10 @@ type ScanError struct {
 }
 
 // Status counts the library's photos, faces and people and lists the files
-// that failed and the photos missing. It decrypts nothing.
+// that failed, the photos missing and the photos without a face. It
+// decrypts nothing.
 func (l *Library) Status(ctx context.Context) (*Status, error) {
-	st := &Status{Failed: []ScanError{}, MissingPaths: []string{}}
+	st := &Status{Failed: []ScanError{}, MissingPaths: []string{}, NoFacePaths: []string{}}
 	v, err := schemaVersion(ctx, l.db)
 	if err != nil {
 		return nil, fmt.Errorf("reading the library's status: %w", err)
@@ -564,5 +569,25 @@ func (l *Library) Status(ctx context.Context) (*Status, error) {
 	for _, p := range missing {
 		st.MissingPaths = append(st.MissingPaths, p.Path)
 	}
+	noFace, err := l.PhotosWithoutFaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range noFace {
+		st.NoFacePaths = append(st.NoFacePaths, p.Path)
+	}
 	return st, nil
+}
+
+// PhotosWithoutFaces returns the photos present (not missing) that have no
+// face left: none was found, none drawn by hand, or every one was removed
+// as false. They are where a face the detector missed would be, sorted by
+// path. It decrypts nothing.
+func (l *Library) PhotosWithoutFaces(ctx context.Context) ([]Photo, error) {
+	ps, err := l.queryPhotos(ctx, `SELECT `+photoColumns+` FROM photos WHERE missing = 0 AND NOT EXISTS
+		(SELECT 1 FROM faces WHERE faces.photo_id = photos.id AND faces.removed = 0) ORDER BY path`)
+	if err != nil {
+		return nil, fmt.Errorf("listing photos without faces: %w", err)
+	}
+	return ps, nil
 }

@@ -232,12 +232,14 @@ func newLibraryStatusCmd(e *env) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Count the library's photos, faces and people; list failed and missing files",
+		Short: "Count the library's photos, faces and people; list failed and missing files and photos without a face",
 		Long: `Status counts the photos of the library (and those missing: their files were
 gone at the last veil library add), the faces (named, named by you, drawn by
 hand, removed as false), the people (and hidden ones), and lists the files that
-could not be read with the reason and the missing photos. It prints the
-library's schema version. It decrypts nothing but needs the passphrase to
+could not be read with the reason, the missing photos, and the photos in which
+no face was found (or every face was removed as false): if one shows a face
+the detector missed, draw it with veil faces add PHOTO --box X,Y,W,H. It
+prints the library's schema version. It decrypts nothing but needs the passphrase to
 check it.
 
 Exit status: 0 on success; 2 on a wrong passphrase; 1 when the library cannot
@@ -269,6 +271,12 @@ be opened otherwise.`,
 				if len(st.MissingPaths) > 0 {
 					fmt.Fprintf(w, "missing photos (%d; veil library add --forget-missing deletes them):\n", len(st.MissingPaths))
 					for _, p := range st.MissingPaths {
+						fmt.Fprintf(w, "  %s\n", p)
+					}
+				}
+				if len(st.NoFacePaths) > 0 {
+					fmt.Fprintf(w, "photos without a face (%d; veil faces add PHOTO --box X,Y,W,H adds one the detector missed):\n", len(st.NoFacePaths))
+					for _, p := range st.NoFacePaths {
 						fmt.Fprintf(w, "  %s\n", p)
 					}
 				}

@@ -1,14 +1,36 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
-	"github.com/veil-privacy/veil/internal/datadir"
+	"image"
+	"image/color"
+	"image/jpeg"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/veil-privacy/veil/internal/datadir"
 )
+
+// writeWall writes a 200×150 JPEG of a smooth gradient: a photo without a
+// face.
+func writeWall(t *testing.T, dir, name string) string {
+	t.Helper()
+	m := image.NewRGBA(image.Rect(0, 0, 200, 150))
+	for y := range 150 {
+		for x := range 200 {
+			m.Set(x, y, color.RGBA{uint8(60 + x/2), uint8(90 + y/3), 140, 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, dir, name, b.Bytes())
+}
 
 // copyLFWPhotos copies LFW deep-funnelled images (Name_000N) into dir.
 func copyLFWPhotos(t *testing.T, dir string, names ...string) {
@@ -36,7 +58,8 @@ func decodeObject(t *testing.T, out string) map[string]any {
 
 // TestLibraryAddStatusAndFacesAdd drives the indexing commands as a user
 // would: add a folder with two photos and a broken file, add it again,
-// read the status, then draw a face by hand and get the bad boxes refused.
+// read the status (which lists the photo without a face), then draw a face
+// by hand (the photo leaves that list) and get the bad boxes refused.
 func TestLibraryAddStatusAndFacesAdd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the face networks")
@@ -45,6 +68,7 @@ func TestLibraryAddStatusAndFacesAdd(t *testing.T) {
 	photos := t.TempDir()
 	copyLFWPhotos(t, photos, "Aaron_Peirsol_0001", "Abdullah_Gul_0001")
 	broken := writeFile(t, photos, "broken.jpg", []byte("not a photo"))
+	wall := writeWall(t, photos, "wall.jpg")
 
 	out := veilOK(t, "library", "add", "--library", lib, "--json", "--quiet", photos)
 	doc := decodeObject(t, out)
@@ -53,7 +77,7 @@ func TestLibraryAddStatusAndFacesAdd(t *testing.T) {
 			t.Errorf("library add --json lacks %q: %s", k, out)
 		}
 	}
-	if doc["photos_added"] != 2.0 || doc["photos_skipped"] != 0.0 || doc["photos_failed"] != 1.0 || doc["faces"].(float64) < 2 {
+	if doc["photos_added"] != 3.0 || doc["photos_skipped"] != 0.0 || doc["photos_failed"] != 1.0 || doc["faces"].(float64) < 2 {
 		t.Errorf("first add: %s", out)
 	}
 	errs, _ := doc["errors"].([]any)
@@ -66,19 +90,23 @@ func TestLibraryAddStatusAndFacesAdd(t *testing.T) {
 	}
 	// Again: nothing new.
 	doc = decodeObject(t, veilOK(t, "library", "add", "--library", lib, "--json", "--quiet", photos))
-	if doc["photos_added"] != 0.0 || doc["photos_skipped"] != 2.0 || doc["photos_failed"] != 1.0 || doc["faces"] != 0.0 {
+	if doc["photos_added"] != 0.0 || doc["photos_skipped"] != 3.0 || doc["photos_failed"] != 1.0 || doc["faces"] != 0.0 {
 		t.Errorf("second add: %v", doc)
 	}
 
 	st := decodeObject(t, veilOK(t, "library", "status", "--library", lib, "--json"))
-	if st["photos"] != 2.0 || st["schema_version"].(float64) < 1 || st["missing"] != 0.0 || st["people"] != 0.0 {
+	if st["photos"] != 3.0 || st["schema_version"].(float64) < 1 || st["missing"] != 0.0 || st["people"] != 0.0 {
 		t.Errorf("status %v", st)
+	}
+	if noFace, _ := st["no_face_paths"].([]any); len(noFace) != 1 || noFace[0] != wall {
+		t.Errorf("status no_face_paths %v, want [%s]", st["no_face_paths"], wall)
 	}
 	if failed, _ := st["failed"].([]any); len(failed) != 1 || failed[0].(map[string]any)["path"] != broken {
 		t.Errorf("status failed %v", st["failed"])
 	}
 	text := veilOK(t, "library", "status", "--library", lib)
-	if !strings.Contains(text, "photos  2 (missing 0)") || !strings.Contains(text, broken) {
+	if !strings.Contains(text, "photos  3 (missing 0)") || !strings.Contains(text, broken) ||
+		!strings.Contains(text, "photos without a face (1; veil faces add") || !strings.Contains(text, "  "+wall+"\n") {
 		t.Errorf("status text:\n%s", text)
 	}
 
@@ -110,6 +138,11 @@ func TestLibraryAddStatusAndFacesAdd(t *testing.T) {
 	st = decodeObject(t, veilOK(t, "library", "status", "--library", lib, "--json"))
 	if st["manual_faces"] != 1.0 || st["named_by_user"] != 1.0 || st["people"] != 1.0 {
 		t.Errorf("status after faces add: %v", st)
+	}
+	veilOK(t, "faces", "add", "--library", lib, wall, "--box", "50,40,60,60")
+	st = decodeObject(t, veilOK(t, "library", "status", "--library", lib, "--json"))
+	if noFace, ok := st["no_face_paths"].([]any); !ok || len(noFace) != 0 {
+		t.Errorf("no_face_paths after drawing a face in %s: %v", wall, st["no_face_paths"])
 	}
 }
 
