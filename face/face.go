@@ -61,6 +61,9 @@ type Face struct {
 	Detector  Detector `json:"detector,omitempty"`
 	SSDScore  float64  `json:"ssd_score,omitempty"`
 	TinyScore float64  `json:"tiny_score,omitempty"`
+	// Retried is set when Detector Both found the face on its second pass
+	// (the photo with a border, RetryPad), run because the first found none.
+	Retried bool `json:"retried,omitempty"`
 }
 
 // Detector selects the face detector.
@@ -128,6 +131,10 @@ type Options struct {
 	// SecondDetector loads the other detector too, and Central consults
 	// it when the first finds no face or only one scoring below MinScore.
 	SecondDetector bool
+	// SinglePass turns off Detector Both's second pass (see DetectBoth),
+	// which otherwise runs both networks again, on the photo with a
+	// border, when the first pass found no face.
+	SinglePass bool
 }
 
 // ErrOptions is wrapped by option validation errors.
@@ -233,19 +240,18 @@ func NewPipeline(opt Options) (*Pipeline, error) {
 // Options returns the pipeline's options with defaults filled in.
 func (p *Pipeline) Options() Options { return p.opt }
 
-// Detect finds face boxes only.
+// Detect finds face boxes only. With Detector Both it applies Options.Rule
+// to DetectBoth's detections: a photo in which the first pass finds no face
+// costs a second pass of both networks (see RetryPad), unless
+// Options.SinglePass.
 func (p *Pipeline) Detect(img *imaging.RGB) ([]Face, error) {
 	if p.opt.Detector == Both {
 		fs, ft := p.opt.Rule.floors()
-		ssd, err := p.Detections(img, SSD, fs)
+		d, err := p.DetectBoth(img, fs, ft)
 		if err != nil {
 			return nil, err
 		}
-		tiny, err := p.Detections(img, Tiny, ft)
-		if err != nil {
-			return nil, err
-		}
-		faces := p.opt.Rule.Combine(ssd, tiny)
+		faces := p.opt.Rule.Faces(&d)
 		if len(faces) > p.opt.MaxFaces {
 			faces = faces[:p.opt.MaxFaces]
 		}
