@@ -23,6 +23,10 @@ const IndexLockFile = "index.lock"
 // indexLockPoll is how often a run waiting for the lock tries again.
 const indexLockPoll = 100 * time.Millisecond
 
+// unknownHolderPolls is how many polls a waiting run gives the holder to
+// write its pid before it reports the holder as unknown.
+const unknownHolderPolls = 10
+
 // errLocked is what tryLock returns when another holds the lock.
 var errLocked = errors.New("locked")
 
@@ -37,7 +41,7 @@ func (l *Library) lockIndexing(ctx context.Context, waiting func(pid int)) (func
 	if err != nil {
 		return nil, fmt.Errorf("indexing: the lock file: %w", err)
 	}
-	told := false
+	told, polls := false, 0
 	for {
 		err := tryLock(f)
 		if err == nil {
@@ -48,9 +52,15 @@ func (l *Library) lockIndexing(ctx context.Context, waiting func(pid int)) (func
 			return nil, fmt.Errorf("indexing: locking %s: %w", path, err)
 		}
 		if !told && waiting != nil {
-			waiting(lockHolder(path))
+			// The holder writes its pid just after it takes the lock: a
+			// file still empty is given up to a second before the holder
+			// is reported as unknown.
+			if pid := lockHolder(path); pid != 0 || polls >= unknownHolderPolls {
+				waiting(pid)
+				told = true
+			}
 		}
-		told = true
+		polls++
 		t := time.NewTimer(indexLockPoll)
 		select {
 		case <-ctx.Done():
