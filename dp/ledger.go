@@ -89,9 +89,11 @@ func NewLedger(opts LedgerOptions) (*Ledger, error) {
 	return &Ledger{opts: opts, orders: a.Orders(), acct: map[string]*principal{}}, nil
 }
 
-// SetBudget gives a principal a budget. A principal's budget can only be
-// raised or set for the first time; lowering it below what it has spent is
-// refused.
+// SetBudget gives a principal a budget. Until anything is charged to the
+// principal the budget may be anything valid; afterwards ε may only be
+// lowered, not below what the principal has spent, and δ may not change
+// (ErrBudgetLocked): a raise would let an owner spend again what was
+// spent, and another δ would make the spending read differently.
 func (l *Ledger) SetBudget(id string, b Budget) error {
 	if id == "" {
 		return errors.New("dp: ledger: principal id must not be empty")
@@ -109,6 +111,14 @@ func (l *Ledger) SetBudget(id string, b Budget) error {
 		}
 		l.acct[id] = &principal{budget: b, acct: a}
 		return nil
+	}
+	if len(p.acct.events) > 0 {
+		if b.Delta != p.budget.Delta {
+			return fmt.Errorf("dp: ledger: principal %q has charges at δ = %g; its δ cannot change to %g: %w", id, p.budget.Delta, b.Delta, ErrBudgetLocked)
+		}
+		if b.Epsilon > p.budget.Epsilon {
+			return fmt.Errorf("dp: ledger: principal %q has charges under the budget ε = %g; raising it to %g is refused: %w", id, p.budget.Epsilon, b.Epsilon, ErrBudgetLocked)
+		}
 	}
 	s, err := l.spent(p.acct, b.Delta)
 	if err != nil {

@@ -144,8 +144,37 @@ func TestLedgerErrors(t *testing.T) {
 	if err := l.SetBudget("bob", Budget{Epsilon: 0.01, Delta: 1e-5}); !errors.Is(err, ErrBudgetExceeded) {
 		t.Errorf("lowering budget below spent: %v", err)
 	}
-	if err := l.SetBudget("bob", Budget{Epsilon: 5, Delta: 1e-5}); err != nil {
-		t.Errorf("raising budget: %v", err)
+	if err := l.SetBudget("bob", Budget{Epsilon: 1.5, Delta: 1e-5}); err != nil {
+		t.Errorf("lowering the budget above what is spent: %v", err)
+	}
+}
+
+// TestLedgerBudgetCannotBeRaisedAfterSpending plays an owner who spends,
+// then raises the budget or changes its δ to spend again: both are
+// refused, the budget stays, and what was spent still reads as spent.
+// (Before the fix SetBudget accepted both.)
+func TestLedgerBudgetCannotBeRaisedAfterSpending(t *testing.T) {
+	l, err := NewLedger(LedgerOptions{})
+	must(t, err)
+	must(t, l.SetBudget("bob", Budget{Epsilon: 2, Delta: 1e-5}))
+	// Before anything is spent the budget may still be raised.
+	must(t, l.SetBudget("bob", Budget{Epsilon: 3, Delta: 1e-5}))
+	spent, err := l.Charge("bob", mustEvent(GaussianEvent(2, 1)))
+	must(t, err)
+	for _, b := range []Budget{{Epsilon: 30, Delta: 1e-5}, {Epsilon: 3, Delta: 1e-3}, {Epsilon: 3, Delta: 1e-9}} {
+		if err := l.SetBudget("bob", b); !errors.Is(err, ErrBudgetLocked) {
+			t.Errorf("budget %+v after spending: err = %v, want ErrBudgetLocked", b, err)
+		}
+		got, err := l.Budget("bob")
+		must(t, err)
+		if got != (Budget{Epsilon: 3, Delta: 1e-5}) {
+			t.Errorf("after the refused budget %+v the budget is %+v", b, got)
+		}
+		s, err := l.Spent("bob")
+		must(t, err)
+		if s.Epsilon != spent.Epsilon || s.Epsilon == 0 {
+			t.Errorf("after the refused budget %+v spent reads %g, want %g", b, s.Epsilon, spent.Epsilon)
+		}
 	}
 }
 
