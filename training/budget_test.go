@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,6 +25,22 @@ func dpHead(dir, ckpt string, epochs int) Options {
 	return o
 }
 
+var lfwIdentity = dp.DataSet{Name: "lfw", Unit: dp.UnitIdentity}
+
+// ledgerOf reads the lfw identity ledger of o's ledger folder.
+func ledgerOf(t *testing.T, o Options) *dp.DataLedger {
+	t.Helper()
+	d, err := dp.OpenLedgerDir(o.LedgerDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := d.Read(lfwIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // snapshot returns every file of dir with its content.
 func snapshot(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
@@ -33,6 +50,9 @@ func snapshot(t *testing.T, dir string) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			t.Fatal(err)
@@ -54,8 +74,9 @@ func runErr(o Options) error {
 // TestResumePastBudgetRefused plays a user who resumes a finished DP run
 // with more epochs than its budget allows: the run is refused before
 // anything is written, with a message that names the budget, what was
-// spent and what the run would need; raising the budget explicitly lets
-// it continue.
+// spent and what the run would need. Raising the budget is refused too
+// (before the fix it was accepted, and the run went on); only the owner's
+// explicit reset, recorded in the ledger's history, lets it continue.
 func TestResumePastBudgetRefused(t *testing.T) {
 	data, out := t.TempDir(), t.TempDir()
 	trainingtest.WriteLFW(t, data)
@@ -64,60 +85,169 @@ func TestResumePastBudgetRefused(t *testing.T) {
 	if first.BudgetEpsilon != first.LedgerEpsilon || first.Epsilon == nil || *first.Epsilon > first.BudgetEpsilon {
 		t.Fatalf("first run: budget %g, charged %g, ε %v: the default budget is what the run spends", first.BudgetEpsilon, first.LedgerEpsilon, first.Epsilon)
 	}
-	before := snapshot(t, out)
-	if len(before) != 2 {
-		t.Fatalf("after one run %s holds %d files, want the checkpoint and its ledger", out, len(before))
-	}
 	more := dpHead(data, ckpt, 4)
 	more.Resume = ckpt
+	before, ledgers := snapshot(t, out), snapshot(t, more.LedgerDir)
 	err := runErr(more)
 	if !errors.Is(err, ErrBudget) {
 		t.Fatalf("resume past the budget: err = %v, want ErrBudget", err)
 	}
 	msg := err.Error()
-	for _, want := range []string{fmt.Sprintf("ε = %g", first.BudgetEpsilon), "2 epochs have spent", "2 more would bring it to", "per identity", LedgerPath(ckpt)} {
+	for _, want := range []string{fmt.Sprintf("ε = %g", first.BudgetEpsilon), "2 epochs so far", "2 more epochs would bring them to", "per identity", first.Ledger} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("refusal %q does not mention %q", msg, want)
 		}
 	}
-	after := snapshot(t, out)
-	if len(after) != len(before) {
-		t.Errorf("the refused run left %d files, want %d", len(after), len(before))
-	}
-	for name, b := range before {
-		if !bytes.Equal(after[name], b) {
-			t.Errorf("the refused run changed %s", name)
+	for dir, snap := range map[string]map[string][]byte{out: before, more.LedgerDir: ledgers} {
+		after := snapshot(t, dir)
+		if len(after) != len(snap) {
+			t.Errorf("the refused run left %d files in %s, want %d", len(after), dir, len(snap))
+		}
+		for name, b := range snap {
+			if !bytes.Equal(after[name], b) {
+				t.Errorf("the refused run changed %s", name)
+			}
 		}
 	}
-	// An explicit, larger budget lets the run continue; the ledger then
-	// records all four epochs.
+	// A larger budget is refused now that the people have spent, and the
+	// spending still reads.
 	more.DP.BudgetEpsilon = 100
+	if err := runErr(more); !errors.Is(err, dp.ErrBudgetLocked) || !strings.Contains(err.Error(), "veil privacy ledger reset") {
+		t.Fatalf("raising the budget after spending: err = %v, want dp.ErrBudgetLocked naming the reset", err)
+	}
+	l := ledgerOf(t, more)
+	if b, _ := l.Budget(); b.Epsilon != first.BudgetEpsilon {
+		t.Errorf("after the refused raise the budget is %g, want %g", b.Epsilon, first.BudgetEpsilon)
+	}
+	if s, err := l.Spent(nil); err != nil || s.Epsilon != first.LedgerEpsilon {
+		t.Errorf("after the refused raise spent reads %g (%v), want %g", s.Epsilon, err, first.LedgerEpsilon)
+	}
+	// The owner's reset keeping the charges lets the run go on; the
+	// ledger then records all four epochs.
+	d, err := dp.OpenLedgerDir(more.LedgerDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Update(lfwIdentity, func(l *dp.DataLedger) error {
+		return l.Reset(dp.ResetOptions{Reason: "test: the owner allows more", Budget: &dp.Budget{Epsilon: 100, Delta: 1e-5}, KeepCharges: true})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	more.DP.BudgetEpsilon = 0
 	r := run(t, more)
 	if r.Steps != 8 || r.BudgetEpsilon != 100 || !(r.LedgerEpsilon > first.LedgerEpsilon) || r.LedgerEpsilon < *r.Epsilon*(1-1e-9) {
-		t.Errorf("resumed with a larger budget: %d steps, budget %g, charged %g (first run %g), ε %g", r.Steps, r.BudgetEpsilon, r.LedgerEpsilon, first.LedgerEpsilon, *r.Epsilon)
+		t.Errorf("resumed after the reset: %d steps, budget %g, charged %g (first run %g), ε %g", r.Steps, r.BudgetEpsilon, r.LedgerEpsilon, first.LedgerEpsilon, *r.Epsilon)
 	}
 	// A budget below what is spent is refused.
 	more.Epochs, more.DP.BudgetEpsilon = 5, first.BudgetEpsilon
-	if err := runErr(more); err == nil || !strings.Contains(err.Error(), "already spent") {
+	if err := runErr(more); !errors.Is(err, dp.ErrBudgetExceeded) {
 		t.Errorf("lowering the budget below the spending: err = %v", err)
 	}
 }
 
-// TestLedgerMismatchRefused plays a user who pairs a checkpoint with the
-// wrong ledger, or none, to escape the budget.
-func TestLedgerMismatchRefused(t *testing.T) {
+// TestCopiesDoNotResetBudget plays a user who, with the budget spent, tries
+// to get a fresh one: a new run written to another checkpoint, a copy of
+// the checkpoint resumed from elsewhere, a copy of the data folder. The
+// data set's ledger is the same for all of them, so each is refused. On
+// the old code (a ledger beside each checkpoint) the new run and the copied
+// data started with a fresh budget and trained.
+func TestCopiesDoNotResetBudget(t *testing.T) {
 	data, out := t.TempDir(), t.TempDir()
 	trainingtest.WriteLFW(t, data)
-	short, long := filepath.Join(out, "short.ckpt"), filepath.Join(out, "long.ckpt")
-	run(t, dpHead(data, short, 1))
-	long2 := dpHead(data, long, 2)
-	long2.DP.BudgetEpsilon = 100
-	run(t, long2)
-	shortLedger, err := os.ReadFile(LedgerPath(short))
+	ckpt := filepath.Join(out, "dp.ckpt")
+	first := run(t, dpHead(data, ckpt, 2))
+	// A new run to another checkpoint.
+	if err := runErr(dpHead(data, filepath.Join(out, "other.ckpt"), 1)); !errors.Is(err, ErrBudget) {
+		t.Errorf("a new run on the same people: err = %v, want ErrBudget", err)
+	}
+	// The checkpoint copied elsewhere and resumed with one more epoch.
+	copied := filepath.Join(t.TempDir(), "copy.ckpt")
+	b, err := os.ReadFile(ckpt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	longLedger, err := os.ReadFile(LedgerPath(long))
+	if err := os.WriteFile(copied, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := dpHead(data, filepath.Join(out, "resumed.ckpt"), 3)
+	o.Resume = copied
+	if err := runErr(o); !errors.Is(err, ErrBudget) {
+		t.Errorf("resuming a copy of the checkpoint: err = %v, want ErrBudget", err)
+	}
+	// The data folder copied.
+	data2 := t.TempDir()
+	if err := exec.Command("cp", "-a", data+"/.", data2).Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := runErr(dpHead(data2, filepath.Join(out, "copied-data.ckpt"), 1)); !errors.Is(err, ErrBudget) {
+		t.Errorf("a run on a copy of the data folder: err = %v, want ErrBudget", err)
+	}
+	l := ledgerOf(t, dpHead(data, ckpt, 1))
+	if s, err := l.Spent(nil); err != nil || s.Epsilon != first.LedgerEpsilon {
+		t.Errorf("after the refused runs the ledger reads %g (%v), want %g", s.Epsilon, err, first.LedgerEpsilon)
+	}
+}
+
+// addPerson adds Train_E (a copy of Train_A's images under another name)
+// to the training people of the LFW folder dir.
+func addPerson(t *testing.T, dir string) {
+	t.Helper()
+	from, to := filepath.Join(dir, "images_deepfunneled", "Train_A"), filepath.Join(dir, "images_deepfunneled", "Train_E")
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= 3; k++ {
+		b, err := os.ReadFile(filepath.Join(from, fmt.Sprintf("Train_A_%04d.jpg", k)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, fmt.Sprintf("Train_E_%04d.jpg", k)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "peopleDevTrain.txt"), []byte("3\nTrain_A\t3\nTrain_B\t3\nTrain_E\t3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSubsetRunComposesWithFullRun: a run on the first two people
+// (MaxPeople 2, as --max-people), then a run on all three: the two carry
+// both runs, the third one, and the report of the second run states the
+// worst. (On the old code each run had its own ledger: the second
+// reported only its own ε.)
+func TestSubsetRunComposesWithFullRun(t *testing.T) {
+	data, out := t.TempDir(), t.TempDir()
+	trainingtest.WriteLFW(t, data)
+	addPerson(t, data)
+	sub := dpHead(data, filepath.Join(out, "sub.ckpt"), 1)
+	sub.Data.MaxPeople, sub.DP.BudgetEpsilon = 2, 50
+	r1 := run(t, sub)
+	r2 := run(t, dpHead(data, filepath.Join(out, "all.ckpt"), 1))
+	l := ledgerOf(t, sub)
+	g, err := l.Groups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g) != 3 || g[0].Members != 2 || g[0].Events != 2 || g[1].Members != 1 || g[1].Events != 1 {
+		t.Fatalf("groups %+v: want two people with both runs, one with the second", g)
+	}
+	if !(r2.LedgerEpsilon > *r2.Epsilon) || r2.LedgerEpsilon != g[0].Epsilon || r1.LedgerEpsilon != *r1.Epsilon {
+		t.Errorf("second run: ledger ε %g, its own ε %g, worst person %g: the ledger must state the composition", r2.LedgerEpsilon, *r2.Epsilon, g[0].Epsilon)
+	}
+}
+
+// TestLedgerMismatchRefused plays a user who resumes a checkpoint with the
+// ledger removed, damaged, at another δ, left in the old format, or
+// without DP, to escape the budget.
+func TestLedgerMismatchRefused(t *testing.T) {
+	data, out := t.TempDir(), t.TempDir()
+	trainingtest.WriteLFW(t, data)
+	long := filepath.Join(out, "long.ckpt")
+	long2 := dpHead(data, long, 2)
+	long2.DP.BudgetEpsilon = 100
+	run(t, long2)
+	path := filepath.Join(long2.LedgerDir, "lfw.identity.ledger")
+	good, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,52 +259,48 @@ func TestLedgerMismatchRefused(t *testing.T) {
 			t.Errorf("%s: err = %v, want one mentioning %q", name, err, want)
 		}
 	}
-	// The shorter run's ledger records less than the checkpoint spent.
-	if err := os.WriteFile(LedgerPath(long), shortLedger, 0o644); err != nil {
+	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	check("another run's smaller ledger", "less than the ε", resume)
-	// No ledger at all.
-	if err := os.Remove(LedgerPath(long)); err != nil {
+	check("missing ledger", "has no privacy ledger", resume)
+	if err := os.WriteFile(path, good[:len(good)-20], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	check("missing ledger", "is missing", resume)
-	// A damaged ledger.
-	if err := os.WriteFile(LedgerPath(long), []byte(`{"version": 1, "orders": [`), 0o644); err != nil {
+	check("damaged ledger", "cannot be trusted", resume)
+	if err := os.WriteFile(path, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	check("damaged ledger", "privacy ledger", resume)
-	// A ledger kept at another δ.
-	other := filepath.Join(out, "delta.ckpt")
-	od := dpHead(data, other, 3)
-	od.DP.Delta, od.DP.BudgetEpsilon = 1e-6, 1000
-	run(t, od)
-	otherLedger, err := os.ReadFile(LedgerPath(other))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(LedgerPath(long), otherLedger, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	check("ledger at another δ", "δ", resume)
-	// With its own ledger back, training the weights without DP is refused.
-	if err := os.WriteFile(LedgerPath(long), longLedger, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	od := dpHead(data, long, 3)
+	od.Resume, od.DP.Delta = long, 1e-6
+	check("another δ", "δ", od)
 	noDP := headOptions(data, long)
 	noDP.Epochs, noDP.Resume = 3, long
 	check("continuing without DP", "unbounded", noDP)
-	// A ledger that holds more than the checkpoint (an epoch charged,
-	// then a crash before its checkpoint) is accepted and keeps the charge.
-	l, ok, err := OpenLedger(LedgerPath(long), "lfw")
-	if err != nil || !ok {
-		t.Fatalf("OpenLedger: %v, %v", ok, err)
+	if err := os.WriteFile(LegacyLedgerPath(long), []byte(`{"version":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("an old-format ledger beside the checkpoint", "older Veil versions", resume)
+	if err := os.Remove(LegacyLedgerPath(long)); err != nil {
+		t.Fatal(err)
+	}
+	// A ledger that holds more than the checkpoint (an epoch charged, then
+	// a crash before its checkpoint) is accepted and keeps the charge.
+	j, err := New(resume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenLedger(j.Options().LedgerDir, lfwIdentity, []string{"Train_A", "Train_B"})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ev, err := dp.SubsampledGaussianEvent(0.5, 1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	crashed, err := l.Charge(ev)
+	if _, err := l.Charge("a crashed epoch", ev); err != nil {
+		t.Fatal(err)
+	}
+	crashed, err := ledgerOf(t, resume).Spent(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,12 +323,17 @@ func TestChargeIsOnDiskBeforeTheEpoch(t *testing.T) {
 		if e.Kind != EventStep || e.Done != 1 {
 			return
 		}
-		l, ok, err := OpenLedger(LedgerPath(ckpt), "lfw")
-		if err != nil || !ok {
-			readErr = fmt.Errorf("epoch %d: ledger %v, %v", e.Epoch, ok, err)
+		d, err := dp.OpenLedgerDir(o.LedgerDir)
+		if err != nil {
+			readErr = err
 			return
 		}
-		s, err := l.Spent()
+		l, err := d.Read(lfwIdentity)
+		if err != nil {
+			readErr = fmt.Errorf("epoch %d: %w", e.Epoch, err)
+			return
+		}
+		s, err := l.Spent(nil)
 		if err != nil {
 			readErr = err
 		}
@@ -216,25 +347,6 @@ func TestChargeIsOnDiskBeforeTheEpoch(t *testing.T) {
 	// is already the total.
 	if len(seen) != 3 || !slices.IsSorted(seen) || seen[0] <= 0 || seen[2] != r.LedgerEpsilon || seen[1] == seen[2] {
 		t.Errorf("ledger during epochs 1-3: %v; after the run %g", seen, r.LedgerEpsilon)
-	}
-}
-
-// TestNewRunReplacesLedger: a new run (no resume) writing over a DP
-// checkpoint starts a new lineage: with DP a new ledger, without DP none.
-func TestNewRunReplacesLedger(t *testing.T) {
-	data := t.TempDir()
-	trainingtest.WriteLFW(t, data)
-	ckpt := filepath.Join(t.TempDir(), "x.ckpt")
-	big := dpHead(data, ckpt, 2)
-	big.DP.BudgetEpsilon = 100
-	run(t, big)
-	small := run(t, dpHead(data, ckpt, 1))
-	if small.BudgetEpsilon != small.LedgerEpsilon {
-		t.Errorf("a new DP run kept the old ledger: budget %g, charged %g", small.BudgetEpsilon, small.LedgerEpsilon)
-	}
-	run(t, headOptions(data, ckpt))
-	if _, err := os.Stat(LedgerPath(ckpt)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a new run without DP left the replaced checkpoint's ledger: %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/veil-privacy/veil/dataset"
@@ -41,6 +42,22 @@ type Data struct {
 	Targets [][]float32
 	// Pairs, if set, score the trained embedding.
 	Pairs *Pairs
+	// People and ImageIDs name the person and the image ("person/file")
+	// of each training example, in Train's order: the members a privacy
+	// ledger charges (Members).
+	People, ImageIDs []string
+}
+
+// Members returns the distinct members of the training examples in
+// unit: people (train.UnitIdentity) or images (train.UnitExample), sorted.
+func (d *Data) Members(unit train.Unit) []string {
+	src := d.People
+	if unit == train.UnitExample {
+		src = d.ImageIDs
+	}
+	out := slices.Clone(src)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Pairs are verification pairs and the model inputs of their images.
@@ -172,6 +189,10 @@ func LoadData(o *Options) (*Data, error) {
 		pairs.paths = append(pairs.paths, im.Path)
 	}
 	d := &Data{Name: o.Data.Set, Public: o.Data.Set == "mtfl", Pairs: pairs}
+	for _, im := range images {
+		d.People = append(d.People, im.Identity)
+		d.ImageIDs = append(d.ImageIDs, im.Identity+"/"+filepath.Base(im.Path))
+	}
 	if o.Model.Kind == "head" {
 		err = l.headData(d, images)
 	} else {

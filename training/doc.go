@@ -21,15 +21,16 @@
 // the rate at which each person is sampled. The example unit (one image)
 // is for experiments that need it. Every reported ε names its unit.
 //
-// A run under DP keeps a privacy ledger beside its checkpoint
-// (LedgerPath): package dp's Ledger with the budget and every charge,
-// written atomically and durably. Each epoch is charged, and the ledger
-// saved, before the epoch touches the data, so a crash can lose a step but
-// never a charge. A run whose epochs would exceed the budget is refused
-// before anything is written (ErrBudget); a resumed checkpoint whose
-// ledger is missing, damaged, kept at another δ or records less than the
-// checkpoint has spent is refused; weights a ledger accounts for may not
-// be trained further without DP. The ledger bounds one lineage of weights
-// (a run and the runs resumed from it); a new run written over the
-// checkpoint starts a new lineage and a new ledger.
+// A run under DP charges the privacy ledger of its data set (dp.DataLedger
+// in the ledger folder Options.LedgerDir, shared with every other command
+// that spends on the same people), for the members it trains on: its
+// people, or its images under the example unit. Each epoch is charged,
+// and the ledger saved, before the epoch touches the data, so a crash can
+// lose a step but never a charge. A run whose epochs would take one of its
+// members past the budget is refused before anything is written
+// (ErrBudget); so is a resumed checkpoint whose spending the ledger does
+// not cover (no ledger, another δ, less ε: a reset or another folder),
+// and training a DP checkpoint further without DP. Writing the output
+// elsewhere, copying the checkpoint or the data folder does not give a
+// fresh budget: the ledger is the data set's, not the output's.
 package training

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"time"
 
 	"github.com/veil-privacy/veil/dp"
@@ -93,9 +91,14 @@ func (j *Job) Run(ctx context.Context) (*Report, error) {
 	}
 	// public: every example these weights will have seen is public.
 	public := o.Data.Set == "mtfl" && (initCk == nil || initCk.Header.Public) && (resume == nil || resume.Header.Public)
-	ledger, err := j.openLedger(resume)
-	if err != nil {
-		return nil, err
+	if resume != nil && resume.State.Privacy.Steps > 0 {
+		p := resume.State.Privacy
+		if o.DP == nil {
+			return nil, fmt.Errorf("train: the weights of %s have spent ε = %.4g in %d DP-SGD steps; training them without DP would spend an unbounded ε", o.Resume, p.Epsilon, p.Steps)
+		}
+		if err := checkLegacy(o.Resume); err != nil {
+			return nil, err
+		}
 	}
 	data, err := LoadData(o)
 	if err != nil {
@@ -135,8 +138,9 @@ func (j *Job) Run(ctx context.Context) (*Report, error) {
 		}
 		firstEpoch = resume.Header.Epoch
 	}
+	var ledger *Ledger
 	if mech != nil {
-		if ledger, err = j.checkBudget(s, ledger, firstEpoch); err != nil {
+		if ledger, err = j.checkBudget(s, data, resume, firstEpoch); err != nil {
 			return nil, err
 		}
 	}
@@ -150,7 +154,6 @@ func (j *Job) Run(ctx context.Context) (*Report, error) {
 		rep.InitAccuracy = &a
 		o.progress(Event{Kind: EventNote, Message: fmt.Sprintf("development-pairs accuracy as initialised: %.4f", a)})
 	}
-	removeStale := resume == nil && mech == nil
 	for ep := firstEpoch; ep < o.Epochs; ep++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -161,7 +164,7 @@ func (j *Job) Run(ctx context.Context) (*Report, error) {
 			if err != nil {
 				return nil, err
 			}
-			if _, err := ledger.Charge(ev); err != nil {
+			if _, err := ledger.Charge(fmt.Sprintf("veil train: epoch %d", ep+1), ev); err != nil {
 				return nil, fmt.Errorf("train: epoch %d: %w", ep+1, err)
 			}
 		}
@@ -180,14 +183,6 @@ func (j *Job) Run(ctx context.Context) (*Report, error) {
 			if err := ledger.CheckCovers(s.Privacy(), o.Checkpoint); err != nil {
 				return nil, err
 			}
-		}
-		if removeStale {
-			// A new run without DP replaced the checkpoint: a ledger left
-			// beside it accounted for the weights it replaced.
-			if err := os.Remove(LedgerPath(o.Checkpoint)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("train: removing the replaced checkpoint's ledger: %w", err)
-			}
-			removeStale = false
 		}
 		o.progress(Event{Kind: EventEpoch, Epoch: ep + 1, Epochs: o.Epochs, Loss: l, Privacy: s.Privacy()})
 	}
@@ -218,50 +213,35 @@ func (j *Job) Run(ctx context.Context) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		rep.Ledger, rep.BudgetEpsilon, rep.LedgerEpsilon = ledger.Path(), ledger.Budget().Epsilon, sp.Epsilon
+		b, _, err := ledger.Budget()
+		if err != nil {
+			return nil, err
+		}
+		rep.Ledger, rep.BudgetEpsilon, rep.LedgerEpsilon = ledger.Path(), b.Epsilon, sp.Epsilon
 	}
 	rep.DevAccuracy, rep.Threshold = acc, thr
 	rep.WallS = time.Since(start).Seconds()
 	return rep, nil
 }
 
-// openLedger reads the ledger beside the checkpoint being resumed and
-// checks that it accounts for the checkpoint's weights. A run without DP
-// may not continue weights a ledger accounts for: it would spend an
-// unbounded ε.
-func (j *Job) openLedger(resume *checkpoint.Checkpoint) (*Ledger, error) {
+// checkBudget opens the ledger of the run's data set, checks that it
+// accounts for a resumed checkpoint's spending, sets the budget (the
+// first for the data set: Options' BudgetEpsilon, else TargetEpsilon, else
+// what the run's epochs spend; later only a lower one), and refuses,
+// before anything is written, a run whose remaining epochs would take one
+// of its members past the budget.
+func (j *Job) checkBudget(s *Session, data *Data, resume *checkpoint.Checkpoint, firstEpoch int) (*Ledger, error) {
 	o := &j.o
-	if resume == nil {
-		return nil, nil
-	}
-	path := LedgerPath(o.Resume)
-	l, ok, err := OpenLedger(path, o.Data.Set)
+	set := dp.DataSet{Name: data.Name, Unit: string(o.DP.Unit)}
+	l, err := OpenLedger(o.LedgerDir, set, data.Members(o.DP.Unit))
 	if err != nil {
 		return nil, err
 	}
-	p := resume.State.Privacy
-	switch {
-	case !ok && p.Steps > 0:
-		return nil, fmt.Errorf("train: checkpoint %s has spent ε = %.4g in %d DP-SGD steps, but its privacy ledger %s is missing: without it the budget cannot be enforced", o.Resume, p.Epsilon, p.Steps, path)
-	case !ok:
-		return nil, nil
-	case o.DP == nil:
-		return nil, fmt.Errorf("train: the weights of %s are accounted in %s with a budget of ε = %g; training them without DP would spend an unbounded ε", o.Resume, path, l.Budget().Epsilon)
+	if resume != nil && resume.State.Privacy.Steps > 0 {
+		if err := l.CheckCovers(resume.State.Privacy, o.Resume); err != nil {
+			return nil, err
+		}
 	}
-	if err := l.CheckCovers(p, o.Resume); err != nil {
-		return nil, err
-	}
-	// The resumed run writes its checkpoint, and so its ledger, where
-	// asked.
-	l.path = LedgerPath(o.Checkpoint)
-	return l, nil
-}
-
-// checkBudget sets up the ledger of a DP run (a new one for a new run)
-// and refuses, before anything is written, a run whose remaining epochs
-// would exceed the budget.
-func (j *Job) checkBudget(s *Session, l *Ledger, firstEpoch int) (*Ledger, error) {
-	o := &j.o
 	remaining := o.Epochs - firstEpoch
 	if remaining <= 0 {
 		return l, nil
@@ -270,30 +250,38 @@ func (j *Job) checkBudget(s *Session, l *Ledger, firstEpoch int) (*Ledger, error
 	if err != nil {
 		return nil, err
 	}
-	if l == nil {
-		budget := o.DP.BudgetEpsilon
-		if budget == 0 {
-			budget = o.DP.TargetEpsilon
+	b, ok, err := l.Budget()
+	if err != nil {
+		return nil, err
+	}
+	want := o.DP.BudgetEpsilon
+	switch {
+	case !ok:
+		if want == 0 {
+			want = o.DP.TargetEpsilon
 		}
-		if budget == 0 {
-			// No budget given: what this run's epochs spend, so that a
-			// later resume cannot silently spend more.
-			free, err := NewLedger(LedgerPath(o.Checkpoint), o.Data.Set, dp.Budget{Epsilon: 1e300, Delta: o.DP.Delta})
+		if want == 0 {
+			// No budget given: what this run's epochs spend, so that
+			// later runs on these people cannot silently spend more.
+			a, err := dp.NewAccountant(nil)
 			if err != nil {
 				return nil, err
 			}
-			if budget, _, err = free.Would(ev); err != nil {
+			if err := a.Add(ev); err != nil {
+				return nil, err
+			}
+			if want, _, err = a.Epsilon(o.DP.Delta); err != nil {
 				return nil, err
 			}
 		}
-		if l, err = NewLedger(LedgerPath(o.Checkpoint), o.Data.Set, dp.Budget{Epsilon: budget, Delta: o.DP.Delta}); err != nil {
+		if err := l.SetBudget(dp.Budget{Epsilon: want, Delta: o.DP.Delta}); err != nil {
 			return nil, err
 		}
-		if _, err := os.Stat(l.Path()); err == nil {
-			o.progress(Event{Kind: EventNote, Message: fmt.Sprintf("a new run: replacing %s and its privacy ledger %s", o.Checkpoint, l.Path())})
-		}
-	} else if o.DP.BudgetEpsilon > 0 {
-		if err := l.SetBudget(o.DP.BudgetEpsilon); err != nil {
+	case b.Delta != o.DP.Delta:
+		return nil, fmt.Errorf("train: the privacy ledger of data set %s (%s) is kept at δ = %g; this run asks for δ = %g: run with --delta %g (changing a ledger's δ needs veil privacy ledger reset)",
+			set, l.Path(), b.Delta, o.DP.Delta, b.Delta)
+	case want > 0 && want != b.Epsilon:
+		if err := l.SetBudget(dp.Budget{Epsilon: want, Delta: b.Delta}); err != nil {
 			return nil, err
 		}
 	}
@@ -306,9 +294,12 @@ func (j *Job) checkBudget(s *Session, l *Ledger, firstEpoch int) (*Ledger, error
 		if err != nil {
 			return nil, err
 		}
-		b := l.Budget()
-		return nil, fmt.Errorf("train: %w: the budget in %s is ε = %g at δ = %g (per %s); %d epochs have spent ε = %.4g, and %d more would bring it to ε = %.4g: raise the budget or train fewer epochs",
-			ErrBudget, l.Path(), b.Epsilon, b.Delta, o.DP.Unit, firstEpoch, spent.Epsilon, remaining, need)
+		b, _, err := l.Budget()
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("train: %w: the budget of data set %s in %s is ε = %g at δ = %g; the people of this run have spent up to ε = %.4g (this run's %d epochs so far included), and %d more epochs would bring them to ε = %.4g: train fewer epochs, or have the owner reset the ledger (veil privacy ledger reset)",
+			ErrBudget, set, l.Path(), b.Epsilon, b.Delta, spent.Epsilon, firstEpoch, remaining, need)
 	}
 	return l, nil
 }

@@ -106,10 +106,11 @@ type DPOptions struct {
 	SamplingRate float64
 	// Delta is δ.
 	Delta float64
-	// BudgetEpsilon is the ε budget of the checkpoint's ledger (the
-	// weights' whole lineage, resumed runs included). 0 means
-	// TargetEpsilon when given, else what the run's epochs will spend;
-	// on resume, 0 keeps the ledger's budget, and a larger value raises it.
+	// BudgetEpsilon is the ε budget of the data set's ledger (every
+	// charge on its members, by any command). For a data set without a
+	// ledger, 0 means TargetEpsilon when given, else what the run's
+	// epochs will spend; afterwards 0 keeps the ledger's budget, and a
+	// different value may only lower it once anything is charged.
 	BudgetEpsilon float64
 	// MaxPerIdentity caps the images one sampled identity contributes to
 	// a step (identity unit; 0: the micro-batch).
@@ -140,9 +141,13 @@ type Options struct {
 	Epochs int
 	// DP, if set, trains with DP-SGD.
 	DP *DPOptions
-	// Checkpoint is written after every epoch; its privacy ledger is
-	// Checkpoint + ".ledger". Required.
+	// Checkpoint is written after every epoch. Required.
 	Checkpoint string
+	// LedgerDir is the privacy ledger folder (dp.LedgerDir; commands
+	// default to dp.DefaultLedgerDir): a DP run charges the ledger of its
+	// data set (Data.Set and DP.Unit) there, shared with every other
+	// command that spends on the same people. Required under DP.
+	LedgerDir string
 	// Resume continues the run of this checkpoint; Init starts a new run
 	// from this checkpoint's weights. At most one.
 	Resume, Init string
@@ -272,6 +277,9 @@ func (o *Options) Validate() error {
 		}
 		if err := d.validate(); err != nil {
 			return wrap(err)
+		}
+		if o.LedgerDir == "" {
+			return wrap(errors.New("a DP run needs a privacy ledger folder (LedgerDir)"))
 		}
 		if d.MaxPerIdentity > o.Optim.MicroBatch {
 			return wrap(fmt.Errorf("the cap on images per identity (%d) exceeds the micro-batch (%d)", d.MaxPerIdentity, o.Optim.MicroBatch))

@@ -122,6 +122,7 @@ func TestPublicPretrainingThenDPFineTuning(t *testing.T) {
 	priv := filepath.Join(dir, "private.ckpt")
 	do := base(priv)
 	do.Init, do.Optim.FreezeBlocks = pub, 12
+	do.LedgerDir = filepath.Join(dir, "ledgers")
 	do.DP = &DPOptions{Unit: train.UnitIdentity, NoiseMultiplier: 1, SamplingRate: 0.5, Clip: 1, Delta: 1e-5}
 	d := run(t, do)
 	if d.TrainSet != "lfw" || !d.DP || d.Epsilon == nil || d.PrivacyUnit != "identity" || d.Init != pub || d.FrozenBlocks != 12 || !(d.Trainable > 0 && d.Trainable < r.Trainable) {
@@ -163,7 +164,7 @@ func TestPublicPretrainingThenDPFineTuning(t *testing.T) {
 	// The DP run's checkpoint is private: DP training may not start from it.
 	again := base(filepath.Join(dir, "again.ckpt"))
 	again.Init = priv
-	again.DP = do.DP
+	again.DP, again.LedgerDir = do.DP, do.LedgerDir
 	if err := runErr(again); err == nil || !strings.Contains(err.Error(), "trained on private data") {
 		t.Errorf("DP from a private checkpoint: err = %v", err)
 	}

@@ -24,6 +24,9 @@ func headOptions(dir, ckpt string) Options {
 		Optim:      OptimOptions{Batch: 4, MicroBatch: 4, Optimizer: "adam", LearningRate: 0.01, WeightDecay: 5e-4, Seed: 1},
 		Epochs:     2,
 		Checkpoint: ckpt,
+		// The ledger folder is shared by every run of a test (t.TempDir
+		// folders are siblings), as it is by every command of a user.
+		LedgerDir:  filepath.Join(filepath.Dir(dir), "ledgers"),
 		Describers: Describers{Inputs: func() (eval.Describer, int, error) { return trainingtest.BlockDescriber(128), 128, nil }},
 		Workers:    1,
 	}
@@ -78,6 +81,7 @@ func TestOptionsRefused(t *testing.T) {
 		{"neither σ nor ε", func(o *Options) { o.DP = dpo(DPOptions{}) }, "exactly one of"},
 		{"both σ and ε", func(o *Options) { o.DP = dpo(DPOptions{NoiseMultiplier: 1, TargetEpsilon: 1}) }, "exactly one of"},
 		{"sampling rate", func(o *Options) { o.DP = dpo(DPOptions{NoiseMultiplier: 1, SamplingRate: 1.5}) }, "(0, 1]"},
+		{"DP without a ledger", func(o *Options) { o.DP = dpo(DPOptions{NoiseMultiplier: 1}); o.LedgerDir = "" }, "ledger folder"},
 		{"unknown unit", func(o *Options) { o.DP = dpo(DPOptions{NoiseMultiplier: 1, Unit: "household"}) }, "unknown privacy unit"},
 		{"budget below target", func(o *Options) { o.DP = dpo(DPOptions{TargetEpsilon: 8, BudgetEpsilon: 4}) }, "below the target"},
 		{"cap with example unit", func(o *Options) {
@@ -236,7 +240,7 @@ func TestHeadRun(t *testing.T) {
 			if unit == train.UnitExample {
 				wantN = 6
 			}
-			if d.PrivacyUnits != wantN || d.Ledger != LedgerPath(o.Checkpoint) || !(d.LedgerEpsilon >= *d.Epsilon) || d.BudgetEpsilon != d.LedgerEpsilon {
+			if d.PrivacyUnits != wantN || d.Ledger != filepath.Join(o.LedgerDir, "lfw."+string(unit)+".ledger") || !(d.LedgerEpsilon >= *d.Epsilon) || d.BudgetEpsilon != d.LedgerEpsilon {
 				t.Errorf("N = %d (want %d), ledger %q budget %g charged %g, ε %g: the default budget is what the run spends", d.PrivacyUnits, wantN, d.Ledger, d.BudgetEpsilon, d.LedgerEpsilon, *d.Epsilon)
 			}
 			// Resuming a finished run evaluates it again without an

@@ -69,6 +69,11 @@ func Subset(d *training.Data, examples []int) (*training.Data, error) {
 	}
 	v.people = len(local)
 	out := &training.Data{Name: d.Name, Public: d.Public, Train: v, Identities: v.people, Pairs: d.Pairs}
+	if len(d.People) == d.Train.Len() && len(d.ImageIDs) == d.Train.Len() {
+		for _, i := range examples {
+			out.People, out.ImageIDs = append(out.People, d.People[i]), append(out.ImageIDs, d.ImageIDs[i])
+		}
+	}
 	if v.distill {
 		if len(d.Targets) != d.Train.Len() {
 			return nil, fmt.Errorf("%d distillation targets for %d examples", len(d.Targets), d.Train.Len())
