@@ -11,9 +11,10 @@
 // naming the setting, before anything is planned, charged or trained, and
 // the client's folder is left as it was.
 //
-// The client keeps its own privacy ledger on disk (a dp.Ledger written
-// atomically). Before training in a round it works out what the round
-// would cost from the plan it checked against its policy (the plan the
+// The client charges the privacy ledger of the data set it trains on
+// (dp.DataLedger in Options.LedgerDir, shared with every other command
+// that spends on the same people). Before training in a round it works
+// out what the round would cost from the plan it checked against its policy (the plan the
 // trainer is then given and must run), at its own budget's δ, refuses
 // (and says so) if that would take it past its budget, and otherwise
 // charges the ledger before touching its data, so a crash can never lose
@@ -29,7 +30,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +45,6 @@ import (
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/wire"
-	"github.com/veil-privacy/veil/nn/checkpoint"
 )
 
 // Update is what local training produced.
@@ -87,8 +86,19 @@ type Options struct {
 	// least noise and largest clip and sampling rate the client accepts
 	// (DefaultPolicy gives the defaults).
 	Policy Policy
-	// Dir holds the client's ledger (ledger.json) and last model.
-	Dir     string
+	// Dir holds the client's last model.
+	Dir string
+	// LedgerDir is the privacy ledger folder (dp.LedgerDir) and DataSet
+	// the name of the data set the client trains on: the client charges
+	// the ledger of DataSet in its policy's unit there, shared with every
+	// other command spending on the same people. Members names the people
+	// (or, with the example unit, the images) the client trains on; nil
+	// charges every member of the data set. LedgerDir and DataSet are
+	// required.
+	LedgerDir string
+	DataSet   string
+	Members   []string
+
 	Trainer Trainer
 	Logger  *slog.Logger
 	// MaxModelBytes bounds a downloaded model (default 256 MiB).
@@ -111,7 +121,8 @@ type Client struct {
 	o      Options
 	conn   *grpc.ClientConn
 	api    fedpb.CoordinatorClient
-	ledger *dp.Ledger
+	ledger *dp.LedgerDir
+	set    dp.DataSet
 	id     string
 	last   *sent // the last round's update, kept to send again
 }
@@ -128,8 +139,8 @@ type sent struct {
 // New validates o, opens the client's folder and ledger, and dials the
 // coordinator (the connection is made lazily by gRPC).
 func New(o Options) (*Client, error) {
-	if o.Addr == "" || o.Creds == nil || o.Trainer == nil || o.Dir == "" {
-		return nil, errors.New("client: an address, TLS credentials, a trainer and a folder are required")
+	if o.Addr == "" || o.Creds == nil || o.Trainer == nil || o.Dir == "" || o.LedgerDir == "" || o.DataSet == "" {
+		return nil, errors.New("client: an address, TLS credentials, a trainer, a folder, a ledger folder and a data set name are required")
 	}
 	if err := o.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -146,7 +157,7 @@ func New(o Options) (*Client, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	l, err := loadLedger(o.Dir, o.Policy.Budget)
+	l, set, err := openLedger(&o)
 	if err != nil {
 		return nil, err
 	}
@@ -156,59 +167,11 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &Client{o: o, conn: conn, api: fedpb.NewCoordinatorClient(conn), ledger: l}, nil
+	return &Client{o: o, conn: conn, api: fedpb.NewCoordinatorClient(conn), ledger: l, set: set}, nil
 }
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
-
-const principal = "self"
-
-func ledgerPath(dir string) string { return dir + "/ledger.json" }
-
-func loadLedger(dir string, b dp.Budget) (*dp.Ledger, error) {
-	data, err := os.ReadFile(ledgerPath(dir))
-	if errors.Is(err, os.ErrNotExist) {
-		l, err := dp.NewLedger(dp.LedgerOptions{})
-		if err != nil {
-			return nil, err
-		}
-		if err := l.SetBudget(principal, b); err != nil {
-			return nil, fmt.Errorf("client: %w", err)
-		}
-		return l, saveLedger(dir, l)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("client: reading the ledger: %w", err)
-	}
-	l, err := dp.UnmarshalLedger(data)
-	if err != nil {
-		return nil, fmt.Errorf("client: the ledger in %s: %w", dir, err)
-	}
-	old, err := l.Budget(principal)
-	if err != nil {
-		return nil, fmt.Errorf("client: the ledger in %s: %w", dir, err)
-	}
-	if old != b {
-		return nil, fmt.Errorf("client: the ledger in %s has budget ε = %g, δ = %g; a client's budget cannot change", dir, old.Epsilon, old.Delta)
-	}
-	return l, nil
-}
-
-func saveLedger(dir string, l *dp.Ledger) error {
-	data, err := json.Marshal(l)
-	if err != nil {
-		return fmt.Errorf("client: encoding the ledger: %w", err)
-	}
-	err = checkpoint.WriteFileAtomic(ledgerPath(dir), func(w io.Writer) error { _, err := w.Write(data); return err })
-	if err != nil {
-		return fmt.Errorf("client: saving the ledger: %w", err)
-	}
-	return nil
-}
-
-// Spent returns what the client has spent.
-func (c *Client) Spent() (dp.Spent, error) { return c.ledger.Spent(principal) }
 
 // Run joins and takes part in rounds until the coordinator says the run is
 // over (nil), the budget is exhausted (ErrBudgetExhausted, wrapped), or ctx
@@ -296,7 +259,7 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 		c.o.Progress(fmt.Sprintf("refused: %v", err))
 		return fmt.Errorf("client: %w", err)
 	}
-	s, err := c.ledger.Spent(principal)
+	s, err := c.Spent()
 	if err != nil {
 		return err
 	}
@@ -324,9 +287,9 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 		if err != nil {
 			return fmt.Errorf("client: round %d: %w", task.GetRound(), err)
 		}
-		ok, err := c.ledger.CanCharge(principal, ev)
+		ok, err := c.canCharge(ev)
 		if err != nil {
-			return fmt.Errorf("client: %w", err)
+			return err
 		}
 		if !ok {
 			c.o.Progress(fmt.Sprintf("budget: round %d would take this client past ε = %g (spent %.4g); stopping", task.GetRound(), budget.Epsilon, s.Epsilon))
@@ -335,10 +298,7 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 		}
 		// Charge before the data are touched: a crash after this point
 		// over-counts at worst, never under-counts.
-		if _, err := c.ledger.Charge(principal, ev); err != nil {
-			return fmt.Errorf("client: %w", err)
-		}
-		if err := saveLedger(c.o.Dir, c.ledger); err != nil {
+		if err := c.charge(fmt.Sprintf("veil fed client: round %d", task.GetRound()), ev); err != nil {
 			return err
 		}
 	}

@@ -135,7 +135,7 @@ func (h *harness) creds(t *testing.T, name string) credentials.TransportCredenti
 func (h *harness) client(t *testing.T, name string, tr client.Trainer, budget float64) *client.Client {
 	t.Helper()
 	c, err := client.New(client.Options{Addr: h.addr, Creds: h.creds(t, name), Policy: client.DefaultPolicy(dp.Budget{Epsilon: budget, Delta: 1e-5}),
-		Dir: filepath.Join(h.dir, "clients", name), Trainer: tr})
+		Dir: filepath.Join(h.dir, "clients", name), LedgerDir: filepath.Join(h.dir, "clients", name, "ledgers"), DataSet: name, Trainer: tr})
 	if err != nil {
 		t.Fatal(err)
 	}

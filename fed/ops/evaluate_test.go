@@ -107,7 +107,7 @@ func TestEvaluatorScoresTheRoundsModels(t *testing.T) {
 	runDone := make(chan error, 1)
 	go func() { runDone <- srv.Run(ctx) }()
 	c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, "client-1"), Policy: client.DefaultPolicy(dp.Budget{Epsilon: 100, Delta: 1e-5}),
-		Dir: filepath.Join(t.TempDir(), "client-1"), Trainer: fixedTrainer{0.01}})
+		Dir: filepath.Join(t.TempDir(), "client-1"), LedgerDir: t.TempDir(), DataSet: "client-1", Trainer: fixedTrainer{0.01}})
 	if err != nil {
 		t.Fatal(err)
 	}

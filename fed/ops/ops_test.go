@@ -182,7 +182,7 @@ func TestServerMetricsHealthAndLinger(t *testing.T) {
 	for i, delta := range []float32{0.1, 0.2, 0.6} {
 		name := fmt.Sprintf("client-%d", i+1)
 		c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, name), Policy: client.DefaultPolicy(dp.Budget{Epsilon: 100, Delta: 1e-5}),
-			Dir: filepath.Join(t.TempDir(), name), Trainer: fixedTrainer{delta}})
+			Dir: filepath.Join(t.TempDir(), name), LedgerDir: t.TempDir(), DataSet: name, Trainer: fixedTrainer{delta}})
 		if err != nil {
 			t.Fatal(err)
 		}

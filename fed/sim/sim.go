@@ -92,6 +92,7 @@ import (
 	"github.com/veil-privacy/veil/fed/strategy"
 	"github.com/veil-privacy/veil/fed/wire"
 	"github.com/veil-privacy/veil/nn/checkpoint"
+	"github.com/veil-privacy/veil/nn/train"
 	"github.com/veil-privacy/veil/training"
 )
 
@@ -562,6 +563,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		decided := map[uint64]bool{}
 		c, err := client.New(client.Options{Addr: ln.Addr().String(), Creds: credentials.NewTLS(pki.ClientTLS(cid, "localhost")),
 			Policy: pol, Dir: filepath.Join(dir, "clients", name),
+			// Each simulated client is a silo of its own: its own ledger
+			// folder, charged for the people of its part.
+			LedgerDir: filepath.Join(dir, "clients", name, "ledgers"), DataSet: d.Name, Members: d.Members(train.Unit(pol.Unit)),
 			Trainer: &faulty{Trainer: tr, sem: sem, straggler: stragglers[k]}, Logger: o.Logger,
 			Progress: func(ev string) { o.Progress(name + ": " + ev) },
 			SitOut: func(t *fedpb.RoundConfig) bool {
