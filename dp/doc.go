@@ -1,5 +1,5 @@
 // Package dp is Veil's differential-privacy core: exact noise, calibration,
-// accountants, the DP-SGD step and a per-client budget ledger. It does not
+// accountants, the DP-SGD step and the privacy ledgers. It does not
 // import the tensor engine; gradients are flat float32 vectors.
 //
 // # API summary
@@ -42,7 +42,21 @@
 //	err = s.NoiseSums(sums...)              // or s.Aggregate(perExampleGrads, out)
 //	ev, err := s.Event(steps)               // or s.Charge(acct, steps)
 //
-// Budgets per client:
+// The ledger of a data set (persisted; what commands charge):
+//
+//	d, err := dp.OpenLedgerDir(dir)         // dir: dp.DefaultLedgerDir() unless told
+//	set := dp.DataSet{Name: "lfw", Unit: dp.UnitIdentity}
+//	l, err := d.Update(set, func(l *dp.DataLedger) error {
+//		if err := l.SetBudget(dp.Budget{Epsilon: 8, Delta: 1e-5}); err != nil {
+//			return err                  // a raise or another δ after charges: ErrBudgetLocked
+//		}
+//		_, err := l.Charge(dp.Charge{Label: "veil train: epoch 1", Members: people, Events: []dp.Event{ev}})
+//		return err                          // ErrBudgetExceeded: nothing written
+//	})
+//	s, err := l.Spent(people)               // the worst of these members
+//	err = l.Reset(dp.ResetOptions{Reason: "…"}) // the owner's override, kept in the history
+//
+// Budgets per client, in memory (the coordinator keeps one per client):
 //
 //	l, err := dp.NewLedger(dp.LedgerOptions{})
 //	err = l.SetBudget("client-7", dp.Budget{Epsilon: 3, Delta: 1e-5})
@@ -133,13 +147,45 @@
 // depend on the number of workers or cores; go test -bench
 // NoiseDPSGDKeyedBlocks -run XXX ./dp measures the keying's cost.
 //
+// # The data ledger
+//
+// A budget protects people, so it belongs to the data they are in, not to
+// an output: a ledger per output file is reset by writing elsewhere or
+// copying the input, and two commands on the same people never compose.
+// DataLedger is kept per data set and unit (DataSet) in a ledger folder
+// (LedgerDir), and every command that spends on the data (veil train, veil
+// privacy dplc, veil fed client) charges it. Data sets overlap in practice
+// (--max-people 50, then everyone; a federated client's part), so the
+// ledger accounts per member: each charge records the members it used,
+// a member's ε composes every charge that touched them, and a charge is
+// refused if any member would pass the budget (individual accounting, as
+// in Feldman & Zrnic 2021 with a data-independent per-release bound). A
+// release that did not use a member's data reveals nothing about it, so
+// this is sound for add/remove adjacency as long as which members a
+// command uses is chosen without looking at the others' data (a public
+// list and a seed, as --max-people and --partition choose), and it avoids
+// summing every command onto everyone. Members with the same charges form one group (a partition
+// refined by each charge), so a charge on all 5,749 LFW people costs one
+// composition per group, and the file stores each member once. A charge
+// that cannot name its members charges all of them, present and future.
+// Members are stored as 128-bit HMAC-SHA256 fingerprints under the
+// folder's key (ledger.key, 0600): the file names nobody, even in
+// backups or logs. The same key MACs each file, so an edited, truncated or
+// moved file is refused (ErrLedgerCorrupt); it guards against mistakes
+// and casual edits, not against the key's holder. Updates hold an flock,
+// and files are replaced atomically and durably. Once anything is
+// charged, ε may only be lowered and δ never changed, except by Reset,
+// which the history keeps with its time and reason.
+//
 // # Layout
 //
 //	dp          noise.go (Source, the public noise API), discrete.go (exact
 //	            samplers, Grid), calibrate.go, rdp.go (RDP of mechanisms,
 //	            conversion), event.go (Event = one charged mechanism),
 //	            accountant.go (Accountant, ScheduleEpsilon, the inverses),
-//	            pld.go + fft.go (PLD accountant), sgd.go (DPSGD), ledger.go,
+//	            pld.go + fft.go (PLD accountant), sgd.go (DPSGD), ledger.go
+//	            (in-memory, per principal), dataledger.go + ledgerdir.go
+//	            (the persisted data-set ledger, lock_*.go),
 //	            special.go (log-space helpers, regularised incomplete beta)
 //	dp/svt      sparse vector: Irene Algorithm 3 and Lyu et al. Algorithm 1
 //	dp/dplc     PrivacyFace DPLC (SIMD inner products under GOEXPERIMENT=simd)
