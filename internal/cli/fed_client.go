@@ -24,6 +24,7 @@ import (
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/fed/wire"
 	"github.com/veil-privacy/veil/internal/datadir"
+	"github.com/veil-privacy/veil/nn/train"
 	"github.com/veil-privacy/veil/training"
 )
 
@@ -42,6 +43,7 @@ type clientFlags struct {
 	minNoise, maxClip, maxRate  float64
 	allowNoDP                   bool
 	unit, dir, data, trainer    string
+	ledgerDir, dataSet          string
 	retryFor, trainDelay        time.Duration
 	fixedDelta                  float64
 	logLevel, logFormat         string
@@ -100,11 +102,18 @@ noise, a larger clip or sampling rate) is refused before any data are
 touched: the client says which setting, leaves its ledger as it was, sends
 nothing and exits with status 5. Rounds without DP are refused unless
 --allow-no-dp is given (no privacy guarantee for this client's data).
-The client keeps its own ledger in --dir (ledger.json, with the last model
-it received): before training in a round it works out what the round would
-cost, charges the ledger before touching the data, and stops with exit
-status 4 when a round would take it past its budget. The coordinator keeps
-a ledger for this client too and refuses updates beyond the budget.
+The client charges the privacy ledger of its data set (--dataset, lfw by
+default, in --privacy-unit) in the ledger folder (--ledger-dir; default
+$VEIL_LEDGERS, else ~/.local/share/veil/ledgers), the ledger veil train and
+veil privacy dplc charge too, for the people of its part: a person's ε
+composes every command that used them, and a fresh --dir is not a fresh
+budget. The ledger's budget is set by the first command to charge the data
+set; --budget-epsilon may lower it, never raise it once anything is charged
+(veil privacy ledger reset). Before training in a round the client works
+out what the round would cost, charges the ledger before touching the data,
+and stops with exit status 4 when a round would take one of its people past
+the budget. The coordinator keeps a ledger for this client too and refuses
+updates beyond the budget.
 
 Reliability: while the coordinator is unreachable (restarting, network
 down) the client keeps trying for --retry-for, then gives up: that bounds
@@ -133,7 +142,9 @@ Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
 	fl.Float64Var(&f.maxClip, "max-clip", client.DefaultMaxClip, "largest DP-SGD clipping norm this client accepts")
 	fl.Float64Var(&f.maxRate, "max-sampling-rate", client.DefaultMaxSamplingRate, "largest share q of this client's privacy units sampled per step, in (0, 1] (the ledger charges the q a round runs; lower it to refuse rounds whose batch samples more)")
 	fl.BoolVar(&f.allowNoDP, "allow-no-dp", false, "take part in rounds without differential privacy (no privacy guarantee for this client's data; default: refuse them)")
-	fl.StringVar(&f.dir, "dir", "", "this client's folder: its ledger and last model (required; created)")
+	fl.StringVar(&f.dir, "dir", "", "this client's folder: the last model it received (required; created)")
+	addLedgerDirFlag(fl, &f.ledgerDir)
+	fl.StringVar(&f.dataSet, "dataset", "lfw", "the data set --data holds, whose privacy ledger is charged (shared with veil train and veil privacy dplc)")
 	fl.StringVar(&f.data, "data", "", "this client's data: an LFW-layout folder (peopleDevTrain.txt, pairs files, one folder of images per person; default <data>/lfw)")
 	fl.StringVar(&f.partition, "partition", "1/1", "train on part K of N of --data's identities (K/N; the parts are disjoint and the same on every machine for the same --alpha and --partition-seed)")
 	fl.Float64Var(&f.alpha, "alpha", 0, "Dirichlet concentration of the parts' shares of identities (0: an even split)")
@@ -186,7 +197,7 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 	case f.addr == "":
 		return errors.New("--coordinator is required")
 	case f.dir == "":
-		return errors.New("--dir is required: the client's ledger and model live there")
+		return errors.New("--dir is required: the client's model lives there")
 	case f.budgetEps == 0:
 		return errors.New("--budget-epsilon is required: this client's total privacy budget ε")
 	case !(f.budgetEps > 0) || math.IsInf(f.budgetEps, 0):
@@ -222,7 +233,11 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 		}
 		serverName = host
 	}
-	tr, err := clientTrainer(e, f)
+	tr, members, err := clientTrainer(e, f)
+	if err != nil {
+		return err
+	}
+	ledgers, err := ledgerDir(f.ledgerDir)
 	if err != nil {
 		return err
 	}
@@ -233,6 +248,7 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 	}
 	c, err := client.New(client.Options{Addr: f.addr, ServerName: serverName, Creds: credentials.NewTLS(pki.ClientTLS(id, serverName)),
 		Policy: policy, Dir: f.dir, Trainer: tr, Logger: log,
+		LedgerDir: ledgers, DataSet: f.dataSet, Members: members,
 		Progress: progress})
 	if err != nil {
 		return err
@@ -241,7 +257,7 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep := clientReport{Client: id.Leaf.Subject.CommonName, BudgetEpsilon: f.budgetEps, Delta: f.budgetDelta, PrivacyUnit: f.unit,
-		Ledger: f.dir + "/ledger.json"}
+		Ledger: c.LedgerPath()}
 	runErr := runWithRetries(sctx, c, f.addr, rep.Client, f.retryFor, progress)
 	if s, err := c.Spent(); err == nil {
 		rep.EpsilonSpent = s.Epsilon
@@ -401,15 +417,17 @@ func (r *retrier) run(ctx context.Context) error {
 	}
 }
 
-// clientTrainer returns the trainer --trainer names.
-func clientTrainer(e *env, f *clientFlags) (client.Trainer, error) {
+// clientTrainer returns the trainer --trainer names and the members of
+// the data it trains on (nil: it cannot name them, so every member of the
+// data set is charged).
+func clientTrainer(e *env, f *clientFlags) (client.Trainer, []string, error) {
 	switch f.trainer {
 	case "fixed":
-		return fixedTrainer{delta: float32(f.fixedDelta), delay: f.trainDelay, minSigma: f.minNoise}, nil
+		return fixedTrainer{delta: float32(f.fixedDelta), delay: f.trainDelay, minSigma: f.minNoise}, nil, nil
 	case "local":
 		return localTrainer(e, f)
 	}
-	return nil, fmt.Errorf("--trainer %q: unknown", f.trainer)
+	return nil, nil, fmt.Errorf("--trainer %q: unknown", f.trainer)
 }
 
 // parsePart reads --partition K/N.
@@ -423,10 +441,12 @@ func parsePart(s string) (k, n int, err error) {
 // localTrainer loads this client's part of the data and builds the
 // federated trainer on it: the embedding head of veil fed sim (--features,
 // the distillation loss), trained by package training as veil train does.
-func localTrainer(e *env, f *clientFlags) (client.Trainer, error) {
+// It returns the members of the part (its people, or its images under the
+// example unit).
+func localTrainer(e *env, f *clientFlags) (client.Trainer, []string, error) {
 	k, n, err := parsePart(f.partition)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	def := datadir.Default()
 	o := training.Options{
@@ -447,27 +467,31 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, error) {
 	if o.Data.CentreImages == "" {
 		o.Data.CentreImages = filepath.Join(def, "mtfl", "net_7876")
 		if _, err := os.Stat(o.Data.CentreImages); err != nil {
-			return nil, fmt.Errorf("the public face photos that centre the distillation targets are not at %s: "+
+			return nil, nil, fmt.Errorf("the public face photos that centre the distillation targets are not at %s: "+
 				"give --centre-images DIR (MTFL's net_7876 folder) or set %s to the data folder", o.Data.CentreImages, datadir.EnvData)
 		}
 	}
 	if f.data == "" {
 		if _, err := os.Stat(o.Data.LFW); err != nil {
-			return nil, fmt.Errorf("no data at %s: give --data DIR (an LFW-layout folder) or set %s to the data folder", o.Data.LFW, datadir.EnvData)
+			return nil, nil, fmt.Errorf("no data at %s: give --data DIR (an LFW-layout folder) or set %s to the data folder", o.Data.LFW, datadir.EnvData)
 		}
 	}
 	if err := o.ValidateData(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	draw := &trainProgress{w: e.stderr, quiet: f.head.quiet}
 	o.Progress = draw.event
 	data, err := training.LoadData(&o)
 	draw.finish()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: data, MaxPerIdentity: f.maxPerIdentity,
+	tr, err := local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: data, MaxPerIdentity: f.maxPerIdentity,
 		MinNoiseMultiplier: f.minNoise})
+	if err != nil {
+		return nil, nil, err
+	}
+	return tr, data.Members(train.Unit(f.unit)), nil
 }
 
 // fixedTrainer is the hidden --trainer fixed: its update is delta in every

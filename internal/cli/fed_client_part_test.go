@@ -48,8 +48,13 @@ func TestFedClientDescribesOnlyItsPartition(t *testing.T) {
 			return record(d), err
 		},
 	}
-	if _, err := localTrainer(&env{stdout: &bytes.Buffer{}, stderr: &errs}, f); err != nil {
+	_, members, err := localTrainer(&env{stdout: &bytes.Buffer{}, stderr: &errs}, f)
+	if err != nil {
 		t.Fatalf("%v\n%s", err, errs.String())
+	}
+	// The ledger is charged for the partition's people, the ones described.
+	if len(members) != 2 || people[members[0]] == 0 || people[members[1]] == 0 {
+		t.Errorf("the client would charge %v, want the partition's people %v", members, people)
 	}
 	// Each image is described twice: the head's input and the teacher's
 	// descriptor.

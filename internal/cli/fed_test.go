@@ -179,6 +179,7 @@ func smallHead(t *testing.T, path string) *checkpoint.Checkpoint {
 // trains once, then exits with status 4 and says why, and its ledger, the
 // coordinator's and veil fed status agree on one round's charge.
 func TestFedClientStopsAtItsBudget(t *testing.T) {
+	isolateLedgers(t)
 	dir := t.TempDir()
 	pkiDir := filepath.Join(dir, "pki")
 	mustVeil(t, "fed", "certs", "init", "--pki", pkiDir)
@@ -288,6 +289,7 @@ func TestFedClientStopsAtItsBudget(t *testing.T) {
 // calibrated by the client to its budget, the two ledgers agreeing, and a
 // final checkpoint that loads as an embedding head.
 func TestFedClientTrainsOnItsPartition(t *testing.T) {
+	isolateLedgers(t)
 	dir := t.TempDir()
 	lfw := filepath.Join(dir, "lfw")
 	_, o := localtest.Data(t, lfw, 6)

@@ -1,16 +1,15 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -33,7 +32,7 @@ reachable); the PLD accountant composes the privacy loss distribution by
 FFT and is tighter. epsilon and noise account, by default, the mechanism
 veil train and veil fed run, the discrete Gaussian (--mechanism).`,
 	}
-	cmd.AddCommand(newPrivacyEpsilonCmd(e), newPrivacyNoiseCmd(e), newPrivacyDPLCCmd(e), newPrivacyPATECmd(e))
+	cmd.AddCommand(newPrivacyEpsilonCmd(e), newPrivacyNoiseCmd(e), newPrivacyDPLCCmd(e), newPrivacyPATECmd(e), newPrivacyLedgerCmd(e))
 	return cmd
 }
 
@@ -471,16 +470,13 @@ type privacyDPLCReport struct {
 	Centres int `json:"centres,omitempty"`
 }
 
-// dplcLedgerMaxBytes bounds the ledger file veil privacy dplc reads.
-const dplcLedgerMaxBytes = 64 << 20
-
 func newPrivacyDPLCCmd(e *env) *cobra.Command {
 	var p dplc.Params
-	var ledgerFile, dataset string
+	var ledgerFile, dataset, membersFile, ledgerDirFlag string
 	var budget dp.Budget
 	var diagnostics, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "dplc CENTRES.json --ledger FILE",
+		Use:   "dplc CENTRES.json --dataset NAME",
 		Short: "Differentially private local clustering of class centres (PrivacyFace, private end to end)",
 		Long: `Release exactly --clusters noisy, normalised centres of spherical caps of
 angular radius --margin over a client's class centres, after PrivacyFace's
@@ -492,14 +488,20 @@ noisy sum of its cap, with noise set by the budget alone (see the dp/dplc
 package documentation for the proof). Nothing else about the data is
 released: not the number of centres in the file, nor the cluster sizes.
 
-Every run is charged to the data set's budget in the ledger file --ledger
-(created if missing, mode 0600); a run that would exceed the budget is
-refused before anything is computed or printed. Set the budget once with
---budget-epsilon and --budget-delta (a budget can later be raised, never
-lowered below what was spent). The data set is named by --dataset (default:
-the absolute path of CENTRES.json).
+Every run is charged to the privacy ledger of the data set --dataset
+(required: the name every command uses for these people, e.g. lfw) in the
+ledger folder (--ledger-dir; default $VEIL_LEDGERS, else
+~/.local/share/veil/ledgers), which veil train and veil fed client charge
+too; a run that would take any member past the budget is refused before
+anything is computed or printed. --members FILE names the people whose
+centres CENTRES.json holds (one name per line, one per centre; the ledger
+keeps keyed fingerprints, not names): only they are charged. Without it the
+run is charged to every member of the data set, present and future. Set
+the budget with --budget-epsilon and --budget-delta on the data set's first
+charge; once anything is charged it can only be lowered (a raise or another
+δ needs veil privacy ledger reset).
 
-Input file (use - for standard input, then --dataset is required): a JSON
+Input file (use - for standard input): a JSON
 array with one array of numbers per class centre, all of the same
 dimension, e.g.
   [[0.12, -0.05, ...], [0.03, 0.22, ...], ...]
@@ -511,8 +513,8 @@ sum's norm plus centre_noise²·dimension, so a consumer can tell centres
 that are mostly noise. --diagnostics adds the number of input centres, each
 cluster's size and cosine to the exact mean: computed from the private
 centres without noise, they must not be shared.`,
-		Example: `  veil privacy dplc centres.json --ledger budget.json --budget-epsilon 4 --budget-delta 1e-5
-  veil privacy dplc centres.json --ledger budget.json --clusters 4 --epsilon 1 --json`,
+		Example: `  veil privacy dplc centres.json --dataset lfw --members people.txt --budget-epsilon 4 --budget-delta 1e-5
+  veil privacy dplc centres.json --dataset lfw --clusters 4 --epsilon 1 --json`,
 		Args: needArgs(1, 1, "file of class centres (or - for standard input)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := checkFlags(
@@ -550,16 +552,28 @@ centres without noise, they must not be shared.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			if ledgerFile == "" {
-				return errors.New("--ledger is required: every release is charged to the data set's privacy budget kept in that file")
+			if ledgerFile != "" {
+				return errors.New("--ledger FILE is gone: ledgers are now kept per data set in the ledger folder (--ledger-dir), shared with veil train and veil fed client; name the data set with --dataset (its old ledger file is not read)")
 			}
 			if dataset == "" {
-				if args[0] == "-" {
-					return errors.New("--dataset is required when the centres come from standard input")
-				}
-				if dataset, err = filepath.Abs(args[0]); err != nil {
+				return errors.New("--dataset is required: every release is charged to the privacy ledger of the data set it comes from (e.g. --dataset lfw)")
+			}
+			set := dp.DataSet{Name: dataset, Unit: dp.UnitIdentity}
+			if err := set.Validate(); err != nil {
+				return fmt.Errorf("--dataset: %w", err)
+			}
+			var members []string
+			if membersFile != "" {
+				if members, err = readMembers(membersFile); err != nil {
 					return err
 				}
+				if len(members) != len(centres) {
+					return fmt.Errorf("--members %s names %d people for %d centres: give one name per centre", membersFile, len(members), len(centres))
+				}
+			}
+			dir, err := ledgerDir(ledgerDirFlag)
+			if err != nil {
+				return err
 			}
 			setBudget := cmd.Flags().Changed("budget-epsilon") || cmd.Flags().Changed("budget-delta")
 			if setBudget && !(cmd.Flags().Changed("budget-epsilon") && cmd.Flags().Changed("budget-delta")) {
@@ -567,7 +581,7 @@ centres without noise, they must not be shared.`,
 			}
 			// Charge before computing anything: the ledger is on disk before
 			// a single noisy value exists.
-			led, err := chargeDPLCLedger(ledgerFile, dataset, budget, setBudget, cal.Events)
+			led, err := chargeDPLCLedger(dir, set, members, budget, setBudget, cal.Events)
 			if err != nil {
 				return err
 			}
@@ -607,7 +621,7 @@ centres without noise, they must not be shared.`,
 					fmt.Fprintf(e.stdout, "  cluster %d: mass %.1f\n", i+1, c.Mass)
 				}
 			}
-			_, err = fmt.Fprintf(e.stdout, "cost (ε, δ) = (%g, %g) (RDP accountant: ε = %s); data set %q has spent ε = %s of %g at δ = %g; cap occupancy ratio %.3g\n",
+			_, err = fmt.Fprintf(e.stdout, "cost (ε, δ) = (%g, %g) (RDP accountant: ε = %s); the people of data set %q in this release have spent up to ε = %s of %g at δ = %g; cap occupancy ratio %.3g\n",
 				rep.Epsilon, rep.Delta, dp.FormatEpsilon(rep.AccountantEps), led.Dataset, dp.FormatEpsilon(led.SpentEpsilon), led.BudgetEpsilon, led.BudgetDelta, occ)
 			return err
 		},
@@ -618,112 +632,78 @@ centres without noise, they must not be shared.`,
 	fl.IntVar(&p.SeedBits, "seed-bits", dplc.DefaultSeedBits, "hyperplanes of the public partition that seeds the caps (2^bits cells)")
 	fl.Float64Var(&p.Epsilon, "epsilon", 1, "ε of the whole run, per identity")
 	fl.Float64Var(&p.Delta, "delta", 1e-5, "δ of the whole run")
-	fl.StringVar(&ledgerFile, "ledger", "", "privacy budget ledger file, created if missing (required)")
-	fl.StringVar(&dataset, "dataset", "", "name of the data set in the ledger (default: the absolute path of CENTRES.json)")
-	fl.Float64Var(&budget.Epsilon, "budget-epsilon", 0, "set the data set's total ε budget (needed on its first run)")
+	fl.StringVar(&ledgerFile, "ledger", "", "gone: use --dataset and --ledger-dir")
+	_ = fl.MarkHidden("ledger")
+	fl.StringVar(&dataset, "dataset", "", "the data set the centres come from, whose privacy ledger is charged (required; e.g. lfw)")
+	fl.StringVar(&membersFile, "members", "", "file naming the people of the centres, one per line (default: charge every member of the data set)")
+	addLedgerDirFlag(fl, &ledgerDirFlag)
+	fl.Float64Var(&budget.Epsilon, "budget-epsilon", 0, "set the data set's total ε budget (needed on its first charge; afterwards it can only be lowered)")
 	fl.Float64Var(&budget.Delta, "budget-delta", 0, "set the δ at which the data set's budget is counted (with --budget-epsilon)")
 	fl.BoolVar(&diagnostics, "diagnostics", false, "also print private diagnostics (number of centres, sizes, cosine to the exact mean)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-// chargeDPLCLedger charges events to dataset's budget in the ledger file
-// (created if missing), setting the budget first when setBudget is true,
-// and saves the ledger before returning. A charge over budget is refused
-// and leaves the file as it was. Concurrent runs on the same ledger are
-// serialised by a lock file beside it.
-func chargeDPLCLedger(file, dataset string, budget dp.Budget, setBudget bool, events []dp.Event) (privacyDPLCLedger, error) {
-	lock := file + ".lock"
-	lf, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// chargeDPLCLedger charges events to the ledger of set in the ledger
+// folder dir for members (nil: every member of the data set), setting the
+// budget first when setBudget is true, and saves the ledger before
+// returning, under the folder's lock. A charge over budget is refused and
+// leaves the ledger as it was.
+func chargeDPLCLedger(dir string, set dp.DataSet, members []string, budget dp.Budget, setBudget bool, events []dp.Event) (privacyDPLCLedger, error) {
+	d, err := dp.OpenLedgerDir(dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return privacyDPLCLedger{}, fmt.Errorf("ledger %s is in use by another run (if none is running, remove %s)", file, lock)
-		}
-		return privacyDPLCLedger{}, fmt.Errorf("locking ledger: %w", err)
+		return privacyDPLCLedger{}, err
 	}
-	lf.Close()
-	defer os.Remove(lock)
-
-	var l *dp.Ledger
-	data, err := readFileLimited(file, dplcLedgerMaxBytes)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if l, err = dp.NewLedger(dp.LedgerOptions{}); err != nil {
-			return privacyDPLCLedger{}, err
+	var spent dp.MemberSpent
+	l, err := d.Update(set, func(l *dp.DataLedger) error {
+		if setBudget {
+			if err := l.SetBudget(budget); err != nil {
+				return fmt.Errorf("setting the budget of data set %q: %w", set.Name, err)
+			}
 		}
-	case err != nil:
-		return privacyDPLCLedger{}, fmt.Errorf("reading ledger: %w", err)
-	default:
-		if l, err = dp.UnmarshalLedger(data); err != nil {
-			return privacyDPLCLedger{}, fmt.Errorf("ledger %s: %w", file, err)
+		b, ok := l.Budget()
+		if !ok {
+			return fmt.Errorf("data set %q has no budget in the ledger folder %s: set one with --budget-epsilon and --budget-delta", set.Name, dir)
 		}
-	}
-	if setBudget {
-		if err := l.SetBudget(dataset, budget); err != nil {
-			return privacyDPLCLedger{}, fmt.Errorf("setting the budget of data set %q: %w", dataset, err)
-		}
-	}
-	b, err := l.Budget(dataset)
-	if err != nil {
-		return privacyDPLCLedger{}, fmt.Errorf("data set %q has no budget in ledger %s: set one with --budget-epsilon and --budget-delta", dataset, file)
-	}
-	spent, err := l.Charge(dataset, events...)
-	if err != nil {
+		s, err := l.Charge(dp.Charge{Label: "veil privacy dplc", Members: members, Events: events})
 		if errors.Is(err, dp.ErrBudgetExceeded) {
-			return privacyDPLCLedger{}, fmt.Errorf("refusing to release: this run would bring data set %q to ε = %s at δ = %g, over its budget ε = %g: %w",
-				dataset, dp.FormatEpsilon(spent.Epsilon), b.Delta, b.Epsilon, dp.ErrBudgetExceeded)
+			return fmt.Errorf("refusing to release: this run would bring a member of data set %q to ε = %s at δ = %g, over its budget ε = %g: %w",
+				set.Name, dp.FormatEpsilon(s.Epsilon), b.Delta, b.Epsilon, dp.ErrBudgetExceeded)
 		}
+		spent = s
+		return err
+	})
+	if err != nil {
 		return privacyDPLCLedger{}, err
 	}
-	out, err := json.Marshal(l)
-	if err != nil {
-		return privacyDPLCLedger{}, err
-	}
-	if err := writeFilePrivate(file, out); err != nil {
-		return privacyDPLCLedger{}, fmt.Errorf("saving ledger: %w", err)
-	}
-	return privacyDPLCLedger{File: file, Dataset: dataset, SpentEpsilon: spent.Epsilon, BudgetEpsilon: b.Epsilon, BudgetDelta: b.Delta}, nil
+	b, _ := l.Budget()
+	return privacyDPLCLedger{File: d.Path(set), Dataset: set.Name, SpentEpsilon: spent.Epsilon, BudgetEpsilon: b.Epsilon, BudgetDelta: b.Delta}, nil
 }
 
-// readFileLimited reads a file of at most max bytes.
-func readFileLimited(name string, max int64) ([]byte, error) {
-	f, err := os.Open(name)
+// readMembers reads a file of member names, one per line (blank lines
+// skipped), refusing duplicates.
+func readMembers(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--members: %w", err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
+	var out []string
+	seen := map[string]bool{}
+	for i, line := range strings.Split(string(b), "\n") {
+		n := strings.TrimSpace(line)
+		if n == "" {
+			continue
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("--members %s: line %d repeats a name", path, i+1)
+		}
+		seen[n] = true
+		out = append(out, n)
 	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%s is larger than %d bytes", name, max)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--members %s names nobody", path)
 	}
-	return data, nil
-}
-
-// writeFilePrivate replaces name with data atomically (temporary file in
-// the same folder, fsync, rename), mode 0600.
-func writeFilePrivate(name string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
+	return out, nil
 }
 
 // privacyPATEReport is the --json output of veil privacy pate.

@@ -119,7 +119,8 @@ func TestPrivacyDPLC(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ledger := filepath.Join(dir, "ledger.json")
+	ledgers := filepath.Join(dir, "ledgers")
+	ledger := filepath.Join(ledgers, "faces.identity.ledger")
 	type report struct {
 		PrivacyUnit string `json:"privacy_unit"`
 		Centres     int
@@ -132,13 +133,17 @@ func TestPrivacyDPLC(t *testing.T) {
 		Delta             float64
 		AccountantEpsilon float64 `json:"accountant_epsilon"`
 		Ledger            struct {
+			File          string
 			Dataset       string
 			SpentEpsilon  float64 `json:"spent_epsilon"`
 			BudgetEpsilon float64 `json:"budget_epsilon"`
 		}
 	}
-	code, out, errs := runVeil(t, "", "privacy", "dplc", "--margin", "0.3", "--clusters", "2", "--epsilon", "1", "--delta", "1e-5",
-		"--ledger", ledger, "--budget-epsilon", "2.5", "--budget-delta", "1e-5", "--diagnostics", "--json", path)
+	dplc := func(stdin string, args ...string) (int, string, string) {
+		t.Helper()
+		return runVeil(t, stdin, append([]string{"privacy", "dplc", "--margin", "0.3", "--clusters", "2", "--dataset", "faces", "--ledger-dir", ledgers}, args...)...)
+	}
+	code, out, errs := dplc("", "--epsilon", "1", "--delta", "1e-5", "--budget-epsilon", "2.5", "--budget-delta", "1e-5", "--diagnostics", "--json", path)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -154,7 +159,7 @@ func TestPrivacyDPLC(t *testing.T) {
 			t.Errorf("centre %v, mass %g", c.Center, c.Mass)
 		}
 	}
-	if rep.Ledger.Dataset != path || !(rep.Ledger.SpentEpsilon > 0.9 && rep.Ledger.SpentEpsilon <= 1) || rep.Ledger.BudgetEpsilon != 2.5 {
+	if rep.Ledger.Dataset != "faces" || rep.Ledger.File != ledger || !(rep.Ledger.SpentEpsilon > 0.9 && rep.Ledger.SpentEpsilon <= 1) || rep.Ledger.BudgetEpsilon != 2.5 {
 		t.Errorf("ledger after one run: %+v", rep.Ledger)
 	}
 	if st, err := os.Stat(ledger); err != nil || st.Mode().Perm() != 0o600 {
@@ -164,7 +169,7 @@ func TestPrivacyDPLC(t *testing.T) {
 
 	// Second run from standard input, same data set: charged on top; without
 	// --diagnostics nothing computed from the data without noise is printed.
-	code, out, errs = runVeil(t, string(data), "privacy", "dplc", "--margin", "0.3", "--clusters", "2", "--ledger", ledger, "--dataset", path, "--json", "-")
+	code, out, errs = dplc(string(data), "--json", "-")
 	if code != 0 {
 		t.Fatalf("stdin: exit %d: %s", code, errs)
 	}
@@ -181,18 +186,58 @@ func TestPrivacyDPLC(t *testing.T) {
 
 	// A run past the budget is refused: nothing released, ledger unchanged.
 	before, _ := os.ReadFile(ledger)
-	code, out, errs = runVeil(t, "", "privacy", "dplc", "--margin", "0.3", "--clusters", "2", "--epsilon", "2", "--ledger", ledger, "--json", path)
+	code, out, errs = dplc("", "--epsilon", "2", "--json", path)
 	if code == 0 || out != "" || !strings.Contains(errs, "refusing to release") || !strings.Contains(errs, "budget") {
 		t.Errorf("over budget: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	if after, _ := os.ReadFile(ledger); !bytes.Equal(before, after) {
 		t.Error("a refused run changed the ledger")
 	}
-	// Raising the budget lets it through.
-	code, _, errs = runVeil(t, "", "privacy", "dplc", "--margin", "0.3", "--clusters", "2", "--epsilon", "2", "--ledger", ledger,
-		"--budget-epsilon", "10", "--budget-delta", "1e-5", path)
+	// Raising the budget is refused now that the data set has spent (the
+	// old code accepted it and released); the owner's reset, with a
+	// reason, lets the run through and stays in the history.
+	code, out, errs = dplc("", "--epsilon", "2", "--budget-epsilon", "10", "--budget-delta", "1e-5", path)
+	if code == 0 || out != "" || !strings.Contains(errs, "veil privacy ledger reset") {
+		t.Errorf("raising the budget after spending: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if after, _ := os.ReadFile(ledger); !bytes.Equal(before, after) {
+		t.Error("a refused raise changed the ledger")
+	}
+	if code, _, errs := runVeil(t, "", "privacy", "ledger", "reset", "faces", "--ledger-dir", ledgers, "--budget-epsilon", "10", "--budget-delta", "1e-5"); code == 0 || !strings.Contains(errs, "--reason") {
+		t.Errorf("a reset without a reason: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runVeil(t, "", "privacy", "ledger", "reset", "faces", "--ledger-dir", ledgers, "--reason", "test: more budget",
+		"--budget-epsilon", "10", "--budget-delta", "1e-5", "--keep-charges"); code != 0 {
+		t.Fatalf("reset: exit %d: %s", code, errs)
+	}
+	code, _, errs = dplc("", "--epsilon", "2", path)
 	if code != 0 {
-		t.Errorf("after raising the budget: exit %d: %s", code, errs)
+		t.Errorf("after the reset: exit %d: %s", code, errs)
+	}
+	code, out, errs = runVeil(t, "", "privacy", "ledger", "show", "faces", "--ledger-dir", ledgers, "--json")
+	if code != 0 {
+		t.Fatalf("ledger show: exit %d: %s", code, errs)
+	}
+	var shown struct {
+		Ledgers []struct {
+			Budget       struct{ Epsilon float64 }
+			WorstEpsilon float64 `json:"worst_epsilon"`
+			History      []struct {
+				Kind, Note string
+				Members    int
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil || len(shown.Ledgers) != 1 {
+		t.Fatalf("ledger show: %v: %s", err, out)
+	}
+	var kinds []string
+	for _, h := range shown.Ledgers[0].History {
+		kinds = append(kinds, h.Kind+":"+h.Note)
+	}
+	if got := strings.Join(kinds, ","); got != "budget:,charge:veil privacy dplc,charge:veil privacy dplc,reset:test: more budget,charge:veil privacy dplc" ||
+		shown.Ledgers[0].Budget.Epsilon != 10 || !(shown.Ledgers[0].WorstEpsilon > 2*first) {
+		t.Errorf("ledger show: history %s, %s", got, out)
 	}
 
 	for _, tc := range []struct {
@@ -200,24 +245,27 @@ func TestPrivacyDPLC(t *testing.T) {
 		args        []string
 		want        string
 	}{
-		{"no ledger", "", []string{path}, "--ledger is required"},
-		{"stdin without dataset", string(data), []string{"--ledger", ledger, "-"}, "--dataset"},
-		{"no budget", "", []string{"--ledger", ledger, "--dataset", "other", path}, "no budget"},
-		{"half a budget", "", []string{"--ledger", ledger, "--budget-epsilon", "3", path}, "--budget-delta"},
-		{"ragged", `[[1,0],[0]]`, []string{"--ledger", ledger, "--dataset", "x", "-"}, "centre 1"},
-		{"too many clusters", "", []string{"--ledger", ledger, "--clusters", "17", path}, "clusters"},
+		{"no data set", "", []string{path}, "--dataset is required"},
+		{"old --ledger", "", []string{"--dataset", "faces", "--ledger", filepath.Join(dir, "ledger.json"), path}, "--ledger FILE is gone"},
+		{"bad data set name", "", []string{"--dataset", "../x", path}, "--dataset"},
+		{"no budget", "", []string{"--ledger-dir", ledgers, "--dataset", "other", path}, "no budget"},
+		{"half a budget", "", []string{"--ledger-dir", ledgers, "--dataset", "other", "--budget-epsilon", "3", path}, "--budget-delta"},
+		{"ragged", `[[1,0],[0]]`, []string{"--ledger-dir", ledgers, "--dataset", "x", "-"}, "centre 1"},
+		{"too many clusters", "", []string{"--ledger-dir", ledgers, "--dataset", "faces", "--clusters", "17", path}, "clusters"},
+		{"members not one per centre", "", []string{"--ledger-dir", ledgers, "--dataset", "faces", "--members", path, path}, "one name per centre"},
 	} {
 		code, _, errs := runVeil(t, tc.stdin, append([]string{"privacy", "dplc"}, tc.args...)...)
 		if code == 0 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%s: exit %d, stderr %q does not mention %q", tc.name, code, errs, tc.want)
 		}
 	}
-	// A second run while one holds the ledger is refused, not interleaved.
-	if err := os.WriteFile(ledger+".lock", nil, 0o600); err != nil {
+	// A tampered ledger is refused, naming the reason.
+	b, _ := os.ReadFile(ledger)
+	if err := os.WriteFile(ledger, bytes.Replace(b, []byte(`"epsilon":10`), []byte(`"epsilon":99`), 1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errs := runVeil(t, "", "privacy", "dplc", "--ledger", ledger, path); code == 0 || !strings.Contains(errs, "in use") {
-		t.Errorf("locked ledger: exit %d, %q", code, errs)
+	if code, _, errs := dplc("", path); code == 0 || !strings.Contains(errs, "MAC") {
+		t.Errorf("tampered ledger: exit %d, %q", code, errs)
 	}
 }
 

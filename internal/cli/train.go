@@ -26,7 +26,7 @@ type trainFlags struct {
 	model, lossKind, data, optimizer, norm, out, resume, report  string
 	input, epochs, batch, microBatch, minImages, maxPeople, crop int
 	tunePairs, centreCount, freezeBlocks, maxPerIdentity         int
-	centreDir, trainSet, mtflDir, init, unit                     string
+	centreDir, trainSet, mtflDir, init, unit, ledgerDir          string
 	width, lr, momentum, weightDecay, scale, margin              float64
 	dp                                                           bool
 	sigma, clip, q, targetEps, delta, ema, budget                float64
@@ -59,14 +59,21 @@ example protects one image (q = --batch / number of images); a person with
 m images is then protected only at group-privacy cost. Every report that
 states ε states its unit.
 
-A privacy ledger beside the checkpoint (CHECKPOINT.ledger) holds the
-budget (--budget-epsilon; default --target-epsilon, else what the run's
-epochs spend) and every charge. Each epoch is charged, and the ledger saved,
-before the epoch touches the data; a run (--resume with more --epochs
-included) that would go past the budget is refused before anything is
-written. A resumed checkpoint whose ledger is missing or records less than
-the checkpoint has spent is refused; on resume σ and q are the
-checkpoint's.
+Every epoch is charged to the privacy ledger of the data set (lfw, or mtfl,
+per --privacy-unit) in the ledger folder (--ledger-dir; default
+$VEIL_LEDGERS, else ~/.local/share/veil/ledgers), shared with veil privacy
+dplc and veil fed client: the ledger belongs to the people, not to the
+checkpoint, so another --checkpoint, a copied checkpoint or a copied data
+folder does not give a fresh budget, and a --max-people run composes with
+a run on all people for the people they share. Its budget (--budget-epsilon;
+on the data set's first charge, default --target-epsilon, else what the
+run's epochs spend) can only be lowered once anything is charged: a raise
+needs veil privacy ledger reset. Each epoch is charged, and the ledger
+saved, before the epoch touches the data; a run (--resume with more
+--epochs included) that would take one of its people past the budget is
+refused before anything is written. A resumed checkpoint whose spending
+the ledger does not cover is refused; on resume σ and q are the
+checkpoint's. See veil privacy ledger show.
 
 With --model head the network is a small residual dense head on the 128-d
 descriptors of the face pipeline (detection, dlib alignment, face-api's
@@ -130,7 +137,8 @@ that have seen private data without accounting would void the guarantee.`,
 	fl.Float64Var(&f.targetEps, "target-epsilon", 0, "calibrate σ to reach this ε after --epochs")
 	fl.Float64Var(&f.delta, "delta", 1e-5, "δ of the reported (ε, δ)")
 	fl.StringVar(&f.unit, "privacy-unit", string(train.UnitIdentity), "what DP protects: identity (all of a person's images) or example (one image)")
-	fl.Float64Var(&f.budget, "budget-epsilon", 0, "ε budget kept in the checkpoint's ledger (default: --target-epsilon, else what --epochs spend; on --resume, the ledger's, raised if larger)")
+	fl.Float64Var(&f.budget, "budget-epsilon", 0, "ε budget of the data set's privacy ledger (on its first charge; default --target-epsilon, else what --epochs spend; afterwards it can only be lowered: a raise needs veil privacy ledger reset)")
+	addLedgerDirFlag(fl, &f.ledgerDir)
 	fl.IntVar(&f.maxPerIdentity, "max-per-identity", 0, "--privacy-unit identity: at most this many of a sampled person's images per step (0: --micro-batch)")
 	fl.StringVar(&f.out, "checkpoint", "", "checkpoint file written after every epoch (default: "+defaultCheckpoint+", folder created)")
 	fl.StringVar(&f.report, "report", "", "also write the JSON report to this file (the summary still goes to the terminal)")
@@ -279,6 +287,11 @@ func (f *trainFlags) options(cmd *cobra.Command) (training.Options, error) {
 		if !changed("privacy-unit") && f.trainSet == "mtfl" {
 			o.DP.Unit = train.UnitExample // public faces without identity labels
 		}
+		dir, err := ledgerDir(f.ledgerDir)
+		if err != nil {
+			return training.Options{}, err
+		}
+		o.LedgerDir = dir
 	}
 	return o, nil
 }
@@ -345,7 +358,7 @@ func printTrainSummary(w io.Writer, r *training.Report, o training.Options) {
 		fmt.Fprintf(w, "privacy: public data only, nothing private spent\n")
 	}
 	if r.Ledger != "" {
-		fmt.Fprintf(w, "privacy ledger: %s, budget ε = %g, charged ε = %s\n", r.Ledger, r.BudgetEpsilon, dp.FormatEpsilon(r.LedgerEpsilon))
+		fmt.Fprintf(w, "privacy ledger: %s, budget ε = %g; the people of this run have spent up to ε = %s (every command on them counted)\n", r.Ledger, r.BudgetEpsilon, dp.FormatEpsilon(r.LedgerEpsilon))
 	}
 	fmt.Fprintf(w, "LFW development pairs: accuracy %.4f (threshold %.3f)", r.DevAccuracy, r.Threshold)
 	if r.InitAccuracy != nil {

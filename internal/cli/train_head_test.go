@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/training"
 	"github.com/veil-privacy/veil/training/trainingtest"
@@ -50,6 +51,7 @@ func countCacheEntries(t *testing.T, dir string) int {
 }
 
 func TestTrainHeadOnTinyData(t *testing.T) {
+	isolateLedgers(t)
 	data, cache := t.TempDir(), t.TempDir()
 	writeTinyLFW(t, data)
 	ckpt := filepath.Join(t.TempDir(), "head.ckpt")
@@ -80,8 +82,8 @@ func TestTrainHeadOnTinyData(t *testing.T) {
 	if !d.DP || d.Epsilon == nil || !(*d.Epsilon > 0) || d.PrivacyUnit != "example" || d.PrivacyUnits != 6 || d.NoiseMult != 1 || d.Steps != 4 || d.EMA != 0.9 {
 		t.Errorf("DP report %+v", d)
 	}
-	if d.Ledger != ckpt+".ledger" {
-		t.Errorf("ledger %q, want beside the checkpoint", d.Ledger)
+	if want := filepath.Join(os.Getenv(dp.EnvLedgers), "lfw.example.ledger"); d.Ledger != want {
+		t.Errorf("ledger %q, want the data set's %s", d.Ledger, want)
 	}
 	if d.DescriptorAccuracy == nil || *d.DescriptorAccuracy != *r.DescriptorAccuracy {
 		t.Errorf("raw descriptor accuracy changed between runs sharing the cache: %v vs %v", d.DescriptorAccuracy, r.DescriptorAccuracy)
@@ -109,6 +111,7 @@ func TestTrainHeadRefusesNorm(t *testing.T) {
 // network's region features by distillation under DP, then with CosFace
 // without DP from the same caches.
 func TestTrainHeadOnAgeGenderFeatures(t *testing.T) {
+	isolateLedgers(t)
 	data, cache := t.TempDir(), t.TempDir()
 	writeTinyLFW(t, data)
 	ckpt := filepath.Join(t.TempDir(), "head.ckpt")

@@ -31,7 +31,7 @@ func TestUserErrors(t *testing.T) {
 	}
 	missing := filepath.Join(dir, "missing.jpg")
 	missingCkpt := filepath.Join(dir, "absent.ckpt")
-	ledger := filepath.Join(dir, "ledger.json")
+	ledgers := filepath.Join(dir, "ledgers")
 	models := datadir.ModelDirForTest(t)
 	good := datadir.ForTest(t, "lfw", "images_deepfunneled", "George_W_Bush", "George_W_Bush_0001.jpg")
 	schedule := []string{"--sampling-rate", "0.01", "--noise-multiplier", "1", "--steps", "10"}
@@ -87,7 +87,7 @@ func TestUserErrors(t *testing.T) {
 		{"votes missing", []string{"privacy", "pate", missing}, "cannot open " + missing + ": no such file or directory", missing},
 		{"votes in a folder", []string{"privacy", "pate", folder}, folder + " is a folder; give a file", folder},
 		{"votes file of text", []string{"privacy", "pate", text}, "not a file of vote histograms", text},
-		{"centres file of text", []string{"privacy", "dplc", "--ledger", ledger, text}, "not a file of class centres", text},
+		{"centres file of text", []string{"privacy", "dplc", "--dataset", "faces", "--ledger-dir", ledgers, text}, "not a file of class centres", text},
 		{"train on a folder that is not LFW", []string{"train", "--data", folder}, "--data " + folder + " is not LFW's folder", folder},
 
 		// Impossible numbers.
@@ -109,10 +109,10 @@ func TestUserErrors(t *testing.T) {
 		{"train negative budget", []string{"train", "--dp", "--noise-multiplier", "1", "--budget-epsilon", "-1"}, "--budget-epsilon must be a positive number, got -1", "--budget-epsilon"},
 		{"pate γ 0", []string{"privacy", "pate", "--gamma", "0", hist}, "--gamma must be a positive number, got 0", "--gamma"},
 		{"pate δ 1", []string{"privacy", "pate", "--delta", "1", hist}, "--delta must be strictly between 0 and 1, got 1", "--delta"},
-		{"dplc negative ε", []string{"privacy", "dplc", "--ledger", ledger, "--epsilon", "-1", centres}, "--epsilon must be a positive number, got -1", "--epsilon"},
-		{"dplc δ 1", []string{"privacy", "dplc", "--ledger", ledger, "--delta", "1", centres}, "--delta must be strictly between 0 and 1, got 1", "--delta"},
-		{"dplc margin 4", []string{"privacy", "dplc", "--ledger", ledger, "--margin", "4", centres}, "--margin must be an angle in radians strictly between 0 and π", "--margin"},
-		{"dplc clusters 0", []string{"privacy", "dplc", "--ledger", ledger, "--clusters", "0", centres}, "--clusters must be between 1 and 16, got 0", "--clusters"},
+		{"dplc negative ε", []string{"privacy", "dplc", "--dataset", "faces", "--ledger-dir", ledgers, "--epsilon", "-1", centres}, "--epsilon must be a positive number, got -1", "--epsilon"},
+		{"dplc δ 1", []string{"privacy", "dplc", "--dataset", "faces", "--ledger-dir", ledgers, "--delta", "1", centres}, "--delta must be strictly between 0 and 1, got 1", "--delta"},
+		{"dplc margin 4", []string{"privacy", "dplc", "--dataset", "faces", "--ledger-dir", ledgers, "--margin", "4", centres}, "--margin must be an angle in radians strictly between 0 and π", "--margin"},
+		{"dplc clusters 0", []string{"privacy", "dplc", "--dataset", "faces", "--ledger-dir", ledgers, "--clusters", "0", centres}, "--clusters must be between 1 and 16, got 0", "--clusters"},
 		{"pld interval 0", append([]string{"privacy", "epsilon", "--accountant", "pld", "--pld-interval", "0"}, schedule...), "--pld-interval must be a positive number, got 0", "--pld-interval"},
 		{"bench train width 0", []string{"bench", "train", "--width", "0"}, "--width must be in (0, 4], got 0", "--width"},
 		{"bench train steps 0", []string{"bench", "train", "--steps", "0"}, "--steps must be at least 1, got 0", "--steps"},
