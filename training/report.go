@@ -64,8 +64,10 @@ type Report struct {
 	// NonPrivateSteps counts steps the weights took on private data
 	// without DP-SGD: their privacy loss is unbounded.
 	NonPrivateSteps int `json:"non_private_steps,omitempty"`
-	// BudgetEpsilon is the ledger's budget and LedgerEpsilon what it has
-	// charged (at least Epsilon: a charge precedes the steps it pays for).
+	// BudgetEpsilon is the data set's ledger's budget, LedgerEpsilon the
+	// worst ε of the run's people (or images) in it, every command on them
+	// counted (at least Epsilon: a charge precedes the steps it pays for),
+	// and Ledger the ledger's file.
 	BudgetEpsilon float64 `json:"budget_epsilon,omitempty"`
 	LedgerEpsilon float64 `json:"ledger_epsilon,omitempty"`
 	Ledger        string  `json:"ledger,omitempty"`

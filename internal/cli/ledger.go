@@ -84,7 +84,10 @@ func (e *env) printLedger(r ledgerReport, history bool) {
 		r.Budget.Epsilon, r.Budget.Delta, r.WorstEpsilon, r.Members)
 	for _, g := range r.Groups {
 		who := fmt.Sprintf("%d members", g.Members)
-		if g.Members < 0 {
+		switch {
+		case g.Members < 0 && len(r.Groups) == 1:
+			who = "every member"
+		case g.Members < 0:
 			who = "every other member"
 		}
 		fmt.Fprintf(w, "  %-20s ε = %.4f (%d mechanisms)\n", who, g.Epsilon, g.Events)
