@@ -43,7 +43,14 @@ echo "== private learning on LFW's training identities (veil train --dp, ε = 8 
 # teacher) from public age/gender features; no identity labels are used by
 # the loss. DP-SGD protects each person (all of their images): people are
 # Poisson-sampled and each sampled person's gradients are clipped together.
-# A privacy ledger beside the checkpoint holds the budget (ε = 8).
+# The run charges the privacy ledger of the lfw data set (per identity),
+# whose budget becomes ε = 8. The job keeps its own ledger folder, started
+# afresh on each run: repeating an experiment is the owner's explicit
+# choice, and the user's own ledgers (~/.local/share/veil/ledgers) are left
+# alone. Without this a second run of the job is refused: the people's
+# budget is spent.
+export VEIL_LEDGERS="$top/out/ledgers"
+rm -rf "$VEIL_LEDGERS"
 head=(--model head --features agegender --loss distill --min-images 1 --epochs 20 --ema 0.95
   --data "$data/lfw" --centre-images "$data/mtfl/net_7876")
 bin/veil train "${head[@]}" --batch 512 --dp --target-epsilon 8 --delta 1e-5 --clip 1 \
