@@ -419,3 +419,23 @@ func FuzzLedgerFile(f *testing.F) {
 		}
 	})
 }
+
+// TestUpdateWithoutChangeWritesNothing: an update that changes nothing
+// (the same budget set again, as every start of a client does) leaves
+// the file itself in place: same inode, not a rewritten copy.
+func TestUpdateWithoutChangeWritesNothing(t *testing.T) {
+	d := openDir(t, t.TempDir())
+	if _, err := d.Update(lfwLike, budgetOf(2)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(d.Path(lfwLike))
+	must(t, err)
+	if _, err := d.Update(lfwLike, budgetOf(2)); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(d.Path(lfwLike))
+	must(t, err)
+	if !os.SameFile(before, after) {
+		t.Error("setting the same budget again rewrote the ledger file")
+	}
+}

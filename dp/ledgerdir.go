@@ -210,7 +210,7 @@ func (d *LedgerDir) Read(set DataSet) (*DataLedger, error) {
 // Update applies fn to set's ledger (an empty one without a budget when
 // there is none) and saves the result, holding the folder's lock on that
 // ledger throughout, so that two commands charging the same data set at
-// once both count. If fn fails nothing is written. The file is replaced
+// once both count. If fn fails, or changes nothing, nothing is written. The file is replaced
 // atomically and durably: a temporary file, fsync, rename, fsync of the
 // folder. The ledger must have a budget to be saved.
 func (d *LedgerDir) Update(set DataSet, fn func(*DataLedger) error) (*DataLedger, error) {
@@ -223,8 +223,11 @@ func (d *LedgerDir) Update(set DataSet, fn func(*DataLedger) error) (*DataLedger
 	}
 	defer unlock()
 	l, err := d.Read(set)
+	var old []byte
 	if errors.Is(err, ErrNoLedger) {
 		l, err = newDataLedger(set, d.key, d.curves)
+	} else if err == nil {
+		old, err = encodeDataLedger(l)
 	}
 	if err != nil {
 		return nil, err
@@ -238,6 +241,9 @@ func (d *LedgerDir) Update(set DataSet, fn func(*DataLedger) error) (*DataLedger
 	b, err := encodeDataLedger(l)
 	if err != nil {
 		return nil, err
+	}
+	if bytes.Equal(b, old) {
+		return l, nil // nothing changed: the file is left as it was
 	}
 	if err := writeFileAtomic(d.Path(set), b); err != nil {
 		return nil, fmt.Errorf("dp: saving the ledger of %s: %w", set, err)

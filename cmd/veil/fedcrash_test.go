@@ -247,7 +247,7 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 	clients := make([]*proc, len(names))
 	for i, n := range names {
 		clients[i] = ps.start(n, "fed", "client", "--coordinator", addr, "--pki", pkiDir, "--name", n, "--budget-epsilon", "100",
-			"--budget-delta", "1e-5", "--dir", filepath.Join(dir, n), "--trainer", "fixed", "--fixed-delta", fmt.Sprint(deltas[i]),
+			"--budget-delta", "1e-5", "--dir", filepath.Join(dir, n), "--ledger-dir", filepath.Join(dir, n+"-ledgers"), "--trainer", "fixed", "--fixed-delta", fmt.Sprint(deltas[i]),
 			"--train-delay", fmt.Sprint(time.Duration(i)*time.Second), "--retry-for", patience.String(), "--json")
 	}
 
@@ -340,15 +340,17 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 		}
 	}
 	for i, n := range names {
-		b, err := os.ReadFile(filepath.Join(dir, n, "ledger.json"))
+		// Each client is a machine of its own, with its own ledger folder;
+		// the fixed trainer names no people, so every member is charged.
+		d, err := dp.OpenLedgerDir(filepath.Join(dir, n+"-ledgers"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := dp.UnmarshalLedger(b)
+		l, err := d.Read(dp.DataSet{Name: "lfw", Unit: dp.UnitIdentity})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := l.Spent("self")
+		s, err := l.Spent(nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,7 +60,7 @@ type clientReportJSON struct {
 // federation (its ledger holds one round's charge), then joins a
 // coordinator started with --dp=false, and one started with
 // --privacy-unit example. Each time the client refuses (the reason names
-// the setting), every file in its folder (its ledger) is unchanged byte
+// the setting), every file in its folder and its ledger folder is unchanged byte
 // for byte, and the coordinator accepts no update. Before the fix the
 // first coordinator got an update trained without DP and the second one
 // trained per example and charged to the per-identity budget.
@@ -75,7 +75,7 @@ func TestFedCoordinatorCannotWeakenAClientsPolicy(t *testing.T) {
 	ps.run("fed", "certs", "issue", "alice", "--pki", pkiDir)
 	initPath := filepath.Join(dir, "init.ckpt")
 	headCheckpoint(t, initPath)
-	clientDir := filepath.Join(dir, "alice")
+	clientDir, ledgers := filepath.Join(dir, "alice"), filepath.Join(dir, "alice-ledgers")
 	coordinator := func(name string, extra ...string) (*proc, string, string) {
 		state, addr := filepath.Join(dir, name+".db"), freePort(t)
 		args := append([]string{"fed", "coordinator", "--state", state, "--pki", pkiDir, "--listen", addr, "--init", initPath,
@@ -85,7 +85,7 @@ func TestFedCoordinatorCannotWeakenAClientsPolicy(t *testing.T) {
 	}
 	alice := func(name, addr string) (*proc, error) {
 		p := ps.start(name, "fed", "client", "--coordinator", addr, "--pki", pkiDir, "--name", "alice", "--budget-epsilon", "8",
-			"--dir", clientDir, "--trainer", "fixed", "--retry-for", "20s", "--json")
+			"--dir", clientDir, "--ledger-dir", ledgers, "--trainer", "fixed", "--retry-for", "20s", "--json")
 		return p, ps.wait(p, patience)
 	}
 
@@ -116,7 +116,7 @@ func TestFedCoordinatorCannotWeakenAClientsPolicy(t *testing.T) {
 			[]string{`rounds protect privacy unit "example"`, `client "alice" protects "identity"`}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := files(t, clientDir)
+			before, ledgersBefore := files(t, clientDir), files(t, ledgers)
 			co, state, addr := coordinator(c.name, c.flags...)
 			p, err := alice("alice-"+c.name, addr)
 			var ee *exec.ExitError
@@ -136,6 +136,7 @@ func TestFedCoordinatorCannotWeakenAClientsPolicy(t *testing.T) {
 				}
 			}
 			sameFiles(t, before, files(t, clientDir))
+			sameFiles(t, ledgersBefore, files(t, ledgers))
 			// Stop the coordinator (it waits for clients) and read what
 			// it stored.
 			select {
@@ -169,7 +170,7 @@ func TestFedCoordinatorCannotWeakenAClientsPolicy(t *testing.T) {
 // clienttest's adversary): a round per example, one with less noise than
 // the client's floor and one with a larger clip. The client refuses each
 // itself, names the setting and its flag, exits with status 5, sends
-// nothing and leaves its folder (its ledger) as it was.
+// nothing and leaves its folder and its ledger as they were.
 func TestFedClientRefusesAnAdversary(t *testing.T) {
 	bin := buildVeil(t)
 	model := wire.Weights{{Name: "w", Shape: []int{4}, Values: []float32{1, 2, 3, 4}}}
@@ -191,10 +192,10 @@ func TestFedClientRefusesAnAdversary(t *testing.T) {
 			dir := t.TempDir()
 			ps := &procs{t: t, bin: bin, dir: dir}
 			t.Cleanup(ps.killAll)
-			clientDir := filepath.Join(dir, "alice")
+			clientDir, ledgers := filepath.Join(dir, "alice"), filepath.Join(dir, "alice-ledgers")
 			args := func(addr string) []string {
 				return []string{"fed", "client", "--coordinator", addr, "--pki", adv.PKI, "--name", "alice", "--budget-epsilon", "8",
-					"--dir", clientDir, "--trainer", "fixed", "--retry-for", "0s", "--json"}
+					"--dir", clientDir, "--ledger-dir", ledgers, "--trainer", "fixed", "--retry-for", "0s", "--json"}
 			}
 			// Alice's folder as a first start makes it, while her
 			// coordinator is down (she gives up at once).
@@ -202,9 +203,9 @@ func TestFedClientRefusesAnAdversary(t *testing.T) {
 			if err := ps.wait(first, patience); err == nil {
 				t.Fatal("alice reached a coordinator that is not there")
 			}
-			before := files(t, clientDir)
-			if len(before) == 0 {
-				t.Fatal("alice keeps no ledger in her folder")
+			before, ledgersBefore := files(t, clientDir), files(t, ledgers)
+			if len(ledgersBefore) == 0 {
+				t.Fatal("alice keeps no ledger in her ledger folder")
 			}
 			p := ps.start("alice", args(adv.Addr)...)
 			err := ps.wait(p, patience)
@@ -222,6 +223,7 @@ func TestFedClientRefusesAnAdversary(t *testing.T) {
 				t.Errorf("joins %v", j)
 			}
 			sameFiles(t, before, files(t, clientDir))
+			sameFiles(t, ledgersBefore, files(t, ledgers))
 			var rep clientReportJSON
 			if err := json.Unmarshal(p.stdout.Bytes(), &rep); err != nil || rep.Outcome != "refused" || rep.EpsilonSpent != 0 {
 				t.Errorf("alice's report %q (%v)", p.stdout.String(), err)
