@@ -115,13 +115,19 @@ type run struct {
 	dir           string
 }
 
+// ledgerFile is the ledger runAgainst's client keeps in its folder dir.
+func ledgerFile(dir string) string { return filepath.Join(dir, "ledgers", "client-1.identity.ledger") }
+
 // runAgainst runs a client with policy p and trainer tr against an
 // adversary offering task.
 func runAgainst(t *testing.T, task *fedpb.RoundConfig, p client.Policy, tr client.Trainer) run {
 	t.Helper()
 	adv := clienttest.Start(t, task, model0(), "client-1")
 	dir := filepath.Join(t.TempDir(), "client-1")
-	c, err := client.New(client.Options{Addr: adv.Addr, Creds: adv.Creds(t, "client-1"), Policy: p, Dir: dir, Trainer: tr})
+	// The ledger folder is inside the client's folder here, so that the
+	// snapshots hold the ledger too.
+	c, err := client.New(client.Options{Addr: adv.Addr, Creds: adv.Creds(t, "client-1"), Policy: p, Dir: dir,
+		LedgerDir: filepath.Join(dir, "ledgers"), DataSet: "client-1", Trainer: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +244,7 @@ func TestRoundInsideThePolicyIsCharged(t *testing.T) {
 			if !proto.Equal(ups[0].GetDp(), ran) {
 				t.Errorf("the update states %v, the trainer ran %v", ups[0].GetDp(), ran)
 			}
-			if ledger := filepath.Join(dir, "ledger.json"); before[ledger] == after[ledger] {
+			if ledger := ledgerFile(dir); before[ledger] == after[ledger] {
 				t.Fatal("the ledger was not charged")
 			}
 			ev, err := client.Event(ran, model0().Len())
@@ -251,11 +257,15 @@ func TestRoundInsideThePolicyIsCharged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := dp.UnmarshalLedger([]byte(after[filepath.Join(dir, "ledger.json")]))
+			ld, err := dp.OpenLedgerDir(filepath.Join(dir, "ledgers"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := l.Spent("self")
+			l, err := ld.Read(dp.DataSet{Name: "client-1", Unit: dp.UnitIdentity})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := l.Spent(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -282,7 +292,7 @@ func TestNoDPOnlyWhenTheOwnerAllowsIt(t *testing.T) {
 	if ups := adv.Updates(); len(ups) != 1 || ups[0].GetDp() != nil || ups[0].GetExamples() != 1 {
 		t.Fatalf("updates %v", ups)
 	}
-	if ledger := filepath.Join(dir, "ledger.json"); before[ledger] != after[ledger] {
+	if ledger := ledgerFile(dir); before[ledger] != after[ledger] {
 		t.Error("a round without DP charged the ledger")
 	}
 }
@@ -335,7 +345,8 @@ func TestPolicyValidate(t *testing.T) {
 		if err := p.Validate(); err == nil {
 			t.Errorf("%s: %+v is valid", name, p)
 		}
-		if _, err := client.New(client.Options{Addr: "127.0.0.1:1", Creds: insecure.NewCredentials(), Policy: p, Dir: t.TempDir(), Trainer: &planTrainer{}}); err == nil {
+		if _, err := client.New(client.Options{Addr: "127.0.0.1:1", Creds: insecure.NewCredentials(), Policy: p, Dir: t.TempDir(),
+			LedgerDir: t.TempDir(), DataSet: "client-1", Trainer: &planTrainer{}}); err == nil {
 			t.Errorf("%s: client.New accepted %+v", name, p)
 		}
 	}
