@@ -120,7 +120,7 @@ func runFederation(t *testing.T) string {
 	for i := range 3 {
 		name := fmt.Sprintf("client-%d", i+1)
 		c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, name), Policy: client.DefaultPolicy(dp.Budget{Epsilon: 100, Delta: 1e-5}),
-			Dir: filepath.Join(t.TempDir(), name), Trainer: fixedTrainer{float32(i+1) / 10}})
+			Dir: filepath.Join(t.TempDir(), name), LedgerDir: t.TempDir(), DataSet: name, Trainer: fixedTrainer{float32(i+1) / 10}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,12 +14,13 @@ import (
 // The old command charged the run, then failed.
 func TestPrivacyDPLCRefusesBeforeCharging(t *testing.T) {
 	dir := t.TempDir()
-	ledger := filepath.Join(dir, "ledger.json")
+	ledgers := filepath.Join(dir, "ledgers")
+	ledger := filepath.Join(ledgers, "people.identity.ledger")
 	good := filepath.Join(dir, "good.json")
 	if err := os.WriteFile(good, []byte(`[[1,0,0],[0,1,0],[0.6,0.8,0]]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errs := runVeil(t, "", "privacy", "dplc", "--ledger", ledger, "--dataset", "people", "--budget-epsilon", "10", "--budget-delta", "1e-5", "--json", good)
+	code, _, errs := runVeil(t, "", "privacy", "dplc", "--ledger-dir", ledgers, "--dataset", "people", "--budget-epsilon", "10", "--budget-delta", "1e-5", "--json", good)
 	if code != 0 {
 		t.Fatalf("first run: exit %d: %s", code, errs)
 	}
@@ -36,7 +37,7 @@ func TestPrivacyDPLCRefusesBeforeCharging(t *testing.T) {
 		if err := os.WriteFile(path, []byte(c.data), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		code, out, errs := runVeil(t, "", "privacy", "dplc", "--ledger", ledger, "--dataset", "people", path)
+		code, out, errs := runVeil(t, "", "privacy", "dplc", "--ledger-dir", ledgers, "--dataset", "people", path)
 		if code == 0 || !strings.Contains(errs, c.want) || out != "" {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q (want %q)", c.name, code, out, errs, c.want)
 		}
