@@ -257,6 +257,7 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 	// anything is planned, downloaded, charged or trained.
 	if err := c.o.Policy.CheckRound(task); err != nil {
 		c.o.Progress(fmt.Sprintf("refused: %v", err))
+		c.decline(ctx, task, err)
 		return fmt.Errorf("client: %w", err)
 	}
 	s, err := c.Spent()
@@ -275,6 +276,7 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 		plan = proto.Clone(p).(*fedpb.DPParams)
 		if err := c.o.Policy.CheckPlan(task.GetRound(), plan); err != nil {
 			c.o.Progress(fmt.Sprintf("refused: %v", err))
+			c.decline(ctx, task, err)
 			return fmt.Errorf("client: %w", err)
 		}
 		model, err := c.fetch(ctx, task.GetModelVersion())
@@ -293,6 +295,7 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 		}
 		if !ok {
 			c.o.Progress(fmt.Sprintf("budget: round %d would take this client past ε = %g (spent %.4g); stopping", task.GetRound(), budget.Epsilon, s.Epsilon))
+			c.decline(ctx, task, ErrBudgetExhausted)
 			return fmt.Errorf("client: round %d would take this client past its budget ε = %g at δ = %g (spent %.4g): %w",
 				task.GetRound(), budget.Epsilon, budget.Delta, s.Epsilon, ErrBudgetExhausted)
 		}
@@ -327,6 +330,42 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 	c.last = &sent{round: task.GetRound(), version: task.GetModelVersion(), up: up}
 	return c.submit(ctx, task, up)
 }
+
+// DeclineReason is the reason a client gives the coordinator for
+// refusing a round because of err: "budget", or "policy: " and the name of
+// the policy setting the round (or its plan) is outside of, or
+// "withdrawn". It names a setting and nothing private: not the client's
+// budget, spending or policy values.
+func DeclineReason(err error) string {
+	var pe *PolicyError
+	switch {
+	case errors.As(err, &pe):
+		return "policy: " + string(pe.Setting)
+	case errors.Is(err, ErrBudgetExhausted):
+		return "budget"
+	}
+	return "withdrawn"
+}
+
+// decline tells the coordinator that this client refuses task's round,
+// so the round waits for it no more. It is a courtesy: if the coordinator
+// cannot be told, the round waits until its deadline, as it would for a
+// client that vanished, and the client's refusal stands all the same.
+func (c *Client) decline(ctx context.Context, task *fedpb.RoundConfig, why error) {
+	reason := DeclineReason(why)
+	ctx, cancel := context.WithTimeout(ctx, declineTimeout)
+	defer cancel()
+	_, err := c.api.Decline(ctx, &fedpb.DeclineRequest{ProtocolVersion: fedpb.ProtocolVersion, Round: task.GetRound(), Reason: reason})
+	if err != nil {
+		c.o.Logger.Warn("could not tell the coordinator this client declines the round", "round", task.GetRound(), "reason", reason, "err", err)
+		return
+	}
+	c.o.Logger.Info("declined the round", "round", task.GetRound(), "reason", reason)
+}
+
+// declineTimeout bounds the wait for the coordinator to acknowledge a
+// decline.
+const declineTimeout = 10 * time.Second
 
 // Event is the privacy cost of local DP-SGD with the given metadata on a
 // model of dim values (the discretised Gaussian's effective multiplier).

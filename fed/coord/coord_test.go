@@ -115,7 +115,8 @@ func startHarness(t *testing.T, o coord.Options, dir string) *harness {
 	}
 	h.addr = ln.Addr().String()
 	go srv.Serve(ln)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A safety net only: no test waits for it to pass.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	h.done = make(chan error, 1)
 	go func() { h.done <- h.co.Run(ctx) }()
 	h.stop = func() { cancel(); srv.Stop(); h.co.Close() }
@@ -286,7 +287,10 @@ func dbDigest(t *testing.T, path string) string {
 func TestRefusedUpdatesChangeNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
 	o := options(filepath.Join(t.TempDir(), "state.db"), 1)
-	o.MinAvailable, o.MinUpdates = 2, 2
+	// Three clients selected, one of which (client-4) stays silent, so
+	// the round is still open when client-2 has been revoked (no longer
+	// waited for) and client-1 counted.
+	o.MinAvailable, o.MinUpdates = 3, 2
 	o.MaxUpdateNorm = 1
 	h := startHarness(t, o, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -300,7 +304,7 @@ func TestRefusedUpdatesChangeNothing(t *testing.T) {
 		return fedpb.NewCoordinatorClient(conn)
 	}
 	a1, a2 := api("client-1"), api("client-2")
-	for _, a := range []fedpb.CoordinatorClient{a1, a2} {
+	for _, a := range []fedpb.CoordinatorClient{a1, a2, api("client-4")} {
 		if _, err := a.Join(ctx, &fedpb.JoinRequest{ProtocolVersion: 1, BudgetEpsilon: 100, BudgetDelta: 1e-5, PrivacyUnit: "identity"}); err != nil {
 			t.Fatal(err)
 		}

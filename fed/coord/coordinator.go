@@ -17,6 +17,14 @@
 // client's budget; and its tensors have the model's names and shapes,
 // finite values and a norm within the bound. Anything else is refused with
 // a reason and changes nothing. Update values are never logged.
+//
+// A selected client that refuses a round (its budget, its owner's policy)
+// says so (Decline), and a selected client whose certificate is revoked
+// is noticed at the loop's next step: either ends its part in the round
+// at once, is logged with the reason and kept in the state file, and the
+// round closes as soon as every selected client has been counted or has
+// withdrawn, without waiting for the deadline (a round left with fewer
+// updates than it needs fails then).
 package coord
 
 import (
@@ -29,6 +37,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/big"
 	mrand "math/rand/v2"
 	"slices"
 	"sort"
@@ -40,6 +49,7 @@ import (
 
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/fed/strategy"
 	"github.com/veil-privacy/veil/fed/wire"
 )
@@ -179,6 +189,20 @@ type Coordinator struct {
 	log   *slog.Logger
 
 	queue chan *pending
+	// declines carries Decline's requests to the loop, which records
+	// them between folds.
+	declines chan *decline
+	// rev is the revocation list the service consults (Service), also
+	// consulted for the open round's selected clients.
+	rev atomic.Pointer[pki.Revocations]
+	// serials holds the serial numbers of the certificates each client
+	// was seen with (by its name), so that a revoked client that no longer
+	// calls is recognised.
+	serialsMu sync.Mutex
+	serials   map[string]map[string]*big.Int
+	// joinedWith is each client's serial number as stored (the
+	// certificate it last joined with).
+	joinedWith map[string]string
 	// receiving counts the updates being received (not yet queued).
 	receiving atomic.Int64
 	ledgers   ledgerCache
@@ -224,8 +248,11 @@ type openRound struct {
 	deadline time.Time
 	selected map[string]bool
 	counted  map[string]bool
-	sum      *strategy.Sum
-	started  time.Time
+	// withdrawn holds the selected clients that declined the round or
+	// were revoked, with the reason; the round waits for them no more.
+	withdrawn map[string]string
+	sum       *strategy.Sum
+	started   time.Time
 }
 
 type pending struct {
@@ -274,6 +301,7 @@ func New(o Options) (*Coordinator, error) {
 		return nil, err
 	}
 	c := &Coordinator{o: o, st: st, strat: strat, log: o.Logger, queue: make(chan *pending, 256), curves: curves,
+		declines: make(chan *decline), serials: map[string]map[string]*big.Int{}, joinedWith: map[string]string{},
 		lastPoll: map[string]time.Time{}, streams: map[string]bool{},
 		rng: mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))}
 	if err := c.restore(); err != nil {
@@ -340,6 +368,9 @@ func (c *Coordinator) restore() error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	c.completed = completed
+	if err := c.restoreSerials(); err != nil {
+		return err
+	}
 	// The open round, if any, continues with its sum and counted set.
 	var (
 		n                uint64
@@ -350,6 +381,7 @@ func (c *Coordinator) restore() error {
 		version          string
 		rowsErr          error
 		selected, counts = map[string]bool{}, map[string]bool{}
+		withdrawn        = map[string]string{}
 	)
 	err = c.st.db.QueryRow(`SELECT round, config, deadline_ms, sum, sum_weight, updates, model_version FROM rounds WHERE state = 'open'`).
 		Scan(&n, &cfgB, &deadline, &sumB, &weight, &updates, &version)
@@ -367,20 +399,23 @@ func (c *Coordinator) restore() error {
 	if err := proto.Unmarshal(cfgB, cfg); err != nil {
 		return fmt.Errorf("coordinator: round %d config: %w", n, err)
 	}
-	rows, err := c.st.db.Query(`SELECT client, counted FROM round_clients WHERE round = ?`, n)
+	rows, err := c.st.db.Query(`SELECT client, counted, withdrawn FROM round_clients WHERE round = ?`, n)
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	for rows.Next() {
-		var id string
+		var id, why string
 		var counted bool
-		if err := rows.Scan(&id, &counted); err != nil {
+		if err := rows.Scan(&id, &counted, &why); err != nil {
 			rowsErr = err
 			break
 		}
 		selected[id] = true
 		if counted {
 			counts[id] = true
+		}
+		if why != "" {
+			withdrawn[id] = why
 		}
 	}
 	rows.Close()
@@ -397,8 +432,8 @@ func (c *Coordinator) restore() error {
 	if updates != len(counts) {
 		return fmt.Errorf("coordinator: round %d has %d updates but %d clients counted", n, updates, len(counts))
 	}
-	c.round = &openRound{n: n, cfg: cfg, deadline: time.UnixMilli(deadline), selected: selected, counted: counts, sum: sum, started: time.Now()}
-	c.log.Info("continuing the open round", "round", n, "updates", updates, "selected", len(selected))
+	c.round = &openRound{n: n, cfg: cfg, deadline: time.UnixMilli(deadline), selected: selected, counted: counts, withdrawn: withdrawn, sum: sum, started: time.Now()}
+	c.log.Info("continuing the open round", "round", n, "updates", updates, "selected", len(selected), "withdrawn", len(withdrawn))
 	return nil
 }
 
@@ -426,6 +461,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			return ctx.Err()
 		case p := <-c.queue:
 			c.fold(ctx, c.gather(p))
+		case d := <-c.declines:
+			d.reply <- c.withdraw(ctx, d.round, d.client, d.reason)
 		case <-tick.C:
 		}
 		if err := c.advance(ctx); err != nil {
@@ -501,7 +538,10 @@ func (c *Coordinator) advance(ctx context.Context) error {
 	c.mu.Unlock()
 	now := time.Now()
 	if r != nil {
-		if len(r.counted) < len(r.selected) && now.Before(r.deadline) {
+		if err := c.dropRevoked(ctx, r); err != nil {
+			return err
+		}
+		if c.waitingFor(r) > 0 && now.Before(r.deadline) {
 			return nil
 		}
 		return c.closeRound(ctx, r)
@@ -600,7 +640,8 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: starting round %d: %w", n, err)
 	}
-	r := &openRound{n: n, cfg: cfg, deadline: deadline, selected: map[string]bool{}, counted: map[string]bool{}, sum: strategy.NewSum(c.model), started: time.Now()}
+	r := &openRound{n: n, cfg: cfg, deadline: deadline, selected: map[string]bool{}, counted: map[string]bool{}, withdrawn: map[string]string{},
+		sum: strategy.NewSum(c.model), started: time.Now()}
 	for _, id := range sel {
 		r.selected[id] = true
 	}
@@ -615,9 +656,21 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 	state, reason := "done", ""
 	var next, nextState wire.Weights
 	aggStart := time.Now()
-	if len(r.counted) < c.o.MinUpdates {
+	c.mu.Lock()
+	counted, withdrawn := len(r.counted), 0
+	for id := range r.withdrawn {
+		if !r.counted[id] {
+			withdrawn++
+		}
+	}
+	c.mu.Unlock()
+	if counted < c.o.MinUpdates {
 		state = "failed"
-		reason = fmt.Sprintf("%d of the %d updates needed arrived by the deadline", len(r.counted), c.o.MinUpdates)
+		reason = fmt.Sprintf("%d of the %d updates needed arrived by the deadline", counted, c.o.MinUpdates)
+		if withdrawn > 0 {
+			reason = fmt.Sprintf("%d of the %d updates needed arrived; %d of the %d clients selected withdrew (declined or revoked)",
+				counted, c.o.MinUpdates, withdrawn, len(r.selected))
+		}
 	} else {
 		mean, err := r.sum.Mean()
 		if err == nil {
@@ -663,7 +716,7 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 	c.done = c.completed >= c.o.Rounds
 	c.mu.Unlock()
 	c.o.Metrics.RoundClosed(state, time.Since(r.started), aggTime)
-	c.log.Info("round closed", "round", r.n, "state", state, "updates", len(r.counted), "reason", reason)
+	c.log.Info("round closed", "round", r.n, "state", state, "updates", counted, "withdrawn", withdrawn, "reason", reason)
 	return nil
 }
 
@@ -686,16 +739,23 @@ func (c *Coordinator) check(client string, h *fedpb.UpdateHeader) error {
 	c.mu.Lock()
 	r := c.round
 	version := c.version
+	var selected, counted bool
+	var withdrawn string
+	if r != nil {
+		selected, counted, withdrawn = r.selected[client], r.counted[client], r.withdrawn[client]
+	}
 	c.mu.Unlock()
 	switch {
 	case r == nil || h.GetRound() != r.n:
 		return refuse("stale", "round %d is not open", h.GetRound())
 	case h.GetModelVersion() != version:
 		return refuse("stale", "the update is for model %s, round %d trains model %s", short(h.GetModelVersion()), r.n, short(version))
-	case !r.selected[client]:
+	case !selected:
 		return refuse("not_selected", "client %q was not selected for round %d", client, r.n)
-	case r.counted[client]:
+	case counted:
 		return refuse("replay", "client %q has already been counted in round %d", client, r.n)
+	case withdrawn != "":
+		return refuse("withdrawn", "client %q withdrew from round %d (%s)", client, r.n, withdrawn)
 	}
 	if want := r.cfg.GetDp(); want != nil {
 		got := h.GetDp()

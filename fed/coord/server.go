@@ -25,8 +25,13 @@ import (
 // server whose transport credentials come from pki.ServerTLS; each call
 // identifies its client by the verified certificate, and rev (may be nil)
 // is consulted on every call, so a revoked client is cut off even on a
-// connection opened before the revocation.
+// connection opened before the revocation. The coordinator also consults
+// rev for the open round's selected clients: one whose certificates are
+// all revoked is waited for no more.
 func (c *Coordinator) Service(rev *pki.Revocations) fedpb.CoordinatorServer {
+	if rev != nil {
+		c.rev.Store(rev)
+	}
 	return &service{c: c, rev: rev}
 }
 
@@ -102,7 +107,11 @@ func (s *service) caller(ctx context.Context) (string, pki.Role, error) {
 			return "", 0, status.Errorf(codes.PermissionDenied, "the certificate of %q is revoked", name)
 		}
 	}
-	return name, pki.RoleOf(leaf), nil
+	role := pki.RoleOf(leaf)
+	if role == pki.Client {
+		s.c.noteSerial(name, leaf.SerialNumber)
+	}
+	return name, role, nil
 }
 
 // fromLoopback reports whether the caller of ctx is connected from a
@@ -134,6 +143,9 @@ func (s *service) Join(ctx context.Context, req *fedpb.JoinRequest) (*fedpb.Join
 	spent, err := s.c.enrol(ctx, id, req.GetBudgetEpsilon(), req.GetBudgetDelta(), req.GetPrivacyUnit())
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if err := s.c.rememberSerial(ctx, id, peerSerial(ctx)); err != nil {
+		return nil, status.Error(codes.Internal, "recording the client's certificate in the state file")
 	}
 	s.c.mu.Lock()
 	s.c.lastPoll[id] = time.Now()

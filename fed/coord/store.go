@@ -24,7 +24,7 @@ import (
 
 // schemaVersion is the version of the database layout this build writes;
 // migrations bring older files up to it.
-const schemaVersion = 1
+const schemaVersion = 2
 
 var migrations = []string{
 	// 1: the first layout.
@@ -59,6 +59,12 @@ var migrations = []string{
 		client TEXT NOT NULL,
 		counted INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (round, client));`,
+	// 2: a selected client's withdrawal from its round (the reason it
+	// gave, or "revoked"), and the serial number of the certificate a
+	// client last joined with, so a revoked client is recognised after a
+	// restart.
+	`ALTER TABLE round_clients ADD COLUMN withdrawn TEXT NOT NULL DEFAULT '';
+	ALTER TABLE clients ADD COLUMN serial TEXT NOT NULL DEFAULT '';`,
 }
 
 // store is the coordinator's state in one SQLite file (WAL): enrolled

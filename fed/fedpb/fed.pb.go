@@ -1076,6 +1076,119 @@ func (x *SubmitResponse) GetSpentEpsilon() float64 {
 	return 0
 }
 
+// DeclineRequest withdraws the calling client from a round it was
+// selected for and has not been counted in: it refuses the round (its
+// budget, or a setting of its owner's privacy policy) or withdraws. The
+// coordinator stops waiting for it at once.
+type DeclineRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ProtocolVersion uint32                 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	Round           uint64                 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	// reason names why, without anything private: "budget", "withdrawn",
+	// or "policy: " and the policy setting the round is outside of (e.g.
+	// "policy: clip"). Lower-case letters, digits, spaces, ':', '_' and
+	// '-', at most 64 characters.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclineRequest) Reset() {
+	*x = DeclineRequest{}
+	mi := &file_fed_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclineRequest) ProtoMessage() {}
+
+func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclineRequest.ProtoReflect.Descriptor instead.
+func (*DeclineRequest) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeclineRequest) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
+func (x *DeclineRequest) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *DeclineRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// DeclineResponse acknowledges a decline.
+type DeclineResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ProtocolVersion uint32                 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DeclineResponse) Reset() {
+	*x = DeclineResponse{}
+	mi := &file_fed_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclineResponse) ProtoMessage() {}
+
+func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclineResponse.ProtoReflect.Descriptor instead.
+func (*DeclineResponse) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DeclineResponse) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
 // StatusRequest asks for the coordinator's state.
 type StatusRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -1086,7 +1199,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fed_proto_msgTypes[13]
+	mi := &file_fed_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1211,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[13]
+	mi := &file_fed_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1224,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{13}
+	return file_fed_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StatusRequest) GetProtocolVersion() uint32 {
@@ -1135,7 +1248,7 @@ type ClientStatus struct {
 
 func (x *ClientStatus) Reset() {
 	*x = ClientStatus{}
-	mi := &file_fed_proto_msgTypes[14]
+	mi := &file_fed_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1260,7 @@ func (x *ClientStatus) String() string {
 func (*ClientStatus) ProtoMessage() {}
 
 func (x *ClientStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[14]
+	mi := &file_fed_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1273,7 @@ func (x *ClientStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientStatus.ProtoReflect.Descriptor instead.
 func (*ClientStatus) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{14}
+	return file_fed_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ClientStatus) GetId() string {
@@ -1211,7 +1324,7 @@ type RoundStatus struct {
 
 func (x *RoundStatus) Reset() {
 	*x = RoundStatus{}
-	mi := &file_fed_proto_msgTypes[15]
+	mi := &file_fed_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1336,7 @@ func (x *RoundStatus) String() string {
 func (*RoundStatus) ProtoMessage() {}
 
 func (x *RoundStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[15]
+	mi := &file_fed_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1349,7 @@ func (x *RoundStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStatus.ProtoReflect.Descriptor instead.
 func (*RoundStatus) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{15}
+	return file_fed_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RoundStatus) GetRound() uint64 {
@@ -1286,7 +1399,7 @@ type Evaluation struct {
 
 func (x *Evaluation) Reset() {
 	*x = Evaluation{}
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1411,7 @@ func (x *Evaluation) String() string {
 func (*Evaluation) ProtoMessage() {}
 
 func (x *Evaluation) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1424,7 @@ func (x *Evaluation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evaluation.ProtoReflect.Descriptor instead.
 func (*Evaluation) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{16}
+	return file_fed_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Evaluation) GetRound() uint64 {
@@ -1372,7 +1485,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fed_proto_msgTypes[17]
+	mi := &file_fed_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1497,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[17]
+	mi := &file_fed_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1510,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{17}
+	return file_fed_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatusResponse) GetProtocolVersion() uint32 {
@@ -1521,7 +1634,13 @@ const file_fed_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12#\n" +
-	"\rspent_epsilon\x18\x04 \x01(\x01R\fspentEpsilon\":\n" +
+	"\rspent_epsilon\x18\x04 \x01(\x01R\fspentEpsilon\"i\n" +
+	"\x0eDeclineRequest\x12)\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
+	"\x05round\x18\x02 \x01(\x04R\x05round\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"<\n" +
+	"\x0fDeclineResponse\x12)\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\":\n" +
 	"\rStatusRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"\x84\x01\n" +
 	"\fClientStatus\x12\x0e\n" +
@@ -1550,12 +1669,13 @@ const file_fed_proto_rawDesc = "" +
 	"\rmodel_version\x18\x03 \x01(\tR\fmodelVersion\x123\n" +
 	"\aclients\x18\x04 \x03(\v2\x19.veil.fed.v1.ClientStatusR\aclients\x120\n" +
 	"\x06rounds\x18\x05 \x03(\v2\x18.veil.fed.v1.RoundStatusR\x06rounds\x12@\n" +
-	"\x0flast_evaluation\x18\x06 \x01(\v2\x17.veil.fed.v1.EvaluationR\x0elastEvaluation2\xdc\x02\n" +
+	"\x0flast_evaluation\x18\x06 \x01(\v2\x17.veil.fed.v1.EvaluationR\x0elastEvaluation2\xa2\x03\n" +
 	"\vCoordinator\x12;\n" +
 	"\x04Join\x12\x18.veil.fed.v1.JoinRequest\x1a\x19.veil.fed.v1.JoinResponse\x12;\n" +
 	"\x04Poll\x12\x18.veil.fed.v1.PollRequest\x1a\x19.veil.fed.v1.PollResponse\x12G\n" +
 	"\rDownloadModel\x12\x19.veil.fed.v1.ModelRequest\x1a\x19.veil.fed.v1.WeightsChunk0\x01\x12G\n" +
-	"\fSubmitUpdate\x12\x18.veil.fed.v1.UpdateChunk\x1a\x1b.veil.fed.v1.SubmitResponse(\x01\x12A\n" +
+	"\fSubmitUpdate\x12\x18.veil.fed.v1.UpdateChunk\x1a\x1b.veil.fed.v1.SubmitResponse(\x01\x12D\n" +
+	"\aDecline\x12\x1b.veil.fed.v1.DeclineRequest\x1a\x1c.veil.fed.v1.DeclineResponse\x12A\n" +
 	"\x06Status\x12\x1a.veil.fed.v1.StatusRequest\x1a\x1b.veil.fed.v1.StatusResponseB(Z&github.com/veil-privacy/veil/fed/fedpbb\x06proto3"
 
 var (
@@ -1570,26 +1690,28 @@ func file_fed_proto_rawDescGZIP() []byte {
 	return file_fed_proto_rawDescData
 }
 
-var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_fed_proto_goTypes = []any{
-	(*TensorSpec)(nil),     // 0: veil.fed.v1.TensorSpec
-	(*WeightsHeader)(nil),  // 1: veil.fed.v1.WeightsHeader
-	(*WeightsChunk)(nil),   // 2: veil.fed.v1.WeightsChunk
-	(*DPParams)(nil),       // 3: veil.fed.v1.DPParams
-	(*RoundConfig)(nil),    // 4: veil.fed.v1.RoundConfig
-	(*JoinRequest)(nil),    // 5: veil.fed.v1.JoinRequest
-	(*JoinResponse)(nil),   // 6: veil.fed.v1.JoinResponse
-	(*PollRequest)(nil),    // 7: veil.fed.v1.PollRequest
-	(*PollResponse)(nil),   // 8: veil.fed.v1.PollResponse
-	(*ModelRequest)(nil),   // 9: veil.fed.v1.ModelRequest
-	(*UpdateHeader)(nil),   // 10: veil.fed.v1.UpdateHeader
-	(*UpdateChunk)(nil),    // 11: veil.fed.v1.UpdateChunk
-	(*SubmitResponse)(nil), // 12: veil.fed.v1.SubmitResponse
-	(*StatusRequest)(nil),  // 13: veil.fed.v1.StatusRequest
-	(*ClientStatus)(nil),   // 14: veil.fed.v1.ClientStatus
-	(*RoundStatus)(nil),    // 15: veil.fed.v1.RoundStatus
-	(*Evaluation)(nil),     // 16: veil.fed.v1.Evaluation
-	(*StatusResponse)(nil), // 17: veil.fed.v1.StatusResponse
+	(*TensorSpec)(nil),      // 0: veil.fed.v1.TensorSpec
+	(*WeightsHeader)(nil),   // 1: veil.fed.v1.WeightsHeader
+	(*WeightsChunk)(nil),    // 2: veil.fed.v1.WeightsChunk
+	(*DPParams)(nil),        // 3: veil.fed.v1.DPParams
+	(*RoundConfig)(nil),     // 4: veil.fed.v1.RoundConfig
+	(*JoinRequest)(nil),     // 5: veil.fed.v1.JoinRequest
+	(*JoinResponse)(nil),    // 6: veil.fed.v1.JoinResponse
+	(*PollRequest)(nil),     // 7: veil.fed.v1.PollRequest
+	(*PollResponse)(nil),    // 8: veil.fed.v1.PollResponse
+	(*ModelRequest)(nil),    // 9: veil.fed.v1.ModelRequest
+	(*UpdateHeader)(nil),    // 10: veil.fed.v1.UpdateHeader
+	(*UpdateChunk)(nil),     // 11: veil.fed.v1.UpdateChunk
+	(*SubmitResponse)(nil),  // 12: veil.fed.v1.SubmitResponse
+	(*DeclineRequest)(nil),  // 13: veil.fed.v1.DeclineRequest
+	(*DeclineResponse)(nil), // 14: veil.fed.v1.DeclineResponse
+	(*StatusRequest)(nil),   // 15: veil.fed.v1.StatusRequest
+	(*ClientStatus)(nil),    // 16: veil.fed.v1.ClientStatus
+	(*RoundStatus)(nil),     // 17: veil.fed.v1.RoundStatus
+	(*Evaluation)(nil),      // 18: veil.fed.v1.Evaluation
+	(*StatusResponse)(nil),  // 19: veil.fed.v1.StatusResponse
 }
 var file_fed_proto_depIdxs = []int32{
 	0,  // 0: veil.fed.v1.WeightsHeader.tensors:type_name -> veil.fed.v1.TensorSpec
@@ -1599,21 +1721,23 @@ var file_fed_proto_depIdxs = []int32{
 	3,  // 4: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
 	1,  // 5: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
 	10, // 6: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
-	14, // 7: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
-	15, // 8: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
-	16, // 9: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
+	16, // 7: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
+	17, // 8: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
+	18, // 9: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
 	5,  // 10: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
 	7,  // 11: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
 	9,  // 12: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
 	11, // 13: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
-	13, // 14: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
-	6,  // 15: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
-	8,  // 16: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
-	2,  // 17: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
-	12, // 18: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
-	17, // 19: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
+	13, // 14: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
+	15, // 15: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
+	6,  // 16: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
+	8,  // 17: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
+	2,  // 18: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
+	12, // 19: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
+	14, // 20: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
+	19, // 21: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1643,7 +1767,7 @@ func file_fed_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fed_proto_rawDesc), len(file_fed_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	Coordinator_Poll_FullMethodName          = "/veil.fed.v1.Coordinator/Poll"
 	Coordinator_DownloadModel_FullMethodName = "/veil.fed.v1.Coordinator/DownloadModel"
 	Coordinator_SubmitUpdate_FullMethodName  = "/veil.fed.v1.Coordinator/SubmitUpdate"
+	Coordinator_Decline_FullMethodName       = "/veil.fed.v1.Coordinator/Decline"
 	Coordinator_Status_FullMethodName        = "/veil.fed.v1.Coordinator/Status"
 )
 
@@ -49,6 +50,7 @@ type CoordinatorClient interface {
 	Poll(ctx context.Context, in *PollRequest, opts ...grpc.CallOption) (*PollResponse, error)
 	DownloadModel(ctx context.Context, in *ModelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WeightsChunk], error)
 	SubmitUpdate(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UpdateChunk, SubmitResponse], error)
+	Decline(ctx context.Context, in *DeclineRequest, opts ...grpc.CallOption) (*DeclineResponse, error)
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 }
 
@@ -112,6 +114,16 @@ func (c *coordinatorClient) SubmitUpdate(ctx context.Context, opts ...grpc.CallO
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Coordinator_SubmitUpdateClient = grpc.ClientStreamingClient[UpdateChunk, SubmitResponse]
 
+func (c *coordinatorClient) Decline(ctx context.Context, in *DeclineRequest, opts ...grpc.CallOption) (*DeclineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeclineResponse)
+	err := c.cc.Invoke(ctx, Coordinator_Decline_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *coordinatorClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StatusResponse)
@@ -133,6 +145,7 @@ type CoordinatorServer interface {
 	Poll(context.Context, *PollRequest) (*PollResponse, error)
 	DownloadModel(*ModelRequest, grpc.ServerStreamingServer[WeightsChunk]) error
 	SubmitUpdate(grpc.ClientStreamingServer[UpdateChunk, SubmitResponse]) error
+	Decline(context.Context, *DeclineRequest) (*DeclineResponse, error)
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	mustEmbedUnimplementedCoordinatorServer()
 }
@@ -155,6 +168,9 @@ func (UnimplementedCoordinatorServer) DownloadModel(*ModelRequest, grpc.ServerSt
 }
 func (UnimplementedCoordinatorServer) SubmitUpdate(grpc.ClientStreamingServer[UpdateChunk, SubmitResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method SubmitUpdate not implemented")
+}
+func (UnimplementedCoordinatorServer) Decline(context.Context, *DeclineRequest) (*DeclineResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Decline not implemented")
 }
 func (UnimplementedCoordinatorServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Status not implemented")
@@ -234,6 +250,24 @@ func _Coordinator_SubmitUpdate_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Coordinator_SubmitUpdateServer = grpc.ClientStreamingServer[UpdateChunk, SubmitResponse]
 
+func _Coordinator_Decline_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeclineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).Decline(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_Decline_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).Decline(ctx, req.(*DeclineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Coordinator_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StatusRequest)
 	if err := dec(in); err != nil {
@@ -266,6 +300,10 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Poll",
 			Handler:    _Coordinator_Poll_Handler,
+		},
+		{
+			MethodName: "Decline",
+			Handler:    _Coordinator_Decline_Handler,
 		},
 		{
 			MethodName: "Status",
