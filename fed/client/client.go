@@ -20,12 +20,19 @@
 // charges the ledger before touching its data, so a crash can never lose
 // a charge. It also keeps the last model it received.
 //
-// A round's update is trained once. If sending it fails (the coordinator
-// restarted, the network dropped), Run returns the error and a later Run
-// that is offered the same round again sends the same update, without
-// training or charging again: a second copy of an output reveals nothing
-// more than the first. Once the coordinator has answered (accepted or
-// refused), the client does not take part in that round again.
+// The client holds one stream to the coordinator (Subscribe), on which the
+// coordinator pushes each round's task the moment the round opens: the
+// client never polls. A round it refuses (its budget, its policy) it
+// declines, naming the reason (a setting's name), so the coordinator stops
+// waiting for it.
+//
+// A round's update is trained once. If sending it fails or the stream
+// breaks (the coordinator restarted, the network dropped), the client
+// reconnects with backoff; the coordinator pushes the round again if it is
+// still open, and the client sends the same update, without training or
+// charging again: a second copy of an output reveals nothing more than the
+// first. Once the coordinator has answered (accepted or refused), the
+// client does not take part in that round again.
 package client
 
 import (
@@ -34,11 +41,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/veil-privacy/veil/dp"
@@ -110,7 +120,27 @@ type Options struct {
 	// charge, no update) until the round's deadline. Simulations inject
 	// drop-outs with it.
 	SitOut func(task *fedpb.RoundConfig) bool
+	// ReconnectFor is how long the client keeps reconnecting to a
+	// coordinator that went away, from the first failure (0:
+	// DefaultReconnectFor; negative: Run returns at the first failure).
+	ReconnectFor time.Duration
+	// Clock makes the client's timers (default: the system's); tests
+	// inject one to see that no timer runs while the client waits.
+	Clock Clock
 }
+
+// Clock is the time the client waits on: its reconnection backoff and a
+// simulated drop-out's wait. While its stream of work is healthy, a client
+// starts no timer at all: the coordinator pushes it what to do.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // ErrBudgetExhausted is returned when the next round would take the
 // client past its budget.
@@ -153,6 +183,12 @@ func New(o Options) (*Client, error) {
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
+	}
+	if o.ReconnectFor == 0 {
+		o.ReconnectFor = DefaultReconnectFor
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
 	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -199,32 +235,101 @@ func (c *Client) Join(ctx context.Context) error {
 // Serve takes part in rounds, after Join, until the coordinator says the
 // run is over (nil), the budget is exhausted (ErrBudgetExhausted,
 // wrapped), or ctx ends.
+//
+// The client holds one stream to the coordinator (Subscribe) and waits on
+// it: the coordinator pushes each round's task the moment the round
+// opens, so the client never polls. If the stream breaks, or a call fails
+// because the coordinator is unreachable, the client opens it again after
+// a backoff (200 ms doubling to 5 s, with jitter), for up to ReconnectFor
+// since the trouble began; a round still open is pushed again, and its
+// update, trained once, is sent again.
 func (c *Client) Serve(ctx context.Context) error {
 	if c.id == "" {
 		return errors.New("client: not joined (Join first)")
 	}
+	var failingSince time.Time
+	backoff := minBackoff
 	for {
-		resp, err := c.api.Poll(ctx, &fedpb.PollRequest{ProtocolVersion: fedpb.ProtocolVersion})
-		if err != nil {
-			return fmt.Errorf("client: polling: %w", err)
+		healthy, err := c.follow(ctx)
+		if err == nil || ctx.Err() != nil || !reconnectable(err) {
+			return err
 		}
-		switch r := resp.GetReply().(type) {
-		case *fedpb.PollResponse_Done:
-			c.o.Progress("done: " + r.Done)
-			return nil
-		case *fedpb.PollResponse_RetryAfterMs:
-			wait := time.Duration(min(max(r.RetryAfterMs, 10), 10_000)) * time.Millisecond
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(wait):
-			}
-		case *fedpb.PollResponse_Task:
-			if err := c.round(ctx, r.Task); err != nil {
-				return err
+		if healthy {
+			failingSince, backoff = time.Time{}, minBackoff
+		}
+		if failingSince.IsZero() {
+			failingSince = c.o.Clock.Now()
+		}
+		if c.o.ReconnectFor < 0 || c.o.Clock.Now().Sub(failingSince) > c.o.ReconnectFor {
+			return err
+		}
+		// ±20% of jitter (not privacy noise), so that clients cut off
+		// together do not all come back in the same instant.
+		wait := time.Duration(float64(backoff) * (0.8 + 0.4*mrand.Float64()))
+		c.o.Progress(fmt.Sprintf("%v; reconnecting in %s", err, wait.Round(time.Millisecond)))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.o.Clock.After(wait):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// The reconnection backoff's bounds.
+const (
+	minBackoff = 200 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+// DefaultReconnectFor is how long a client keeps reconnecting to an
+// unreachable coordinator by default.
+const DefaultReconnectFor = 2 * time.Minute
+
+// reconnectable reports whether err means the coordinator is unreachable
+// or went away mid-call: worth opening the stream again.
+func reconnectable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Aborted:
+		return true
+	}
+	return errors.Is(err, errStreamEnded)
+}
+
+// errStreamEnded is a stream the coordinator ended without saying the run
+// is over (it is shutting down).
+var errStreamEnded = errors.New("the coordinator ended the stream of work before the run was over")
+
+// follow opens the stream of work and takes part in each round pushed on
+// it, until the run is over (nil) or an error. healthy reports whether
+// the stream was opened and delivered a message, so a later break starts
+// a new backoff.
+func (c *Client) follow(ctx context.Context) (healthy bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.api.Subscribe(ctx, &fedpb.SubscribeRequest{ProtocolVersion: fedpb.ProtocolVersion})
+	if err != nil {
+		return false, fmt.Errorf("client: opening the stream of work: %w", err)
+	}
+	for {
+		p, err := stream.Recv()
+		if err == io.EOF {
+			return healthy, errStreamEnded
+		}
+		if err != nil {
+			return healthy, fmt.Errorf("client: the stream of work: %w", err)
+		}
+		healthy = true
+		switch m := p.GetMsg().(type) {
+		case *fedpb.Push_Done:
+			c.o.Progress("done: " + m.Done)
+			return true, nil
+		case *fedpb.Push_Task:
+			if err := c.round(ctx, m.Task); err != nil {
+				return true, err
 			}
 		default:
-			return errors.New("client: the coordinator's reply is empty")
+			return true, errors.New("client: the coordinator pushed an empty message")
 		}
 	}
 }
@@ -236,20 +341,15 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 			c.o.Progress(fmt.Sprintf("round %d: sending the update again", task.GetRound()))
 			return c.submit(ctx, task, l.up)
 		}
-		// Answered already: wait for the next round.
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-			return nil
-		}
+		// Answered already: wait for the next round's push.
+		return nil
 	}
 	if c.o.SitOut != nil && c.o.SitOut(task) {
 		c.o.Progress(fmt.Sprintf("round %d: dropping out", task.GetRound()))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Until(time.UnixMilli(task.GetDeadlineUnixMs()))):
+		case <-c.o.Clock.After(time.UnixMilli(task.GetDeadlineUnixMs()).Sub(c.o.Clock.Now())):
 		}
 		return nil
 	}

@@ -193,6 +193,11 @@ func TestRoundOutsideThePolicyIsRefused(t *testing.T) {
 			if n := len(adv.Updates()); n != 0 {
 				t.Errorf("the client sent %d updates", n)
 			}
+			// The coordinator is told the round is declined and why, as
+			// the setting's name alone: nothing of the policy's values.
+			if d := adv.Declines(); len(d) != 1 || d[0].GetRound() != 3 || d[0].GetReason() != "policy: "+string(c.setting) {
+				t.Errorf("the client declined with %v, want round 3 for %q", d, "policy: "+string(c.setting))
+			}
 			if n := tr.count(); n != 0 {
 				t.Errorf("the trainer trained %d times", n)
 			}

@@ -2,10 +2,12 @@ package coord
 
 import (
 	"encoding/binary"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 
 	"github.com/veil-privacy/veil/fed/fedpb"
@@ -28,9 +30,25 @@ import (
 //     serves over TLS, whose connection already buffers what it has read
 //     and decrypted, so gRPC's buffer would only add one more copy of
 //     every byte received.
+//   - keepalives for the clients' long-lived Subscribe streams: the
+//     server pings a connection idle for KeepaliveTime and drops it if no
+//     answer comes within KeepaliveTimeout, and lets clients ping as
+//     often as every KeepaliveTime/6.
 func (c *Coordinator) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(chunkCodec{base: encoding.GetCodecV2(proto.Name)}), grpc.ReadBufferSize(0)}
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(chunkCodec{base: encoding.GetCodecV2(proto.Name)}), grpc.ReadBufferSize(0),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 6, PermitWithoutStream: true})}
 }
+
+// Keepalives of the connection between a client and its coordinator: a
+// side pings a connection idle for KeepaliveTime and considers it broken
+// if the ping is not answered within KeepaliveTimeout, so a client whose
+// Subscribe stream died silently (a NAT forgot it, a coordinator host
+// vanished) notices and reconnects.
+const (
+	KeepaliveTime    = 30 * time.Second
+	KeepaliveTimeout = 10 * time.Second
+)
 
 // chunkCodec is the protobuf codec with fast paths for chunks holding
 // payload bytes.
@@ -47,8 +65,12 @@ func (cc chunkCodec) Name() string { return cc.base.Name() }
 // megabyte-sized allocation per chunk. A chunk's bytes must not change
 // until its Send has returned and the stream is done with it, which
 // holds for payloads that are made once per update and only read.
+//
+// It also sets the keepalives (KeepaliveTime, KeepaliveTimeout) that
+// keep a client's Subscribe stream checked while it waits.
 func DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.ForceCodecV2(chunkCodec{base: encoding.GetCodecV2(proto.Name)}))}
+	return []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.ForceCodecV2(chunkCodec{base: encoding.GetCodecV2(proto.Name)})),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout})}
 }
 
 // Marshal encodes v. A chunk holding payload bytes (a model chunk that

@@ -76,6 +76,13 @@ func options(state string, rounds int) coord.Options {
 
 func startHarness(t *testing.T, o coord.Options, dir string) *harness {
 	t.Helper()
+	return startHarnessAt(t, o, dir, "127.0.0.1:0", nil)
+}
+
+// startHarnessAt starts a harness listening on addr; setup, if set, is
+// given the coordinator before its loop runs.
+func startHarnessAt(t *testing.T, o coord.Options, dir, addr string, setup func(*coord.Coordinator)) *harness {
+	t.Helper()
 	h := &harness{dir: dir, state: o.StatePath}
 	var err error
 	if h.ca, err = pki.Load(dir); err != nil {
@@ -109,7 +116,10 @@ func startHarness(t *testing.T, o coord.Options, dir string) *harness {
 	// As veil fed coordinator serves: with the coordinator's codec.
 	srv := grpc.NewServer(append(h.co.ServerOptions(), grpc.Creds(credentials.NewTLS(pki.ServerTLS(id, rev))))...)
 	fedpb.RegisterCoordinatorServer(srv, h.co.Service(rev))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if setup != nil {
+		setup(h.co)
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,8 +88,9 @@ type Options struct {
 	Task         Task
 	// MaxUpdateNorm bounds an update's L2 norm (required, > 0).
 	MaxUpdateNorm float64
-	// Available is how recently a client must have polled to count as
-	// available (default 10 s).
+	// Available is how recently a client must have polled, or had its
+	// Subscribe stream open, to count as available (default 10 s); a
+	// client whose stream is open is available.
 	Available time.Duration
 	// StreamIdle ends an update stream that sends nothing for this long,
 	// header or payload (default DefaultStreamIdle), so a stalled client
@@ -225,7 +226,19 @@ type Coordinator struct {
 	// other than the current one (see store.wipe); the loop retries.
 	unwiped atomic.Bool
 
-	mu        sync.Mutex
+	// wake, poked by Join, Subscribe and Decline, makes the loop take its
+	// next step at once rather than at its tick (tick, every 50 ms by
+	// default, is left to notice deadlines and revocations).
+	wake chan struct{}
+	tick time.Duration
+
+	mu sync.Mutex
+	// changed is closed (and replaced) whenever a round opens or closes
+	// or the run ends: every Subscribe stream waits on it.
+	changed chan struct{}
+	// subs counts each client's open Subscribe streams: a client with one
+	// is available.
+	subs      map[string]int
 	model     wire.Weights // current model
 	version   string
 	stratSt   wire.Weights
@@ -301,7 +314,8 @@ func New(o Options) (*Coordinator, error) {
 		return nil, err
 	}
 	c := &Coordinator{o: o, st: st, strat: strat, log: o.Logger, queue: make(chan *pending, 256), curves: curves,
-		declines: make(chan *decline), serials: map[string]map[string]*big.Int{}, joinedWith: map[string]string{},
+		declines: make(chan *decline), wake: make(chan struct{}, 1), tick: 50 * time.Millisecond,
+		changed: make(chan struct{}), subs: map[string]int{}, serials: map[string]map[string]*big.Int{}, joinedWith: map[string]string{},
 		lastPoll: map[string]time.Time{}, streams: map[string]bool{},
 		rng: mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))}
 	if err := c.restore(); err != nil {
@@ -447,7 +461,7 @@ func short(v string) string {
 // Run runs rounds until the configured number have closed or ctx ends.
 // It returns nil when every round has closed.
 func (c *Coordinator) Run(ctx context.Context) error {
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(c.tick)
 	defer tick.Stop()
 	for {
 		c.mu.Lock()
@@ -463,6 +477,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			c.fold(ctx, c.gather(p))
 		case d := <-c.declines:
 			d.reply <- c.withdraw(ctx, d.round, d.client, d.reason)
+		case <-c.wake:
 		case <-tick.C:
 		}
 		if err := c.advance(ctx); err != nil {
@@ -544,17 +559,24 @@ func (c *Coordinator) advance(ctx context.Context) error {
 		if c.waitingFor(r) > 0 && now.Before(r.deadline) {
 			return nil
 		}
-		return c.closeRound(ctx, r)
+		// The next round starts in the same step, without waiting for a
+		// tick.
+		if err := c.closeRound(ctx, r); err != nil {
+			return err
+		}
 	}
 	c.mu.Lock()
 	if c.completed >= c.o.Rounds {
-		c.done = true
+		if !c.done {
+			c.done = true
+			c.notifyLocked()
+		}
 		c.mu.Unlock()
 		return nil
 	}
 	var avail []string
 	for id, t := range c.lastPoll {
-		if now.Sub(t) <= c.o.Available {
+		if now.Sub(t) <= c.o.Available || c.subs[id] > 0 {
 			avail = append(avail, id)
 		}
 	}
@@ -647,6 +669,7 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 	}
 	c.mu.Lock()
 	c.round = r
+	c.notifyLocked()
 	c.mu.Unlock()
 	c.log.Info("round started", "round", n, "selected", len(sel), "available", len(avail), "model", short(cfg.ModelVersion))
 	return nil
@@ -714,6 +737,7 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 	c.round = nil
 	c.completed++
 	c.done = c.completed >= c.o.Rounds
+	c.notifyLocked()
 	c.mu.Unlock()
 	c.o.Metrics.RoundClosed(state, time.Since(r.started), aggTime)
 	c.log.Info("round closed", "round", r.n, "state", state, "updates", counted, "withdrawn", withdrawn, "reason", reason)
@@ -1055,6 +1079,20 @@ func (c *Coordinator) enrol(ctx context.Context, client string, eps, delta float
 		return err
 	})
 	return spent, err
+}
+
+// notifyLocked wakes every Subscribe stream (c.mu held).
+func (c *Coordinator) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// poke makes the loop take a step at once.
+func (c *Coordinator) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Round returns the open round's number (0 if none) and the number of

@@ -150,6 +150,7 @@ func (s *service) Join(ctx context.Context, req *fedpb.JoinRequest) (*fedpb.Join
 	s.c.mu.Lock()
 	s.c.lastPoll[id] = time.Now()
 	s.c.mu.Unlock()
+	s.c.poke()
 	s.c.log.Info("client joined", "client", id)
 	return &fedpb.JoinResponse{ProtocolVersion: fedpb.ProtocolVersion, ClientId: id,
 		BudgetEpsilon: req.GetBudgetEpsilon(), BudgetDelta: req.GetBudgetDelta(), SpentEpsilon: spent}, nil
@@ -191,6 +192,71 @@ func (s *service) Poll(ctx context.Context, req *fedpb.PollRequest) (*fedpb.Poll
 		resp.Reply = &fedpb.PollResponse_RetryAfterMs{RetryAfterMs: 200}
 	}
 	return resp, nil
+}
+
+// Subscribe holds the client's stream of work open: it pushes the task of
+// each round the client is selected for the moment the round opens (at
+// once if such a round is open and the client not yet counted in it or
+// withdrawn from it, as after a reconnection), and the end of the run,
+// after which it returns. A client with a stream open is available for
+// rounds. The caller's certificate is checked again before every push, so
+// a revoked client's stream ends at its next push.
+func (s *service) Subscribe(req *fedpb.SubscribeRequest, stream grpc.ServerStreamingServer[fedpb.Push]) error {
+	ctx := stream.Context()
+	id, err := s.who(ctx)
+	if err != nil {
+		return err
+	}
+	if err := checkVersion(req.GetProtocolVersion()); err != nil {
+		return err
+	}
+	if err := s.enrolled(ctx, id); err != nil {
+		return err
+	}
+	c := s.c
+	c.mu.Lock()
+	c.subs[id]++
+	c.lastPoll[id] = time.Now()
+	c.mu.Unlock()
+	c.poke()
+	defer func() {
+		c.mu.Lock()
+		if c.subs[id]--; c.subs[id] <= 0 {
+			delete(c.subs, id)
+		}
+		c.lastPoll[id] = time.Now()
+		c.mu.Unlock()
+	}()
+	var pushed uint64 // the round whose task this stream has pushed
+	for {
+		var push *fedpb.Push
+		c.mu.Lock()
+		changed := c.changed
+		switch r := c.round; {
+		case c.done:
+			push = &fedpb.Push{ProtocolVersion: fedpb.ProtocolVersion, Msg: &fedpb.Push_Done{Done: fmt.Sprintf("the run is over after %d rounds", c.completed)}}
+		case r != nil && r.n != pushed && r.selected[id] && !r.counted[id] && r.withdrawn[id] == "" && time.Now().Before(r.deadline):
+			push = &fedpb.Push{ProtocolVersion: fedpb.ProtocolVersion, Msg: &fedpb.Push_Task{Task: r.cfg}}
+			pushed = r.n
+		}
+		c.mu.Unlock()
+		if push != nil {
+			if _, err := s.who(ctx); err != nil {
+				return err
+			}
+			if err := stream.Send(push); err != nil {
+				return err
+			}
+			if push.GetDone() != "" {
+				return nil
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (s *service) DownloadModel(req *fedpb.ModelRequest, stream grpc.ServerStreamingServer[fedpb.WeightsChunk]) error {

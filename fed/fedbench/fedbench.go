@@ -9,8 +9,8 @@
 // clients. Prepare makes the certificates both use.
 //
 // What a round looks like to the coordinator is what a real round costs it,
-// minus the clients' training: every client polls until it is given the
-// round's task, downloads the model, and once every client has it (a
+// minus the clients' training: every client holds its stream of work open
+// (Subscribe) and is pushed the round's task, downloads the model, and once every client has it (a
 // barrier, so that the submissions are measured on their own) all send
 // their update at once: a header with the DP metadata of what they "ran"
 // (the coordinator charges each client's ledger from it) and the payload
@@ -21,8 +21,8 @@
 // Measures: updates per second is the updates accepted divided by the time
 // from the barrier's release to the last acceptance (summed over rounds);
 // a round's wall time is the coordinator's own, from the round's start to
-// its close (polling latency, downloads, submissions and aggregation: all
-// but client compute); bytes per update are the bytes the clients' sockets
+// its close (pushing the task, downloads, submissions and aggregation:
+// all but client compute); bytes per update are the bytes the clients' sockets
 // wrote during their submissions (TLS records, HTTP/2 frames, protobuf
 // framing and the payload), divided by the updates.
 //
@@ -340,6 +340,8 @@ type benchClient struct {
 	api     fedpb.CoordinatorClient
 	ctx     context.Context
 	written atomic.Int64
+	// work is the client's stream of work (Subscribe).
+	work grpc.ServerStreamingClient[fedpb.Push]
 }
 
 type countConn struct {
@@ -422,6 +424,9 @@ func Drive(ctx context.Context, s Settings, addr string) (*DriveReport, error) {
 		if err != nil {
 			return fmt.Errorf("%s joining: %w", c.name, err)
 		}
+		if c.work, err = c.api.Subscribe(c.ctx, &fedpb.SubscribeRequest{ProtocolVersion: fedpb.ProtocolVersion}); err != nil {
+			return fmt.Errorf("%s subscribing: %w", c.name, err)
+		}
 		return nil
 	}); err != nil {
 		return nil, err
@@ -434,24 +439,18 @@ func Drive(ctx context.Context, s Settings, addr string) (*DriveReport, error) {
 		tasks := make([]*fedpb.RoundConfig, len(clients))
 		var mu sync.Mutex
 		var firstTask, lastModel time.Time
-		// Poll for the task and download the model.
+		// Wait for the task to be pushed and download the model.
 		if err := each(clients, func(i int, c *benchClient) error {
-			for {
-				resp, err := c.api.Poll(c.ctx, &fedpb.PollRequest{ProtocolVersion: fedpb.ProtocolVersion})
+			for tasks[i] == nil {
+				p, err := c.work.Recv()
 				if err != nil {
-					return fmt.Errorf("%s polling: %w", c.name, err)
+					return fmt.Errorf("%s waiting for its task: %w", c.name, err)
 				}
-				if t := resp.GetTask(); t != nil && t.GetRound() > last {
-					tasks[i] = t
-					break
-				}
-				if d := resp.GetDone(); d != "" {
+				if d := p.GetDone(); d != "" {
 					return fmt.Errorf("%s: the coordinator ended the run early: %s", c.name, d)
 				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(time.Duration(max(resp.GetRetryAfterMs(), 10)) * time.Millisecond):
+				if t := p.GetTask(); t != nil && t.GetRound() > last {
+					tasks[i] = t
 				}
 			}
 			now := time.Now()

@@ -781,6 +781,145 @@ func (*PollResponse_RetryAfterMs) isPollResponse_Reply() {}
 
 func (*PollResponse_Done) isPollResponse_Reply() {}
 
+// SubscribeRequest opens a client's stream of work (Subscribe).
+type SubscribeRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ProtocolVersion uint32                 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SubscribeRequest) Reset() {
+	*x = SubscribeRequest{}
+	mi := &file_fed_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRequest) ProtoMessage() {}
+
+func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeRequest) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SubscribeRequest) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
+// Push is one message the coordinator pushes on a client's stream: a
+// round's task, the moment the round opens (or, on a stream opened while
+// a round the client is selected for and not counted in is open, at
+// once), or the end of the run, after which the stream ends.
+type Push struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ProtocolVersion uint32                 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*Push_Task
+	//	*Push_Done
+	Msg           isPush_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Push) Reset() {
+	*x = Push{}
+	mi := &file_fed_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Push) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Push) ProtoMessage() {}
+
+func (x *Push) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Push.ProtoReflect.Descriptor instead.
+func (*Push) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Push) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
+func (x *Push) GetMsg() isPush_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *Push) GetTask() *RoundConfig {
+	if x != nil {
+		if x, ok := x.Msg.(*Push_Task); ok {
+			return x.Task
+		}
+	}
+	return nil
+}
+
+func (x *Push) GetDone() string {
+	if x != nil {
+		if x, ok := x.Msg.(*Push_Done); ok {
+			return x.Done
+		}
+	}
+	return ""
+}
+
+type isPush_Msg interface {
+	isPush_Msg()
+}
+
+type Push_Task struct {
+	Task *RoundConfig `protobuf:"bytes,2,opt,name=task,proto3,oneof"`
+}
+
+type Push_Done struct {
+	Done string `protobuf:"bytes,3,opt,name=done,proto3,oneof"`
+}
+
+func (*Push_Task) isPush_Msg() {}
+
+func (*Push_Done) isPush_Msg() {}
+
 // ModelRequest asks for a model version's weights.
 type ModelRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -792,7 +931,7 @@ type ModelRequest struct {
 
 func (x *ModelRequest) Reset() {
 	*x = ModelRequest{}
-	mi := &file_fed_proto_msgTypes[9]
+	mi := &file_fed_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +943,7 @@ func (x *ModelRequest) String() string {
 func (*ModelRequest) ProtoMessage() {}
 
 func (x *ModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[9]
+	mi := &file_fed_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +956,7 @@ func (x *ModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRequest.ProtoReflect.Descriptor instead.
 func (*ModelRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{9}
+	return file_fed_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ModelRequest) GetProtocolVersion() uint32 {
@@ -853,7 +992,7 @@ type UpdateHeader struct {
 
 func (x *UpdateHeader) Reset() {
 	*x = UpdateHeader{}
-	mi := &file_fed_proto_msgTypes[10]
+	mi := &file_fed_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1004,7 @@ func (x *UpdateHeader) String() string {
 func (*UpdateHeader) ProtoMessage() {}
 
 func (x *UpdateHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[10]
+	mi := &file_fed_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1017,7 @@ func (x *UpdateHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateHeader.ProtoReflect.Descriptor instead.
 func (*UpdateHeader) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{10}
+	return file_fed_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateHeader) GetProtocolVersion() uint32 {
@@ -937,7 +1076,7 @@ type UpdateChunk struct {
 
 func (x *UpdateChunk) Reset() {
 	*x = UpdateChunk{}
-	mi := &file_fed_proto_msgTypes[11]
+	mi := &file_fed_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1088,7 @@ func (x *UpdateChunk) String() string {
 func (*UpdateChunk) ProtoMessage() {}
 
 func (x *UpdateChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[11]
+	mi := &file_fed_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1101,7 @@ func (x *UpdateChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChunk.ProtoReflect.Descriptor instead.
 func (*UpdateChunk) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{11}
+	return file_fed_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateChunk) GetPart() isUpdateChunk_Part {
@@ -1020,7 +1159,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_fed_proto_msgTypes[12]
+	mi := &file_fed_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1171,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[12]
+	mi := &file_fed_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1184,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{12}
+	return file_fed_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SubmitResponse) GetProtocolVersion() uint32 {
@@ -1095,7 +1234,7 @@ type DeclineRequest struct {
 
 func (x *DeclineRequest) Reset() {
 	*x = DeclineRequest{}
-	mi := &file_fed_proto_msgTypes[13]
+	mi := &file_fed_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1246,7 @@ func (x *DeclineRequest) String() string {
 func (*DeclineRequest) ProtoMessage() {}
 
 func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[13]
+	mi := &file_fed_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1259,7 @@ func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineRequest.ProtoReflect.Descriptor instead.
 func (*DeclineRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{13}
+	return file_fed_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeclineRequest) GetProtocolVersion() uint32 {
@@ -1154,7 +1293,7 @@ type DeclineResponse struct {
 
 func (x *DeclineResponse) Reset() {
 	*x = DeclineResponse{}
-	mi := &file_fed_proto_msgTypes[14]
+	mi := &file_fed_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1305,7 @@ func (x *DeclineResponse) String() string {
 func (*DeclineResponse) ProtoMessage() {}
 
 func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[14]
+	mi := &file_fed_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1318,7 @@ func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineResponse.ProtoReflect.Descriptor instead.
 func (*DeclineResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{14}
+	return file_fed_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeclineResponse) GetProtocolVersion() uint32 {
@@ -1199,7 +1338,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fed_proto_msgTypes[15]
+	mi := &file_fed_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1350,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[15]
+	mi := &file_fed_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1363,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{15}
+	return file_fed_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusRequest) GetProtocolVersion() uint32 {
@@ -1248,7 +1387,7 @@ type ClientStatus struct {
 
 func (x *ClientStatus) Reset() {
 	*x = ClientStatus{}
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1399,7 @@ func (x *ClientStatus) String() string {
 func (*ClientStatus) ProtoMessage() {}
 
 func (x *ClientStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1412,7 @@ func (x *ClientStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientStatus.ProtoReflect.Descriptor instead.
 func (*ClientStatus) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{16}
+	return file_fed_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ClientStatus) GetId() string {
@@ -1324,7 +1463,7 @@ type RoundStatus struct {
 
 func (x *RoundStatus) Reset() {
 	*x = RoundStatus{}
-	mi := &file_fed_proto_msgTypes[17]
+	mi := &file_fed_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1475,7 @@ func (x *RoundStatus) String() string {
 func (*RoundStatus) ProtoMessage() {}
 
 func (x *RoundStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[17]
+	mi := &file_fed_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1488,7 @@ func (x *RoundStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStatus.ProtoReflect.Descriptor instead.
 func (*RoundStatus) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{17}
+	return file_fed_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RoundStatus) GetRound() uint64 {
@@ -1399,7 +1538,7 @@ type Evaluation struct {
 
 func (x *Evaluation) Reset() {
 	*x = Evaluation{}
-	mi := &file_fed_proto_msgTypes[18]
+	mi := &file_fed_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1550,7 @@ func (x *Evaluation) String() string {
 func (*Evaluation) ProtoMessage() {}
 
 func (x *Evaluation) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[18]
+	mi := &file_fed_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1563,7 @@ func (x *Evaluation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evaluation.ProtoReflect.Descriptor instead.
 func (*Evaluation) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{18}
+	return file_fed_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Evaluation) GetRound() uint64 {
@@ -1485,7 +1624,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fed_proto_msgTypes[19]
+	mi := &file_fed_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1636,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[19]
+	mi := &file_fed_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1649,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{19}
+	return file_fed_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatusResponse) GetProtocolVersion() uint32 {
@@ -1615,7 +1754,14 @@ const file_fed_proto_rawDesc = "" +
 	"\x04task\x18\x02 \x01(\v2\x18.veil.fed.v1.RoundConfigH\x00R\x04task\x12&\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\x03H\x00R\fretryAfterMs\x12\x14\n" +
 	"\x04done\x18\x04 \x01(\tH\x00R\x04doneB\a\n" +
-	"\x05reply\"^\n" +
+	"\x05reply\"=\n" +
+	"\x10SubscribeRequest\x12)\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"~\n" +
+	"\x04Push\x12)\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12.\n" +
+	"\x04task\x18\x02 \x01(\v2\x18.veil.fed.v1.RoundConfigH\x00R\x04task\x12\x14\n" +
+	"\x04done\x18\x03 \x01(\tH\x00R\x04doneB\x05\n" +
+	"\x03msg\"^\n" +
 	"\fModelRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12#\n" +
 	"\rmodel_version\x18\x02 \x01(\tR\fmodelVersion\"\xed\x01\n" +
@@ -1669,10 +1815,11 @@ const file_fed_proto_rawDesc = "" +
 	"\rmodel_version\x18\x03 \x01(\tR\fmodelVersion\x123\n" +
 	"\aclients\x18\x04 \x03(\v2\x19.veil.fed.v1.ClientStatusR\aclients\x120\n" +
 	"\x06rounds\x18\x05 \x03(\v2\x18.veil.fed.v1.RoundStatusR\x06rounds\x12@\n" +
-	"\x0flast_evaluation\x18\x06 \x01(\v2\x17.veil.fed.v1.EvaluationR\x0elastEvaluation2\xa2\x03\n" +
+	"\x0flast_evaluation\x18\x06 \x01(\v2\x17.veil.fed.v1.EvaluationR\x0elastEvaluation2\xe3\x03\n" +
 	"\vCoordinator\x12;\n" +
 	"\x04Join\x12\x18.veil.fed.v1.JoinRequest\x1a\x19.veil.fed.v1.JoinResponse\x12;\n" +
-	"\x04Poll\x12\x18.veil.fed.v1.PollRequest\x1a\x19.veil.fed.v1.PollResponse\x12G\n" +
+	"\x04Poll\x12\x18.veil.fed.v1.PollRequest\x1a\x19.veil.fed.v1.PollResponse\x12?\n" +
+	"\tSubscribe\x12\x1d.veil.fed.v1.SubscribeRequest\x1a\x11.veil.fed.v1.Push0\x01\x12G\n" +
 	"\rDownloadModel\x12\x19.veil.fed.v1.ModelRequest\x1a\x19.veil.fed.v1.WeightsChunk0\x01\x12G\n" +
 	"\fSubmitUpdate\x12\x18.veil.fed.v1.UpdateChunk\x1a\x1b.veil.fed.v1.SubmitResponse(\x01\x12D\n" +
 	"\aDecline\x12\x1b.veil.fed.v1.DeclineRequest\x1a\x1c.veil.fed.v1.DeclineResponse\x12A\n" +
@@ -1690,57 +1837,62 @@ func file_fed_proto_rawDescGZIP() []byte {
 	return file_fed_proto_rawDescData
 }
 
-var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_fed_proto_goTypes = []any{
-	(*TensorSpec)(nil),      // 0: veil.fed.v1.TensorSpec
-	(*WeightsHeader)(nil),   // 1: veil.fed.v1.WeightsHeader
-	(*WeightsChunk)(nil),    // 2: veil.fed.v1.WeightsChunk
-	(*DPParams)(nil),        // 3: veil.fed.v1.DPParams
-	(*RoundConfig)(nil),     // 4: veil.fed.v1.RoundConfig
-	(*JoinRequest)(nil),     // 5: veil.fed.v1.JoinRequest
-	(*JoinResponse)(nil),    // 6: veil.fed.v1.JoinResponse
-	(*PollRequest)(nil),     // 7: veil.fed.v1.PollRequest
-	(*PollResponse)(nil),    // 8: veil.fed.v1.PollResponse
-	(*ModelRequest)(nil),    // 9: veil.fed.v1.ModelRequest
-	(*UpdateHeader)(nil),    // 10: veil.fed.v1.UpdateHeader
-	(*UpdateChunk)(nil),     // 11: veil.fed.v1.UpdateChunk
-	(*SubmitResponse)(nil),  // 12: veil.fed.v1.SubmitResponse
-	(*DeclineRequest)(nil),  // 13: veil.fed.v1.DeclineRequest
-	(*DeclineResponse)(nil), // 14: veil.fed.v1.DeclineResponse
-	(*StatusRequest)(nil),   // 15: veil.fed.v1.StatusRequest
-	(*ClientStatus)(nil),    // 16: veil.fed.v1.ClientStatus
-	(*RoundStatus)(nil),     // 17: veil.fed.v1.RoundStatus
-	(*Evaluation)(nil),      // 18: veil.fed.v1.Evaluation
-	(*StatusResponse)(nil),  // 19: veil.fed.v1.StatusResponse
+	(*TensorSpec)(nil),       // 0: veil.fed.v1.TensorSpec
+	(*WeightsHeader)(nil),    // 1: veil.fed.v1.WeightsHeader
+	(*WeightsChunk)(nil),     // 2: veil.fed.v1.WeightsChunk
+	(*DPParams)(nil),         // 3: veil.fed.v1.DPParams
+	(*RoundConfig)(nil),      // 4: veil.fed.v1.RoundConfig
+	(*JoinRequest)(nil),      // 5: veil.fed.v1.JoinRequest
+	(*JoinResponse)(nil),     // 6: veil.fed.v1.JoinResponse
+	(*PollRequest)(nil),      // 7: veil.fed.v1.PollRequest
+	(*PollResponse)(nil),     // 8: veil.fed.v1.PollResponse
+	(*SubscribeRequest)(nil), // 9: veil.fed.v1.SubscribeRequest
+	(*Push)(nil),             // 10: veil.fed.v1.Push
+	(*ModelRequest)(nil),     // 11: veil.fed.v1.ModelRequest
+	(*UpdateHeader)(nil),     // 12: veil.fed.v1.UpdateHeader
+	(*UpdateChunk)(nil),      // 13: veil.fed.v1.UpdateChunk
+	(*SubmitResponse)(nil),   // 14: veil.fed.v1.SubmitResponse
+	(*DeclineRequest)(nil),   // 15: veil.fed.v1.DeclineRequest
+	(*DeclineResponse)(nil),  // 16: veil.fed.v1.DeclineResponse
+	(*StatusRequest)(nil),    // 17: veil.fed.v1.StatusRequest
+	(*ClientStatus)(nil),     // 18: veil.fed.v1.ClientStatus
+	(*RoundStatus)(nil),      // 19: veil.fed.v1.RoundStatus
+	(*Evaluation)(nil),       // 20: veil.fed.v1.Evaluation
+	(*StatusResponse)(nil),   // 21: veil.fed.v1.StatusResponse
 }
 var file_fed_proto_depIdxs = []int32{
 	0,  // 0: veil.fed.v1.WeightsHeader.tensors:type_name -> veil.fed.v1.TensorSpec
 	1,  // 1: veil.fed.v1.WeightsChunk.header:type_name -> veil.fed.v1.WeightsHeader
 	3,  // 2: veil.fed.v1.RoundConfig.dp:type_name -> veil.fed.v1.DPParams
 	4,  // 3: veil.fed.v1.PollResponse.task:type_name -> veil.fed.v1.RoundConfig
-	3,  // 4: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
-	1,  // 5: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
-	10, // 6: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
-	16, // 7: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
-	17, // 8: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
-	18, // 9: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
-	5,  // 10: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
-	7,  // 11: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
-	9,  // 12: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
-	11, // 13: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
-	13, // 14: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
-	15, // 15: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
-	6,  // 16: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
-	8,  // 17: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
-	2,  // 18: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
-	12, // 19: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
-	14, // 20: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
-	19, // 21: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	4,  // 4: veil.fed.v1.Push.task:type_name -> veil.fed.v1.RoundConfig
+	3,  // 5: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
+	1,  // 6: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
+	12, // 7: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
+	18, // 8: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
+	19, // 9: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
+	20, // 10: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
+	5,  // 11: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
+	7,  // 12: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
+	9,  // 13: veil.fed.v1.Coordinator.Subscribe:input_type -> veil.fed.v1.SubscribeRequest
+	11, // 14: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
+	13, // 15: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
+	15, // 16: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
+	17, // 17: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
+	6,  // 18: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
+	8,  // 19: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
+	10, // 20: veil.fed.v1.Coordinator.Subscribe:output_type -> veil.fed.v1.Push
+	2,  // 21: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
+	14, // 22: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
+	16, // 23: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
+	21, // 24: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_fed_proto_init() }
@@ -1757,7 +1909,11 @@ func file_fed_proto_init() {
 		(*PollResponse_RetryAfterMs)(nil),
 		(*PollResponse_Done)(nil),
 	}
-	file_fed_proto_msgTypes[11].OneofWrappers = []any{
+	file_fed_proto_msgTypes[10].OneofWrappers = []any{
+		(*Push_Task)(nil),
+		(*Push_Done)(nil),
+	}
+	file_fed_proto_msgTypes[13].OneofWrappers = []any{
 		(*UpdateChunk_Header)(nil),
 		(*UpdateChunk_Data)(nil),
 	}
@@ -1767,7 +1923,7 @@ func file_fed_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fed_proto_rawDesc), len(file_fed_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Coordinator_Join_FullMethodName          = "/veil.fed.v1.Coordinator/Join"
 	Coordinator_Poll_FullMethodName          = "/veil.fed.v1.Coordinator/Poll"
+	Coordinator_Subscribe_FullMethodName     = "/veil.fed.v1.Coordinator/Subscribe"
 	Coordinator_DownloadModel_FullMethodName = "/veil.fed.v1.Coordinator/DownloadModel"
 	Coordinator_SubmitUpdate_FullMethodName  = "/veil.fed.v1.Coordinator/SubmitUpdate"
 	Coordinator_Decline_FullMethodName       = "/veil.fed.v1.Coordinator/Decline"
@@ -47,7 +48,11 @@ const (
 // TLS.
 type CoordinatorClient interface {
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
+	// Poll asks for work once; clients that predate Subscribe use it.
 	Poll(ctx context.Context, in *PollRequest, opts ...grpc.CallOption) (*PollResponse, error)
+	// Subscribe holds a client's stream of work open: the coordinator pushes
+	// each round's task and the end of the run, with no polling.
+	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Push], error)
 	DownloadModel(ctx context.Context, in *ModelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WeightsChunk], error)
 	SubmitUpdate(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UpdateChunk, SubmitResponse], error)
 	Decline(ctx context.Context, in *DeclineRequest, opts ...grpc.CallOption) (*DeclineResponse, error)
@@ -82,9 +87,28 @@ func (c *coordinatorClient) Poll(ctx context.Context, in *PollRequest, opts ...g
 	return out, nil
 }
 
+func (c *coordinatorClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Push], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Coordinator_ServiceDesc.Streams[0], Coordinator_Subscribe_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubscribeRequest, Push]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Coordinator_SubscribeClient = grpc.ServerStreamingClient[Push]
+
 func (c *coordinatorClient) DownloadModel(ctx context.Context, in *ModelRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WeightsChunk], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Coordinator_ServiceDesc.Streams[0], Coordinator_DownloadModel_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Coordinator_ServiceDesc.Streams[1], Coordinator_DownloadModel_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +127,7 @@ type Coordinator_DownloadModelClient = grpc.ServerStreamingClient[WeightsChunk]
 
 func (c *coordinatorClient) SubmitUpdate(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UpdateChunk, SubmitResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Coordinator_ServiceDesc.Streams[1], Coordinator_SubmitUpdate_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Coordinator_ServiceDesc.Streams[2], Coordinator_SubmitUpdate_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +166,11 @@ func (c *coordinatorClient) Status(ctx context.Context, in *StatusRequest, opts 
 // TLS.
 type CoordinatorServer interface {
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
+	// Poll asks for work once; clients that predate Subscribe use it.
 	Poll(context.Context, *PollRequest) (*PollResponse, error)
+	// Subscribe holds a client's stream of work open: the coordinator pushes
+	// each round's task and the end of the run, with no polling.
+	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[Push]) error
 	DownloadModel(*ModelRequest, grpc.ServerStreamingServer[WeightsChunk]) error
 	SubmitUpdate(grpc.ClientStreamingServer[UpdateChunk, SubmitResponse]) error
 	Decline(context.Context, *DeclineRequest) (*DeclineResponse, error)
@@ -162,6 +190,9 @@ func (UnimplementedCoordinatorServer) Join(context.Context, *JoinRequest) (*Join
 }
 func (UnimplementedCoordinatorServer) Poll(context.Context, *PollRequest) (*PollResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Poll not implemented")
+}
+func (UnimplementedCoordinatorServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[Push]) error {
+	return status.Errorf(codes.Unimplemented, "method Subscribe not implemented")
 }
 func (UnimplementedCoordinatorServer) DownloadModel(*ModelRequest, grpc.ServerStreamingServer[WeightsChunk]) error {
 	return status.Errorf(codes.Unimplemented, "method DownloadModel not implemented")
@@ -231,6 +262,17 @@ func _Coordinator_Poll_Handler(srv interface{}, ctx context.Context, dec func(in
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Coordinator_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SubscribeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CoordinatorServer).Subscribe(m, &grpc.GenericServerStream[SubscribeRequest, Push]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Coordinator_SubscribeServer = grpc.ServerStreamingServer[Push]
 
 func _Coordinator_DownloadModel_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(ModelRequest)
@@ -311,6 +353,11 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Subscribe",
+			Handler:       _Coordinator_Subscribe_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "DownloadModel",
 			Handler:       _Coordinator_DownloadModel_Handler,

@@ -102,6 +102,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	opts := append(o.Coordinator.ServerOptions(),
 		grpc.Creds(credentials.NewTLS(pki.ServerTLS(o.Identity, o.Revocations))),
 		grpc.ChainUnaryInterceptor(s.watchDone),
+		grpc.ChainStreamInterceptor(s.watchDoneStream),
 	)
 	if o.Metrics != nil {
 		opts = append(opts, grpc.StatsHandler(o.Metrics.StatsHandler()))
@@ -187,21 +188,45 @@ func (s *Server) setServing(ok bool) {
 	s.mu.Unlock()
 }
 
-// watchDone records the clients told that the run is over.
+// watchDone records the clients told that the run is over by Poll.
 func (s *Server) watchDone(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
 	if r, ok := resp.(*fedpb.PollResponse); ok && err == nil && r.GetDone() != "" {
-		if p, ok := peer.FromContext(ctx); ok {
-			if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-				if name, _, err := pki.PeerName(ti.State); err == nil {
-					s.mu.Lock()
-					s.toldDone[name] = true
-					s.mu.Unlock()
-				}
+		s.told(ctx)
+	}
+	return resp, err
+}
+
+// watchDoneStream records the clients told that the run is over on their
+// stream of work (Subscribe).
+func (s *Server) watchDoneStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, doneWatcher{ServerStream: ss, s: s})
+}
+
+type doneWatcher struct {
+	grpc.ServerStream
+	s *Server
+}
+
+func (w doneWatcher) SendMsg(m any) error {
+	err := w.ServerStream.SendMsg(m)
+	if p, ok := m.(*fedpb.Push); ok && err == nil && p.GetDone() != "" {
+		w.s.told(w.Context())
+	}
+	return err
+}
+
+// told records that the caller of ctx has been told the run is over.
+func (s *Server) told(ctx context.Context) {
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			if name, _, err := pki.PeerName(ti.State); err == nil {
+				s.mu.Lock()
+				s.toldDone[name] = true
+				s.mu.Unlock()
 			}
 		}
 	}
-	return resp, err
 }
 
 // Run serves and runs the coordinator until the run is over (then it

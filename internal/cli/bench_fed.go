@@ -100,13 +100,13 @@ sending updates of the federated embedding head's size (557,824 values; or
 The coordinator is the real one (its SQLite state file, ledgers charged from
 each update's DP metadata, every check), started as a separate veil process
 so that its peak memory is its own; the clients send precomputed updates, so
-nothing is spent on training. In each round every client polls for the task
+nothing is spent on training. In each round every client is pushed the task
 and downloads the model; once all have it, all submit at once.
 
   updates_per_s     updates accepted / time from the submissions' start to
                     the last acceptance (summed over rounds)
   round_s           mean round time at the coordinator, start to close
-                    (polling, downloads, submissions, aggregation)
+                    (push, downloads, submissions, aggregation)
   bytes_per_update  bytes the clients' sockets wrote while submitting, per
                     update (payload, protobuf, HTTP/2 and TLS framing)
   peak_rss_mb       the coordinator process's peak resident set (MiB)

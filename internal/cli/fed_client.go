@@ -115,13 +115,18 @@ and stops with exit status 4 when a round would take one of its people past
 the budget. The coordinator keeps a ledger for this client too and refuses
 updates beyond the budget.
 
+The client holds one stream open to the coordinator, which pushes it each
+round's task the moment the round opens: it never polls. A round it refuses
+(its budget, its policy) it declines, naming the reason (a setting's name,
+nothing else), so the round does not wait for it.
+
 Reliability: while the coordinator is unreachable (restarting, network
-down) the client keeps trying for --retry-for, then gives up: that bounds
-the whole wait, each attempt's included (a coordinator that accepts
-connections but never answers costs --retry-for, not a connect timeout per
-attempt). A round's
-update is trained once: if sending it failed, the same update is sent again
-when the coordinator offers the round again, at no new privacy cost.
+down) the client reconnects with backoff for --retry-for, then gives up:
+that bounds the whole wait, each attempt's included (a coordinator that
+accepts connections but never answers costs --retry-for, not a connect
+timeout per attempt). A round's update is trained once: if sending it
+failed, the same update is sent again when the coordinator offers the round
+again, at no new privacy cost.
 
 Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
 		Args: cobra.NoArgs,
@@ -249,7 +254,10 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 	c, err := client.New(client.Options{Addr: f.addr, ServerName: serverName, Creds: credentials.NewTLS(pki.ClientTLS(id, serverName)),
 		Policy: policy, Dir: f.dir, Trainer: tr, Logger: log,
 		LedgerDir: ledgers, DataSet: f.dataSet, Members: members,
-		Progress: progress})
+		Progress: progress,
+		// Reconnection is runWithRetries's (it joins again), bounded by
+		// --retry-for as a whole.
+		ReconnectFor: -1})
 	if err != nil {
 		return err
 	}

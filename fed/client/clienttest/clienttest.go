@@ -1,7 +1,7 @@
 // Package clienttest is an adversarial coordinator for the tests of
 // federation clients: a real gRPC server over real TLS (a temporary
-// authority from package pki) that offers whichever client polls one
-// scripted round, whatever the client declared when it joined, serves a
+// authority from package pki) that offers whichever client polls or
+// subscribes one scripted round, whatever the client declared when it joined, serves a
 // model, and accepts and records any update it is sent. It plays a
 // coordinator trying to make a client train under weaker privacy than its
 // owner set; a client that keeps its policy refuses the round and sends
@@ -44,6 +44,9 @@ type Coordinator struct {
 	polls     int
 	downloads int
 	updates   []*fedpb.UpdateHeader
+	declines  []*fedpb.DeclineRequest
+	// got is closed when the first update arrives.
+	got chan struct{}
 }
 
 // Start serves the adversary until the test ends. task is the round it
@@ -51,7 +54,7 @@ type Coordinator struct {
 // in); model the model it serves; clients the certificate names it issues.
 func Start(t testing.TB, task *fedpb.RoundConfig, model wire.Weights, clients ...string) *Coordinator {
 	t.Helper()
-	c := &Coordinator{PKI: filepath.Join(t.TempDir(), "pki"), model: model, task: proto.Clone(task).(*fedpb.RoundConfig)}
+	c := &Coordinator{PKI: filepath.Join(t.TempDir(), "pki"), model: model, task: proto.Clone(task).(*fedpb.RoundConfig), got: make(chan struct{})}
 	c.task.ProtocolVersion = fedpb.ProtocolVersion
 	c.task.ModelVersion = wire.Version(model.Header())
 	c.task.DeadlineUnixMs = time.Now().Add(10 * time.Minute).UnixMilli()
@@ -101,7 +104,15 @@ func (c *Coordinator) Joins() []*fedpb.JoinRequest {
 	return append([]*fedpb.JoinRequest(nil), c.joins...)
 }
 
-// Polls returns the number of polls answered.
+// Declines returns the declines received.
+func (c *Coordinator) Declines() []*fedpb.DeclineRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*fedpb.DeclineRequest(nil), c.declines...)
+}
+
+// Polls returns the number of times the round was offered: polls
+// answered and streams of work opened.
 func (c *Coordinator) Polls() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -143,6 +154,31 @@ func (c *Coordinator) Poll(context.Context, *fedpb.PollRequest) (*fedpb.PollResp
 	return &fedpb.PollResponse{ProtocolVersion: fedpb.ProtocolVersion, Reply: &fedpb.PollResponse_Task{Task: c.task}}, nil
 }
 
+// Subscribe pushes the round, then, once an update has arrived, says the
+// run is over.
+func (c *Coordinator) Subscribe(_ *fedpb.SubscribeRequest, stream grpc.ServerStreamingServer[fedpb.Push]) error {
+	c.mu.Lock()
+	c.polls++
+	c.mu.Unlock()
+	if err := stream.Send(&fedpb.Push{ProtocolVersion: fedpb.ProtocolVersion, Msg: &fedpb.Push_Task{Task: c.task}}); err != nil {
+		return err
+	}
+	select {
+	case <-c.got:
+		return stream.Send(&fedpb.Push{ProtocolVersion: fedpb.ProtocolVersion, Msg: &fedpb.Push_Done{Done: "the adversary has what it wanted"}})
+	case <-stream.Context().Done():
+		return stream.Context().Err()
+	}
+}
+
+// Decline records a client's refusal.
+func (c *Coordinator) Decline(_ context.Context, req *fedpb.DeclineRequest) (*fedpb.DeclineResponse, error) {
+	c.mu.Lock()
+	c.declines = append(c.declines, proto.Clone(req).(*fedpb.DeclineRequest))
+	c.mu.Unlock()
+	return &fedpb.DeclineResponse{ProtocolVersion: fedpb.ProtocolVersion}, nil
+}
+
 // DownloadModel serves the model.
 func (c *Coordinator) DownloadModel(_ *fedpb.ModelRequest, stream grpc.ServerStreamingServer[fedpb.WeightsChunk]) error {
 	c.mu.Lock()
@@ -181,6 +217,9 @@ func (c *Coordinator) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.Updat
 		return fmt.Errorf("clienttest: the update has %d bytes, its header says %d", n, h.GetWeights().GetTotalBytes())
 	}
 	c.mu.Lock()
+	if len(c.updates) == 0 {
+		close(c.got)
+	}
 	c.updates = append(c.updates, proto.Clone(h).(*fedpb.UpdateHeader))
 	c.mu.Unlock()
 	return stream.SendAndClose(&fedpb.SubmitResponse{ProtocolVersion: fedpb.ProtocolVersion, Accepted: true})
