@@ -117,6 +117,33 @@ type Observer interface {
 	BytesOut(n int)
 }
 
+// RoundTiming is where a closed round's time went, as the coordinator
+// saw it. Times are the wall clock's.
+type RoundTiming struct {
+	Round uint64
+	// Started is when the round opened (when this process restored it,
+	// after a restart); Closed when its close was committed.
+	Started, Closed time.Time
+	// LastArrival is when the last update counted in the round was
+	// received whole (read, hashed and checked, before it was queued);
+	// zero if none was counted by this process.
+	LastArrival time.Time
+	// Fold is the time the round's folds spent checking, charging and
+	// adding updates to the running sum and writing it (their transactions
+	// up to the commit); Commit the time of those commits and of the
+	// write-ahead log's wipes after them.
+	Fold, Commit time.Duration
+	// Close is the time closing the round took: aggregation, its
+	// transaction and the wipe.
+	Close time.Duration
+}
+
+// TimingObserver is an Observer that is also told, for each closed
+// round, where its time went (veil bench fed).
+type TimingObserver interface {
+	RoundTimed(RoundTiming)
+}
+
 type nopObserver struct{}
 
 func (nopObserver) RoundClosed(string, time.Duration, time.Duration) {}
@@ -264,8 +291,11 @@ type openRound struct {
 	// withdrawn holds the selected clients that declined the round or
 	// were revoked, with the reason; the round waits for them no more.
 	withdrawn map[string]string
-	sum       *strategy.Sum
-	started   time.Time
+	// Where the round's time went (RoundTiming), c.mu held.
+	lastArrival          time.Time
+	foldTime, commitTime time.Duration
+	sum                  *strategy.Sum
+	started              time.Time
 }
 
 type pending struct {
@@ -282,6 +312,8 @@ type pending struct {
 	// release, if set, gives the update's buffer back once the fold has
 	// answered (it reads update until then).
 	release func()
+	// arrived is when the update was received whole.
+	arrived time.Time
 }
 
 type result struct {
@@ -676,6 +708,7 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 }
 
 func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
+	closeStart := time.Now()
 	state, reason := "done", ""
 	var next, nextState wire.Weights
 	aggStart := time.Now()
@@ -739,7 +772,15 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 	c.done = c.completed >= c.o.Rounds
 	c.notifyLocked()
 	c.mu.Unlock()
-	c.o.Metrics.RoundClosed(state, time.Since(r.started), aggTime)
+	closed := time.Now()
+	c.o.Metrics.RoundClosed(state, closed.Sub(r.started), aggTime)
+	if to, ok := c.o.Metrics.(TimingObserver); ok {
+		c.mu.Lock()
+		tm := RoundTiming{Round: r.n, Started: r.started, Closed: closed, LastArrival: r.lastArrival, Fold: r.foldTime, Commit: r.commitTime,
+			Close: closed.Sub(closeStart)}
+		c.mu.Unlock()
+		to.RoundTimed(tm)
+	}
 	c.log.Info("round closed", "round", r.n, "state", state, "updates", counted, "withdrawn", withdrawn, "reason", reason)
 	return nil
 }
@@ -920,7 +961,10 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 		sum = &strategy.Sum{Layout: r.sum.Layout, Values: vals, Weight: r.sum.Weight, Count: r.sum.Count}
 	}
 	counted := map[string]bool{}
+	foldStart := time.Now()
+	var committing time.Time // when the transaction's work was done and its commit began
 	err := c.st.tx(ctx, func(tx *sql.Tx) error {
+		defer func() { committing = time.Now() }()
 		for i, p := range batch {
 			h := &fedpb.UpdateHeader{ProtocolVersion: fedpb.ProtocolVersion, Round: p.round, ModelVersion: p.version, Dp: p.dp}
 			if err := c.check(p.client, h); err != nil {
@@ -994,11 +1038,19 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 		// anyone is told, so that the file holds the current sum only.
 		c.unwiped.Store(true)
 		c.wipe(ctx)
+		committed := time.Now()
 		c.mu.Lock()
 		c.spare = r.sum.Values
 		r.sum = sum
 		for id := range counted {
 			r.counted[id] = true
+		}
+		r.foldTime += committing.Sub(foldStart)
+		r.commitTime += committed.Sub(committing)
+		for _, a := range accepted {
+			if t := batch[a.i].arrived; t.After(r.lastArrival) {
+				r.lastArrival = t
+			}
 		}
 		c.mu.Unlock()
 		for _, a := range accepted {

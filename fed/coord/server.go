@@ -478,7 +478,7 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 		return reply(refuse("stale", "the update arrived after round %d's deadline", r.n))
 	}
 	p := &pending{client: id, round: h.GetRound(), version: h.GetModelVersion(), update: update,
-		examples: h.GetExamples(), dp: h.GetDp(), bytes: int(dec.Received()), reply: make(chan result, 1), release: release}
+		examples: h.GetExamples(), dp: h.GetDp(), bytes: int(dec.Received()), reply: make(chan result, 1), release: release, arrived: time.Now()}
 	if h.GetDp() != nil {
 		// Work out the ledger charge here, in parallel with other
 		// updates, rather than in the one goroutine that folds them.

@@ -182,6 +182,20 @@ type ServeReport struct {
 	Refused  int `json:"refused"`
 	// BytesAccepted is the payload bytes of the accepted updates.
 	BytesAccepted int64 `json:"bytes_accepted"`
+	// Timings is where each round's time went at the coordinator.
+	Timings []ServeTiming `json:"timings"`
+}
+
+// ServeTiming is one round's coordinator.RoundTiming: wall-clock instants
+// in Unix nanoseconds (the driver's are comparable: both halves run on one
+// machine), durations in seconds.
+type ServeTiming struct {
+	StartedNs     int64   `json:"started_unix_ns"`
+	ClosedNs      int64   `json:"closed_unix_ns"`
+	LastArrivalNs int64   `json:"last_arrival_unix_ns"`
+	FoldS         float64 `json:"fold_s"`
+	CommitS       float64 `json:"commit_s"`
+	CloseS        float64 `json:"close_s"`
 }
 
 type observer struct {
@@ -210,6 +224,17 @@ func (o *observer) UpdateRefused(string) {
 }
 
 func (o *observer) BytesOut(int) {}
+
+func (o *observer) RoundTimed(t coord.RoundTiming) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st := ServeTiming{StartedNs: t.Started.UnixNano(), ClosedNs: t.Closed.UnixNano(), FoldS: t.Fold.Seconds(), CommitS: t.Commit.Seconds(),
+		CloseS: t.Close.Seconds()}
+	if !t.LastArrival.IsZero() {
+		st.LastArrivalNs = t.LastArrival.UnixNano()
+	}
+	o.r.Timings = append(o.r.Timings, st)
+}
 
 // Serve runs a coordinator for s on listen (e.g. 127.0.0.1:0), calls
 // ready with its address once it accepts connections, and returns what it
@@ -327,6 +352,68 @@ type DriveReport struct {
 	// during the submission phases, summed over rounds (0 without
 	// Settings.CoordinatorCPU).
 	CoordinatorSubmitCPUSeconds float64 `json:"coordinator_submit_cpu_s,omitempty"`
+	// Phases are each round's instants as the clients saw them.
+	Phases []DrivePhases `json:"phases"`
+}
+
+// DrivePhases are one round's instants at the clients, in Unix
+// nanoseconds: the last client given its task, the last holding the
+// model, and the submissions' start (the barrier's release).
+type DrivePhases struct {
+	LastTaskNs  int64 `json:"last_task_unix_ns"`
+	LastModelNs int64 `json:"last_model_unix_ns"`
+	ReleaseNs   int64 `json:"release_unix_ns"`
+}
+
+// Split is where a round's time goes, in seconds, averaged over the
+// rounds: what the two halves measured put together (both read the same
+// machine's wall clock).
+type Split struct {
+	// WaitS is from the round's start to the last client holding its
+	// task (the push).
+	WaitS float64 `json:"wait_s"`
+	// DownloadS is from then to the last client holding the model.
+	DownloadS float64 `json:"download_s"`
+	// UploadS is from the submissions' start to the last counted update
+	// received whole at the coordinator.
+	UploadS float64 `json:"upload_s"`
+	// FoldS and CommitS are the coordinator's folds (checks, charges, the
+	// running sum) and their commits and log wipes; they overlap the
+	// upload of other updates.
+	FoldS   float64 `json:"fold_s"`
+	CommitS float64 `json:"commit_s"`
+	// CloseS is the close: aggregation, its commit and wipe.
+	CloseS float64 `json:"close_s"`
+	// LastUpdateToCloseS is from the last counted update's arrival to
+	// the round's close being committed: folding and committing it, then
+	// closing.
+	LastUpdateToCloseS float64 `json:"last_update_to_close_s"`
+}
+
+// SplitOf puts the halves' timings together, round by round.
+func SplitOf(sr *ServeReport, dr *DriveReport) Split {
+	var sp Split
+	n := min(len(sr.Timings), len(dr.Phases))
+	if n == 0 {
+		return sp
+	}
+	sec := func(a, b int64) float64 { return float64(b-a) / 1e9 }
+	for i := range n {
+		t, p := sr.Timings[i], dr.Phases[i]
+		sp.WaitS += sec(t.StartedNs, p.LastTaskNs)
+		sp.DownloadS += sec(p.LastTaskNs, p.LastModelNs)
+		sp.FoldS += t.FoldS
+		sp.CommitS += t.CommitS
+		sp.CloseS += t.CloseS
+		if t.LastArrivalNs != 0 {
+			sp.UploadS += sec(p.ReleaseNs, t.LastArrivalNs)
+			sp.LastUpdateToCloseS += sec(t.LastArrivalNs, t.ClosedNs)
+		}
+	}
+	f := float64(n)
+	sp.WaitS, sp.DownloadS, sp.UploadS, sp.FoldS, sp.CommitS, sp.CloseS, sp.LastUpdateToCloseS =
+		sp.WaitS/f, sp.DownloadS/f, sp.UploadS/f, sp.FoldS/f, sp.CommitS/f, sp.CloseS/f, sp.LastUpdateToCloseS/f
+	return sp
 }
 
 // distinct is the number of different precomputed updates the clients
@@ -438,7 +525,7 @@ func Drive(ctx context.Context, s Settings, addr string) (*DriveReport, error) {
 	for range s.Rounds {
 		tasks := make([]*fedpb.RoundConfig, len(clients))
 		var mu sync.Mutex
-		var firstTask, lastModel time.Time
+		var firstTask, lastTask, lastModel time.Time
 		// Wait for the task to be pushed and download the model.
 		if err := each(clients, func(i int, c *benchClient) error {
 			for tasks[i] == nil {
@@ -458,19 +545,25 @@ func Drive(ctx context.Context, s Settings, addr string) (*DriveReport, error) {
 			if firstTask.IsZero() || now.Before(firstTask) {
 				firstTask = now
 			}
+			if now.After(lastTask) {
+				lastTask = now
+			}
 			mu.Unlock()
 			if err := download(c, tasks[i].GetModelVersion()); err != nil {
 				return err
 			}
 			now = time.Now()
 			mu.Lock()
-			lastModel = now
+			if now.After(lastModel) {
+				lastModel = now
+			}
 			mu.Unlock()
 			return nil
 		}); err != nil {
 			return nil, err
 		}
 		rep.DownloadSeconds = append(rep.DownloadSeconds, lastModel.Sub(firstTask).Seconds())
+		phases := DrivePhases{LastTaskNs: lastTask.UnixNano(), LastModelNs: lastModel.UnixNano()}
 		last = tasks[0].GetRound()
 		before := make([]int64, len(clients))
 		for i, c := range clients {
@@ -479,6 +572,8 @@ func Drive(ctx context.Context, s Settings, addr string) (*DriveReport, error) {
 		// Submit, all at once.
 		cpu0, coordCPU0 := cputime.Process(), coordinatorCPU(s)
 		start := time.Now()
+		phases.ReleaseNs = start.UnixNano()
+		rep.Phases = append(rep.Phases, phases)
 		if err := each(clients, func(i int, c *benchClient) error {
 			u := updates[i%distinct]
 			h := &fedpb.UpdateHeader{ProtocolVersion: fedpb.ProtocolVersion, Round: tasks[i].GetRound(), ModelVersion: tasks[i].GetModelVersion(),

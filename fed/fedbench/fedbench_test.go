@@ -52,11 +52,48 @@ func TestBenchRounds(t *testing.T) {
 		if dr.Updates != 6 || len(dr.SubmitSeconds) != 2 || !(dr.UpdatesPerSecond > 0) || dr.PayloadBytes != 4000 {
 			t.Errorf("tls %v: clients measured %+v", tls, dr)
 		}
+		// Each round's time is split in order: its start, the last task
+		// pushed, the last model held, the submissions' start, the last
+		// update received, the close committed; the coordinator's parts
+		// are positive.
+		if len(sr.Timings) != 2 || len(dr.Phases) != 2 {
+			t.Fatalf("tls %v: %d rounds timed by the coordinator and %d by the clients, want 2 and 2", tls, len(sr.Timings), len(dr.Phases))
+		}
+		for i, tm := range sr.Timings {
+			p := dr.Phases[i]
+			if !(tm.StartedNs <= p.LastTaskNs && p.LastTaskNs <= p.LastModelNs && p.LastModelNs <= p.ReleaseNs &&
+				p.ReleaseNs <= tm.LastArrivalNs && tm.LastArrivalNs <= tm.ClosedNs) {
+				t.Errorf("tls %v, round %d: instants out of order: %+v %+v", tls, i+1, tm, p)
+			}
+			if !(tm.FoldS > 0 && tm.CommitS > 0 && tm.CloseS > 0) {
+				t.Errorf("tls %v, round %d: fold, commit and close %g, %g, %g s", tls, i+1, tm.FoldS, tm.CommitS, tm.CloseS)
+			}
+		}
 		// Everything that crossed the socket: at least the payload, and
 		// not absurdly more (framing, headers, TLS records).
 		if dr.BytesPerUpdate < 4000 || dr.BytesPerUpdate > 4000+8000 {
 			t.Errorf("tls %v: %g bytes per update on the wire for a 4,000-byte payload", tls, dr.BytesPerUpdate)
 		}
+	}
+}
+
+func TestSplitOf(t *testing.T) {
+	const s = int64(1e9)
+	sr := &ServeReport{Timings: []ServeTiming{
+		{StartedNs: 10 * s, LastArrivalNs: 14 * s, ClosedNs: 15 * s, FoldS: 0.5, CommitS: 0.25, CloseS: 0.25},
+		{StartedNs: 20 * s, LastArrivalNs: 26 * s, ClosedNs: 28 * s, FoldS: 1.5, CommitS: 0.75, CloseS: 0.75},
+	}}
+	dr := &DriveReport{Phases: []DrivePhases{
+		{LastTaskNs: 11 * s, LastModelNs: 12 * s, ReleaseNs: 12 * s},
+		{LastTaskNs: 23 * s, LastModelNs: 24 * s, ReleaseNs: 24 * s},
+	}}
+	got := SplitOf(sr, dr)
+	want := Split{WaitS: 2, DownloadS: 1, UploadS: 2, FoldS: 1, CommitS: 0.5, CloseS: 0.5, LastUpdateToCloseS: 1.5}
+	if got != want {
+		t.Fatalf("SplitOf = %+v, want %+v", got, want)
+	}
+	if got := SplitOf(&ServeReport{}, dr); got != (Split{}) {
+		t.Fatalf("SplitOf without the coordinator's timings = %+v", got)
 	}
 }
 

@@ -40,6 +40,8 @@ type benchFedResult struct {
 	SubmitS      float64 `json:"submit_s"`
 	DownloadS    float64 `json:"download_s"`
 	AggregateS   float64 `json:"aggregate_s"`
+	// Split is where a round's time goes (fedbench.Split).
+	Split fedbench.Split `json:"split"`
 	// CoordinatorCPUS is the coordinator process's CPU time (user +
 	// system) over the whole run: enrolment, serving the model, and
 	// receiving, checking, charging and folding the updates.
@@ -107,6 +109,14 @@ and downloads the model; once all have it, all submit at once.
                     the last acceptance (summed over rounds)
   round_s           mean round time at the coordinator, start to close
                     (push, downloads, submissions, aggregation)
+  split             where a round's time goes, mean over rounds (s): wait
+                    (round start to the last client holding its task),
+                    download (then to the last holding the model), upload
+                    (submissions' start to the last update received), fold
+                    and commit (the coordinator's folds and their commits,
+                    overlapping other uploads), close (aggregation and its
+                    commit), last_update_to_close (last update received to
+                    the round's close committed)
   bytes_per_update  bytes the clients' sockets wrote while submitting, per
                     update (payload, protobuf, HTTP/2 and TLS framing)
   peak_rss_mb       the coordinator process's peak resident set (MiB)
@@ -206,6 +216,11 @@ func runBenchFed(ctx context.Context, e *env, f *benchFedFlags) error {
 	for _, r := range rep.Runs {
 		fmt.Fprintf(e.stdout, "%-5v %12.1f %9.2f %16.0f %13.0f %18.2f %18.2f %18.2f\n", r.TLS, r.UpdatesPerS, r.RoundS, r.BytesPerUpdate, r.PeakRSSMB, r.CPUMsPerUpdate, r.SubmitCPUMsPerUpdate, r.ClientCPUMsPerUpdate)
 	}
+	for _, r := range rep.Runs {
+		p := r.Split
+		fmt.Fprintf(e.stdout, "TLS %v, a round's time (s): wait %.3f, download %.3f, upload %.3f, fold %.3f, commit %.3f, close %.3f; last update to closed %.3f\n",
+			r.TLS, p.WaitS, p.DownloadS, p.UploadS, p.FoldS, p.CommitS, p.CloseS, p.LastUpdateToCloseS)
+	}
 	if rep.TLSUpdatesRatio > 0 {
 		fmt.Fprintf(e.stdout, "TLS: updates/s ×%.2f slower, coordinator CPU per update ×%.2f\n", rep.TLSUpdatesRatio, rep.TLSCPURatio)
 	}
@@ -216,7 +231,7 @@ func runBenchFed(ctx context.Context, e *env, f *benchFedFlags) error {
 func benchFedResultOf(s fedbench.Settings, sr *fedbench.ServeReport, dr *fedbench.DriveReport) benchFedResult {
 	return benchFedResult{Clients: s.Clients, Params: s.Params, UpdatesPerS: dr.UpdatesPerSecond, RoundS: mean(sr.RoundSeconds),
 		BytesPerUpdate: dr.BytesPerUpdate, TLS: s.TLS, Rounds: s.Rounds, PayloadBytes: dr.PayloadBytes, SubmitS: mean(dr.SubmitSeconds),
-		DownloadS: mean(dr.DownloadSeconds), AggregateS: mean(sr.AggregateSeconds)}
+		DownloadS: mean(dr.DownloadSeconds), AggregateS: mean(sr.AggregateSeconds), Split: fedbench.SplitOf(sr, dr)}
 }
 
 func mean(v []float64) float64 {
