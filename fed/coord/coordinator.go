@@ -709,9 +709,6 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 
 func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 	closeStart := time.Now()
-	state, reason := "done", ""
-	var next, nextState wire.Weights
-	aggStart := time.Now()
 	c.mu.Lock()
 	counted, withdrawn := len(r.counted), 0
 	for id := range r.withdrawn {
@@ -719,43 +716,10 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 			withdrawn++
 		}
 	}
+	sum := r.sum
 	c.mu.Unlock()
-	if counted < c.o.MinUpdates {
-		state = "failed"
-		reason = fmt.Sprintf("%d of the %d updates needed arrived by the deadline", counted, c.o.MinUpdates)
-		if withdrawn > 0 {
-			reason = fmt.Sprintf("%d of the %d updates needed arrived; %d of the %d clients selected withdrew (declined or revoked)",
-				counted, c.o.MinUpdates, withdrawn, len(r.selected))
-		}
-	} else {
-		mean, err := r.sum.Mean()
-		if err == nil {
-			next, nextState, err = c.strat.Apply(c.model, mean, r.sum.Count, c.stratSt)
-		}
-		if err == nil {
-			err = next.CheckFinite()
-		}
-		if err != nil {
-			state, reason, next = "failed", "aggregation: "+err.Error(), nil
-		}
-	}
-	aggTime := time.Since(aggStart)
-	var v string
-	if next != nil {
-		v = wire.Version(next.Header())
-	}
-	err := c.st.tx(ctx, func(tx *sql.Tx) error {
-		if next != nil {
-			if err := putModel(tx, v, r.n, next, nextState); err != nil {
-				return err
-			}
-			if err := setMeta(tx, "model", []byte(v)); err != nil {
-				return err
-			}
-		}
-		_, err := tx.Exec(`UPDATE rounds SET state = ?, reason = ?, sum = NULL WHERE round = ? AND state = 'open'`, state, reason, r.n)
-		return err
-	})
+	cl := c.aggregate(r, sum, counted, withdrawn)
+	err := c.st.tx(ctx, func(tx *sql.Tx) error { return c.closeTx(tx, r, sum, cl) })
 	if err != nil {
 		return fmt.Errorf("coordinator: closing round %d: %w", r.n, err)
 	}
@@ -763,9 +727,72 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 	// log still holds it until wiped.
 	c.unwiped.Store(true)
 	c.wipe(ctx)
+	c.closed(r, cl, closeStart)
+	return nil
+}
+
+// closing is what closing a round does: its outcome and next model.
+type closing struct {
+	state, reason      string
+	next, nextState    wire.Weights
+	version            string
+	agg                time.Duration
+	counted, withdrawn int
+}
+
+// aggregate works out the close of r with the running sum sum, counted
+// updates and withdrawn clients (nothing stored).
+func (c *Coordinator) aggregate(r *openRound, sum *strategy.Sum, counted, withdrawn int) closing {
+	start := time.Now()
+	cl := closing{state: "done", counted: counted, withdrawn: withdrawn}
+	if counted < c.o.MinUpdates {
+		cl.state = "failed"
+		cl.reason = fmt.Sprintf("%d of the %d updates needed arrived by the deadline", counted, c.o.MinUpdates)
+		if withdrawn > 0 {
+			cl.reason = fmt.Sprintf("%d of the %d updates needed arrived; %d of the %d clients selected withdrew (declined or revoked)",
+				counted, c.o.MinUpdates, withdrawn, len(r.selected))
+		}
+	} else {
+		mean, err := sum.Mean()
+		if err == nil {
+			cl.next, cl.nextState, err = c.strat.Apply(c.model, mean, sum.Count, c.stratSt)
+		}
+		if err == nil {
+			err = cl.next.CheckFinite()
+		}
+		if err != nil {
+			cl.state, cl.reason, cl.next = "failed", "aggregation: "+err.Error(), nil
+		}
+	}
+	if cl.next != nil {
+		cl.version = wire.Version(cl.next.Header())
+	}
+	cl.agg = time.Since(start)
+	return cl
+}
+
+// closeTx stores the close of r in tx: the next model, and the round's
+// outcome and count without its running sum.
+func (c *Coordinator) closeTx(tx *sql.Tx, r *openRound, sum *strategy.Sum, cl closing) error {
+	if cl.next != nil {
+		if err := putModel(tx, cl.version, r.n, cl.next, cl.nextState); err != nil {
+			return err
+		}
+		if err := setMeta(tx, "model", []byte(cl.version)); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec(`UPDATE rounds SET state = ?, reason = ?, sum = NULL, sum_weight = ?, updates = ? WHERE round = ? AND state = 'open'`,
+		cl.state, cl.reason, sum.Weight, sum.Count, r.n)
+	return err
+}
+
+// closed makes a close stored (and wiped) current: the next model, the
+// next round, the streams told, the metrics and the log.
+func (c *Coordinator) closed(r *openRound, cl closing, closeStart time.Time) {
 	c.mu.Lock()
-	if next != nil {
-		c.model, c.stratSt, c.version = next, nextState, v
+	if cl.next != nil {
+		c.model, c.stratSt, c.version = cl.next, cl.nextState, cl.version
 	}
 	c.round = nil
 	c.completed++
@@ -773,7 +800,7 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 	c.notifyLocked()
 	c.mu.Unlock()
 	closed := time.Now()
-	c.o.Metrics.RoundClosed(state, closed.Sub(r.started), aggTime)
+	c.o.Metrics.RoundClosed(cl.state, closed.Sub(r.started), cl.agg)
 	if to, ok := c.o.Metrics.(TimingObserver); ok {
 		c.mu.Lock()
 		tm := RoundTiming{Round: r.n, Started: r.started, Closed: closed, LastArrival: r.lastArrival, Fold: r.foldTime, Commit: r.commitTime,
@@ -781,8 +808,7 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 		c.mu.Unlock()
 		to.RoundTimed(tm)
 	}
-	c.log.Info("round closed", "round", r.n, "state", state, "updates", counted, "withdrawn", withdrawn, "reason", reason)
-	return nil
+	c.log.Info("round closed", "round", r.n, "state", cl.state, "updates", cl.counted, "withdrawn", cl.withdrawn, "reason", cl.reason)
 }
 
 // refusal is an update refused for a reason that names no value.
@@ -963,6 +989,8 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 	counted := map[string]bool{}
 	foldStart := time.Now()
 	var committing time.Time // when the transaction's work was done and its commit began
+	var closing *closing     // set if the batch completes the round and closes it
+	var closeStart time.Time
 	err := c.st.tx(ctx, func(tx *sql.Tx) error {
 		defer func() { committing = time.Now() }()
 		for i, p := range batch {
@@ -1022,6 +1050,15 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 		if len(accepted) == 0 {
 			return nil
 		}
+		if n, w, complete := c.completedBy(r, counted); complete {
+			// The batch completes the round: it closes in the same
+			// transaction, so the round's last update is committed with
+			// its close (one commit, one wipe, no running sum written).
+			closeStart = time.Now()
+			cl := c.aggregate(r, sum, n, w)
+			closing = &cl
+			return c.closeTx(tx, r, sum, cl)
+		}
 		c.encodedSum = appendSum(c.encodedSum[:0], sum.Values)
 		_, err := tx.Exec(`UPDATE rounds SET sum = ?, sum_weight = ?, updates = ? WHERE round = ? AND state = 'open'`,
 			c.encodedSum, sum.Weight, sum.Count, r.n)
@@ -1053,6 +1090,9 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 			}
 		}
 		c.mu.Unlock()
+		if closing != nil {
+			c.closed(r, *closing, closeStart)
+		}
 		for _, a := range accepted {
 			if a.ch != nil && a.ch.l != nil {
 				c.ledgers.put(batch[a.i].client, a.ch.ledger, a.ch.l)
@@ -1079,6 +1119,26 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 		}
 		p.reply <- results[i]
 	}
+}
+
+// completedBy reports whether every client selected for r is counted
+// (before or in the batch counted) or has withdrawn, with the number of
+// updates counted and of clients withdrawn then.
+func (c *Coordinator) completedBy(r *openRound, batch map[string]bool) (counted, withdrawn int, complete bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	complete = true
+	for id := range r.selected {
+		switch {
+		case r.counted[id] || batch[id]:
+			counted++
+		case r.withdrawn[id] != "":
+			withdrawn++
+		default:
+			complete = false
+		}
+	}
+	return counted, withdrawn, complete
 }
 
 // enrol records a client's budget at its first join; later joins must

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -74,6 +75,8 @@ var migrations = []string{
 // holds each accepted update exactly once or not at all.
 type store struct {
 	db *sql.DB
+	// commits counts the transactions committed by tx.
+	commits atomic.Int64
 }
 
 func openStore(path string) (*store, error) {
@@ -235,7 +238,11 @@ func (s *store) tx(ctx context.Context, f func(*sql.Tx) error) error {
 		tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.commits.Add(1)
+	return nil
 }
 
 func getMeta(q interface {

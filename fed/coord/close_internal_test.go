@@ -1,0 +1,72 @@
+package coord
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/veil-privacy/veil/fed/strategy"
+	"github.com/veil-privacy/veil/fed/wire"
+)
+
+// TestRoundClosesInTheCommitOfItsLastUpdate: the fold that counts a
+// round's last expected update closes the round in the same transaction,
+// so the round is closed, its model current and its sum gone within one
+// commit of that update, with no step of the loop (nor its tick) in
+// between; an update that does not complete the round is committed alone
+// and leaves it open.
+func TestRoundClosesInTheCommitOfItsLastUpdate(t *testing.T) {
+	model := wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{1, 2, 3}}}
+	c, err := New(Options{StatePath: filepath.Join(t.TempDir(), "state.db"), Init: model, Strategy: strategy.Options{Name: "fedavg"},
+		Rounds: 2, Fraction: 1, MinAvailable: 2, MinUpdates: 2, RoundTimeout: time.Hour, MaxUpdateNorm: 10,
+		Task: Task{LocalSteps: 1, LearningRate: 0.1, Batch: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for _, who := range []string{"alice", "bob"} {
+		if _, err := c.enrol(ctx, who, 100, 1e-5, "identity"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.startRound(ctx, []string{"alice", "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	_, v0 := c.Model()
+	send := func(who string, delta float32) {
+		t.Helper()
+		up := wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{delta, delta, delta}}}
+		p := &pending{client: who, round: 1, version: v0, update: up, examples: 1, bytes: 12, reply: make(chan result, 1)}
+		before := c.st.commits.Load()
+		c.fold(ctx, []*pending{p})
+		if res := <-p.reply; res.err != nil {
+			t.Fatalf("%s's update: %v", who, res.err)
+		}
+		if n := c.st.commits.Load() - before; n != 1 {
+			t.Fatalf("%s's update took %d commits, want 1", who, n)
+		}
+	}
+	send("alice", 0.5)
+	if open, done := c.Round(); open != 1 || done != 0 {
+		t.Fatalf("after the first of two updates: open round %d, %d closed; want round 1 open", open, done)
+	}
+	send("bob", 1.5)
+	if open, done := c.Round(); open != 0 || done != 1 {
+		t.Fatalf("after the last update: open round %d, %d closed; want round 1 closed in that commit", open, done)
+	}
+	w, v1 := c.Model()
+	if v1 == v0 || w[0].Values[0] != 2 {
+		t.Fatalf("the model after round 1 is %v (version changed: %v), want 1 + mean(0.5, 1.5) = 2", w[0].Values, v1 != v0)
+	}
+	var state string
+	var updates int
+	var sumNull bool
+	if err := c.st.db.QueryRow(`SELECT state, updates, sum IS NULL FROM rounds WHERE round = 1`).Scan(&state, &updates, &sumNull); err != nil {
+		t.Fatal(err)
+	}
+	if state != "done" || updates != 2 || !sumNull {
+		t.Fatalf("round 1 stored as %s with %d updates (sum gone: %v)", state, updates, sumNull)
+	}
+}
