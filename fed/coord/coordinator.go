@@ -1,6 +1,8 @@
 // Package coord is the federation's coordinator: it holds the shared model,
-// runs rounds (selects clients, sends the round's task, folds accepted
-// updates into a running sum, aggregates at the deadline), keeps every
+// runs rounds (selects clients, pushes the round's task on each selected
+// client's stream the moment the round opens, folds accepted updates into
+// a running sum, and aggregates in the transaction that commits the last
+// expected update, or at the deadline for stragglers), keeps every
 // client's privacy ledger and refuses what would take a client past its
 // budget, and serves all of it over gRPC with mutual TLS. Its whole state
 // lives in one SQLite file, changed one transaction at a time, so a
