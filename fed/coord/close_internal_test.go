@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/strategy"
 	"github.com/veil-privacy/veil/fed/wire"
 )
@@ -68,5 +69,60 @@ func TestRoundClosesInTheCommitOfItsLastUpdate(t *testing.T) {
 	}
 	if state != "done" || updates != 2 || !sumNull {
 		t.Fatalf("round 1 stored as %s with %d updates (sum gone: %v)", state, updates, sumNull)
+	}
+}
+
+// TestWithdrawalSurvivesARestart: a client's withdrawal from the open
+// round is in the state file, so a coordinator restarted mid-round still
+// does not wait for it: the other client's update closes the round, in
+// one commit.
+func TestWithdrawalSurvivesARestart(t *testing.T) {
+	model := wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{1, 2, 3}}}
+	o := Options{StatePath: filepath.Join(t.TempDir(), "state.db"), Init: model, Strategy: strategy.Options{Name: "fedavg"},
+		Rounds: 1, Fraction: 1, MinAvailable: 2, MinUpdates: 1, RoundTimeout: time.Hour, MaxUpdateNorm: 10,
+		Task: Task{LocalSteps: 1, LearningRate: 0.1, Batch: 1}}
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, who := range []string{"alice", "bob"} {
+		if _, err := c.enrol(ctx, who, 100, 1e-5, "identity"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.startRound(ctx, []string{"alice", "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.withdraw(ctx, 1, "bob", "policy: clip"); err != nil {
+		t.Fatal(err)
+	}
+	_, v0 := c.Model()
+	c.Close()
+
+	c, err = New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if open, _ := c.Round(); open != 1 {
+		t.Fatalf("after the restart the open round is %d, want 1", open)
+	}
+	if c.waitingFor(c.round) != 1 || c.round.withdrawn["bob"] != "policy: clip" {
+		t.Fatalf("after the restart the round waits for %d clients, bob's withdrawal %q", c.waitingFor(c.round), c.round.withdrawn["bob"])
+	}
+	// An update from bob, were it sent now, is refused: it withdrew.
+	err = c.check("bob", &fedpb.UpdateHeader{ProtocolVersion: fedpb.ProtocolVersion, Round: 1, ModelVersion: v0})
+	if rf, ok := err.(*refusal); !ok || rf.reason != "withdrawn" {
+		t.Fatalf("an update of the withdrawn client: %v, want a refusal for its withdrawal", err)
+	}
+	up := wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{1, 1, 1}}}
+	p := &pending{client: "alice", round: 1, version: v0, update: up, examples: 1, bytes: 12, reply: make(chan result, 1)}
+	c.fold(ctx, []*pending{p})
+	if res := <-p.reply; res.err != nil {
+		t.Fatal(res.err)
+	}
+	if open, done := c.Round(); open != 0 || done != 1 {
+		t.Fatalf("alice's update left round %d open (%d closed)", open, done)
 	}
 }
