@@ -80,8 +80,8 @@ func reportLedger(d *dp.LedgerDir, l *dp.DataLedger) (ledgerReport, error) {
 func (e *env) printLedger(r ledgerReport, history bool) {
 	w := e.stdout
 	fmt.Fprintf(w, "data set %s, per %s (%s)\n", r.DataSet, r.Unit, r.File)
-	fmt.Fprintf(w, "  budget ε = %g at δ = %g; worst member has spent ε = %.4f (%d members named by charges)\n",
-		r.Budget.Epsilon, r.Budget.Delta, r.WorstEpsilon, r.Members)
+	fmt.Fprintf(w, "  budget ε = %g at δ = %g; worst member has spent ε = %s (%d members named by charges)\n",
+		r.Budget.Epsilon, r.Budget.Delta, dp.FormatEpsilon(r.WorstEpsilon), r.Members)
 	for _, g := range r.Groups {
 		who := fmt.Sprintf("%d members", g.Members)
 		switch {
@@ -90,7 +90,7 @@ func (e *env) printLedger(r ledgerReport, history bool) {
 		case g.Members < 0:
 			who = "every other member"
 		}
-		fmt.Fprintf(w, "  %-20s ε = %.4f (%d mechanisms)\n", who, g.Epsilon, g.Events)
+		fmt.Fprintf(w, "  %-20s ε = %s (%d mechanisms)\n", who, dp.FormatEpsilon(g.Epsilon), g.Events)
 	}
 	if !history {
 		return
@@ -104,11 +104,11 @@ func (e *env) printLedger(r ledgerReport, history bool) {
 			if h.Members < 0 {
 				who = "every member"
 			}
-			fmt.Fprintf(w, "  %q on %s: ε = %.4f alone, worst member then ε = %.4f", h.Note, who, h.ChargeEpsilon, h.Worst)
+			fmt.Fprintf(w, "  %q on %s: ε = %s alone, worst member then ε = %s", h.Note, who, dp.FormatEpsilon(h.ChargeEpsilon), dp.FormatEpsilon(h.Worst))
 		case dp.HistoryBudget:
 			fmt.Fprintf(w, "  budget ε = %g at δ = %g", h.Budget.Epsilon, h.Budget.Delta)
 		case dp.HistoryReset:
-			fmt.Fprintf(w, "  %q: budget ε = %g at δ = %g (worst member had spent ε = %.4f)", h.Note, h.Budget.Epsilon, h.Budget.Delta, h.Worst)
+			fmt.Fprintf(w, "  %q: budget ε = %g at δ = %g (worst member had spent ε = %s)", h.Note, h.Budget.Epsilon, h.Budget.Delta, dp.FormatEpsilon(h.Worst))
 		}
 		fmt.Fprintln(w)
 	}
