@@ -8,23 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/veil-privacy/veil/eval"
 )
 
 // Person is one line of an LFW people file: a name and its image count.
 type Person struct {
 	Name   string
 	Images int
-}
-
-// Pair is one line of an LFW pairs file: two images, same person or not.
-type Pair struct {
-	NameA string
-	A     int
-	NameB string
-	B     int
-	Same  bool
 }
 
 // ParsePeople reads an LFW people file (peopleDevTrain.txt): a count line,
@@ -80,21 +69,6 @@ func checkName(n string) error {
 	return nil
 }
 
-// ParsePairs reads an LFW pairs file (package eval's parser: a count line
-// N, or "FOLDS N" for the ten-fold view, then per fold N same-person lines
-// "name i j" and N different-person lines "nameA i nameB j"), as Pairs.
-func ParsePairs(r io.Reader) ([]Pair, error) {
-	pf, err := eval.ParsePairs(r)
-	if err != nil {
-		return nil, fmt.Errorf("dataset: %w", err)
-	}
-	pairs := make([]Pair, len(pf.Pairs))
-	for i, p := range pf.Pairs {
-		pairs[i] = Pair{NameA: p.Name1, A: p.Num1, NameB: p.Name2, B: p.Num2, Same: p.Same}
-	}
-	return pairs, nil
-}
-
 // LFW is an LFW folder: images_deepfunneled/Name/Name_0001.jpg and the
 // development-view lists.
 type LFW struct{ Dir string }
@@ -121,7 +95,11 @@ func (l LFW) Pairs(file string) ([]Pair, error) {
 		return nil, fmt.Errorf("dataset: %w", err)
 	}
 	defer f.Close()
-	return ParsePairs(f)
+	pf, err := ParsePairs(f)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	return pf.Pairs, nil
 }
 
 // TrainImages lists every image of the people in the people file who have
@@ -159,7 +137,7 @@ func CheckDisjoint(train []Image, pairs []Pair) error {
 		ids[im.Identity] = true
 	}
 	for i, p := range pairs {
-		if ids[p.NameA] || ids[p.NameB] {
+		if ids[p.Name1] || ids[p.Name2] {
 			return fmt.Errorf("dataset: evaluated pair %d involves a training identity", i+1)
 		}
 	}
@@ -178,8 +156,8 @@ func (l LFW) PairImages(pairs []Pair) []Image {
 		}
 	}
 	for _, p := range pairs {
-		add(p.NameA, p.A)
-		add(p.NameB, p.B)
+		add(p.Name1, p.Num1)
+		add(p.Name2, p.Num2)
 	}
 	return out
 }

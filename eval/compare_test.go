@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/veil-privacy/veil/dataset"
 )
 
 func TestClassRates(t *testing.T) {
@@ -81,7 +83,7 @@ func TestCompare(t *testing.T) {
 // accuracy is exactly the one of thresholding cosine similarities (how
 // veil train scores a head), with the threshold reported as a distance.
 func TestVerifyWithCosine(t *testing.T) {
-	pf, err := ReadPairsFile(filepath.Join("testdata", "pairs_10fold.txt"))
+	pf, err := dataset.ReadPairsFile(filepath.Join("..", "dataset", "testdata", "pairs_10fold.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +101,7 @@ func TestVerifyWithCosine(t *testing.T) {
 		return []float32{scale * float32(math.Cos(angle)), scale * float32(math.Sin(angle))}
 	}
 	describe := func(path string) (Described, error) { return Described{Descriptor: vec(path)}, nil }
-	single := &PairsFile{Folds: 1, Pairs: pf.Pairs, Fold: make([]int, len(pf.Pairs))}
+	single := &dataset.PairsFile{Folds: 1, Pairs: pf.Pairs, Fold: make([]int, len(pf.Pairs))}
 	cos, err := Verify(VerifyOptions{ImagesDir: "/lfw", Test: single, Train: single, Metric: CosineDistance}, describe)
 	if err != nil {
 		t.Fatal(err)

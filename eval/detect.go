@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/imaging"
@@ -158,7 +159,7 @@ func DetectSets(args []string, dir, pairsPath, trainPath string) (map[string][]s
 		if path == "" {
 			continue
 		}
-		pf, err := ReadPairsFile(path)
+		pf, err := dataset.ReadPairsFile(path)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/veil-privacy/veil/dataset"
 )
 
 // Described is what a Describer returns for one image.
@@ -33,8 +35,8 @@ type VerifyOptions struct {
 	// Test holds the pairs to score. With several folds it is scored by
 	// k-fold cross-validation; with one fold, Train must be given and its
 	// best threshold is applied to Test.
-	Test  *PairsFile
-	Train *PairsFile
+	Test  *dataset.PairsFile
+	Train *dataset.PairsFile
 	// Workers is the number of images described at once (default 1).
 	Workers int
 	// FARs are the false-accept rates to report TAR at (default 1e-1, 1e-2, 1e-3).
@@ -98,7 +100,7 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 	// Every distinct image, described once.
 	var paths []string
 	seen := map[string]bool{}
-	add := func(pf *PairsFile) {
+	add := func(pf *dataset.PairsFile) {
 		if pf == nil {
 			return
 		}
@@ -133,7 +135,7 @@ func Verify(opt VerifyOptions, describe Describer) (*VerifyResult, error) {
 			res.SecondDetector++
 		}
 	}
-	scores := func(pf *PairsFile) (Scores, error) {
+	scores := func(pf *dataset.PairsFile) (Scores, error) {
 		s := Scores{Score: make([]float64, len(pf.Pairs)), Same: make([]bool, len(pf.Pairs))}
 		for i, p := range pf.Pairs {
 			a, b := descs[p.ImagePath(opt.ImagesDir, false)], descs[p.ImagePath(opt.ImagesDir, true)]

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/imaging"
@@ -20,7 +21,7 @@ import (
 // photo of each and their ratio, and how many photos the second pass ran
 // on. Run it alone: go test ./face -run '^$' -bench DetectSecondPass -benchtime 1x
 func BenchmarkDetectSecondPass(b *testing.B) {
-	pf, err := eval.ReadPairsFile(datadir.ForTest(b, "lfw", "pairsDevTest.txt"))
+	pf, err := dataset.ReadPairsFile(datadir.ForTest(b, "lfw", "pairsDevTest.txt"))
 	if err != nil {
 		b.Fatal(err)
 	}

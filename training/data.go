@@ -400,10 +400,10 @@ func (p *Pairs) accuracy(vecs map[string][]float32) (acc, threshold float64, err
 		var s []float64
 		var same []bool
 		for _, q := range pairs {
-			a, okA := vecs[p.lfw.ImagePath(q.NameA, q.A)]
-			b, okB := vecs[p.lfw.ImagePath(q.NameB, q.B)]
+			a, okA := vecs[p.lfw.ImagePath(q.Name1, q.Num1)]
+			b, okB := vecs[p.lfw.ImagePath(q.Name2, q.Num2)]
 			if !okA || !okB || len(a) != len(b) {
-				missing = fmt.Errorf("train: no vector for pair %s %d / %s %d", q.NameA, q.A, q.NameB, q.B)
+				missing = fmt.Errorf("train: no vector for pair %s %d / %s %d", q.Name1, q.Num1, q.Name2, q.Num2)
 				return nil, nil
 			}
 			s = append(s, eval.Cosine(a, b))

@@ -260,14 +260,14 @@ func TestPairAccuracy(t *testing.T) {
 		lfw.ImagePath("A", 1): {1, 0}, lfw.ImagePath("A", 2): {0.9, 0.1},
 		lfw.ImagePath("B", 1): {0, 1}, lfw.ImagePath("B", 2): {0.1, 0.9},
 	}
-	pairs := []dataset.Pair{{NameA: "A", A: 1, NameB: "A", B: 2, Same: true}, {NameA: "B", A: 1, NameB: "B", B: 2, Same: true},
-		{NameA: "A", A: 1, NameB: "B", B: 1, Same: false}, {NameA: "A", A: 2, NameB: "B", B: 2, Same: false}}
+	pairs := []dataset.Pair{{Name1: "A", Num1: 1, Name2: "A", Num2: 2, Same: true}, {Name1: "B", Num1: 1, Name2: "B", Num2: 2, Same: true},
+		{Name1: "A", Num1: 1, Name2: "B", Num2: 1, Same: false}, {Name1: "A", Num1: 2, Name2: "B", Num2: 2, Same: false}}
 	p := &Pairs{Tune: pairs, Test: pairs, lfw: lfw}
 	acc, thr, err := p.accuracy(vecs)
 	if err != nil || acc != 1 || !(thr > 0.2 && thr < 0.99) {
 		t.Errorf("accuracy = %v, %v, %v; want 1 with a threshold between the classes", acc, thr, err)
 	}
-	p.Test = []dataset.Pair{{NameA: "C", A: 1, NameB: "A", B: 1, Same: false}}
+	p.Test = []dataset.Pair{{Name1: "C", Num1: 1, Name2: "A", Num2: 1, Same: false}}
 	if _, _, err := p.accuracy(vecs); err == nil || !strings.Contains(err.Error(), "no vector") {
 		t.Errorf("missing image: err = %v", err)
 	}

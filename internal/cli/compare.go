@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/desccache"
@@ -361,11 +362,11 @@ func (c *compareFlags) headThreshold(e *env, r *headRunner) (*eval.VerifyResult,
 	if dir == "" {
 		dir = filepath.Join(datadir.Default(), "lfw")
 	}
-	train, err := eval.ReadPairsFile(filepath.Join(dir, "pairsDevTrain.txt"))
+	train, err := dataset.ReadPairsFile(filepath.Join(dir, "pairsDevTrain.txt"))
 	if err != nil {
 		return nil, fmt.Errorf("choosing the head's threshold needs LFW's development pairs (--lfw, or give --threshold): %w", err)
 	}
-	test, err := eval.ReadPairsFile(filepath.Join(dir, "pairsDevTest.txt"))
+	test, err := dataset.ReadPairsFile(filepath.Join(dir, "pairsDevTest.txt"))
 	if err != nil {
 		return nil, fmt.Errorf("choosing the head's threshold needs LFW's development pairs (--lfw, or give --threshold): %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/nets"
@@ -222,7 +223,7 @@ func verifyHead(e *env, r *headRunner, hf headFlags, opt eval.VerifyOptions) (*e
 	}
 	seen := map[string]bool{}
 	var paths []string
-	for _, pf := range []*eval.PairsFile{opt.Test, opt.Train} {
+	for _, pf := range []*dataset.PairsFile{opt.Test, opt.Train} {
 		if pf == nil {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/nets"
@@ -24,7 +25,7 @@ import (
 // the first four matched and four mismatched pairs of the file.
 func headPairs(t *testing.T, file string) [][4]string {
 	t.Helper()
-	pf, err := eval.ReadPairsFile(datadir.ForTest(t, "lfw", file))
+	pf, err := dataset.ReadPairsFile(datadir.ForTest(t, "lfw", file))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/desccache"
@@ -129,13 +130,13 @@ func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath, re
 	if st, err := os.Stat(imagesDir); err != nil || !st.IsDir() {
 		return fmt.Errorf("--images %s is not a folder", imagesDir)
 	}
-	test, err := eval.ReadPairsFile(pairsPath)
+	test, err := dataset.ReadPairsFile(pairsPath)
 	if err != nil {
 		return err
 	}
-	var train *eval.PairsFile
+	var train *dataset.PairsFile
 	if trainPath != "" {
-		if train, err = eval.ReadPairsFile(trainPath); err != nil {
+		if train, err = dataset.ReadPairsFile(trainPath); err != nil {
 			return err
 		}
 	} else if test.Folds == 1 {
@@ -234,7 +235,7 @@ func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath, re
 	return nil
 }
 
-func countImages(pfs ...*eval.PairsFile) int {
+func countImages(pfs ...*dataset.PairsFile) int {
 	seen := map[string]bool{}
 	for _, pf := range pfs {
 		if pf == nil {

@@ -1,8 +1,4 @@
-// Package eval scores face verification the way LFW's protocol does:
-// reading pairs files, k-fold accuracy with thresholds chosen on the other
-// folds, ROC AUC, equal error rate and true-accept rate at fixed
-// false-accept rates.
-package eval
+package dataset
 
 import (
 	"bufio"
@@ -16,8 +12,9 @@ import (
 	"strings"
 )
 
-// Pair is one verification pair: two image references and whether they
-// show the same person.
+// Pair is one line of an LFW pairs file: two image references (a person's
+// folder name and a 1-based image number) and whether they show the same
+// person. It is the one pair type of the project: eval scores these pairs.
 type Pair struct {
 	Name1 string
 	Num1  int
@@ -73,7 +70,7 @@ func ReadPairsFile(path string) (*PairsFile, error) {
 	return pf, nil
 }
 
-// ParsePairs parses LFW's pairs format. The header is either `N` (one set of
+// ParsePairs parses LFW's pairs format, the project's one parser of it. The header is either `N` (one set of
 // N matched pairs then N mismatched pairs) or `F N` (F folds, each of N
 // matched then N mismatched pairs). A matched pair line is `name i j`; a
 // mismatched one `name1 i name2 j`.

@@ -1,0 +1,183 @@
+package layering
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/veil-privacy/veil"
+
+// pkg is one package of the module as go list reports it.
+type pkg struct {
+	path string // import path without the module prefix ("fed/client")
+	name string // package name ("main" for commands)
+	deps []string
+}
+
+// listModule runs go list once over the whole module: every package with
+// its transitive dependencies (tests excluded: the rules are about what a
+// program links).
+func listModule(t *testing.T) []pkg {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the layering check needs the go command: %v", err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(gobin, "list", "-f", "{{.ImportPath}}|{{.Name}}|{{join .Deps \" \"}}", module+"/...")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []pkg
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.SplitN(line, "|", 3)
+		if len(f) != 3 {
+			t.Fatalf("go list: unexpected line %q", line)
+		}
+		pkgs = append(pkgs, pkg{path: strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/"), name: f[1], deps: strings.Fields(f[2])})
+	}
+	return pkgs
+}
+
+// under reports whether path is p or a package below it.
+func under(path, p string) bool { return path == p || strings.HasPrefix(path, p+"/") }
+
+// inModule matches a module package (or a package below it) by its path in
+// the module.
+func inModule(p string) func(string) bool {
+	return func(dep string) bool {
+		rest, ok := strings.CutPrefix(dep, module+"/")
+		return ok && under(rest, p)
+	}
+}
+
+// external matches a third-party module (or a package below it).
+func external(p string) func(string) bool {
+	return func(dep string) bool { return under(dep, p) }
+}
+
+var (
+	engine  = external("github.com/gomlx")
+	sqlite  = external("modernc.org/sqlite")
+	grpc    = external("google.golang.org/grpc")
+	fed     = inModule("fed")
+	tagging = inModule("tagging")
+	evalPkg = inModule("eval")
+	cli     = inModule("internal/cli")
+)
+
+// rule forbids packages matched by subject to depend on anything matched by
+// one of forbidden.
+type rule struct {
+	why       string
+	subject   func(pkg) bool
+	forbidden map[string]func(string) bool
+}
+
+var rules = []rule{
+	{
+		why:       "dataset reads data; eval scores it and imports dataset, never the reverse",
+		subject:   func(p pkg) bool { return p.path == "dataset" },
+		forbidden: map[string]func(string) bool{"eval": evalPkg},
+	},
+	{
+		why:     "dp and secagg are the privacy core: no engine, no network, no storage, nothing above them",
+		subject: func(p pkg) bool { return under(p.path, "dp") || under(p.path, "secagg") },
+		forbidden: map[string]func(string) bool{
+			"the engine (gomlx)": engine, "SQLite": sqlite, "gRPC": grpc, "fed/...": fed, "tagging": tagging,
+		},
+	},
+	{
+		why:       "face never imports fed",
+		subject:   func(p pkg) bool { return under(p.path, "face") },
+		forbidden: map[string]func(string) bool{"fed/...": fed},
+	},
+	{
+		why:       "nothing but a command imports the command package",
+		subject:   func(p pkg) bool { return p.name != "main" && p.path != "internal/cli" },
+		forbidden: map[string]func(string) bool{"internal/cli": cli},
+	},
+}
+
+// TestLayering fails when a package depends on something its layer must not
+// (docs/architecture.md, "Layering rules").
+func TestLayering(t *testing.T) {
+	pkgs := listModule(t)
+	for _, r := range rules {
+		n := 0
+		for _, p := range pkgs {
+			if !r.subject(p) {
+				continue
+			}
+			n++
+			for what, bad := range r.forbidden {
+				for _, d := range p.deps {
+					if bad(d) {
+						t.Errorf("%s depends on %s (%s): %s", p.path, what, d, r.why)
+						break
+					}
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("rule %q matches no package: the check would pass vacuously", r.why)
+		}
+	}
+}
+
+// TestRulesCatchViolations checks the matchers on dependency lists that
+// break each rule, so that a rule cannot pass because it matches nothing.
+func TestRulesCatchViolations(t *testing.T) {
+	tests := []struct {
+		subject pkg
+		dep     string
+	}{
+		{pkg{path: "dataset", name: "dataset"}, module + "/eval"},
+		{pkg{path: "dp", name: "dp"}, "github.com/gomlx/gomlx/graph"},
+		{pkg{path: "dp/pate", name: "pate"}, module + "/fed/coord"},
+		{pkg{path: "secagg/masking", name: "masking"}, "modernc.org/sqlite"},
+		{pkg{path: "secagg/dphe", name: "dphe"}, "google.golang.org/grpc/credentials"},
+		{pkg{path: "secagg/quant", name: "quant"}, module + "/tagging"},
+		{pkg{path: "face/nets", name: "nets"}, module + "/fed/wire"},
+		{pkg{path: "training", name: "training"}, module + "/internal/cli"},
+	}
+	for _, tc := range tests {
+		caught := false
+		for _, r := range rules {
+			if !r.subject(tc.subject) {
+				continue
+			}
+			for _, bad := range r.forbidden {
+				caught = caught || bad(tc.dep)
+			}
+		}
+		if !caught {
+			t.Errorf("%s depending on %s is not caught by any rule", tc.subject.path, tc.dep)
+		}
+	}
+	// Allowed arrows stay allowed.
+	for _, tc := range []struct {
+		subject pkg
+		dep     string
+	}{
+		{pkg{path: "eval", name: "eval"}, module + "/dataset"},
+		{pkg{path: "cmd/veil", name: "main"}, module + "/internal/cli"},
+		{pkg{path: "dp", name: "dp"}, module + "/dpx"},
+		{pkg{path: "fed/client", name: "client"}, module + "/dp"},
+	} {
+		for _, r := range rules {
+			if !r.subject(tc.subject) {
+				continue
+			}
+			for what, bad := range r.forbidden {
+				if bad(tc.dep) {
+					t.Errorf("%s depending on %s is refused as %s", tc.subject.path, tc.dep, what)
+				}
+			}
+		}
+	}
+}
