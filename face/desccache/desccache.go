@@ -2,8 +2,8 @@
 // the image and the settings of the pipeline that computed them, so that a
 // second run over the same photos is fast.
 //
-// Each entry is one small file written atomically (temporary file, fsync,
-// rename), so an interrupted run never leaves a torn entry; a file that
+// Each entry is one small file written atomically (internal/atomicfile:
+// temporary file, fsync, rename, fsync of the folder), so an interrupted run never leaves a torn entry; a file that
 // does not parse (a foreign or damaged file) is treated as a miss and
 // overwritten.
 //
@@ -61,6 +61,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+
+	"github.com/veil-privacy/veil/internal/atomicfile"
 )
 
 // EnvCache names the environment variable that overrides the cache folder.
@@ -307,28 +309,8 @@ func (c *Cache) Put(key string, e Entry) error {
 	if err := makePrivateDir(filepath.Dir(p), false); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*") // mode 0600
-	if err != nil {
-		return fmt.Errorf("desccache: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(Marshal(e)); err != nil {
-		tmp.Close()
+	if err := atomicfile.WriteFile(p, Marshal(e), fileMode); err != nil {
 		return fmt.Errorf("desccache: writing entry: %w", err)
-	}
-	if err := tmp.Chmod(fileMode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("desccache: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("desccache: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("desccache: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		return fmt.Errorf("desccache: %w", err)
 	}
 	return nil
 }

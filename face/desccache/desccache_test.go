@@ -49,7 +49,7 @@ func TestRoundTripAndSettings(t *testing.T) {
 		t.Fatal("different images share a key")
 	}
 	// No temporary files left behind.
-	matches, _ := filepath.Glob(filepath.Join(dir, entriesDir, "*", ".tmp-*"))
+	matches, _ := filepath.Glob(filepath.Join(dir, entriesDir, "*", ".*.tmp-*"))
 	keyTmp, _ := filepath.Glob(filepath.Join(dir, ".key-*"))
 	if len(matches)+len(keyTmp) != 0 {
 		t.Fatalf("temporary files left: %v %v", matches, keyTmp)

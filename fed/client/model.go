@@ -12,7 +12,7 @@ import (
 
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/wire"
-	"github.com/veil-privacy/veil/nn/checkpoint"
+	"github.com/veil-privacy/veil/internal/atomicfile"
 )
 
 // The last model a client received is kept as "VEILMDL1", the length of
@@ -28,7 +28,7 @@ func writeModel(path string, w wire.Weights) error {
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	err = checkpoint.WriteFileAtomic(path, func(out io.Writer) error {
+	err = atomicfile.Write(path, 0o600, func(out io.Writer) error {
 		var n [4]byte
 		binary.LittleEndian.PutUint32(n[:], uint32(len(h)))
 		for _, b := range [][]byte{modelMagic, n[:], h, w.Payload()} {

@@ -38,6 +38,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -46,6 +47,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/veil-privacy/veil/internal/atomicfile"
 )
 
 // Role says what a certificate is for.
@@ -424,21 +427,9 @@ func writeCert(path string, der []byte) error {
 // writePEM replaces path atomically and durably with one PEM block; the
 // file is readable by its owner only (0600), keys and certificates alike.
 func writePEM(path, typ string, der []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("pki: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	err = pem.Encode(tmp, &pem.Block{Type: typ, Bytes: der})
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
+	err := atomicfile.Write(path, 0o600, func(w io.Writer) error {
+		return pem.Encode(w, &pem.Block{Type: typ, Bytes: der})
+	})
 	if err != nil {
 		return fmt.Errorf("pki: writing %s: %w", path, err)
 	}

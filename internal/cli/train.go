@@ -11,10 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/internal/atomicfile"
 	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/internal/progress"
 	"github.com/veil-privacy/veil/nn/arch"
-	"github.com/veil-privacy/veil/nn/checkpoint"
 	"github.com/veil-privacy/veil/nn/train"
 	"github.com/veil-privacy/veil/training"
 )
@@ -322,7 +322,7 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 		return err
 	}
 	if f.report != "" {
-		err := checkpoint.WriteFileAtomic(f.report, func(w io.Writer) error { return writeJSON(w, rep) })
+		err := atomicfile.Write(f.report, 0o600, func(w io.Writer) error { return writeJSON(w, rep) })
 		if err != nil {
 			return fmt.Errorf("train: writing the report %s: %w", f.report, err)
 		}

@@ -13,9 +13,9 @@ import (
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/desccache"
 	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/atomicfile"
 	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/internal/progress"
-	"github.com/veil-privacy/veil/nn/checkpoint"
 )
 
 // pipelineVersion changes whenever the code computing descriptors changes
@@ -204,7 +204,7 @@ func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath, re
 		out.Detector, out.Align, res.Fallback = "", "", ""
 	}
 	if report != "" {
-		if err := checkpoint.WriteFileAtomic(report, func(w io.Writer) error { return writeJSON(w, out) }); err != nil {
+		if err := atomicfile.Write(report, 0o600, func(w io.Writer) error { return writeJSON(w, out) }); err != nil {
 			return fmt.Errorf("verify: writing the report %s: %w", report, err)
 		}
 	}

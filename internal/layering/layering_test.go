@@ -68,6 +68,8 @@ var (
 	tagging = inModule("tagging")
 	evalPkg = inModule("eval")
 	cli     = inModule("internal/cli")
+	trainer = inModule("nn/train")
+	anyOurs = func(dep string) bool { return strings.HasPrefix(dep, module+"/") }
 )
 
 // rule forbids packages matched by subject to depend on anything matched by
@@ -95,6 +97,16 @@ var rules = []rule{
 		why:       "face never imports fed",
 		subject:   func(p pkg) bool { return under(p.path, "face") },
 		forbidden: map[string]func(string) bool{"fed/...": fed},
+	},
+	{
+		why:       "a checkpoint stores plain records (nn/record), it does not know the trainer",
+		subject:   func(p pkg) bool { return p.path == "nn/checkpoint" },
+		forbidden: map[string]func(string) bool{"nn/train": trainer},
+	},
+	{
+		why:       "leaf utilities and plain records stand on the standard library alone",
+		subject:   func(p pkg) bool { return p.path == "internal/atomicfile" || p.path == "nn/record" },
+		forbidden: map[string]func(string) bool{"a package of the module": anyOurs},
 	},
 	{
 		why:       "nothing but a command imports the command package",
@@ -144,6 +156,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "secagg/quant", name: "quant"}, module + "/tagging"},
 		{pkg{path: "face/nets", name: "nets"}, module + "/fed/wire"},
 		{pkg{path: "training", name: "training"}, module + "/internal/cli"},
+		{pkg{path: "nn/checkpoint", name: "checkpoint"}, module + "/nn/train"},
+		{pkg{path: "internal/atomicfile", name: "atomicfile"}, module + "/internal/datadir"},
 	}
 	for _, tc := range tests {
 		caught := false

@@ -19,14 +19,13 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/veil-privacy/veil/internal/atomicfile"
 	"github.com/veil-privacy/veil/nn"
 	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/nn/loss"
-	"github.com/veil-privacy/veil/nn/train"
+	"github.com/veil-privacy/veil/nn/record"
 )
 
 const magic = "VEILCKPT1\n"
@@ -39,14 +38,14 @@ const (
 
 // Header describes the checkpoint.
 type Header struct {
-	Model     arch.Config   `json:"model"`
-	Loss      loss.Config   `json:"loss"`
-	Params    []ParamInfo   `json:"params"`
-	Optimizer string        `json:"optimizer"`
-	Step      int           `json:"step"`
-	Epoch     int           `json:"epoch"`
-	Seed      uint64        `json:"seed"`
-	Privacy   train.Privacy `json:"privacy"`
+	Model     arch.Config    `json:"model"`
+	Loss      loss.Config    `json:"loss"`
+	Params    []ParamInfo    `json:"params"`
+	Optimizer string         `json:"optimizer"`
+	Step      int            `json:"step"`
+	Epoch     int            `json:"epoch"`
+	Seed      uint64         `json:"seed"`
+	Privacy   record.Privacy `json:"privacy"`
 	// SecondMoments says whether V tensors follow (Adam).
 	SecondMoments bool `json:"second_moments"`
 	// EMA says whether the parameters' moving average follows.
@@ -78,9 +77,9 @@ type Federation struct {
 	// accepted update of a round with DP, including a failed round's (the
 	// coordinator saw it), so the ε below may exceed what the model's
 	// rounds alone spent, never fall short of it.
-	Clients int        `json:"clients"`
-	Unit    train.Unit `json:"unit,omitempty"`
-	Delta   float64    `json:"delta,omitempty"`
+	Clients int         `json:"clients"`
+	Unit    record.Unit `json:"unit,omitempty"`
+	Delta   float64     `json:"delta,omitempty"`
 	// EpsilonOneClient is the largest ε any one client's releases spent:
 	// the federation's ε for a unit whose data one client alone holds.
 	EpsilonOneClient float64 `json:"epsilon_one_client"`
@@ -114,10 +113,10 @@ type ClientsEpsilon struct {
 type Origin struct {
 	// Data names what it was trained on ("lfw", "mtfl", "federated";
 	// empty for a model that has seen no data).
-	Data       string        `json:"data,omitempty"`
-	Public     bool          `json:"public,omitempty"`
-	Privacy    train.Privacy `json:"privacy"`
-	Federation *Federation   `json:"federation,omitempty"`
+	Data       string         `json:"data,omitempty"`
+	Public     bool           `json:"public,omitempty"`
+	Privacy    record.Privacy `json:"privacy"`
+	Federation *Federation    `json:"federation,omitempty"`
 	// Note says, in words, how the initial model's privacy and the
 	// federation's combine.
 	Note string `json:"note"`
@@ -133,11 +132,11 @@ type ParamInfo struct {
 type Checkpoint struct {
 	Header Header
 	Values [][]float32
-	State  train.State
+	State  record.State
 }
 
 // FromTrainer captures a trainer's parameters and optimiser state.
-func FromTrainer(h Header, p *nn.Params, st train.State) *Checkpoint {
+func FromTrainer(h Header, p *nn.Params, st record.State) *Checkpoint {
 	h.Params = nil
 	for _, s := range p.Specs() {
 		h.Params = append(h.Params, ParamInfo{Name: s.Name, Shape: s.Shape})
@@ -196,66 +195,24 @@ func (c *Checkpoint) Write(w io.Writer) error {
 	return nil
 }
 
-// Save writes c to path atomically and durably (WriteFileAtomic), so that
+// Save writes c to path atomically and durably (atomicfile.Write, mode
+// 0600), so that
 // after a crash path holds either the previous checkpoint or this one,
 // never a mixture.
 func (c *Checkpoint) Save(path string) error {
-	if err := WriteFileAtomic(path, c.Write); err != nil {
+	if err := atomicfile.Write(path, 0o600, c.Write); err != nil {
 		return fmt.Errorf("checkpoint: saving %s: %w", path, err)
 	}
 	return nil
 }
 
 // WriteFileAtomic replaces the file at path with what write writes,
-// atomically and durably: a temporary file in the same folder, fsynced,
-// renamed over path, then the folder fsynced, so that a crash leaves the
-// old content or the new one, never a mixture, and a write that returned
-// survives power loss. On error path is left as it was and no temporary
-// file remains. Files kept beside a checkpoint (its privacy ledger) use it
-// too.
+// atomically and durably, mode 0600.
+//
+// Deprecated: use atomicfile.Write; this wrapper stays until its last
+// callers (the privacy ledgers' persistence) move.
 func WriteFileAtomic(path string, write func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(name)
-		}
-	}()
-	if err := write(tmp); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("flushing %s to disk: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(name, path); err != nil {
-		return err
-	}
-	done = true
-	return syncDir(dir)
-}
-
-// syncDir fsyncs a folder so that a rename into it is durable. Systems
-// that cannot sync a folder (EINVAL, or no support at all) are not an
-// error: the rename is then as durable as the system makes it.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, errors.ErrUnsupported) {
-		return fmt.Errorf("flushing folder %s to disk: %w", dir, err)
-	}
-	return nil
+	return atomicfile.Write(path, 0o600, write)
 }
 
 // lengther is a reader that knows how many bytes it has left

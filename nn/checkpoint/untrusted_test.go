@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -126,40 +125,5 @@ func TestReadKnownAndUnknownLength(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
 		t.Errorf("folder holds %d entries after a failed save, want 1", len(ents))
-	}
-}
-
-func TestWriteFileAtomicReplacesOrKeeps(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f")
-	write := func(s string, fail error) error {
-		return WriteFileAtomic(p, func(w io.Writer) error {
-			if _, err := io.WriteString(w, s); err != nil {
-				return err
-			}
-			return fail
-		})
-	}
-	if err := write("one", nil); err != nil {
-		t.Fatal(err)
-	}
-	boom := errors.New("boom")
-	if err := write("half", boom); !errors.Is(err, boom) {
-		t.Fatalf("err = %v, want the writer's error", err)
-	}
-	if b, err := os.ReadFile(p); err != nil || string(b) != "one" {
-		t.Errorf("after a failed write the file holds %q, %v; want the old %q", b, err, "one")
-	}
-	if err := write("two", nil); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(p); string(b) != "two" {
-		t.Errorf("file holds %q, want %q", b, "two")
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("folder holds %d entries, want only the file (no temporary left)", len(ents))
-	}
-	if err := WriteFileAtomic(filepath.Join(dir, "no", "f"), func(io.Writer) error { return nil }); err == nil {
-		t.Error("write into a missing folder succeeded")
 	}
 }

@@ -23,7 +23,7 @@ type Identified interface {
 }
 
 // plural names the unit in the plural.
-func (u Unit) plural() string {
+func plural(u Unit) string {
 	if u == UnitIdentity {
 		return "identities"
 	}
@@ -59,7 +59,7 @@ func (d DPOptions) validate(microBatch int) error {
 		return fmt.Errorf("train: δ must be in (0, 1), got %g", d.Delta)
 	}
 	if d.DatasetSize <= 0 {
-		return fmt.Errorf("train: DP needs the data set's size (number of %s), got %d", d.Unit.plural(), d.DatasetSize)
+		return fmt.Errorf("train: DP needs the data set's size (number of %s), got %d", plural(d.Unit), d.DatasetSize)
 	}
 	if d.MaxEpsilon < 0 || math.IsNaN(d.MaxEpsilon) {
 		return fmt.Errorf("train: the ε budget must be positive (0: none), got %g", d.MaxEpsilon)

@@ -29,6 +29,7 @@ import (
 	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/nn"
 	"github.com/veil-privacy/veil/nn/loss"
+	"github.com/veil-privacy/veil/nn/record"
 )
 
 // Model is a trainable embedding network.
@@ -44,21 +45,21 @@ type Model interface {
 	UsesBatchNorm() bool
 }
 
-// Unit is what DP-SGD's adjacency protects: the data sets an (ε, δ)
-// guarantee compares differ by one Unit.
-type Unit string
+// Unit is what DP-SGD's adjacency protects (record.Unit: checkpoints keep
+// it as plain data without importing the trainer).
+type Unit = record.Unit
 
+// The privacy units.
 const (
-	// UnitExample: neighbouring data sets differ by one example (one
-	// image). On face data a person with m images is protected only at
-	// group-privacy cost (roughly m·ε).
-	UnitExample Unit = "example"
-	// UnitIdentity: neighbouring data sets differ by all the examples of
-	// one person. The trainer Poisson-samples people, not images, and clips
-	// the sum of each sampled person's gradients; the data must implement
-	// Identified.
-	UnitIdentity Unit = "identity"
+	UnitExample  = record.UnitExample
+	UnitIdentity = record.UnitIdentity
 )
+
+// Privacy is the privacy spent so far (record.Privacy).
+type Privacy = record.Privacy
+
+// State is the optimiser state needed to resume exactly (record.State).
+type State = record.State
 
 // DPOptions configures DP-SGD.
 type DPOptions struct {
@@ -118,39 +119,9 @@ type Options struct {
 	EMA float64
 }
 
-// Privacy is the privacy spent so far. It is saved in checkpoints and
-// travels with the weights across resumed runs.
-type Privacy struct {
-	// Unit is the privacy unit ε refers to ("" in checkpoints written
-	// before units existed, which were all example-level).
-	Unit            Unit    `json:"unit,omitempty"`
-	NoiseMultiplier float64 `json:"noise_multiplier"`
-	Clip            float64 `json:"clip"`
-	SamplingRate    float64 `json:"sampling_rate"`
-	// Steps counts DP-SGD steps.
-	Steps int     `json:"steps"`
-	Delta float64 `json:"delta"`
-	// Epsilon is ε at Delta of the Steps DP-SGD steps, by package dp's RDP
-	// accountant of the mechanism that ran (dp.DPSGD.Event). It bounds what
-	// the weights reveal only when Bounded.
-	Epsilon float64 `json:"epsilon"`
-	// NonPrivateSteps counts optimiser steps taken without DP-SGD, in this
-	// run or in any run the weights were resumed from. It never decreases:
-	// such steps may have seen private data with no noise, so the weights
-	// carry no DP guarantee any more, and a DP-SGD run refuses to resume
-	// from them (Restore). Whether those data were public is the caller's
-	// record (checkpoint.Header.Public), not the trainer's.
-	NonPrivateSteps int `json:"non_private_steps,omitempty"`
-}
-
-// Bounded reports whether Epsilon bounds the privacy loss of the weights:
-// every step they took was a DP-SGD step. A report of Epsilon when Bounded
-// is false must say that ε is unbounded.
-func (p Privacy) Bounded() bool { return p.NonPrivateSteps == 0 }
-
-// unit returns the privacy unit, reading "" (old checkpoints) as
+// unitOf returns p's privacy unit, reading "" (old checkpoints) as
 // UnitExample.
-func (p Privacy) unit() Unit {
+func unitOf(p Privacy) Unit {
 	if p.Unit == "" {
 		return UnitExample
 	}
@@ -638,17 +609,6 @@ func (t *Trainer) Embed(x []float32, n int) ([][]float32, error) {
 	return out, nil
 }
 
-// State is the optimiser state needed to resume exactly.
-type State struct {
-	Step    int
-	Privacy Privacy
-	// M and V are the first and second moments (V only for Adam), one per
-	// parameter in declaration order.
-	M, V [][]float32
-	// EMA is the parameters' moving average (only with Options.EMA).
-	EMA [][]float32
-}
-
 // State returns a copy of the optimiser state.
 func (t *Trainer) State() State {
 	cp := func(a [][]float32) [][]float32 {
@@ -697,8 +657,8 @@ func (t *Trainer) Restore(s State) error {
 		if p.NonPrivateSteps > 0 || s.Step != p.Steps {
 			return fmt.Errorf("train: the checkpoint's weights took %d of their %d steps without DP-SGD, so they may hold private data with no bound; a DP-SGD run from them would report an ε that does not cover those steps: start from weights trained only with DP-SGD, or only on public data (a new run, not a resume)", max(p.NonPrivateSteps, s.Step-p.Steps), s.Step)
 		}
-		if p.unit() != d.Unit {
-			return fmt.Errorf("train: the checkpoint was trained with DP-SGD per %s; resuming it per %s would mix two privacy units in one ε", p.unit(), d.Unit)
+		if unitOf(p) != d.Unit {
+			return fmt.Errorf("train: the checkpoint was trained with DP-SGD per %s; resuming it per %s would mix two privacy units in one ε", unitOf(p), d.Unit)
 		}
 		if p.NoiseMultiplier != d.NoiseMultiplier || p.Clip != d.Clip || p.SamplingRate != d.SamplingRate || p.Delta != d.Delta {
 			return fmt.Errorf("train: checkpoint was trained with σ=%g C=%g q=%g δ=%g, not σ=%g C=%g q=%g δ=%g", p.NoiseMultiplier, p.Clip, p.SamplingRate, p.Delta, d.NoiseMultiplier, d.Clip, d.SamplingRate, d.Delta)
