@@ -104,6 +104,13 @@ var rules = []rule{
 		forbidden: map[string]func(string) bool{"nn/train": trainer},
 	},
 	{
+		why:     "a federated client runs the protocol and its owner's policy: no engine, no model code, no checkpoints",
+		subject: func(p pkg) bool { return p.path == "fed/client" },
+		forbidden: map[string]func(string) bool{
+			"the engine (gomlx)": engine, "nn/...": inModule("nn"), "training": inModule("training"), "eval": evalPkg,
+		},
+	},
+	{
 		why:       "leaf utilities and plain records stand on the standard library alone",
 		subject:   func(p pkg) bool { return p.path == "internal/atomicfile" || p.path == "nn/record" },
 		forbidden: map[string]func(string) bool{"a package of the module": anyOurs},
@@ -158,6 +165,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "training", name: "training"}, module + "/internal/cli"},
 		{pkg{path: "nn/checkpoint", name: "checkpoint"}, module + "/nn/train"},
 		{pkg{path: "internal/atomicfile", name: "atomicfile"}, module + "/internal/datadir"},
+		{pkg{path: "fed/client", name: "client"}, module + "/nn/checkpoint"},
+		{pkg{path: "fed/client", name: "client"}, "github.com/gomlx/gomlx/core/graph"},
 	}
 	for _, tc := range tests {
 		caught := false

@@ -206,15 +206,6 @@ func (c *Checkpoint) Save(path string) error {
 	return nil
 }
 
-// WriteFileAtomic replaces the file at path with what write writes,
-// atomically and durably, mode 0600.
-//
-// Deprecated: use atomicfile.Write; this wrapper stays until its last
-// callers (the privacy ledgers' persistence) move.
-func WriteFileAtomic(path string, write func(io.Writer) error) error {
-	return atomicfile.Write(path, 0o600, write)
-}
-
 // lengther is a reader that knows how many bytes it has left
 // (bytes.Reader, bytes.Buffer, strings.Reader).
 type lengther interface{ Len() int }
