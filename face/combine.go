@@ -177,15 +177,23 @@ func (r Rule) Combine(ssd, tiny []nets.Detection) []Face {
 func detBox(d nets.Detection) Box { return Box{X: d.X, Y: d.Y, Width: d.W, Height: d.H} }
 
 // IoU returns the intersection over union of b and o (0 when either is
-// empty).
+// empty). It is the project's one IoU of face boxes.
 func (b Box) IoU(o Box) float64 {
-	iw := math.Min(b.X+b.Width, o.X+o.Width) - math.Max(b.X, o.X)
-	ih := math.Min(b.Y+b.Height, o.Y+o.Height) - math.Max(b.Y, o.Y)
-	if iw <= 0 || ih <= 0 || b.Area() <= 0 || o.Area() <= 0 {
+	in := b.Intersection(o)
+	if in == 0 {
 		return 0
 	}
-	in := iw * ih
 	return in / (b.Area() + o.Area() - in)
+}
+
+// Intersection returns the area b and o share (0 when either is empty).
+func (b Box) Intersection(o Box) float64 {
+	iw := math.Min(b.X+b.Width, o.X+o.Width) - math.Max(b.X, o.X)
+	ih := math.Min(b.Y+b.Height, o.Y+o.Height) - math.Max(b.Y, o.Y)
+	if iw <= 0 || ih <= 0 || b.Width <= 0 || b.Height <= 0 || o.Width <= 0 || o.Height <= 0 {
+		return 0
+	}
+	return iw * ih
 }
 
 // Contains reports whether the point (x, y) lies in the box (edges

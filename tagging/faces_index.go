@@ -826,7 +826,7 @@ func (l *Library) AddManualFace(ctx context.Context, p *face.Pipeline, path stri
 	if err != nil {
 		return Face{}, fmt.Errorf("%s: %w", path, err)
 	}
-	if intersection(box, Box{Width: float64(img.W), Height: float64(img.H)}) < (1-maxOutside)*box.Area() {
+	if box.Intersection(Box{Width: float64(img.W), Height: float64(img.H)}) < (1-maxOutside)*box.Area() {
 		return Face{}, fmt.Errorf("%w: %g,%g %gx%g lies outside the %dx%d photo (at most a quarter of the box may)",
 			ErrBox, box.X, box.Y, box.Width, box.Height, img.W, img.H)
 	}
@@ -835,7 +835,7 @@ func (l *Library) AddManualFace(ctx context.Context, p *face.Pipeline, path stri
 		return Face{}, err
 	}
 	for _, f := range existing {
-		if IoU(f.Box, box) >= duplicateIoU {
+		if f.Box.IoU(box) >= duplicateIoU {
 			return Face{}, fmt.Errorf("face %d: %w", f.ID, ErrDuplicateFace)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -305,7 +304,7 @@ func (l *Library) replaceContentTx(ctx context.Context, tx *sql.Tx, id int64, p 
 	var pairs []pair
 	for i, d := range decided {
 		for j := range faces {
-			if v := IoU(d.box, faces[j].Box); v >= carryIoU {
+			if v := d.box.IoU(faces[j].Box); v >= carryIoU {
 				pairs = append(pairs, pair{i, j, v})
 			}
 		}
@@ -358,25 +357,6 @@ func (l *Library) replaceContentTx(ctx context.Context, tx *sql.Tx, id int64, p 
 // the same picture overlap far more, and two different faces rarely
 // overlap by half.
 const carryIoU = 0.5
-
-// IoU is the intersection over union of two boxes (0 when either is empty).
-func IoU(a, b Box) float64 {
-	in := intersection(a, b)
-	if in == 0 {
-		return 0
-	}
-	return in / (a.Area() + b.Area() - in)
-}
-
-// intersection is the area two boxes share (0 when either is empty).
-func intersection(a, b Box) float64 {
-	ix := math.Min(a.X+a.Width, b.X+b.Width) - math.Max(a.X, b.X)
-	iy := math.Min(a.Y+a.Height, b.Y+b.Height) - math.Max(a.Y, b.Y)
-	if ix <= 0 || iy <= 0 || a.Width <= 0 || a.Height <= 0 || b.Width <= 0 || b.Height <= 0 {
-		return 0
-	}
-	return ix * iy
-}
 
 // errPathTaken: a known photo moved to a path the library records for
 // another photo the user made decisions about.
