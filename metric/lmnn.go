@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // Options configures LMNN. The zero value of each field means its default.
@@ -110,9 +112,9 @@ func (f *lmnnObjective) value(v, grad []float64) float64 {
 	}
 	r := f.p.eval(v, f.out, scale, grad)
 	f.last = r
-	obj := scale*((1-f.p.mu)*r.pull+f.p.mu*r.hinge) + f.lam*dot(v, v)
+	obj := scale*((1-f.p.mu)*r.pull+f.p.mu*r.hinge) + f.lam*vec.Dot(v, v)
 	if grad != nil && f.lam != 0 {
-		axpy(2*f.lam, v, grad)
+		vec.Axpy(2*f.lam, v, grad)
 	}
 	return obj
 }
@@ -126,7 +128,7 @@ func (l *LMNN) problem(d Data) (*problem, error) {
 func (l *LMNN) loss(p *problem, v []float64, out int) Loss {
 	r := p.exact(v, out)
 	return Loss{Pull: r.pull, Hinge: r.hinge, Violations: r.active, Pairs: p.pairs,
-		Objective: ((1-l.o.Mu)*r.pull+l.o.Mu*r.hinge)/float64(p.pairs) + l.o.Regularization*dot(v, v)}
+		Objective: ((1-l.o.Mu)*r.pull+l.o.Mu*r.hinge)/float64(p.pairs) + l.o.Regularization*vec.Dot(v, v)}
 }
 
 // Loss evaluates LMNN's objective for m on d exactly (every impostor).
@@ -212,7 +214,7 @@ func pcaMap(p *problem, out int) []float64 {
 	in := p.in
 	mean := make([]float64, in)
 	for i := range p.n {
-		axpy(1/float64(p.n), p.x[i*in:(i+1)*in], mean)
+		vec.Axpy(1/float64(p.n), p.x[i*in:(i+1)*in], mean)
 	}
 	cov := make([]float64, in*in)
 	c := make([]float64, in)
@@ -221,9 +223,9 @@ func pcaMap(p *problem, out int) []float64 {
 			c[j] = p.x[i*in+j] - mean[j]
 		}
 		for a := range in {
-			axpy(c[a], c, cov[a*in:(a+1)*in])
+			vec.Axpy(c[a], c, cov[a*in:(a+1)*in])
 		}
 	}
-	_, vecs := symEig(cov, in)
+	_, vecs := vec.SymEig(cov, in)
 	return vecs[:out*in]
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // twoDims returns n points per class for classes at signal offsets
@@ -158,7 +160,7 @@ func TestLMNNRotatedAxis(t *testing.T) {
 		}
 
 		m, _ = fit(t, Options{}, d, nil)
-		vals, vecs := symEig(m.Mahalanobis(), 2)
+		vals, vecs := vec.SymEig(m.Mahalanobis(), 2)
 		cos = math.Abs(vecs[0]*u[0] + vecs[1]*u[1])
 		if cos < 0.999 || vals[1] > 1e-3*vals[0] {
 			t.Errorf("θ = %v: W eigenvalues %v, top eigenvector %v at |cos| %.5f to u", theta, vals, vecs[:2], cos)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // Metric is a linear map V (Out × In, row-major) that defines the
@@ -74,7 +76,7 @@ func (m *Metric) Transform(dst, x []float64) []float64 {
 	}
 	dst = dst[:m.out]
 	for r := range m.out {
-		dst[r] = dot(m.v[r*m.in:(r+1)*m.in], x)
+		dst[r] = vec.Dot(m.v[r*m.in:(r+1)*m.in], x)
 	}
 	return dst
 }
@@ -91,7 +93,7 @@ func (m *Metric) SquaredDistance(a, b []float64) float64 {
 	}
 	var s float64
 	for r := range m.out {
-		t := dot(m.v[r*m.in:(r+1)*m.in], diff)
+		t := vec.Dot(m.v[r*m.in:(r+1)*m.in], diff)
 		s += t * t
 	}
 	return s

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // MTOptions configures multi-task LMNN. The zero value of each field means
@@ -151,9 +153,9 @@ func (f *mtObjective) value(params, grad []float64) float64 {
 		obj += scale * ((1-f.mu)*r.pull + f.mu*r.hinge)
 		if grad != nil {
 			if !f.fixedShared {
-				axpy(1, sg[:n0], f.shared(grad))
+				vec.Axpy(1, sg[:n0], f.shared(grad))
 			}
-			axpy(1, sg[n0:], f.task(grad, k))
+			vec.Axpy(1, sg[n0:], f.task(grad, k))
 		}
 	}
 	reg := func(v []float64, rows int, gamma float64, minusI bool, g []float64) {
@@ -163,9 +165,9 @@ func (f *mtObjective) value(params, grad []float64) float64 {
 				w[i*f.in+i]--
 			}
 		}
-		obj += gamma / float64(f.pairs) * dot(w, w)
+		obj += gamma / float64(f.pairs) * vec.Dot(w, w)
 		if g != nil {
-			axpy(4*gamma/float64(f.pairs), matMul(v, w, rows, f.in, f.in), g)
+			vec.Axpy(4*gamma/float64(f.pairs), matMul(v, w, rows, f.in, f.in), g)
 		}
 	}
 	if !f.fixedShared {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // gridTask returns classes on the 2×2 grid spanned by input dimensions a and
@@ -39,7 +41,7 @@ func knnAccuracy(m *Metric, train, test Data, k int) float64 {
 		var h nearest
 		h.reset(k)
 		for j := range tz {
-			h.offer(sqDist(z, tz[j]), int32(j))
+			h.offer(vec.SqDist(z, tz[j]), int32(j))
 		}
 		votes := map[int]int{}
 		best, bestN := -1, 0

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // Unnamed is the label of a face nobody has named. Any negative label means
@@ -140,7 +142,7 @@ func (p *problem) chooseTargets(k int) {
 	}
 	p.targets = make([][]int32, p.n)
 	p.pairs = 0
-	parallelFor(p.n, p.workers, func(lo, hi int) {
+	vec.ParallelFor(p.n, p.workers, func(lo, hi int) {
 		var h nearest
 		for i := lo; i < hi; i++ {
 			if p.labels[i] < 0 {
@@ -150,7 +152,7 @@ func (p *problem) chooseTargets(k int) {
 			xi := p.x[i*p.in : (i+1)*p.in]
 			for _, j := range byLabel[p.labels[i]] {
 				if int(j) != i {
-					h.offer(sqDist(xi, p.x[int(j)*p.in:(int(j)+1)*p.in]), j)
+					h.offer(vec.SqDist(xi, p.x[int(j)*p.in:(int(j)+1)*p.in]), j)
 				}
 			}
 			p.targets[i] = h.sorted()
@@ -167,7 +169,7 @@ func (p *problem) transform(v []float64, out int) {
 		p.z = make([]float64, p.n*out)
 	}
 	p.vt = transpose(p.vt, v, out, p.in)
-	gemm(p.z, p.x, p.vt, p.n, p.in, out, p.workers)
+	vec.Gemm(p.z, p.x, p.vt, p.n, p.in, out, p.workers)
 }
 
 // refresh rebuilds the active set under V: for every anchor with targets,
@@ -263,19 +265,25 @@ func (p *problem) allDots32(v []float64, out int, f func(i int, row []float32, h
 			p.zt32[r*p.n+i] = p.z32[i*out+r]
 		}
 	}
-	blocks := (p.n + gemmRows - 1) / gemmRows
-	parallelFor(blocks, p.workers, func(lo, hi int) {
+	blocks := (p.n + anchorBlock - 1) / anchorBlock
+	vec.ParallelFor(blocks, p.workers, func(lo, hi int) {
 		var h nearest
-		dots := make([]float32, gemmRows*p.n)
+		dots := make([]float32, anchorBlock*p.n)
 		for blk := lo; blk < hi; blk++ {
-			i0, i1 := blk*gemmRows, min((blk+1)*gemmRows, p.n)
-			gemm32(dots, p.z32[i0*out:i1*out], p.zt32, i1-i0, out, p.n)
+			i0, i1 := blk*anchorBlock, min((blk+1)*anchorBlock, p.n)
+			// float32 is enough to rank candidates: its rounding (relative
+			// 1e-7 of ‖z‖²) matters only between near ties.
+			vec.Gemm32(dots, p.z32[i0*out:i1*out], p.zt32, i1-i0, out, p.n)
 			for i := i0; i < i1; i++ {
 				f(i, dots[(i-i0)*p.n:(i-i0+1)*p.n], &h)
 			}
 		}
 	})
 }
+
+// anchorBlock is the number of anchors whose rows of dot products one
+// matrix product computes (vec.Gemm's panel height, so one panel each).
+const anchorBlock = 64
 
 // norms transforms the inputs by V and fills p.nz with ‖z_i‖².
 func (p *problem) norms(v []float64, out int) {
@@ -285,7 +293,7 @@ func (p *problem) norms(v []float64, out int) {
 	}
 	for i := range p.n {
 		zi := p.z[i*out : (i+1)*out]
-		p.nz[i] = dot(zi, zi)
+		p.nz[i] = vec.Dot(zi, zi)
 	}
 }
 
@@ -296,13 +304,13 @@ func (p *problem) norms(v []float64, out int) {
 func (p *problem) allDots(v []float64, out int, f func(i int, row []float64, h *nearest)) {
 	p.norms(v, out)
 	p.zt = transpose(p.zt, p.z, p.n, out)
-	blocks := (p.n + gemmRows - 1) / gemmRows
-	parallelFor(blocks, p.workers, func(lo, hi int) {
+	blocks := (p.n + anchorBlock - 1) / anchorBlock
+	vec.ParallelFor(blocks, p.workers, func(lo, hi int) {
 		var h nearest
-		dots := make([]float64, gemmRows*p.n)
+		dots := make([]float64, anchorBlock*p.n)
 		for blk := lo; blk < hi; blk++ {
-			i0, i1 := blk*gemmRows, min((blk+1)*gemmRows, p.n)
-			gemm(dots, p.z[i0*out:i1*out], p.zt, i1-i0, out, p.n, 1)
+			i0, i1 := blk*anchorBlock, min((blk+1)*anchorBlock, p.n)
+			vec.Gemm(dots, p.z[i0*out:i1*out], p.zt, i1-i0, out, p.n, 1)
 			for i := i0; i < i1; i++ {
 				f(i, dots[(i-i0)*p.n:(i-i0+1)*p.n], &h)
 			}
@@ -331,7 +339,7 @@ type evalResult struct {
 func (p *problem) eval(v []float64, out int, scale float64, grad []float64) evalResult {
 	p.transform(v, out)
 	mu := p.mu
-	parallelFor(p.n, p.workers, func(lo, hi int) {
+	vec.ParallelFor(p.n, p.workers, func(lo, hi int) {
 		dt := make([]float64, 0, 16)
 		for i := lo; i < hi; i++ {
 			t := p.targets[i]
@@ -343,14 +351,14 @@ func (p *problem) eval(v []float64, out int, scale float64, grad []float64) eval
 			dt = dt[:0]
 			tw := p.tw[i]
 			for a, j := range t {
-				d := sqDist(zi, p.z[int(j)*out:(int(j)+1)*out])
+				d := vec.SqDist(zi, p.z[int(j)*out:(int(j)+1)*out])
 				dt = append(dt, d)
 				p.pull[i] += d
 				tw[a] = 1 - mu
 			}
 			cw := p.cw[i]
 			for b, l := range p.cands[i] {
-				dl := sqDist(zi, p.z[int(l)*out:(int(l)+1)*out])
+				dl := vec.SqDist(zi, p.z[int(l)*out:(int(l)+1)*out])
 				cw[b] = 0
 				for a, d := range dt {
 					if h := p.margin + d - dl; h > 0 {
@@ -376,7 +384,7 @@ func (p *problem) eval(v []float64, out int, scale float64, grad []float64) eval
 	// y_i = deg_i x_i − Σ_{j~i} w_ij x_j (a weighted graph Laplacian times X),
 	// gathered per face over its own pairs and the pairs pointing at it.
 	in := p.in
-	parallelFor(p.n, p.workers, func(lo, hi int) {
+	vec.ParallelFor(p.n, p.workers, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			yi := p.y[i*in : (i+1)*in]
 			clear(yi)
@@ -384,7 +392,7 @@ func (p *problem) eval(v []float64, out int, scale float64, grad []float64) eval
 			add := func(j int, w float64) {
 				if w != 0 {
 					deg += w
-					axpy(-w, p.x[j*in:(j+1)*in], yi)
+					vec.Axpy(-w, p.x[j*in:(j+1)*in], yi)
 				}
 			}
 			for a, j := range p.targets[i] {
@@ -402,7 +410,7 @@ func (p *problem) eval(v []float64, out int, scale float64, grad []float64) eval
 				}
 			}
 			if deg != 0 {
-				axpy(deg, p.x[i*in:(i+1)*in], yi)
+				vec.Axpy(deg, p.x[i*in:(i+1)*in], yi)
 			}
 		}
 	})
@@ -410,8 +418,8 @@ func (p *problem) eval(v []float64, out int, scale float64, grad []float64) eval
 	if len(p.g) != out*in {
 		p.g = make([]float64, out*in)
 	}
-	gemm(p.g, p.zt, p.y, out, p.n, in, p.workers)
-	axpy(2*scale, p.g, grad)
+	vec.Gemm(p.g, p.zt, p.y, out, p.n, in, p.workers)
+	vec.Axpy(2*scale, p.g, grad)
 	return r
 }
 
@@ -428,7 +436,7 @@ func (p *problem) exact(v []float64, out int) evalResult {
 		var dt [MaxK]float64 // K ≤ MaxK is checked by NewLMNN
 		maxT := 0.0
 		for a, j := range t {
-			d := sqDist(zi, p.z[int(j)*out:(int(j)+1)*out])
+			d := vec.SqDist(zi, p.z[int(j)*out:(int(j)+1)*out])
 			dt[a] = d
 			p.pull[i] += d
 			maxT = max(maxT, d)
@@ -440,7 +448,7 @@ func (p *problem) exact(v []float64, out int) evalResult {
 			if p.nz[i]+p.nz[l]-2*row[l] >= (maxT+p.margin)*(1+1e-9)+1e-9*(p.nz[i]+p.nz[l]) {
 				return
 			}
-			dl := sqDist(zi, p.z[l*out:(l+1)*out])
+			dl := vec.SqDist(zi, p.z[l*out:(l+1)*out])
 			for _, d := range dt[:len(t)] {
 				if h := p.margin + d - dl; h > 0 {
 					p.hinge[i] += h
@@ -466,25 +474,6 @@ func (p *problem) exact(v []float64, out int) evalResult {
 		r.active += p.active[i]
 	}
 	return r
-}
-
-// sqDistScalar returns ‖a − b‖² (len(b) ≥ len(a)).
-func sqDistScalar(a, b []float64) float64 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		d0, d1, d2, d3 := a[i]-b[i], a[i+1]-b[i+1], a[i+2]-b[i+2], a[i+3]-b[i+3]
-		s0 += d0 * d0
-		s1 += d1 * d1
-		s2 += d2 * d2
-		s3 += d3 * d3
-	}
-	for ; i < len(a); i++ {
-		d := a[i] - b[i]
-		s0 += d * d
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 // nearest keeps the k smallest (distance, index) pairs offered, as a

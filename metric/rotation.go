@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // rotationLabel separates the rotation's stream from any other use of the
@@ -62,10 +64,10 @@ func RandomRotation(seed [32]byte, d int) (*Metric, error) {
 		for pass := 0; pass < 2; pass++ {
 			for k := range j {
 				prev := g[k*d : (k+1)*d]
-				axpy(-dot(prev, col), prev, col)
+				vec.Axpy(-vec.Dot(prev, col), prev, col)
 			}
 		}
-		n := math.Sqrt(dot(col, col))
+		n := math.Sqrt(vec.Dot(col, col))
 		if n == 0 || math.IsNaN(n) {
 			return nil, errors.New("metric: degenerate random matrix (retry with another seed)")
 		}

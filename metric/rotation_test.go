@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 func TestRandomRotationOrthogonalAndDeterministic(t *testing.T) {
@@ -153,7 +155,7 @@ func TestRotationUnlinkability(t *testing.T) {
 		for i := range za {
 			best, bestD := -1, math.Inf(1)
 			for j := range zb {
-				if dd := sqDist(za[i], zb[j]); dd < bestD {
+				if dd := vec.SqDist(za[i], zb[j]); dd < bestD {
 					best, bestD = j, dd
 				}
 			}

@@ -3,6 +3,8 @@ package metric
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // synthFaces makes faceprint-like data: classes people with perClass faces
@@ -31,9 +33,9 @@ func synthFaces(rng *rand.Rand, classes, perClass, dim int, nuisance float64) Da
 				x[j] = centre[j] + 1.0*rng.NormFloat64()/math.Sqrt(float64(dim))
 			}
 			for _, dir := range dirs {
-				axpy(2*nuisance*rng.NormFloat64(), dir, x)
+				vec.Axpy(2*nuisance*rng.NormFloat64(), dir, x)
 			}
-			n := math.Sqrt(dot(x, x))
+			n := math.Sqrt(vec.Dot(x, x))
 			for j := range x {
 				x[j] /= n
 			}

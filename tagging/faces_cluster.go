@@ -8,6 +8,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // ClusterAlgorithm names a way of grouping unnamed faces.
@@ -155,7 +157,7 @@ func neighbours(descs [][]float32, dist float64) Neighbours {
 	lim := float32(dist * dist)
 	for i := range descs {
 		for j := i + 1; j < len(descs); j++ {
-			if sqDist(descs[i], descs[j]) <= lim {
+			if vec.SqDist32(descs[i], descs[j]) <= lim {
 				nb[i] = append(nb[i], int32(j))
 				nb[j] = append(nb[j], int32(i))
 			}
@@ -185,7 +187,7 @@ func NewNeighbourGraph(descs [][]float32, maxDist float64) (*NeighbourGraph, err
 	lim := float32(maxDist * maxDist)
 	for i := range descs {
 		for j := i + 1; j < len(descs); j++ {
-			if d := sqDist(descs[i], descs[j]); d <= lim {
+			if d := vec.SqDist32(descs[i], descs[j]); d <= lim {
 				s := float32(math.Sqrt(float64(d)))
 				g.edges[i] = append(g.edges[i], edge{int32(j), s})
 				g.edges[j] = append(g.edges[j], edge{int32(i), s})
@@ -357,7 +359,7 @@ func NewDendrogram(descs [][]float32, linkage ClusterAlgorithm) (*Dendrogram, er
 	for i := 0; i < n; i++ {
 		r := row(i)
 		for j := i + 1; j < n; j++ {
-			dist[r+j] = float32(math.Sqrt(float64(sqDist(descs[i], descs[j]))))
+			dist[r+j] = float32(math.Sqrt(float64(vec.SqDist32(descs[i], descs[j]))))
 		}
 	}
 	at := func(i, j int) int {
@@ -505,7 +507,7 @@ func JoinClusters(existing [][]float32, labels []int, added [][]float32, o Clust
 			for _, l := range ids {
 				var agg float64
 				for _, i := range members[l] {
-					dd := math.Sqrt(float64(sqDist(q, existing[i])))
+					dd := math.Sqrt(float64(vec.SqDist32(q, existing[i])))
 					if o.Algorithm == AverageLinkage {
 						agg += dd
 					} else {
@@ -523,7 +525,7 @@ func JoinClusters(existing [][]float32, labels []int, added [][]float32, o Clust
 			count := map[int]int{}
 			nearest := map[int]float32{}
 			for i, e := range existing {
-				if dd := sqDist(q, e); dd <= lim {
+				if dd := vec.SqDist32(q, e); dd <= lim {
 					l := labels[i]
 					count[l]++
 					if v, ok := nearest[l]; !ok || dd < v {
@@ -541,13 +543,13 @@ func JoinClusters(existing [][]float32, labels []int, added [][]float32, o Clust
 		case DBSCAN:
 			var within []int
 			for i, e := range existing {
-				if sqDist(q, e) <= lim {
+				if vec.SqDist32(q, e) <= lim {
 					within = append(within, i)
 				}
 			}
 			if len(within)+1 >= o.MinPoints {
 				for _, i := range within {
-					if dd := float64(sqDist(q, existing[i])); dd < bestScore {
+					if dd := float64(vec.SqDist32(q, existing[i])); dd < bestScore {
 						best, bestScore = labels[i], dd
 					}
 				}

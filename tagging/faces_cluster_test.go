@@ -128,7 +128,7 @@ func naiveLinkage(pts [][]float32, linkage ClusterAlgorithm, dist float64) []int
 		var s, m float64
 		for _, i := range a {
 			for _, j := range b {
-				d := math.Sqrt(float64(sqDistScalar(pts[i], pts[j])))
+				d := Distance(pts[i], pts[j])
 				s += d
 				m = max(m, d)
 			}
@@ -270,24 +270,6 @@ func TestClusterBadInput(t *testing.T) {
 	for _, a := range ClusterAlgorithms {
 		if _, err := NewClusterOptions(a); err != nil {
 			t.Errorf("default options of %s: %v", a, err)
-		}
-	}
-}
-
-func TestSqDistMatchesScalar(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 1))
-	for n := 0; n < 140; n += 3 {
-		a, b := make([]float32, n), make([]float32, n)
-		for i := range a {
-			a[i], b[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
-		}
-		var want float64
-		for i := range a {
-			d := float64(a[i]) - float64(b[i])
-			want += d * d
-		}
-		if got := float64(sqDist(a, b)); math.Abs(got-want) > 1e-4*(1+want) {
-			t.Fatalf("n=%d: %v, want %v", n, got, want)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // Gallery is a flat index of faces for nearest-neighbour scans: the
@@ -104,11 +106,11 @@ const nearestBlock = 256
 func (g *Gallery) distances(q []float32, start int, out []float32) {
 	rows := g.vecs[start*g.dim : (start+len(out))*g.dim]
 	if g.dim == 128 {
-		sqDistRows128((*[128]float32)(q), rows, out)
+		vec.SqDistRows128((*[128]float32)(q), rows, out)
 		return
 	}
 	for r := range out {
-		out[r] = sqDist(q, rows[r*g.dim:(r+1)*g.dim])
+		out[r] = vec.SqDist32(q, rows[r*g.dim:(r+1)*g.dim])
 	}
 }
 
@@ -126,7 +128,7 @@ func (g *Gallery) Within(q []float32, dist float64, limit int) []FaceMatch {
 	lim := float32(dist * dist)
 	var out []FaceMatch
 	for r := range g.faces {
-		if d := sqDist(q, g.vecs[r*g.dim:(r+1)*g.dim]); d <= lim {
+		if d := vec.SqDist32(q, g.vecs[r*g.dim:(r+1)*g.dim]); d <= lim {
 			out = append(out, FaceMatch{g.faces[r], g.photos[r], g.people[r], math.Sqrt(float64(d))})
 		}
 	}

@@ -220,38 +220,9 @@ func BenchmarkNearest(b *testing.B) {
 	}
 }
 
-func BenchmarkSqDist(b *testing.B) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	x, y := unitVec(rng, 128), unitVec(rng, 128)
-	b.Run("simd", func(b *testing.B) {
-		for b.Loop() {
-			sqDist(x, y)
-		}
-	})
-	b.Run("scalar", func(b *testing.B) {
-		for b.Loop() {
-			sqDistScalar(x, y)
-		}
-	})
-}
-
-func TestSqDistRows128(t *testing.T) {
-	rng := rand.New(rand.NewPCG(4, 4))
-	q := (*[128]float32)(unitVec(rng, 128))
-	for _, n := range []int{0, 1, 3, 4, 5, 9, 16} {
-		rows := make([]float32, 0, n*128)
-		for i := 0; i < n; i++ {
-			rows = append(rows, unitVec(rng, 128)...)
-		}
-		got, want := make([]float32, n), make([]float32, n)
-		sqDistRows128(q, rows, got)
-		sqDistRowsScalar(q[:], rows, want)
-		for i := range got {
-			if math.Abs(float64(got[i]-want[i])) > 1e-5 {
-				t.Fatalf("n=%d row %d: %v, want %v", n, i, got[i], want[i])
-			}
-		}
-	}
+// TestNearestRefusesWrongLength: a query of another length than the
+// gallery's matches no one.
+func TestNearestRefusesWrongLength(t *testing.T) {
 	g, _ := NewGallery(128)
 	if b, _ := g.Nearest(make([]float32, 3), nil); b.Person != 0 {
 		t.Fatal("a query of the wrong length matched")

@@ -1,4 +1,4 @@
-package metric
+package vec
 
 import (
 	"math"
@@ -19,9 +19,9 @@ func TestGEMM(t *testing.T) {
 		}
 		c := make([]float64, m*p)
 		for i := range c {
-			c[i] = math.NaN() // gemm must overwrite
+			c[i] = math.NaN() // Gemm must overwrite
 		}
-		gemm(c, a, b, m, k, p, 2)
+		Gemm(c, a, b, m, k, p, 2)
 		for i := range m {
 			for j := range p {
 				var s float64
@@ -47,7 +47,7 @@ func BenchmarkGEMM(b *testing.B) {
 		bb[i] = float64(i%5) - 2
 	}
 	for b.Loop() {
-		gemm(c, a, bb, m, k, p, 1)
+		Gemm(c, a, bb, m, k, p, 1)
 	}
 	b.ReportMetric(float64(m*k*p)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFMA/s")
 }
@@ -67,7 +67,7 @@ func TestGEMM32(t *testing.T) {
 		for i := range c {
 			c[i] = float32(math.NaN())
 		}
-		gemm32(c, a, b, m, k, p)
+		Gemm32(c, a, b, m, k, p)
 		for i := range m {
 			for j := range p {
 				var s, abs float64

@@ -1,12 +1,12 @@
-package metric
+package vec
 
-// gemm sets C = A·B for row-major A (m × k), B (k × p), C (m × p), blocked
+// Gemm sets C = A·B for row-major A (m × k), B (k × p), C (m × p), blocked
 // for the caches: 64-row panels of A, 256-long slices of k, 4 × 8 register
 // tiles of C (gemmTile). Row panels are split among workers; each entry of C
 // is summed in the same order whatever the split.
-func gemm(c, a, b []float64, m, k, p, workers int) {
+func Gemm(c, a, b []float64, m, k, p, workers int) {
 	panels := (m + gemmRows - 1) / gemmRows
-	parallelFor(panels, workers, func(lo, hi int) {
+	ParallelFor(panels, workers, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			i0 := t * gemmRows
 			gemmPanel(c, a, b, i0, min(i0+gemmRows, m), k, p)
@@ -44,26 +44,28 @@ func gemmPanel(c, a, b []float64, i0, i1, k, p int) {
 	}
 }
 
-// gemmScalar adds Σ_{kk∈[k0,k1)} A[i][kk]·B[kk][j] to C[i][j].
-func gemmScalar(c, a, b []float64, i, j, k0, k1, k, p int) {
-	s := c[i*p+j]
-	for kk := k0; kk < k1; kk++ {
-		s += a[i*k+kk] * b[kk*p+j]
-	}
-	c[i*p+j] = s
-}
-
-// transpose returns Aᵀ (n × m) for A (m × n), into dst when it has room.
-func transpose(dst, a []float64, m, n int) []float64 {
-	if cap(dst) < m*n {
-		dst = make([]float64, m*n)
-	}
-	dst = dst[:m*n]
-	for i := range m {
-		row := a[i*n : (i+1)*n]
-		for j, v := range row {
-			dst[j*m+i] = v
+// Gemm32 sets C = A·B in single precision (row-major A m × k, B k × p, C
+// m × p) on one goroutine, blocked like Gemm with 4 × 16 register tiles.
+func Gemm32(c, a, b []float32, m, k, p int) {
+	clear(c[:m*p])
+	for k0 := 0; k0 < k; k0 += gemmK {
+		k1 := min(k0+gemmK, k)
+		j := 0
+		for ; j+16 <= p; j += 16 {
+			i := 0
+			for ; i+4 <= m; i += 4 {
+				gemm32Tile(c, a, b, i, j, k0, k1, k, p)
+			}
+			for ; i < m; i++ {
+				for jj := j; jj < j+16; jj++ {
+					gemm32Scalar(c, a, b, i, jj, k0, k1, k, p)
+				}
+			}
+		}
+		for ; j < p; j++ {
+			for i := range m {
+				gemm32Scalar(c, a, b, i, j, k0, k1, k, p)
+			}
 		}
 	}
-	return dst
 }

@@ -1,0 +1,43 @@
+//go:build !(goexperiment.simd && amd64)
+
+package vec
+
+// useSIMD is false: this build has no AVX2 kernels (GOEXPERIMENT=simd on
+// amd64 builds them).
+const useSIMD = false
+
+// Dot returns Σ a[i]·b[i] (len(b) ≥ len(a)).
+func Dot(a, b []float64) float64 { return dotScalar(a, b) }
+
+// SqDist returns ‖a − b‖² (len(b) ≥ len(a)).
+func SqDist(a, b []float64) float64 { return sqDistScalar(a, b) }
+
+// Axpy adds alpha·x to y (len(y) ≥ len(x)).
+func Axpy(alpha float64, x, y []float64) { axpyScalar(alpha, x, y) }
+
+// gemmTile adds A[i..i+4][k0:k1]·B[k0:k1][j..j+8] to C's 4 × 8 tile.
+func gemmTile(c, a, b []float64, i, j, k0, k1, k, p int) {
+	for r := i; r < i+4; r++ {
+		for jj := j; jj < j+8; jj++ {
+			gemmScalar(c, a, b, r, jj, k0, k1, k, p)
+		}
+	}
+}
+
+// gemm32Tile adds A[i..i+4][k0:k1]·B[k0:k1][j..j+16] to C's 4 × 16 tile.
+func gemm32Tile(c, a, b []float32, i, j, k0, k1, k, p int) {
+	for r := i; r < i+4; r++ {
+		for jj := j; jj < j+16; jj++ {
+			gemm32Scalar(c, a, b, r, jj, k0, k1, k, p)
+		}
+	}
+}
+
+// SqDist32 returns ‖a − b‖² in float32 for len(a) ≤ len(b).
+func SqDist32(a, b []float32) float32 { return sqDist32Scalar(a, b) }
+
+// SqDistRows128 writes ‖q − row‖² for consecutive 128-value rows into out
+// (len(rows) ≥ 128·len(out)).
+func SqDistRows128(q *[128]float32, rows []float32, out []float32) {
+	sqDistRows32Scalar(q[:], rows, out)
+}
