@@ -9,11 +9,19 @@ import "simd/archsimd"
 // GOEXPERIMENT=simd; within one build they are deterministic.
 // useSIMD is the package's one CPU-feature switch: true when the CPU has
 // AVX2 and FMA. It is read-only after package initialisation.
+//
+// Every kernel clears the AVX registers' upper halves
+// (archsimd.ClearAVXUpperBits, VZEROUPPER) before scalar code runs: the
+// compiler does not yet, and without it later SSE instructions (all scalar
+// float arithmetic) wait on the dirty upper state. On 128-d vectors between
+// scalar code that made one AVX2 distance 2–3 times slower than the scalar
+// loop (BenchmarkSqDist32).
 var useSIMD = archsimd.X86.AVX2() && archsimd.X86.FMA()
 
 func hsum(s archsimd.Float64x4) float64 {
 	var b [4]float64
 	s.Store(&b)
+	archsimd.ClearAVXUpperBits()
 	return (b[0] + b[1]) + (b[2] + b[3])
 }
 
@@ -90,6 +98,7 @@ func Axpy(alpha float64, x, y []float64) {
 	for ; i+4 <= n; i += 4 {
 		archsimd.LoadFloat64x4Slice(x[i:]).MulAdd(al, archsimd.LoadFloat64x4Slice(y[i:])).StoreSlice(y[i:])
 	}
+	archsimd.ClearAVXUpperBits()
 	for ; i < n; i++ {
 		y[i] += alpha * x[i]
 	}
@@ -132,6 +141,7 @@ func gemmTile(c, a, b []float64, i, j, k0, k1, k, p int) {
 	s21.StoreSlice(c2[4:])
 	s30.StoreSlice(c3)
 	s31.StoreSlice(c3[4:])
+	archsimd.ClearAVXUpperBits()
 }
 
 // gemm32Tile adds A[i..i+4][k0:k1]·B[k0:k1][j..j+16] to C's 4 × 16 tile,
@@ -171,6 +181,7 @@ func gemm32Tile(c, a, b []float32, i, j, k0, k1, k, p int) {
 	s21.StoreSlice(c2[8:])
 	s30.StoreSlice(c3)
 	s31.StoreSlice(c3[8:])
+	archsimd.ClearAVXUpperBits()
 }
 
 // SqDist32 returns ‖a − b‖² in float32 for len(a) ≤ len(b), with AVX2 when
@@ -191,6 +202,7 @@ func SqDist32(a, b []float32) float32 {
 	}
 	var lanes [8]float32
 	s0.Add(s1).Store(&lanes)
+	archsimd.ClearAVXUpperBits()
 	s := ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
 	for ; i < n; i++ {
 		d := a[i] - b[i]
@@ -242,6 +254,7 @@ func SqDistRows128(q *[128]float32, rows []float32, out []float32) {
 		o[2] = hsum8(a2.Add(b2))
 		o[3] = hsum8(a3.Add(b3))
 	}
+	archsimd.ClearAVXUpperBits()
 	for ; r < n; r++ {
 		out[r] = SqDist32(q[:], rows[r*128:(r+1)*128])
 	}
