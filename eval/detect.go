@@ -19,6 +19,7 @@ import (
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // DetectCriterion says when the detection benchmark counts LFW's labelled
@@ -632,19 +633,21 @@ func TuneDetectRule(train [2][]DetectImage, workers int) DetectTune {
 		}
 	}
 	res := make([]cand, len(rules))
-	parallelFor(len(rules), workers, func(k int) {
-		c := cand{r: rules[k]}
-		for _, imgs := range train {
-			for i := range imgs {
-				d := &imgs[i]
-				found, other := ScoreFaces(c.r.Combine(d.Det.SSD, d.Det.Tiny), d.W, d.H)
-				if found {
-					c.found++
+	vec.ParallelFor(len(rules), workers, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			c := cand{r: rules[k]}
+			for _, imgs := range train {
+				for i := range imgs {
+					d := &imgs[i]
+					found, other := ScoreFaces(c.r.Combine(d.Det.SSD, d.Det.Tiny), d.W, d.H)
+					if found {
+						c.found++
+					}
+					c.other += other
 				}
-				c.other += other
 			}
+			res[k] = c
 		}
-		res[k] = c
 	})
 	sum := func(r face.Rule) float64 { return r.PairSSD + r.PairTiny + r.PairIoU }
 	best := res[0]
@@ -655,24 +658,4 @@ func TuneDetectRule(train [2][]DetectImage, workers int) DetectTune {
 		}
 	}
 	return DetectTune{Rule: best.r, Objective: TuneObjective, Images: len(train[0]), Found: best.found, Other: best.other, Tried: len(rules)}
-}
-
-// parallelFor runs fn(0..n-1) on workers goroutines (at least one).
-func parallelFor(n, workers int, fn func(k int)) {
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range max(workers, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range next {
-				fn(k)
-			}
-		}()
-	}
-	for k := range n {
-		next <- k
-	}
-	close(next)
-	wg.Wait()
 }

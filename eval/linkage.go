@@ -35,6 +35,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // LinkLibrary is one library's faces as a colluding adversary holds them:
@@ -168,7 +170,7 @@ func LinkNearest(gallery LinkLibrary, probes [][]float64, probePeople []int, thr
 		}
 		best, bestD := -1, math.Inf(1)
 		for j, g := range gallery.Faceprints {
-			if s := sqDist64(x, g); s < bestD {
+			if s := vec.SqDist(x, g); s < bestD {
 				best, bestD = j, s
 			}
 		}
@@ -222,7 +224,7 @@ func LinkWithin(lib LinkLibrary, people map[int]bool) (LinkCounts, error) {
 			if lib.People[j] == person {
 				others = true
 			}
-			if s := sqDist64(x, g); s < bestD {
+			if s := vec.SqDist(x, g); s < bestD {
 				best, bestD = j, s
 			}
 		}
@@ -269,7 +271,7 @@ func BalancedThreshold(faceprints [][]float64, people []int) (float64, error) {
 			if s {
 				nSame++
 			}
-			pairs = append(pairs, pd{math.Sqrt(sqDist64(faceprints[i], faceprints[j])), s})
+			pairs = append(pairs, pd{math.Sqrt(vec.SqDist(faceprints[i], faceprints[j])), s})
 		}
 	}
 	nDiff := len(pairs) - nSame
@@ -336,7 +338,7 @@ type Alignment struct {
 func (a *Alignment) Apply(x []float64) []float64 {
 	y := make([]float64, a.out)
 	for r := range a.out {
-		y[r] = dot64(a.m[r*a.in:(r+1)*a.in], x)
+		y[r] = vec.Dot(a.m[r*a.in:(r+1)*a.in], x)
 	}
 	return y
 }
@@ -362,7 +364,7 @@ func FitAlignment(method AlignMethod, from, to [][]float64) (*Alignment, error) 
 	for i := range from {
 		for r := range out {
 			if g := to[i][r]; g != 0 {
-				axpy64(g, from[i], cross[r*in:(r+1)*in])
+				vec.Axpy(g, from[i], cross[r*in:(r+1)*in])
 			}
 		}
 	}
@@ -388,7 +390,7 @@ func FitAlignment(method AlignMethod, from, to [][]float64) (*Alignment, error) 
 			trace += x
 		}
 		for _, p := range from {
-			energy += dot64(p, p)
+			energy += vec.Dot(p, p)
 		}
 		if energy == 0 {
 			return nil, errors.New("eval: the known points are all zero")
@@ -404,7 +406,7 @@ func FitAlignment(method AlignMethod, from, to [][]float64) (*Alignment, error) 
 		for _, p := range from {
 			for r := range in {
 				if p[r] != 0 {
-					axpy64(p[r], p, c[r*in:(r+1)*in])
+					vec.Axpy(p[r], p, c[r*in:(r+1)*in])
 				}
 			}
 		}
@@ -451,7 +453,7 @@ func Centroids(lib LinkLibrary, people []int) ([][]float64, error) {
 	}
 	for i, p := range lib.People {
 		if k, ok := idx[p]; ok {
-			axpy64(1, lib.Faceprints[i], out[k])
+			vec.Axpy(1, lib.Faceprints[i], out[k])
 			count[k]++
 		}
 	}
@@ -508,35 +510,6 @@ func AlignAttack(gallery, probe LinkLibrary, known []int, method AlignMethod, ex
 	return LinkNearest(gallery, mapped, probe.People, gallery.Threshold, skip)
 }
 
-func sqDist64(a, b []float64) float64 {
-	var s0, s1 float64
-	i := 0
-	for ; i+2 <= len(a); i += 2 {
-		d0, d1 := a[i]-b[i], a[i+1]-b[i+1]
-		s0 += d0 * d0
-		s1 += d1 * d1
-	}
-	for ; i < len(a); i++ {
-		d := a[i] - b[i]
-		s0 += d * d
-	}
-	return s0 + s1
-}
-
-func dot64(a, b []float64) float64 {
-	var s float64
-	for i, x := range a {
-		s += x * b[i]
-	}
-	return s
-}
-
-func axpy64(alpha float64, x, y []float64) {
-	for i, v := range x {
-		y[i] += alpha * v
-	}
-}
-
 // svdSquare returns U, the singular values and V of the n × n matrix a
 // (row-major; a = U·diag(s)·Vᵀ, U and V orthogonal, row-major) by one-sided
 // Jacobi rotations. Columns of U for zero singular values complete an
@@ -557,7 +530,7 @@ func svdSquare(a []float64, n int) (u, s, v []float64) {
 		rotated := false
 		for p := 0; p < n; p++ {
 			for q := p + 1; q < n; q++ {
-				alpha, beta, gamma := dot64(col[p], col[p]), dot64(col[q], col[q]), dot64(col[p], col[q])
+				alpha, beta, gamma := vec.Dot(col[p], col[p]), vec.Dot(col[q], col[q]), vec.Dot(col[p], col[q])
 				if gamma == 0 || math.Abs(gamma) <= 1e-15*math.Sqrt(alpha*beta) {
 					continue
 				}
@@ -583,7 +556,7 @@ func svdSquare(a []float64, n int) (u, s, v []float64) {
 	s = make([]float64, n)
 	var smax float64
 	for j := range n {
-		s[j] = math.Sqrt(dot64(col[j], col[j]))
+		s[j] = math.Sqrt(vec.Dot(col[j], col[j]))
 		smax = math.Max(smax, s[j])
 	}
 	// Orthonormal U: normalise columns with a non-negligible singular
@@ -610,11 +583,11 @@ func svdSquare(a []float64, n int) (u, s, v []float64) {
 			for pass := 0; pass < 2; pass++ {
 				for _, w := range uc {
 					if w != nil {
-						axpy64(-dot64(w, x), w, x)
+						vec.Axpy(-vec.Dot(w, x), w, x)
 					}
 				}
 			}
-			if nx := math.Sqrt(dot64(x, x)); nx > 1e-6 {
+			if nx := math.Sqrt(vec.Dot(x, x)); nx > 1e-6 {
 				for k := range x {
 					x[k] /= nx
 				}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/veil-privacy/veil/internal/vec"
 	"github.com/veil-privacy/veil/metric"
 )
 
@@ -203,7 +204,7 @@ func randomOrthogonal(t *testing.T, seed byte, d int) []float64 {
 func apply(m []float64, out, in int, x []float64) []float64 {
 	y := make([]float64, out)
 	for r := range out {
-		y[r] = dot64(m[r*in:(r+1)*in], x)
+		y[r] = vec.Dot(m[r*in:(r+1)*in], x)
 	}
 	return y
 }
@@ -273,7 +274,7 @@ func TestSVDSquare(t *testing.T) {
 				u[i], v[i] = rng.NormFloat64(), rng.NormFloat64()
 			}
 			for i := range d {
-				axpy64(u[i], v, a[i*d:(i+1)*d])
+				vec.Axpy(u[i], v, a[i*d:(i+1)*d])
 			}
 		}
 		u, s, v := svdSquare(a, d)

@@ -28,6 +28,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/veil-privacy/veil/internal/vec"
 	"github.com/veil-privacy/veil/metric"
 )
 
@@ -158,7 +159,7 @@ func nearestNamed(gallery [][]float64, people []int, queries [][]float64) ([]flo
 	for i, q := range queries {
 		best, bestD := -1, math.Inf(1)
 		for j, g := range gallery {
-			if s := sqDist64(q, g); s < bestD {
+			if s := vec.SqDist(q, g); s < bestD {
 				best, bestD = j, s
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/veil-privacy/veil/dataset"
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // Described is what a Describer returns for one image.
@@ -243,17 +244,14 @@ func DescribeAll(paths []string, workers int, describe Describer, progress func(
 	return out, firstErr
 }
 
-// Distance is the Euclidean distance of two descriptors of equal length.
+// Distance is the Euclidean distance of two descriptors of equal length,
+// by the project's one descriptor distance (vec.SqDist32, which the
+// tagging library's scans use too).
 func Distance(a, b []float32) (float64, error) {
 	if len(a) == 0 || len(a) != len(b) {
 		return 0, fmt.Errorf("descriptors of lengths %d and %d cannot be compared", len(a), len(b))
 	}
-	var s float64
-	for i := range a {
-		d := float64(a[i]) - float64(b[i])
-		s += d * d
-	}
-	return math.Sqrt(s), nil
+	return math.Sqrt(float64(vec.SqDist32(a, b))), nil
 }
 
 // Cosine returns the cosine similarity of a and b (0 if either is zero).
