@@ -112,6 +112,7 @@ import (
 	"math"
 
 	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // Defaults and bounds of the public parameters.
@@ -418,7 +419,7 @@ func run(centres [][]float32, p Params, cal Calibration, src *dp.Source) (Result
 		wi := w[i*d : (i+1)*d]
 		j := 0
 		for ; j+4 <= bits; j += 4 {
-			p0, p1, p2, p3 := dot4(wi, planes[j*d:(j+1)*d], planes[(j+1)*d:(j+2)*d], planes[(j+2)*d:(j+3)*d], planes[(j+3)*d:(j+4)*d])
+			p0, p1, p2, p3 := vec.Dot32x4(wi, planes[j*d:(j+1)*d], planes[(j+1)*d:(j+2)*d], planes[(j+2)*d:(j+3)*d], planes[(j+3)*d:(j+4)*d])
 			for k, v := range [4]float32{p0, p1, p2, p3} {
 				if v >= 0 {
 					cell[i] |= 1 << (j + k)
@@ -426,7 +427,7 @@ func run(centres [][]float32, p Params, cal Calibration, src *dp.Source) (Result
 			}
 		}
 		for ; j < bits; j++ {
-			if dot(wi, planes[j*d:(j+1)*d]) >= 0 {
+			if vec.Dot32(wi, planes[j*d:(j+1)*d]) >= 0 {
 				cell[i] |= 1 << j
 			}
 		}
@@ -463,7 +464,7 @@ func run(centres [][]float32, p Params, cal Calibration, src *dp.Source) (Result
 		size := 0
 		for i := range n {
 			wi := w[i*d : (i+1)*d]
-			if active[i] && dot(wi, seed) >= cosRho {
+			if active[i] && vec.Dot32(wi, seed) >= cosRho {
 				active[i] = false
 				size++
 				for t, v := range wi {

@@ -607,22 +607,6 @@ func BenchmarkRun7000x512(b *testing.B) {
 	}
 }
 
-func TestDotMatchesScalar(t *testing.T) {
-	src := seeded(12)
-	for _, n := range []int{0, 1, 7, 8, 31, 32, 33, 100, 512, 1000} {
-		a, b := make([]float32, n), make([]float32, n)
-		src.AddGaussian32(a, 1)
-		src.AddGaussian32(b, 1)
-		var want float64
-		for i := range a {
-			want += float64(a[i]) * float64(b[i])
-		}
-		if got := dot(a, b); math.Abs(float64(got)-want) > 1e-4*(1+math.Abs(want)) {
-			t.Errorf("n=%d: dot %g, want %g", n, got, want)
-		}
-	}
-}
-
 func TestReadCentres(t *testing.T) {
 	c, err := ReadCentres(strings.NewReader(`[[1, 0, 0.5], [0, 1, -2e-3]]`))
 	if err != nil || len(c) != 2 || c[1][2] != float32(-2e-3) {
@@ -655,35 +639,6 @@ func FuzzReadCentres(f *testing.F) {
 	})
 }
 
-func BenchmarkDot512(b *testing.B) {
-	x := make([]float32, 512)
-	y := make([]float32, 512)
-	for i := range x {
-		x[i], y[i] = float32(i%5), float32(i%3)
-	}
-	var s float32
-	for b.Loop() {
-		s += dot(x, y)
-	}
-	_ = s
-}
-
-func BenchmarkDotScalar512(b *testing.B) {
-	x := make([]float32, 512)
-	y := make([]float32, 512)
-	var s float32
-	for b.Loop() {
-		s += dotScalar(x, y)
-	}
-	_ = s
-}
-
-// BenchmarkUtilityPaperSizes measures what the released centres are worth
-// on data shaped like the paper's Figure 4c (clusters of 1773, 743 and 581
-// class centres among 7000, here with 3903 uniform ones, d = 512, ρ = 1.3,
-// K = 3): found is the fraction of planted clusters some released centre
-// matches with cosine > 0.7, cos the mean of the best cosines. Each
-// iteration is one run with fresh noise and a fresh partition.
 func BenchmarkUtilityPaperSizes(b *testing.B) {
 	src := seeded(3)
 	var centres, planted [][]float32

@@ -41,3 +41,12 @@ func SqDist32(a, b []float32) float32 { return sqDist32Scalar(a, b) }
 func SqDistRows128(q *[128]float32, rows []float32, out []float32) {
 	sqDistRows32Scalar(q[:], rows, out)
 }
+
+// Dot32 returns Σ a[i]·b[i] in float32 (len(b) ≥ len(a)).
+func Dot32(a, b []float32) float32 { return dot32Scalar(a, b) }
+
+// Dot32x4 returns the inner products of a with b0…b3 (each at least
+// len(a) long).
+func Dot32x4(a, b0, b1, b2, b3 []float32) (float32, float32, float32, float32) {
+	return dot32Scalar(a, b0), dot32Scalar(a, b1), dot32Scalar(a, b2), dot32Scalar(a, b3)
+}

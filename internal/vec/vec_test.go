@@ -63,6 +63,22 @@ func TestKernelsMatchPlainSums(t *testing.T) {
 		if got := float64(SqDist32(a32, b32)); math.Abs(got-sq32) > 1e-5*(1+sq32) {
 			t.Errorf("n=%d: SqDist32 = %v, want %v", n, got, sq32)
 		}
+		bs := [4][]float32{b32, randVec32(rng, n), randVec32(rng, n), a32}
+		var want [4]float64
+		for k, bk := range bs {
+			for i := range a32 {
+				want[k] += float64(a32[i]) * float64(bk[i])
+			}
+		}
+		if got := float64(Dot32(a32, b32)); math.Abs(got-want[0]) > 1e-5*(1+math.Abs(want[0])) {
+			t.Errorf("n=%d: Dot32 = %v, want %v", n, got, want[0])
+		}
+		g0, g1, g2, g3 := Dot32x4(a32, bs[0], bs[1], bs[2], bs[3])
+		for k, got := range []float32{g0, g1, g2, g3} {
+			if math.Abs(float64(got)-want[k]) > 1e-5*(1+math.Abs(want[k])) {
+				t.Errorf("n=%d: Dot32x4[%d] = %v, want %v", n, k, got, want[k])
+			}
+		}
 	}
 }
 
