@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/veil-privacy/veil/tagging/cluster"
 )
 
 // unkeyedDigests are what an adversary holding a candidate photo can
@@ -222,7 +224,7 @@ func newTamperFixture(t *testing.T) tamperFixture {
 	if sugs, err = l.Suggestions(DefaultSuggestOptions()); err != nil || suggests(sugs, fx.nearAda, fx.ada) {
 		t.Fatalf("Ada is suggested for the face rejected for her: %+v, %v", sugs, err)
 	}
-	co, err := NewClusterOptions(ChineseWhispers)
+	co, err := NewClusterOptions(cluster.ChineseWhispers)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/veil-privacy/veil/tagging/cluster"
 )
 
 const newTestPass = "the new test passphrase"
@@ -82,7 +84,7 @@ func newRotationFixture(t *testing.T) rotationFixture {
 	if err := l.RejectFace(f.faces[1][4], f.people[0]); err != nil {
 		t.Fatal(err)
 	}
-	co, err := NewClusterOptions(ChineseWhispers)
+	co, err := NewClusterOptions(cluster.ChineseWhispers)
 	if err != nil {
 		t.Fatal(err)
 	}

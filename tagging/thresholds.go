@@ -1,5 +1,7 @@
 package tagging
 
+import "github.com/veil-privacy/veil/tagging/cluster"
+
 // Every distance threshold of tagging, in one place. Distances are
 // Euclidean between the face pipeline's 128-d descriptors (Distance).
 // Each value was chosen on LFW's development training identities
@@ -62,4 +64,4 @@ const (
 // test identities: 0.961 against average linkage's 0.951), and unlike the
 // linkages it needs memory only for the pairs within its distance, not
 // all n(n−1)/2 of them, so it serves libraries of any size.
-const DefaultClusterAlgorithm = ChineseWhispers
+const DefaultClusterAlgorithm = cluster.ChineseWhispers

@@ -18,6 +18,7 @@ import (
 	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/internal/progress"
 	"github.com/veil-privacy/veil/tagging"
+	"github.com/veil-privacy/veil/tagging/cluster"
 )
 
 // tagSplit is one LFW identity list laid out as a user's library: the
@@ -336,10 +337,10 @@ func suggestTrials(s *tagSplit, named, trials int, seed uint64) ([][]tagQuery, e
 
 // tagClusterScore is one clustering setting's BCubed scores.
 type tagClusterScore struct {
-	Algorithm tagging.ClusterAlgorithm `json:"algorithm"`
-	Distance  float64                  `json:"distance"`
-	MinPoints int                      `json:"min_points,omitempty"`
-	Clusters  int                      `json:"clusters"`
+	Algorithm cluster.Algorithm `json:"algorithm"`
+	Distance  float64           `json:"distance"`
+	MinPoints int               `json:"min_points,omitempty"`
+	Clusters  int               `json:"clusters"`
 	eval.BCubed
 	WallS float64 `json:"wall_s"`
 }
@@ -350,12 +351,12 @@ func clusterGrid(s *tagSplit, seed uint64) ([]tagClusterScore, error) {
 	const maxD = 0.7
 	var out []tagClusterScore
 	start := time.Now()
-	g, err := tagging.NewNeighbourGraph(s.descs, maxD)
+	g, err := cluster.NewNeighbourGraph(s.descs, maxD)
 	if err != nil {
 		return nil, err
 	}
 	graphS := time.Since(start).Seconds()
-	score := func(o tagging.ClusterOptions, labels []int, wall float64) (tagClusterScore, error) {
+	score := func(o cluster.Options, labels []int, wall float64) (tagClusterScore, error) {
 		b, err := eval.BCubedScores(labels, s.identity)
 		n := 0
 		for _, l := range labels {
@@ -368,15 +369,15 @@ func clusterGrid(s *tagSplit, seed uint64) ([]tagClusterScore, error) {
 			*best = c
 		}
 	}
-	for _, a := range []tagging.ClusterAlgorithm{tagging.ChineseWhispers, tagging.DBSCAN} {
+	for _, a := range []cluster.Algorithm{cluster.ChineseWhispers, cluster.DBSCAN} {
 		var best tagClusterScore
 		for _, mp := range []int{1, 2, 3} {
-			if a == tagging.ChineseWhispers && mp > 1 {
+			if a == cluster.ChineseWhispers && mp > 1 {
 				break
 			}
 			for d := 0.30; d <= maxD+1e-9; d += 0.025 {
-				o := tagging.ClusterOptions{Algorithm: a, Distance: d, MinPoints: mp, Iterations: 100, Seed: seed}
-				if a == tagging.ChineseWhispers {
+				o := cluster.Options{Algorithm: a, Distance: d, MinPoints: mp, Iterations: 100, Seed: seed}
+				if a == cluster.ChineseWhispers {
 					o.MinPoints = 0
 				}
 				t0 := time.Now()
@@ -393,16 +394,16 @@ func clusterGrid(s *tagSplit, seed uint64) ([]tagClusterScore, error) {
 		}
 		out = append(out, best)
 	}
-	for _, a := range []tagging.ClusterAlgorithm{tagging.AverageLinkage, tagging.CompleteLinkage} {
+	for _, a := range []cluster.Algorithm{cluster.AverageLinkage, cluster.CompleteLinkage} {
 		t0 := time.Now()
-		den, err := tagging.NewDendrogram(s.descs, a)
+		den, err := cluster.NewDendrogram(s.descs, a)
 		if err != nil {
 			return nil, err
 		}
 		wall := time.Since(t0).Seconds()
 		var best tagClusterScore
 		for d := 0.30; d <= 1.0+1e-9; d += 0.025 {
-			c, err := score(tagging.ClusterOptions{Algorithm: a, Distance: d}, den.Cut(d), wall)
+			c, err := score(cluster.Options{Algorithm: a, Distance: d}, den.Cut(d), wall)
 			if err != nil {
 				return nil, err
 			}
@@ -414,9 +415,9 @@ func clusterGrid(s *tagSplit, seed uint64) ([]tagClusterScore, error) {
 }
 
 // clusterAt scores one setting on a split.
-func clusterAt(s *tagSplit, o tagging.ClusterOptions) (tagClusterScore, error) {
+func clusterAt(s *tagSplit, o cluster.Options) (tagClusterScore, error) {
 	t0 := time.Now()
-	l, err := tagging.Cluster(s.descs, o)
+	l, err := cluster.Faces(s.descs, o)
 	if err != nil {
 		return tagClusterScore{}, err
 	}
@@ -432,13 +433,13 @@ func clusterAt(s *tagSplit, o tagging.ClusterOptions) (tagClusterScore, error) {
 // tagIncremental clusters a random share of the split's faces at once and
 // joins the rest incrementally, as photos added later would be.
 type tagIncremental struct {
-	Algorithm   tagging.ClusterAlgorithm `json:"algorithm"`
-	LaterShare  float64                  `json:"later_share"`
-	Batch       eval.BCubed              `json:"batch"`
-	Incremental eval.BCubed              `json:"incremental"`
+	Algorithm   cluster.Algorithm `json:"algorithm"`
+	LaterShare  float64           `json:"later_share"`
+	Batch       eval.BCubed       `json:"batch"`
+	Incremental eval.BCubed       `json:"incremental"`
 }
 
-func incrementalAt(s *tagSplit, o tagging.ClusterOptions, later float64, seed uint64) (tagIncremental, error) {
+func incrementalAt(s *tagSplit, o cluster.Options, later float64, seed uint64) (tagIncremental, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x1c))
 	perm := rng.Perm(len(s.descs))
 	cut := int(float64(len(perm)) * (1 - later))
@@ -452,11 +453,11 @@ func incrementalAt(s *tagSplit, o tagging.ClusterOptions, later float64, seed ui
 		rest = append(rest, s.descs[i])
 		truth = append(truth, s.identity[i])
 	}
-	l1, err := tagging.Cluster(first, o)
+	l1, err := cluster.Faces(first, o)
 	if err != nil {
 		return tagIncremental{}, err
 	}
-	l2, err := tagging.JoinClusters(first, l1, rest, o)
+	l2, err := cluster.Join(first, l1, rest, o)
 	if err != nil {
 		return tagIncremental{}, err
 	}
@@ -465,7 +466,7 @@ func incrementalAt(s *tagSplit, o tagging.ClusterOptions, later float64, seed ui
 		return tagIncremental{}, err
 	}
 	all := append(append([][]float32{}, first...), rest...)
-	lb, err := tagging.Cluster(all, o)
+	lb, err := cluster.Faces(all, o)
 	if err != nil {
 		return tagIncremental{}, err
 	}
@@ -669,7 +670,7 @@ fill (same pipeline settings), so a warm cache computes nothing.`,
 					res.Suggest = append(res.Suggest, tagSuggestReport{Split: s.Name, Named: named, tagSuggestScore: m,
 						Goal: named == 3 && m.Precision >= tagGoal.precision && m.Coverage >= tagGoal.coverage && m.StrangersSuggested < tagGoal.strangers})
 				}
-				for _, a := range tagging.ClusterAlgorithms {
+				for _, a := range cluster.Algorithms {
 					o, err := tagging.NewClusterOptions(a)
 					if err != nil {
 						return err

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/veil-privacy/veil/tagging"
+	"github.com/veil-privacy/veil/tagging/cluster"
 )
 
 // tagReviewShare is the share of the plain suggestions the simulated user
@@ -85,9 +86,9 @@ type tagLearnedReport struct {
 
 // tagLearnedCluster is one algorithm's clustering in both spaces.
 type tagLearnedCluster struct {
-	Algorithm tagging.ClusterAlgorithm `json:"algorithm"`
-	Plain     tagClusterScore          `json:"plain"`
-	Learned   tagClusterScore          `json:"learned_metric"`
+	Algorithm cluster.Algorithm `json:"algorithm"`
+	Plain     tagClusterScore   `json:"plain"`
+	Learned   tagClusterScore   `json:"learned_metric"`
 }
 
 // learnedTagging measures the learned metric on split s with named photos
@@ -96,7 +97,7 @@ func learnedTagging(ctx context.Context, s *tagSplit, named, trials int, seed ui
 	rep := &tagLearnedReport{Split: s.Name, Named: named, Trials: trials}
 	var plain, learned, before []tagSuggestScore
 	// Plain clustering does not depend on the trial.
-	for _, a := range tagging.ClusterAlgorithms {
+	for _, a := range cluster.Algorithms {
 		o, err := tagging.NewClusterOptions(a)
 		if err != nil {
 			return nil, err
@@ -135,7 +136,7 @@ func learnedTagging(ctx context.Context, s *tagSplit, named, trials int, seed ui
 		}
 		scale := r.space.Options.Distance / tagging.SuggestDistance
 		var cs []tagClusterScore
-		for _, a := range tagging.ClusterAlgorithms {
+		for _, a := range cluster.Algorithms {
 			o, err := tagging.NewClusterOptions(a)
 			if err != nil {
 				return nil, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/veil-privacy/veil/metric"
 	"github.com/veil-privacy/veil/tagging"
+	"github.com/veil-privacy/veil/tagging/cluster"
 )
 
 // synthSplit is a tiny split of 128-d descriptors on the pipeline's scale:
@@ -79,7 +80,7 @@ func TestLearnedTagging(t *testing.T) {
 				t.Fatalf("named %d: well separated people scored %+v", named, sc)
 			}
 		}
-		if len(r.Clusters) != len(tagging.ClusterAlgorithms) {
+		if len(r.Clusters) != len(cluster.Algorithms) {
 			t.Fatalf("%d clusterings", len(r.Clusters))
 		}
 		for _, c := range r.Clusters {

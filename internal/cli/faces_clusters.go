@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/veil-privacy/veil/tagging"
+	"github.com/veil-privacy/veil/tagging/cluster"
 )
 
 func newFacesClustersCmd(e *env) *cobra.Command {
@@ -35,7 +36,7 @@ tagging --tune): see tagging/thresholds.go.`,
   veil faces clusters --library lib --min-size 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := tagging.NewClusterOptions(tagging.ClusterAlgorithm(algorithm))
+			o, err := tagging.NewClusterOptions(cluster.Algorithm(algorithm))
 			if err != nil {
 				return err
 			}
@@ -83,7 +84,7 @@ tagging --tune): see tagging/thresholds.go.`,
 		},
 	}
 	lf.register(cmd)
-	cmd.Flags().StringVar(&algorithm, "algorithm", string(tagging.DefaultClusterAlgorithm), fmt.Sprintf("clustering algorithm, one of %v", tagging.ClusterAlgorithms))
+	cmd.Flags().StringVar(&algorithm, "algorithm", string(tagging.DefaultClusterAlgorithm), fmt.Sprintf("clustering algorithm, one of %v", cluster.Algorithms))
 	cmd.Flags().Float64Var(&distance, "distance", 0, "joining distance (default: the one measured for the algorithm)")
 	cmd.Flags().BoolVar(&rebuild, "rebuild", false, "group every unnamed face afresh instead of updating the clusters")
 	cmd.Flags().IntVar(&minSize, "min-size", 0, "show only clusters of at least this many faces (default: 2 in the list, which counts the single faces; 1 with --json)")

@@ -118,6 +118,13 @@ var rules = []rule{
 		forbidden: map[string]func(string) bool{"a package of the module": anyOurs},
 	},
 	{
+		why:     "face clustering is pure computation on descriptors: no storage, no engine, not the library",
+		subject: func(p pkg) bool { return under(p.path, "tagging/cluster") },
+		forbidden: map[string]func(string) bool{
+			"SQLite": sqlite, "the engine (gomlx)": engine, "tagging": func(d string) bool { return d == module+"/tagging" },
+		},
+	},
+	{
 		why:       "nothing but a command imports the command package",
 		subject:   func(p pkg) bool { return p.name != "main" && p.path != "internal/cli" },
 		forbidden: map[string]func(string) bool{"internal/cli": cli},
@@ -168,6 +175,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "nn/checkpoint", name: "checkpoint"}, module + "/nn/train"},
 		{pkg{path: "internal/atomicfile", name: "atomicfile"}, module + "/internal/datadir"},
 		{pkg{path: "internal/vec", name: "vec"}, module + "/metric"},
+		{pkg{path: "tagging/cluster", name: "cluster"}, "modernc.org/sqlite/lib"},
+		{pkg{path: "tagging/cluster", name: "cluster"}, module + "/tagging"},
 		{pkg{path: "fed/client", name: "client"}, module + "/nn/checkpoint"},
 		{pkg{path: "fed/client", name: "client"}, "github.com/gomlx/gomlx/core/graph"},
 	}
