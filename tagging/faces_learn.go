@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/veil-privacy/veil/metric"
+	"github.com/veil-privacy/veil/tagging/match"
 )
 
 // Retraining rule (see the file comment).
@@ -485,7 +486,7 @@ func (l *Library) SetUseMetric(on bool) error {
 type Space struct {
 	Metric  *metric.Metric
 	Version int64
-	Options SuggestOptions
+	Options match.SuggestOptions
 }
 
 // SuggestSpace returns the space suggestions should use: the latest
@@ -568,18 +569,9 @@ func (l *Library) SuggestionsIn(s Space) ([]LibrarySuggestion, error) {
 		return nil, err
 	}
 	out, _ := s.Metric.Dims()
-	mg, err := NewGallery(out)
+	mg, err := g.Map(out, s.Apply)
 	if err != nil {
 		return nil, err
-	}
-	for r := range g.faces {
-		y, err := s.Apply(g.vecs[r*g.dim : (r+1)*g.dim])
-		if err != nil {
-			return nil, err
-		}
-		if err := mg.Add(g.faces[r], g.photos[r], g.people[r], y); err != nil {
-			return nil, fmt.Errorf("tagging: %w", err)
-		}
 	}
 	for i := range un {
 		if un[i].Descriptor, err = s.Apply(un[i].Descriptor); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/veil-privacy/veil/internal/progress"
 	"github.com/veil-privacy/veil/tagging"
 	"github.com/veil-privacy/veil/tagging/cluster"
+	"github.com/veil-privacy/veil/tagging/match"
 )
 
 // tagSplit is one LFW identity list laid out as a user's library: the
@@ -100,16 +101,16 @@ func (s *tagSplit) subset(name string, keep func(person int) bool) *tagSplit {
 type tagQuery struct {
 	stranger     bool
 	truth        int64
-	best, second tagging.PersonDistance
+	best, second match.PersonDistance
 	// knn are the three nearest named faces' people, nearest first (for
 	// the k-NN vote the suggestion rule was compared with).
-	knn [3]tagging.PersonDistance
+	knn [3]match.PersonDistance
 }
 
 // tagQueries names `named` random photos of every non-stranger person
 // (trial chooses which) and returns every other face's two nearest people.
 func tagQueries(s *tagSplit, named int, trial uint64) ([]tagQuery, error) {
-	g, err := tagging.NewGallery(len(s.descs[0]))
+	g, err := match.NewGallery(len(s.descs[0]))
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +136,7 @@ func tagQueries(s *tagSplit, named int, trial uint64) ([]tagQuery, error) {
 			for k := range q.knn {
 				if dj < q.knn[k].Distance {
 					copy(q.knn[k+1:], q.knn[k:len(q.knn)-1])
-					q.knn[k] = tagging.PersonDistance{Person: int64(s.identity[j]) + 1, Distance: dj}
+					q.knn[k] = match.PersonDistance{Person: int64(s.identity[j]) + 1, Distance: dj}
 					break
 				}
 			}
@@ -216,7 +217,7 @@ func scoreKNN(qs []tagQuery, dist, _ float64) tagSuggestScore {
 // same-photo rules do not arise) at a distance and margin.
 func scoreSuggest(qs []tagQuery, dist, margin float64) tagSuggestScore {
 	s := tagSuggestScore{Distance: dist, Margin: margin}
-	rule := tagging.SuggestOptions{Distance: dist, Margin: margin}
+	rule := match.SuggestOptions{Distance: dist, Margin: margin}
 	var sugK, rightK, sugS int
 	for _, q := range qs {
 		if q.stranger {
@@ -505,7 +506,7 @@ func latencyAt(n int, seed uint64) (tagLatency, error) {
 		}
 		return v
 	}
-	g, err := tagging.NewGallery(dim)
+	g, err := match.NewGallery(dim)
 	if err != nil {
 		return tagLatency{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/veil-privacy/veil/metric"
 	"github.com/veil-privacy/veil/tagging"
 	"github.com/veil-privacy/veil/tagging/cluster"
+	"github.com/veil-privacy/veil/tagging/match"
 )
 
 // synthSplit is a tiny split of 128-d descriptors on the pipeline's scale:
@@ -117,11 +118,11 @@ func TestScoreLibrarySuggestions(t *testing.T) {
 	ids := []int64{100, 101, 102, 103, 104, 105, 106}
 	truth := map[int64]int{10: 0, 11: 1}
 	sugs := []tagging.LibrarySuggestion{
-		{Suggestion: tagging.Suggestion{Face: 100, Person: 10}}, // skipped
-		{Suggestion: tagging.Suggestion{Face: 101, Person: 10}}, // right
-		{Suggestion: tagging.Suggestion{Face: 102, Person: 11}}, // wrong
-		{Suggestion: tagging.Suggestion{Face: 103, Person: 11}}, // right
-		{Suggestion: tagging.Suggestion{Face: 106, Person: 10}}, // a stranger
+		{Suggestion: match.Suggestion{Face: 100, Person: 10}}, // skipped
+		{Suggestion: match.Suggestion{Face: 101, Person: 10}}, // right
+		{Suggestion: match.Suggestion{Face: 102, Person: 11}}, // wrong
+		{Suggestion: match.Suggestion{Face: 103, Person: 11}}, // right
+		{Suggestion: match.Suggestion{Face: 106, Person: 10}}, // a stranger
 	}
 	got := scoreLibrarySuggestions(s, ids, func(i int) bool { return i == 0 }, truth, sugs, 0.5, 0.04)
 	want := tagSuggestScore{Distance: 0.5, Margin: 0.04, Precision: 2.0 / 3, Coverage: 3.0 / 4, CorrectCoverage: 2.0 / 4,

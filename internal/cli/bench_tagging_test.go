@@ -4,11 +4,11 @@ import (
 	"math"
 	"testing"
 
-	"github.com/veil-privacy/veil/tagging"
+	"github.com/veil-privacy/veil/tagging/match"
 )
 
 func TestScoreSuggest(t *testing.T) {
-	pd := func(p int64, d float64) tagging.PersonDistance { return tagging.PersonDistance{Person: p, Distance: d} }
+	pd := func(p int64, d float64) match.PersonDistance { return match.PersonDistance{Person: p, Distance: d} }
 	qs := []tagQuery{
 		{truth: 1, best: pd(1, 0.30), second: pd(2, 0.60)}, // right
 		{truth: 1, best: pd(2, 0.40), second: pd(1, 0.70)}, // wrong person
@@ -35,7 +35,7 @@ func TestScoreSuggest(t *testing.T) {
 }
 
 func TestChooseSuggestMeetsGoal(t *testing.T) {
-	pd := func(p int64, d float64) tagging.PersonDistance { return tagging.PersonDistance{Person: p, Distance: d} }
+	pd := func(p int64, d float64) match.PersonDistance { return match.PersonDistance{Person: p, Distance: d} }
 	// Right answers up to 0.42; a stranger at 0.44 and a wrong person at
 	// 0.48: every distance from 0.42 to 0.43 covers all right answers and
 	// no stranger, and the smaller wins the tie (margins change nothing
@@ -55,12 +55,12 @@ func TestChooseSuggestMeetsGoal(t *testing.T) {
 }
 
 func TestScoreKNN(t *testing.T) {
-	pd := func(p int64, d float64) tagging.PersonDistance { return tagging.PersonDistance{Person: p, Distance: d} }
+	pd := func(p int64, d float64) match.PersonDistance { return match.PersonDistance{Person: p, Distance: d} }
 	qs := []tagQuery{
-		{truth: 1, knn: [3]tagging.PersonDistance{pd(2, 0.30), pd(1, 0.35), pd(1, 0.40)}}, // majority 1 at 0.35: right
-		{truth: 1, knn: [3]tagging.PersonDistance{pd(1, 0.30), pd(2, 0.35), pd(3, 0.40)}}, // no majority: abstain
-		{truth: 2, knn: [3]tagging.PersonDistance{pd(2, 0.55), pd(2, 0.56), pd(1, 0.6)}},  // majority but too far
-		{stranger: true, knn: [3]tagging.PersonDistance{pd(3, 0.2), pd(3, 0.3), pd(1, 0.4)}},
+		{truth: 1, knn: [3]match.PersonDistance{pd(2, 0.30), pd(1, 0.35), pd(1, 0.40)}}, // majority 1 at 0.35: right
+		{truth: 1, knn: [3]match.PersonDistance{pd(1, 0.30), pd(2, 0.35), pd(3, 0.40)}}, // no majority: abstain
+		{truth: 2, knn: [3]match.PersonDistance{pd(2, 0.55), pd(2, 0.56), pd(1, 0.6)}},  // majority but too far
+		{stranger: true, knn: [3]match.PersonDistance{pd(3, 0.2), pd(3, 0.3), pd(1, 0.4)}},
 	}
 	s := scoreKNN(qs, 0.5, 0)
 	if s.Known != 3 || s.Coverage != 1.0/3 || s.Precision != 1 || s.StrangersSuggested != 1 {

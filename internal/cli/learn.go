@@ -12,6 +12,7 @@ import (
 
 	"github.com/veil-privacy/veil/metric"
 	"github.com/veil-privacy/veil/tagging"
+	"github.com/veil-privacy/veil/tagging/match"
 )
 
 // jsonLearn is `veil library learn --json`.
@@ -182,7 +183,7 @@ const useMetricUsage = "suggest in the library's learned metric (veil library le
 // for it (learning a new one first if one is due), with its carried-over
 // distance unless --distance or --margin were given; else plain
 // descriptors with o.
-func suggestionSpace(cmd *cobra.Command, e *env, l *tagging.Library, o tagging.SuggestOptions, force bool) (tagging.Space, error) {
+func suggestionSpace(cmd *cobra.Command, e *env, l *tagging.Library, o match.SuggestOptions, force bool) (tagging.Space, error) {
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()

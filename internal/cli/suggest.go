@@ -10,6 +10,7 @@ import (
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/imaging"
 	"github.com/veil-privacy/veil/tagging"
+	"github.com/veil-privacy/veil/tagging/match"
 )
 
 // suggestFlags are the suggestion thresholds, defaulting to the measured
@@ -23,8 +24,8 @@ func (s *suggestFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&s.margin, "margin", tagging.SuggestMargin, "abstain unless the next person's nearest face is farther by more than this")
 }
 
-func (s *suggestFlags) options() (tagging.SuggestOptions, error) {
-	o := tagging.SuggestOptions{Distance: s.distance, Margin: s.margin}
+func (s *suggestFlags) options() (match.SuggestOptions, error) {
+	o := match.SuggestOptions{Distance: s.distance, Margin: s.margin}
 	return o, o.Validate()
 }
 
@@ -93,11 +94,11 @@ veil faces name; reject a wrong one with veil faces reject.`,
 					if err != nil {
 						return err
 					}
-					plain := make([]tagging.Suggestion, len(sugs))
+					plain := make([]match.Suggestion, len(sugs))
 					for i, s := range sugs {
 						plain[i] = s.Suggestion
 					}
-					q := tagging.ReviewQueue(plain, clusters)
+					q := match.ReviewQueue(plain, clusters)
 					jq := make([]jsonReviewGroup, len(q))
 					for i, g := range q {
 						jq[i] = jsonReviewGroup{Person: names[g.Person], Cluster: g.Cluster, Faces: g.Faces, Distance: g.Distance}
@@ -270,7 +271,7 @@ photo is only read: nothing is added to the library.`,
 				query[i] = found[i].Descriptor
 			}
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
-				var res []tagging.SearchResult
+				var res []match.SearchResult
 				var people map[int64]tagging.Person
 				if len(query) > 0 {
 					if res, people, err = l.SearchLibrary(query, o, within, limit); err != nil {

@@ -118,8 +118,8 @@ var rules = []rule{
 		forbidden: map[string]func(string) bool{"a package of the module": anyOurs},
 	},
 	{
-		why:     "face clustering is pure computation on descriptors: no storage, no engine, not the library",
-		subject: func(p pkg) bool { return under(p.path, "tagging/cluster") },
+		why:     "face clustering and matching are pure computation on descriptors: no storage, no engine, not the library",
+		subject: func(p pkg) bool { return under(p.path, "tagging/cluster") || under(p.path, "tagging/match") },
 		forbidden: map[string]func(string) bool{
 			"SQLite": sqlite, "the engine (gomlx)": engine, "tagging": func(d string) bool { return d == module+"/tagging" },
 		},
@@ -177,6 +177,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "internal/vec", name: "vec"}, module + "/metric"},
 		{pkg{path: "tagging/cluster", name: "cluster"}, "modernc.org/sqlite/lib"},
 		{pkg{path: "tagging/cluster", name: "cluster"}, module + "/tagging"},
+		{pkg{path: "tagging/match", name: "match"}, "modernc.org/sqlite"},
 		{pkg{path: "fed/client", name: "client"}, module + "/nn/checkpoint"},
 		{pkg{path: "fed/client", name: "client"}, "github.com/gomlx/gomlx/core/graph"},
 	}

@@ -27,3 +27,15 @@ func TestNewClusterOptions(t *testing.T) {
 		t.Error("unknown algorithm accepted")
 	}
 }
+
+// TestDefaultSuggestOptions: the measured suggestion thresholds validate
+// and are thresholds.go's.
+func TestDefaultSuggestOptions(t *testing.T) {
+	o := DefaultSuggestOptions()
+	if err := o.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if o.Distance != SuggestDistance || o.Margin != SuggestMargin {
+		t.Errorf("defaults %+v, want distance %v margin %v", o, SuggestDistance, SuggestMargin)
+	}
+}
