@@ -28,7 +28,7 @@ if [ ! -d "$lfw/images_deepfunneled" ]; then
 fi
 veil=${VEIL_BIN:-bin/veil}
 if [ -z "${VEIL_BIN:-}" ]; then
-  go build -ldflags "-X github.com/veil-privacy/veil/internal/cli.buildCommit=$(git rev-parse HEAD 2>/dev/null || echo unknown)" -o bin/veil ./cmd/veil
+  go build -ldflags "-X github.com/veil-privacy/veil/cmd/veil/cli.buildCommit=$(git rev-parse HEAD 2>/dev/null || echo unknown)" -o bin/veil ./cmd/veil
 fi
 names=${TAGGING_NAMES:-2}
 case $names in 1 | 2 | 3) ;; *) echo "main-job-tagging: TAGGING_NAMES must be 1, 2 or 3" >&2; exit 1 ;; esac

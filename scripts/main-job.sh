@@ -25,7 +25,7 @@ fi
 
 scripts/install-models.sh
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-go build -ldflags "-X github.com/veil-privacy/veil/internal/cli.buildCommit=$commit" -o bin/veil ./cmd/veil
+go build -ldflags "-X github.com/veil-privacy/veil/cmd/veil/cli.buildCommit=$commit" -o bin/veil ./cmd/veil
 mkdir -p out
 lfw=(--images "$data/lfw/images_deepfunneled" --pairs "$data/lfw/pairsDevTest.txt" --train-pairs "$data/lfw/pairsDevTrain.txt")
 

@@ -10,7 +10,7 @@ import "github.com/veil-privacy/veil/tagging/cluster"
 //
 //	veil bench tagging --tune --json
 //
-// (internal/cli/bench_tagging.go); LFW's development test identities only
+// (cmd/veil/cli/bench_tagging.go); LFW's development test identities only
 // evaluate the choice. The descriptors were the face pipeline's central
 // faces with detector tiny and both alignments, through veil verify's
 // descriptor cache; a library indexes with both detectors (PipelineOptions),

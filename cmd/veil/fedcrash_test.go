@@ -158,7 +158,7 @@ func TestMain(m *testing.M) {
 	veilBin = filepath.Join(dir, "veil")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", veilBin,
-		"-ldflags", "-X github.com/veil-privacy/veil/internal/cli.buildCommit="+testCommit, ".")
+		"-ldflags", "-X github.com/veil-privacy/veil/cmd/veil/cli.buildCommit="+testCommit, ".")
 	cmd.Env = append(os.Environ(), "GOEXPERIMENT=simd", "GOFLAGS=-buildvcs=false")
 	out, err := cmd.CombinedOutput()
 	cancel()

@@ -1,12 +1,12 @@
 // Command veil is the command-line entry point of Veil, a privacy-preserving
 // face recognition and face-tagging system. It only builds the command tree;
-// every command lives in internal/cli.
+// every command lives in cmd/veil/cli.
 package main
 
 import (
 	"os"
 
-	"github.com/veil-privacy/veil/internal/cli"
+	"github.com/veil-privacy/veil/cmd/veil/cli"
 )
 
 func main() {

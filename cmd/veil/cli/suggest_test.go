@@ -20,7 +20,7 @@ import (
 func lfwTestLibrary(t *testing.T) (string, map[int64]string) {
 	t.Helper()
 	dir := initTestLibrary(t)
-	b, err := os.ReadFile("../../tagging/testdata/match_lfw.json")
+	b, err := os.ReadFile("../../../tagging/testdata/match_lfw.json")
 	if err != nil {
 		t.Fatal(err)
 	}

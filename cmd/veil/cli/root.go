@@ -43,7 +43,7 @@ var commandGroups = []func(*env) *cobra.Command{
 
 // buildCommit is the commit the binary was built from, for builds without
 // Go's version-control stamping (the scripts build with -buildvcs=false and
-// set it with -ldflags "-X github.com/veil-privacy/veil/internal/cli.buildCommit=...").
+// set it with -ldflags "-X github.com/veil-privacy/veil/cmd/veil/cli.buildCommit=...").
 // It is set at link time only, never written at run time.
 var buildCommit string
 
