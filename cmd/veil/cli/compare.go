@@ -193,7 +193,10 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 		return err
 	}
 	opt = p.Options()
-	pp := &pipelines{primary: p}
+	pp, err := face.NewFallback(p)
+	if err != nil {
+		return err
+	}
 	a, err := comparePhoto(pp, r, pathA, imgs[0], c.faceA, "--face-a")
 	if err != nil {
 		return err
@@ -277,50 +280,16 @@ func detectorWords(d string) string {
 	return "the " + d + " detector"
 }
 
-// pipelines are compare's face pipeline and, built when first needed,
-// the same pipeline with both detectors (--detector both).
-type pipelines struct {
-	primary, other *face.Pipeline
-}
-
-// detect returns the faces --detector finds in img or, when it finds
-// none, those both detectors find together (face.DefaultRule: either
-// alone at the same minimum score, or both at lower scores), with the
-// pipeline that found them. A detector's miss is often the other's find:
-// on LFW's Zach_Safrin_0001 the tiny detector scores the face 0.499, SSD
-// 0.81; and on greyscale photos neither may reach 0.5 where both see the
-// face (a grey copy of LFW's Barbara_Bach_0001: tiny 0.465, SSD 0.178).
-// The primary detector is tried first because the threshold was measured
-// with its faces (verify's central face: the tiny detector's first).
-func (pp *pipelines) detect(img *imaging.RGB) (*face.Pipeline, []face.Face, error) {
-	faces, err := pp.primary.Detect(img)
-	if err != nil || len(faces) > 0 {
-		return pp.primary, faces, err
-	}
-	o := pp.primary.Options()
-	if o.Detector == face.Both { // both networks ran already
-		return pp.primary, faces, nil
-	}
-	o.Detector = face.Both
-	if pp.other == nil {
-		if pp.other, err = face.NewPipeline(o); err != nil {
-			return nil, nil, err
-		}
-	}
-	faces, err = pp.other.Detect(img)
-	return pp.other, faces, err
-}
-
-// comparePhoto lists the faces of the photo at path (decoded as img),
-// picks one (number pick, or the largest for -1) and computes its vector:
+// comparePhoto lists the faces of the photo at path (decoded as img) that
+// pp finds (--detector's, else both detectors': face.Fallback), picks one (number pick, or the largest for -1) and computes its vector:
 // the descriptor, or the head's embedding when r is set.
-func comparePhoto(pp *pipelines, r *headRunner, path string, img *imaging.RGB, pick int, flag string) (*comparedPhoto, error) {
-	p, faces, err := pp.detect(img)
+func comparePhoto(pp *face.Fallback, r *headRunner, path string, img *imaging.RGB, pick int, flag string) (*comparedPhoto, error) {
+	p, faces, err := pp.Detect(img)
 	if err != nil {
 		return nil, fmt.Errorf("photo %s: %w", path, err)
 	}
 	if len(faces) == 0 {
-		o := pp.primary.Options()
+		o := pp.Primary().Options()
 		return nil, &exitError{code: exitNoFace, err: fmt.Errorf("photo %s: no face found by either detector at --min-score %g, nor by both together (try a lower --min-score)", path, o.MinScore)}
 	}
 	ph := &comparedPhoto{Path: path, Width: img.W, Height: img.H, Faces: []faceBrief{}, Detector: string(p.Options().Detector)}
