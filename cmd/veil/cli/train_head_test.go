@@ -148,7 +148,10 @@ func TestTrainHeadOnAgeGenderFeatures(t *testing.T) {
 	if n := countCacheEntries(t, cache); n != 18 {
 		t.Errorf("after a second run the cache holds %d entries, want the same 18", n)
 	}
-	// A descriptor head's checkpoint is another model.
+	// A descriptor head's checkpoint is another model. (Run from a
+	// temporary folder: without --checkpoint the command makes out/ in the
+	// current one, which was the package's source folder.)
+	t.Chdir(t.TempDir())
 	var out, errb bytes.Buffer
 	code := Main([]string{"train", "--model", "head", "--data", data, "--cache", cache, "--min-images", "1", "--epochs", "1",
 		"--loss", "cosface", "--resume", ckpt, "-q"}, strings.NewReader(""), &out, &errb)
