@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/veil-privacy/veil/internal/cputime"
 )
 
 func seeded(b byte) *Source {
@@ -406,7 +408,7 @@ func BenchmarkNoiseInterleaved(b *testing.B) {
 	var wall, cpu [3]time.Duration
 	for b.Loop() {
 		for k := range 3 {
-			t0, c0 := time.Now(), threadCPU()
+			t0, c0 := time.Now(), cputime.Thread()
 			switch k {
 			case 0:
 				for i := range v {
@@ -420,7 +422,7 @@ func BenchmarkNoiseInterleaved(b *testing.B) {
 				s.AddGaussian32(v, 1)
 			}
 			wall[k] += time.Since(t0)
-			cpu[k] += threadCPU() - c0
+			cpu[k] += cputime.Thread() - c0
 		}
 	}
 	n := float64(b.N) * float64(len(v))

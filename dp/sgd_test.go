@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/veil-privacy/veil/internal/cputime"
 )
 
 func TestDPSGDAggregateExact(t *testing.T) {
@@ -327,14 +329,14 @@ func BenchmarkNoiseDPSGDKeyedBlocks(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		for j := range 2 {
 			k := j ^ i&1 // alternate which path runs first
-			t0, c0 := time.Now(), threadCPU()
+			t0, c0 := time.Now(), cputime.Thread()
 			if k == 0 {
 				plain.gaussian32(sums, d.grid, d.table)
 			} else if err := d.NoiseSums(sums); err != nil {
 				b.Fatal(err)
 			}
 			wall[k] += time.Since(t0)
-			cpu[k] += threadCPU() - c0
+			cpu[k] += cputime.Thread() - c0
 		}
 	}
 	n := float64(b.N) * dim

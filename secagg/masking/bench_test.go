@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/veil-privacy/veil/internal/cputime"
 )
 
 // BenchmarkClientRound times one client's whole round (key generation and
@@ -44,8 +46,8 @@ func BenchmarkClientRound(b *testing.B) {
 // bytes client 0 sent.
 func benchOneRound(b *testing.B, f *fixture, r io.Reader, input []uint32, cpu *time.Duration) int {
 	var c0 time.Duration
-	start := func() { b.StartTimer(); c0 = threadCPU() }
-	stop := func() { *cpu += threadCPU() - c0; b.StopTimer() }
+	start := func() { b.StartTimer(); c0 = cputime.Thread() }
+	stop := func() { *cpu += cputime.Thread() - c0; b.StopTimer() }
 	srv, err := NewServer(f.p, f.keys)
 	if err != nil {
 		b.Fatal(err)
@@ -181,9 +183,9 @@ func benchServer(b *testing.B, f *fixture, stages map[uint32]stage, r io.Reader,
 		srv.ReceiveUnmask(resp)
 	}
 	b.StartTimer()
-	c0 := threadCPU()
+	c0 := cputime.Thread()
 	res, err := srv.Sum()
-	*cpu += threadCPU() - c0
+	*cpu += cputime.Thread() - c0
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)

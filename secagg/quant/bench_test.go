@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/veil-privacy/veil/internal/cputime"
 )
 
 // BenchmarkEncode times one client's encoding of 557,824 values with
@@ -24,14 +26,14 @@ func benchEncode(b *testing.B, block int) {
 	r := testRand(1)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	c0 := threadCPU()
+	c0 := cputime.Thread()
 	b.ResetTimer()
 	for range b.N {
 		if _, err := q.Encode(x, r); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64((threadCPU()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((cputime.Thread()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(q.Padded()), "values_sent")
 }
 
@@ -43,14 +45,14 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	c0 := threadCPU()
+	c0 := cputime.Thread()
 	b.ResetTimer()
 	for range b.N {
 		if _, err := q.Decode(e); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64((threadCPU()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((cputime.Thread()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 func benchSetup(b *testing.B, block int) (*Quantizer, []float32) {

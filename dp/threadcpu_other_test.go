@@ -1,8 +1,0 @@
-//go:build !linux
-
-package dp
-
-import "time"
-
-// threadCPU is unavailable here: benchmarks then report wall time only.
-func threadCPU() time.Duration { return 0 }
