@@ -15,6 +15,7 @@ import (
 
 	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/engine"
 )
 
 // Box is an axis-aligned rectangle in image pixels.
@@ -135,6 +136,9 @@ type Options struct {
 	// which otherwise runs both networks again, on the photo with a
 	// border, when the first pass found no face.
 	SinglePass bool
+	// Engine runs the SSD detector's GoMLX layers; nil means a new
+	// default engine of the pipeline's own (see engine.OrDefault).
+	Engine *engine.Engine
 }
 
 // ErrOptions is wrapped by option validation errors.
@@ -212,7 +216,7 @@ func NewPipeline(opt Options) (*Pipeline, error) {
 	p := &Pipeline{opt: opt}
 	var err error
 	if opt.Detector != Tiny || opt.SecondDetector {
-		if p.ssd, err = nets.NewSSD(opt.ModelDir); err != nil {
+		if p.ssd, err = nets.NewSSD(opt.ModelDir, opt.Engine); err != nil {
 			return nil, err
 		}
 	}

@@ -49,10 +49,11 @@ func ghostModel(t *testing.T) (*nn.Params, func(s *nn.Scope, x *graph.Node) *gra
 // clipping binds for every example, for none (then the sum is the batched
 // gradient of the unmasked examples) or for some.
 func TestGhostClippedSumsMatchExpanded(t *testing.T) {
-	be, err := engine.Backend()
+	eng, err := engine.New(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	be := eng.Backend()
 	const batch = 5
 	x := nntest.Random(7, batch, 5, 5, 2)
 	r := nntest.Random(8, batch, 3)
@@ -135,10 +136,11 @@ func TestGhostClippedSumsMatchExpanded(t *testing.T) {
 }
 
 func TestGhostDenseAppliedTwiceIsRefused(t *testing.T) {
-	be, err := engine.Backend()
+	eng, err := engine.New(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	be := eng.Backend()
 	p := nn.NewParams()
 	d, err := nn.NewDense(p, "d", 3, 3, true)
 	if err != nil {
@@ -190,10 +192,12 @@ type clipMode struct {
 // ClippedGroupSums report.
 func clipRun(t *testing.T, p *nn.Params, f func(*nn.Scope, *graph.Node) *graph.Node, x, r *tensors.Tensor, mask []float32, groups []int32, clip float64, mode clipMode) ([][]float64, []float64) {
 	t.Helper()
-	be, err := engine.Backend()
+	x, r = localClone(t, x), localClone(t, r) // this run's engine binds them
+	eng, err := engine.New(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	be := eng.Backend()
 	batch := len(mask)
 	var all []int
 	for i := 0; i < p.Len(); i++ {
@@ -252,10 +256,12 @@ func clipRun(t *testing.T, p *nn.Params, f func(*nn.Scope, *graph.Node) *graph.N
 // across all parameters in declaration order (the fully expanded reference).
 func perExampleGrads(t *testing.T, p *nn.Params, f func(*nn.Scope, *graph.Node) *graph.Node, x, r *tensors.Tensor, batch int) [][]float64 {
 	t.Helper()
-	be, err := engine.Backend()
+	x, r = localClone(t, x), localClone(t, r) // this run's engine binds them
+	eng, err := engine.New(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	be := eng.Backend()
 	ex, err := graph.NewExec(be, func(in []*graph.Node) []*graph.Node {
 		s, exp, err := nn.ExpandedScope(p, in[:p.Len()], batch, func(int) bool { return true }, true)
 		if err != nil {
@@ -487,4 +493,15 @@ func TestNonFiniteExampleContributesNothing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// localClone returns an unbound copy of x: each run has an engine of its
+// own, and a tensor is bound to the backend it first ran on.
+func localClone(t *testing.T, x *tensors.Tensor) *tensors.Tensor {
+	t.Helper()
+	c, err := x.LocalClone()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

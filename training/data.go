@@ -124,6 +124,9 @@ func (l *loader) describe(label string, paths []string, desc eval.Describer) (ma
 	workers := l.o.Workers
 	if workers < 1 {
 		workers = engine.Parallelism()
+		if l.o.Optim.Engine != nil {
+			workers = l.o.Optim.Engine.Parallelism()
+		}
 	}
 	done := 0
 	l.progress(Event{Kind: EventDescribe, Label: label, Total: len(paths)})

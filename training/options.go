@@ -7,6 +7,7 @@ import (
 
 	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/eval"
+	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/nn/train"
 )
@@ -88,6 +89,10 @@ type OptimOptions struct {
 	Seed uint64
 	// Augment turns on random crops and flips (LightFace).
 	Augment bool
+	// Engine runs the training graphs, and its parallelism is Options.
+	// Workers' default; nil means a new default engine per session (see
+	// engine.OrDefault). A process should create one and share it.
+	Engine *engine.Engine
 }
 
 // DPOptions turn on DP-SGD.
@@ -153,8 +158,8 @@ type Options struct {
 	Resume, Init string
 	// Describers compute the head's inputs and distillation targets.
 	Describers Describers
-	// Workers is how many images are described at once (0: the engine's
-	// parallelism).
+	// Workers is how many images are described at once (0: the
+	// parallelism of Optim.Engine, or engine.Parallelism() without one).
 	Workers int
 	// Progress, if set, is called as the run advances (notes included).
 	Progress func(Event)

@@ -135,7 +135,7 @@ func NewSession(m ModelOptions, o OptimOptions, dpo *DPOptions, epochs int, d *D
 	}
 	model.Params().Init(o.Seed)
 	opts := train.Options{Optimizer: o.Optimizer, LearningRate: o.LearningRate, Momentum: o.Momentum, WeightDecay: o.WeightDecay,
-		MicroBatch: o.MicroBatch, Seed: o.Seed, EMA: o.EMA}
+		MicroBatch: o.MicroBatch, Seed: o.Seed, EMA: o.EMA, Engine: o.Engine}
 	if o.FreezeBlocks > 0 {
 		for b := 1; b <= o.FreezeBlocks; b++ {
 			model.Params().SetGroup(arch.LightFaceBlockName(b)+"/", "frozen")

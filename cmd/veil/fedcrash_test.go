@@ -368,7 +368,7 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 	// Every update folded once: FedAvg's uniform mean at η = 1 adds (0.01 +
 	// 0.02 + 0.06)/3 = 0.03 per round (an update counted twice would
 	// change it).
-	h, err := trained.LoadHead(outPath)
+	h, err := trained.LoadHead(outPath, nil)
 	if err != nil {
 		t.Fatalf("the final model is not a head checkpoint: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/engine"
 )
 
 // benchNet runs one network's benchmarks: single-core chunks of several
@@ -106,7 +107,7 @@ func BenchmarkDescriptor(b *testing.B) {
 	in := loadFaRGB(b, "sample1_face0_recognition_input_150.rgb", DescriptorSize)
 	b.Run("kern", func(b *testing.B) { benchNet(b, d.r, in) })
 	b.Run("graph", func(b *testing.B) {
-		g, err := newNetRunner("descriptor", DescriptorSize, DescriptorDim, d.w.build)
+		g, err := newNetRunner(testEngine(b), "descriptor", DescriptorSize, DescriptorDim, d.w.build)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -123,7 +124,7 @@ func BenchmarkLandmarks(b *testing.B) {
 		l := testLandmarker(b, tc.tiny)
 		b.Run(tc.name+"/kern", func(b *testing.B) { benchNet(b, l.r, in) })
 		b.Run(tc.name+"/graph", func(b *testing.B) {
-			g, err := newNetRunner("landmarks", LandmarkSize, 136, l.w.build)
+			g, err := newNetRunner(testEngine(b), "landmarks", LandmarkSize, 136, l.w.build)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -137,10 +138,21 @@ func BenchmarkAgeGender(b *testing.B) {
 	a := testAgeGender(b)
 	b.Run("kern", func(b *testing.B) { benchNet(b, a.r, in) })
 	b.Run("graph", func(b *testing.B) {
-		g, err := newNetRunner("age_gender_model", AgeGenderSize, 3, a.w.build)
+		g, err := newNetRunner(testEngine(b), "age_gender_model", AgeGenderSize, 3, a.w.build)
 		if err != nil {
 			b.Fatal(err)
 		}
 		benchNet(b, g, in)
 	})
+}
+
+// testEngine returns a new default engine for the whole-graph reference
+// runners.
+func testEngine(tb testing.TB) *engine.Engine {
+	tb.Helper()
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return eng
 }

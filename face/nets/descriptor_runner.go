@@ -44,12 +44,8 @@ func newKernRunner(name string, size, outLen int, forward func(x []float32, n in
 
 // newNetRunner wraps build, which maps an [N,size,size,3] float32 node to an
 // [N,outLen] node, into a cached, concurrency-safe executor.
-func newNetRunner(name string, size, outLen int, build func(x *graph.Node) *graph.Node) (*netRunner, error) {
-	be, err := engine.Backend()
-	if err != nil {
-		return nil, fmt.Errorf("nets: %s: %w", name, err)
-	}
-	exec, err := graph.NewExec(be, build)
+func newNetRunner(eng *engine.Engine, name string, size, outLen int, build func(x *graph.Node) *graph.Node) (*netRunner, error) {
+	exec, err := graph.NewExec(eng.Backend(), build)
 	if err != nil {
 		return nil, fmt.Errorf("nets: %s: creating executor: %w", name, err)
 	}

@@ -17,10 +17,11 @@ import (
 // (detDepthwise) and the Go kernel (ssdDepthwise3x3, with bias and relu6)
 // against the direct reference convolution of ops_test.go.
 func TestDepthwiseVariantsMatchReference(t *testing.T) {
-	be, err := engine.Backend()
+	eng, err := engine.New(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	be := eng.Backend()
 	r := rand.New(rand.NewPCG(5, 6))
 	tests := []struct {
 		name       string
@@ -85,10 +86,11 @@ func TestDepthwiseVariantsMatchReference(t *testing.T) {
 // 64×64×256 map: the broadcast GoMLX version of ops.go, the tiled GoMLX
 // version (detDepthwise) and the Go kernel the SSD uses.
 func BenchmarkDetDepthwise(b *testing.B) {
-	be, err := engine.Backend()
+	eng, err := engine.New(engine.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	be := eng.Backend()
 	const H, C = 64, 256
 	r := rand.New(rand.NewPCG(1, 2))
 	x := randVec(r, H*H*C)

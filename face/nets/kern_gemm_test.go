@@ -52,10 +52,11 @@ func TestKernGemm(t *testing.T) {
 // BenchmarkKernGemm compares the Go product (one core) with GoMLX's (which
 // may use both) on the descriptor's product shapes, in processor time.
 func BenchmarkKernGemm(b *testing.B) {
-	be, err := engine.Backend()
+	eng, err := engine.New(engine.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	be := eng.Backend()
 	for _, s := range [][3]int{{5184, 147, 32}, {1225, 288, 32}, {289, 576, 64}, {81, 1152, 128}, {25, 2304, 256}} {
 		m, k, n := s[0], s[1], s[2]
 		a := make([]float32, m*k)

@@ -45,19 +45,19 @@ func TestKernMatchesGraph(t *testing.T) {
 	}{
 		{"descriptor", func(t *testing.T) *netRunner { return testDescriptor(t).r },
 			func(t *testing.T) (*netRunner, error) {
-				return newNetRunner("descriptor", DescriptorSize, DescriptorDim, testDescriptor(t).w.build)
+				return newNetRunner(testEngine(t), "descriptor", DescriptorSize, DescriptorDim, testDescriptor(t).w.build)
 			}, recog, 1e-5},
 		{"landmarks", func(t *testing.T) *netRunner { return testLandmarker(t, false).r },
 			func(t *testing.T) (*netRunner, error) {
-				return newNetRunner("landmarks", LandmarkSize, 136, testLandmarker(t, false).w.build)
+				return newNetRunner(testEngine(t), "landmarks", LandmarkSize, 136, testLandmarker(t, false).w.build)
 			}, lmIn, 1e-5},
 		{"landmarks tiny", func(t *testing.T) *netRunner { return testLandmarker(t, true).r },
 			func(t *testing.T) (*netRunner, error) {
-				return newNetRunner("landmarks", LandmarkSize, 136, testLandmarker(t, true).w.build)
+				return newNetRunner(testEngine(t), "landmarks", LandmarkSize, 136, testLandmarker(t, true).w.build)
 			}, lmIn, 1e-5},
 		{"age/gender", func(t *testing.T) *netRunner { return testAgeGender(t).r },
 			func(t *testing.T) (*netRunner, error) {
-				return newNetRunner("age_gender_model", AgeGenderSize, 3, testAgeGender(t).w.build)
+				return newNetRunner(testEngine(t), "age_gender_model", AgeGenderSize, 3, testAgeGender(t).w.build)
 			}, lmIn, 1e-4},
 	}
 	for _, tc := range tests {

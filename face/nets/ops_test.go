@@ -55,10 +55,11 @@ func randVec(r *rand.Rand, n int) []float32 {
 }
 
 func TestConvAndDepthwiseMatchReference(t *testing.T) {
-	be, err := engine.Backend()
+	eng, err := engine.New(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	be := eng.Backend()
 	r := rand.New(rand.NewPCG(1, 2))
 	tests := []struct {
 		name          string
@@ -114,10 +115,11 @@ func TestConvAndDepthwiseMatchReference(t *testing.T) {
 }
 
 func TestMaxPoolSameIgnoresPadding(t *testing.T) {
-	be, err := engine.Backend()
+	eng, err := engine.New(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	be := eng.Backend()
 	// All-negative input: a zero-padded pool would return 0 at the border.
 	x := []float32{-5, -4, -3, -2, -1, -6, -7, -8, -9}
 	exec, err := graph.NewExec(be, func(xn *graph.Node) *graph.Node { return maxPool(xn, 3, 2, Same) })

@@ -97,8 +97,9 @@ type ssdParams struct {
 
 // NewSSD loads ssd_mobilenetv1_model from modelDir (verified against the
 // pinned sha256), folds the batch norms into the convolutions and prepares
-// the network.
-func NewSSD(modelDir string) (*SSD, error) {
+// the network. Its last layers run as a GoMLX graph on eng; nil means a
+// new default engine of its own (see engine.OrDefault).
+func NewSSD(modelDir string, eng *engine.Engine) (*SSD, error) {
 	w, err := LoadWeights(modelDir, "ssd_mobilenetv1_model")
 	if err != nil {
 		return nil, err
@@ -107,10 +108,11 @@ func NewSSD(modelDir string) (*SSD, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nets: ssd_mobilenetv1_model: %w", err)
 	}
-	be, err := engine.Backend()
+	eng, err = engine.OrDefault(eng)
 	if err != nil {
 		return nil, err
 	}
+	be := eng.Backend()
 	d := &SSD{p: p, backend: be, anchors: anchors}
 	cw := p.conv0.w
 	d.first = newKernGemm(cw.F32, cw.Shape[0]*cw.Shape[1]*cw.Shape[2], cw.Shape[3])

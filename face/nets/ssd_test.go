@@ -17,7 +17,7 @@ var (
 func loadSSD(t testing.TB) *SSD {
 	t.Helper()
 	dir := detModelDir(t)
-	ssdOnce.Do(func() { ssdNet, ssdErr = NewSSD(dir) })
+	ssdOnce.Do(func() { ssdNet, ssdErr = NewSSD(dir, nil) })
 	if ssdErr != nil {
 		t.Fatal(ssdErr)
 	}

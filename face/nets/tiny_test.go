@@ -135,7 +135,7 @@ func TestMissingModelIsReported(t *testing.T) {
 	if _, err := NewTiny(dir); !errors.Is(err, ErrModelMissing) {
 		t.Errorf("NewTiny on an empty folder: %v, want ErrModelMissing", err)
 	}
-	if _, err := NewSSD(dir); !errors.Is(err, ErrModelMissing) {
+	if _, err := NewSSD(dir, nil); !errors.Is(err, ErrModelMissing) {
 		t.Errorf("NewSSD on an empty folder: %v, want ErrModelMissing", err)
 	}
 }

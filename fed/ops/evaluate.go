@@ -11,6 +11,7 @@ import (
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/local"
+	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/nn/checkpoint"
 	"github.com/veil-privacy/veil/training"
 )
@@ -40,6 +41,9 @@ type EvaluatorOptions struct {
 	// Workers is how many images are described at once (0: the engine's
 	// parallelism).
 	Workers int
+	// Engine runs the evaluation network; nil means a new default engine
+	// (see engine.OrDefault).
+	Engine *engine.Engine
 	// Observer, if set, is told every event first (the coordinator's
 	// metrics); Metrics, if set, receives the evaluations' results.
 	Observer coord.Observer
@@ -115,7 +119,7 @@ func NewEvaluator(o EvaluatorOptions) (*Evaluator, error) {
 		// One training identity: building the network needs training
 		// data; only the pairs are scored.
 		Data:       training.DataOptions{Set: "lfw", LFW: o.LFW, MinImages: 1, MaxPeople: 1, CentreImages: o.CentreImages, CentreCount: o.CentreCount},
-		Optim:      training.OptimOptions{Batch: 1, MicroBatch: 32, Optimizer: "sgd", LearningRate: 0.01},
+		Optim:      training.OptimOptions{Batch: 1, MicroBatch: 32, Optimizer: "sgd", LearningRate: 0.01, Engine: o.Engine},
 		Describers: o.Describers,
 		Workers:    o.Workers,
 		Progress:   o.Progress,

@@ -14,16 +14,14 @@ package engine
 
 import (
 	"fmt"
-	"os"
 	"runtime"
-	"sync"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/gobackend"
 )
 
-// EnvBackend names the environment variable that selects the backend.
-// Only "go" (the default) is supported in this build.
+// EnvBackend names the environment variable the command reads into
+// Options.Backend. Only "go" (the default) is supported in this build.
 const EnvBackend = "VEIL_BACKEND"
 
 // goConfig is the pure-Go backend's configuration: "ops_sequential" makes
@@ -48,25 +46,59 @@ const EnvBackend = "VEIL_BACKEND"
 // step measured within this machine's noise.
 const goConfig = "ops_sequential"
 
-var (
-	once    sync.Once
-	backend compute.Backend
-	initErr error
-)
-
-// Backend returns the process-wide compute backend, creating it on first use.
-// A backend is a handle to the machine's compute devices, which is why it is
-// shared rather than created per caller.
-func Backend() (compute.Backend, error) {
-	once.Do(func() {
-		backend, initErr = newBackend(os.Getenv(EnvBackend))
-	})
-	return backend, initErr
+// Options configures an Engine. The zero value is Veil's default: the
+// pure-Go backend, ops run in order (see goConfig), and one concurrent
+// execution per core.
+//
+// SIMD: the pure-Go backend chooses its AVX2/AVX-512 matrix-product kernels
+// once per process, in package initialisation, from the environment
+// variables GOMLX_SIMD_AVX2 and GOMLX_SIMD_AVX512 (compute v0.1.3,
+// internal/gobackend/dot/matmul). That choice cannot be made per backend,
+// so Options has no SIMD field: pin it by setting GOMLX_SIMD_AVX512=off (or
+// GOMLX_SIMD_AVX2=off) in the process's environment before it starts.
+type Options struct {
+	// Backend names the GoMLX backend: "" or "go" (the only one in this
+	// build).
+	Backend string
+	// Parallelism is how many executions callers run at once; 0 means
+	// Parallelism() (one per core). Negative values are refused.
+	Parallelism int
 }
 
+// Engine is one configured compute backend and the parallelism its callers
+// use. Create it once per process with New and hand it down through the
+// option structs of the packages that run networks; it is safe for
+// concurrent use.
+type Engine struct {
+	backend     compute.Backend
+	parallelism int
+}
+
+// New validates o and creates an Engine.
+func New(o Options) (*Engine, error) {
+	if o.Parallelism < 0 {
+		return nil, fmt.Errorf("engine: Parallelism %d is negative (0 means one per core)", o.Parallelism)
+	}
+	b, err := newBackend(o.Backend)
+	if err != nil {
+		return nil, err
+	}
+	p := o.Parallelism
+	if p == 0 {
+		p = Parallelism()
+	}
+	return &Engine{backend: b, parallelism: p}, nil
+}
+
+// Backend returns the engine's compute backend, for graph.NewExec.
+func (e *Engine) Backend() compute.Backend { return e.backend }
+
+// Parallelism is how many executions callers should run at once on this
+// engine.
+func (e *Engine) Parallelism() int { return e.parallelism }
+
 // newBackend creates a backend named name ("" means the default) with the
-// configuration Veil runs on. Backend calls it once; tests call it to get a
-// backend of their own that a failure cannot leave broken for other tests.
+// configuration Veil runs on.
 func newBackend(name string) (compute.Backend, error) {
 	switch name {
 	case "", gobackend.BackendName:
@@ -76,16 +108,29 @@ func newBackend(name string) (compute.Backend, error) {
 		}
 		return b, nil
 	default:
-		return nil, fmt.Errorf("engine: %s=%q is not supported by this build (only %q)", EnvBackend, name, gobackend.BackendName)
+		return nil, fmt.Errorf("engine: backend %q is not supported by this build (only %q; see %s)", name, gobackend.BackendName, EnvBackend)
 	}
 }
 
-// Parallelism is how many executions callers should run at once to keep
-// every core busy on the pure-Go backend.
+// Parallelism is the default parallelism: how many executions callers
+// should run at once to keep every core busy on the pure-Go backend (one
+// per GOMAXPROCS). It reads no state of its own; an Engine's Parallelism
+// is the value its Options pinned.
 func Parallelism() int {
 	n := runtime.GOMAXPROCS(0)
 	if n < 1 {
 		n = 1
 	}
 	return n
+}
+
+// OrDefault returns e, or, when e is nil, a new Engine with the default
+// Options. Library option structs accept a nil Engine this way; a process
+// that runs several networks at once should create one Engine and pass it
+// to all of them, so their executions share one worker pool.
+func OrDefault(e *Engine) (*Engine, error) {
+	if e != nil {
+		return e, nil
+	}
+	return New(Options{})
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gomlx/compute/shapes"
@@ -8,11 +9,62 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 )
 
-func TestBackendRunsAGraph(t *testing.T) {
-	b, err := Backend()
+func TestNewValidatesOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		o       Options
+		wantErr string // "" for success
+		wantPar int
+	}{
+		{name: "zero value", o: Options{}, wantPar: Parallelism()},
+		{name: "go backend, pinned parallelism", o: Options{Backend: "go", Parallelism: 3}, wantPar: 3},
+		{name: "unknown backend", o: Options{Backend: "xla"}, wantErr: `backend "xla" is not supported`},
+		{name: "negative parallelism", o: Options{Parallelism: -1}, wantErr: "Parallelism -1 is negative"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := New(tc.o)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("New(%+v) error = %v, want one containing %q", tc.o, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Parallelism() != tc.wantPar {
+				t.Errorf("Parallelism() = %d, want %d", e.Parallelism(), tc.wantPar)
+			}
+			if e.Backend() == nil {
+				t.Error("Backend() is nil")
+			}
+		})
+	}
+}
+
+// TestEnginesAreIndependent checks that New returns a fresh backend each
+// time: there is no process-wide one.
+func TestEnginesAreIndependent(t *testing.T) {
+	a, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Backend() == b.Backend() {
+		t.Fatal("two engines share one backend")
+	}
+}
+
+func TestBackendRunsAGraph(t *testing.T) {
+	e, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.Backend()
 	exec, err := graph.NewExec(b, func(x *graph.Node) *graph.Node {
 		return graph.ReduceAllSum(graph.Mul(x, x))
 	})
@@ -30,10 +82,11 @@ func TestBackendRunsAGraph(t *testing.T) {
 }
 
 func BenchmarkConv3x3(b *testing.B) {
-	be, err := Backend()
+	e, err := New(Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	be := e.Backend()
 	exec, err := graph.NewExec(be, func(x, k *graph.Node) *graph.Node {
 		return graph.Convolve(x, k).PadSame().Done()
 	})
@@ -55,10 +108,11 @@ func BenchmarkConv3x3(b *testing.B) {
 }
 
 func BenchmarkConv3x3Im2col(b *testing.B) {
-	be, err := Backend()
+	e, err := New(Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	be := e.Backend()
 	exec, err := graph.NewExec(be, func(x, k *graph.Node) *graph.Node {
 		g := x.Graph()
 		zr := graph.Zeros(g, shapes.Make(x.DType(), 1, 1, 35, 32))

@@ -62,17 +62,24 @@ func TestLossGradients(t *testing.T) {
 // eval runs fn on float64 inputs and returns its flat output.
 func eval(t *testing.T, fn func(in []*graph.Node) *graph.Node, in ...*tensors.Tensor) []float64 {
 	t.Helper()
-	b, err := engine.Backend()
+	eng, err := engine.New(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := eng.Backend()
 	ex, err := graph.NewExec(b, fn)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each call runs on an engine of its own, and a tensor is bound to the
+	// backend it first ran on: pass copies.
 	var args []any
 	for _, x := range in {
-		args = append(args, x)
+		c, err := x.LocalClone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, c)
 	}
 	out, err := ex.Call(args...)
 	if err != nil {

@@ -5,6 +5,7 @@ package nntest
 
 import (
 	"fmt"
+	"github.com/gomlx/compute"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -74,12 +75,8 @@ func (c Case) objective(in []*graph.Node, perExample bool) (*graph.Node, []*grap
 	return graph.ReduceAllSum(graph.Mul(out, r)), exp, out
 }
 
-func (c Case) newR(t testing.TB) *tensors.Tensor {
+func (c Case) newR(t testing.TB, e compute.Backend) *tensors.Tensor {
 	t.Helper()
-	e, err := engine.Backend()
-	if err != nil {
-		t.Fatal(err)
-	}
 	params := make([]*tensors.Tensor, c.Params.Len())
 	for i := range params {
 		params[i] = f64(c.Params, i)
@@ -120,11 +117,9 @@ func (c Case) newR(t testing.TB) *tensors.Tensor {
 // marked in Diff, at up to 8 coordinates per tensor.
 func CheckGradients(t *testing.T, c Case) {
 	t.Helper()
-	e, err := engine.Backend()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := c.newR(t)
+	e := backend(t)
+	c.Inputs = localClones(t, c.Inputs)
+	r := c.newR(t, e)
 	params := make([]*tensors.Tensor, c.Params.Len())
 	for i := range params {
 		params[i] = f64(c.Params, i)
@@ -204,11 +199,9 @@ func CheckGradients(t *testing.T, c Case) {
 // gradient equals the gradient computed on example b alone.
 func CheckPerExample(t *testing.T, c Case, separable bool) {
 	t.Helper()
-	e, err := engine.Backend()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := c.newR(t)
+	e := backend(t)
+	c.Inputs = localClones(t, c.Inputs)
+	r := c.newR(t, e)
 	params := make([]*tensors.Tensor, c.Params.Len())
 	for i := range params {
 		params[i] = f64(c.Params, i)
@@ -324,4 +317,31 @@ func Random(seed uint64, dims ...int) *tensors.Tensor {
 		d[i] = rng.NormFloat64()
 	}
 	return tensors.FromFlatDataAndDimensions(d, dims...)
+}
+
+// backend returns the backend of a new default engine: each check runs on
+// an engine of its own, so no state is shared between tests. A tensor is
+// bound to the backend it first ran on, so a check runs on its own copies
+// of the case's inputs (see localClones).
+func backend(t testing.TB) compute.Backend {
+	t.Helper()
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng.Backend()
+}
+
+// localClones returns unbound copies of xs.
+func localClones(t testing.TB, xs []*tensors.Tensor) []*tensors.Tensor {
+	t.Helper()
+	out := make([]*tensors.Tensor, len(xs))
+	for i, x := range xs {
+		c, err := x.LocalClone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = c
+	}
+	return out
 }

@@ -117,6 +117,9 @@ type Options struct {
 	// coherently, and cancels much of the noise, which does not. It is
 	// post-processing of the released iterates, so it costs no privacy.
 	EMA float64
+	// Engine runs the trainer's graphs; nil means a new default engine
+	// of the trainer's own (see engine.OrDefault).
+	Engine *engine.Engine
 }
 
 // unitOf returns p's privacy unit, reading "" (old checkpoints) as
@@ -286,10 +289,11 @@ func (t *Trainer) Steps() int { return t.step }
 func (t *Trainer) Privacy() Privacy { return t.privacy }
 
 func (t *Trainer) compile() error {
-	be, err := engine.Backend()
+	eng, err := engine.OrDefault(t.opts.Engine)
 	if err != nil {
 		return err
 	}
+	be := eng.Backend()
 	np := t.params.Len()
 	dp := t.opts.DP != nil
 	grouped := dp && t.opts.DP.Unit == UnitIdentity

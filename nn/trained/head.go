@@ -53,13 +53,13 @@ type Head struct {
 var ErrNotHead = errors.New("not an embedding head")
 
 // LoadHead reads the checkpoint at path (written by veil train --model
-// head) and rebuilds its head.
-func LoadHead(path string) (*Head, error) {
+// head) and rebuilds its head, to run on eng (nil: a new default engine).
+func LoadHead(path string, eng *engine.Engine) (*Head, error) {
 	c, err := checkpoint.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	h, err := NewHead(c)
+	h, err := NewHead(c, eng)
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, path)
 	}
@@ -73,8 +73,9 @@ func LoadHead(path string) (*Head, error) {
 // reads images, not per-face vectors), a head on unknown input features,
 // and one whose stored parameters do not fit the architecture. The loss's
 // own parameters (class centres, the distillation offset) are not part of
-// the embedding and are ignored.
-func NewHead(c *checkpoint.Checkpoint) (*Head, error) {
+// the embedding and are ignored. The head runs on eng; nil means a new
+// default engine of its own (see engine.OrDefault).
+func NewHead(c *checkpoint.Checkpoint, eng *engine.Engine) (*Head, error) {
 	cfg := c.Header.Model
 	if cfg.Kind != "head" {
 		kind := cfg.Kind
@@ -113,10 +114,11 @@ func NewHead(c *checkpoint.Checkpoint) (*Head, error) {
 		}
 		h.values = append(h.values, v)
 	}
-	be, err := engine.Backend()
+	eng, err = engine.OrDefault(eng)
 	if err != nil {
 		return nil, err
 	}
+	be := eng.Backend()
 	np := p.Len()
 	h.exec, err = graph.NewExec(be, func(in []*graph.Node) *graph.Node {
 		s, err := nn.NewScope(p, in[:np], nil, false)

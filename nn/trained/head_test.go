@@ -114,7 +114,7 @@ func TestHeadEmbedsLikeTheTrainer(t *testing.T) {
 			if err := ck.Save(path); err != nil {
 				t.Fatal(err)
 			}
-			h, err := LoadHead(path)
+			h, err := LoadHead(path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,14 +163,14 @@ func TestHeadEmbedsLikeTheTrainer(t *testing.T) {
 // weights alone embeds differently.
 func TestHeadUsesTheAveragedWeights(t *testing.T) {
 	tr, ck := trainHead(t, arch.Config{Kind: "head", In: 16, Hidden: 8}, 0.9, 8)
-	avg, err := NewHead(ck)
+	avg, err := NewHead(ck, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	last := *ck
 	last.Header.EMA = false
 	last.State.EMA = nil
-	lastHead, err := NewHead(&last)
+	lastHead, err := NewHead(&last, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,18 +227,18 @@ func TestNewHeadRefusesOtherCheckpoints(t *testing.T) {
 		{"not finite", &nan, "not finite"},
 	}
 	for _, c := range cases {
-		_, err := NewHead(c.c)
+		_, err := NewHead(c.c, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
 		}
 	}
-	if _, err := NewHead(lightface); !errors.Is(err, ErrNotHead) {
+	if _, err := NewHead(lightface, nil); !errors.Is(err, ErrNotHead) {
 		t.Errorf("LightFace checkpoint: %v does not wrap ErrNotHead", err)
 	}
-	if _, err := LoadHead(filepath.Join(t.TempDir(), "none.ckpt")); err == nil {
+	if _, err := LoadHead(filepath.Join(t.TempDir(), "none.ckpt"), nil); err == nil {
 		t.Error("missing file accepted")
 	}
-	h, err := NewHead(good)
+	h, err := NewHead(good, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ nice: it takes both cores for a while (LFW's development test images: about
 				}
 				sets[eval.SideSet] = eval.SideCrops(sets[rep.SidesOf], sidesEvery)
 			}
-			p, err := face.NewPipeline(face.Options{ModelDir: models, Detector: face.Both})
+			p, err := e.pipeline(face.Options{ModelDir: models, Detector: face.Both})
 			if err != nil {
 				return err
 			}

@@ -68,7 +68,7 @@ ratios against face-api 1.7.15 on TF.js wasm measured on this machine kind
 				return err
 			}
 			opt.Descriptors = true
-			p, err := face.NewPipeline(opt)
+			p, err := e.pipeline(opt)
 			if err != nil {
 				return err
 			}

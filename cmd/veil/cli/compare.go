@@ -179,7 +179,7 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 	var r *headRunner
 	if c.head != "" {
 		var err error
-		if r, err = openHead(c.head, c.pf.models); err != nil {
+		if r, err = openHead(e, c.head, c.pf.models); err != nil {
 			return err
 		}
 	}
@@ -188,7 +188,7 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 		return err
 	}
 	opt.Descriptors = r == nil || r.needsDescriptors()
-	p, err := face.NewPipeline(opt)
+	p, err := e.pipeline(opt)
 	if err != nil {
 		return err
 	}

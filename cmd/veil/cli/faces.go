@@ -211,7 +211,7 @@ error: it is reported as such), 1 when some image could not be read or decoded.`
 			}
 			opt.AgeGender = !noAgeGender
 			opt.TinyLandmarks = opt.Detector == face.Tiny
-			p, err := face.NewPipeline(opt)
+			p, err := e.pipeline(opt)
 			if err != nil {
 				return err
 			}
@@ -254,7 +254,7 @@ could not be read or decoded, 3 when some image had no face.`,
 				return err
 			}
 			opt.Descriptors = true
-			p, err := face.NewPipeline(opt)
+			p, err := e.pipeline(opt)
 			if err != nil {
 				return err
 			}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/tagging"
 )
@@ -50,7 +49,7 @@ library, or bad input.`,
 				if err != nil {
 					return fmt.Errorf("%w (add it with veil library add)", err)
 				}
-				p, err := face.NewPipeline(tagging.PipelineOptions(models))
+				p, err := e.pipeline(tagging.PipelineOptions(models))
 				if err != nil {
 					return err
 				}

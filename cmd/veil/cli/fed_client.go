@@ -464,6 +464,9 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, []string, error) {
 			WeightDecay: f.weightDecay, Seed: f.seed},
 		Describers: training.Describers{Inputs: f.head.openInputs, Teacher: f.head.openDescriber},
 	}
+	if o.Optim.Engine, err = e.engine(); err != nil {
+		return nil, nil, err
+	}
 	// Only this client's identities are read and described.
 	o.Data.Part = &training.DataPart{Index: k - 1, Options: dataset.PartitionOptions{Clients: n, Alpha: f.alpha, Seed: f.partitionSeed}}
 	if f.describers != nil {

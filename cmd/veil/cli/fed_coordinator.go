@@ -324,6 +324,9 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 		log.Info("loading the evaluation pairs", "data", cfg.EvalData)
 		eo := evaluatorOptions(f, initCk, m)
 		eo.Logger = log
+		if eo.Engine, err = e.engine(); err != nil {
+			return err
+		}
 		if evals, err = ops.NewEvaluator(eo); err != nil {
 			return fmt.Errorf("--eval-data %s: %w", cfg.EvalData, err)
 		}

@@ -128,6 +128,9 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 	if err != nil {
 		return err
 	}
+	if o.Optim.Engine, err = e.engine(); err != nil {
+		return err
+	}
 	if err := checkSimData(&o); err != nil {
 		return err
 	}

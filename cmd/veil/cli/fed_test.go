@@ -368,7 +368,7 @@ func TestFedClientTrainsOnItsPartition(t *testing.T) {
 	if sum.Done != 2 || len(sum.Clients) != 1 || sum.Clients[0].Updates != 2 || math.Abs(sum.Clients[0].Epsilon-rep.EpsilonSpent) > 1e-9 {
 		t.Fatalf("coordinator summary %+v, client spent %g", sum, rep.EpsilonSpent)
 	}
-	h, err := trained.LoadHead(outPath)
+	h, err := trained.LoadHead(outPath, nil)
 	if err != nil {
 		t.Fatalf("the final model: %v", err)
 	}

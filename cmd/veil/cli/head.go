@@ -27,8 +27,12 @@ type headRunner struct {
 
 // openHead loads the head at path; models is the face-api model folder
 // ("" for the default), needed by heads on age/gender features.
-func openHead(path, models string) (*headRunner, error) {
-	h, err := trained.LoadHead(path)
+func openHead(e *env, path, models string) (*headRunner, error) {
+	eng, err := e.engine()
+	if err != nil {
+		return nil, err
+	}
+	h, err := trained.LoadHead(path, eng)
 	if err != nil {
 		return nil, fmt.Errorf("--head: %w", err)
 	}
@@ -130,7 +134,7 @@ type headFace struct {
 // runEmbedHead is `veil embed --head CKPT`: every face of every image
 // through the head. Exit statuses are embed's.
 func runEmbedHead(e *env, pf *pipelineFlags, headPath string, paths []string) error {
-	r, err := openHead(headPath, pf.models)
+	r, err := openHead(e, headPath, pf.models)
 	if err != nil {
 		return err
 	}
@@ -139,7 +143,7 @@ func runEmbedHead(e *env, pf *pipelineFlags, headPath string, paths []string) er
 		return err
 	}
 	opt.Descriptors = r.needsDescriptors()
-	p, err := face.NewPipeline(opt)
+	p, err := e.pipeline(opt)
 	if err != nil {
 		return err
 	}

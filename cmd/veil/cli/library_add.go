@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/internal/progress"
 	"github.com/veil-privacy/veil/tagging"
@@ -112,7 +111,7 @@ the library; 130 when interrupted (what was done is kept).`,
 			}
 			start := time.Now()
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
-				p, err := face.NewPipeline(tagging.PipelineOptions(models))
+				p, err := e.pipeline(tagging.PipelineOptions(models))
 				if err != nil {
 					return err
 				}

@@ -8,10 +8,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"sync"
 
 	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/face"
+	"github.com/veil-privacy/veil/internal/engine"
 )
 
 // exitError carries a specific exit status out of a command.
@@ -71,18 +76,45 @@ func versionString() string {
 	return fmt.Sprintf("veil %s, commit %s%s, %s", version, commit, modified, runtime.Version())
 }
 
-// env is what every command needs from the process: its streams and logger.
+// env is what every command needs from the process: its streams, logger
+// and compute engine.
 type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 	log    *slog.Logger
+	// eng returns the command's one compute engine, created on first use
+	// (commands that run no network never start one) from $VEIL_BACKEND,
+	// and shared by every network the command runs.
+	eng func() (*engine.Engine, error)
+}
+
+// engine returns the command's compute engine (a new default one for an
+// env built without it, as some tests build theirs).
+func (e *env) engine() (*engine.Engine, error) {
+	if e.eng == nil {
+		return engine.New(engine.Options{})
+	}
+	return e.eng()
+}
+
+// pipeline creates a face pipeline with opt on the command's engine.
+func (e *env) pipeline(opt face.Options) (*face.Pipeline, error) {
+	eng, err := e.engine()
+	if err != nil {
+		return nil, err
+	}
+	opt.Engine = eng
+	return face.NewPipeline(opt)
 }
 
 // NewRoot builds the veil command tree writing to the given streams.
 func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr,
-		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		eng: sync.OnceValues(func() (*engine.Engine, error) {
+			return engine.New(engine.Options{Backend: os.Getenv(engine.EnvBackend)})
+		})}
 	root := &cobra.Command{
 		Use:   "veil",
 		Short: "Privacy-preserving face recognition and face tagging",

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/imaging"
 	"github.com/veil-privacy/veil/tagging"
 	"github.com/veil-privacy/veil/tagging/match"
@@ -258,7 +257,7 @@ photo is only read: nothing is added to the library.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			p, err := face.NewPipeline(tagging.PipelineOptions(models))
+			p, err := e.pipeline(tagging.PipelineOptions(models))
 			if err != nil {
 				return err
 			}

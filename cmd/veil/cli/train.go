@@ -301,6 +301,9 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 	if err != nil {
 		return err
 	}
+	if o.Optim.Engine, err = e.engine(); err != nil {
+		return err
+	}
 	quiet := f.head.quiet
 	draw := &trainProgress{w: e.stderr, quiet: quiet}
 	o.Progress = draw.event

@@ -153,14 +153,14 @@ func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath, re
 	var res *eval.VerifyResult
 	var head *headRunner
 	if c.head != "" {
-		if head, err = openHead(c.head, pf.models); err != nil {
+		if head, err = openHead(e, c.head, pf.models); err != nil {
 			return err
 		}
 		if res, err = verifyHead(e, head, c.headInputFlags(), vo); err != nil {
 			return err
 		}
 	} else {
-		p, err := face.NewPipeline(opt)
+		p, err := e.pipeline(opt)
 		if err != nil {
 			return err
 		}
