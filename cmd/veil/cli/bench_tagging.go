@@ -13,7 +13,6 @@ import (
 
 	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/eval"
-	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/internal/progress"
@@ -709,7 +708,7 @@ fill (same pipeline settings), so a warm cache computes nothing.`,
 				}
 			}
 			if indexPhotos > 0 {
-				if res.Indexing, err = measureTagIndexing(cmd.Context(), lfwDir, h.models, indexPhotos); err != nil {
+				if res.Indexing, err = measureTagIndexing(cmd.Context(), e, lfwDir, h.models, indexPhotos); err != nil {
 					return err
 				}
 			}
@@ -836,7 +835,7 @@ func printBenchTagging(e *env, r *benchTaggingResult) error {
 
 // measureTagIndexing links the first photo of the first n people of LFW
 // into a temporary folder and indexes it into a throw-away library.
-func measureTagIndexing(ctx context.Context, lfwDir, models string, n int) (*tagging.Throughput, error) {
+func measureTagIndexing(ctx context.Context, e *env, lfwDir, models string, n int) (*tagging.Throughput, error) {
 	root := filepath.Join(lfwDir, "images_deepfunneled")
 	people, err := os.ReadDir(root)
 	if err != nil {
@@ -858,7 +857,7 @@ func measureTagIndexing(ctx context.Context, lfwDir, models string, n int) (*tag
 		}
 		k++
 	}
-	p, err := face.NewPipeline(tagging.PipelineOptions(models))
+	p, err := e.pipeline(tagging.PipelineOptions(models))
 	if err != nil {
 		return nil, err
 	}

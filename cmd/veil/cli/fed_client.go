@@ -467,6 +467,7 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, []string, error) {
 	if o.Optim.Engine, err = e.engine(); err != nil {
 		return nil, nil, err
 	}
+	f.head.engine = o.Optim.Engine
 	// Only this client's identities are read and described.
 	o.Data.Part = &training.DataPart{Index: k - 1, Options: dataset.PartitionOptions{Clients: n, Alpha: f.alpha, Seed: f.partitionSeed}}
 	if f.describers != nil {

@@ -322,11 +322,12 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	var evals *ops.Evaluator
 	if cfg.EvalData != "" {
 		log.Info("loading the evaluation pairs", "data", cfg.EvalData)
-		eo := evaluatorOptions(f, initCk, m)
-		eo.Logger = log
-		if eo.Engine, err = e.engine(); err != nil {
+		eng, err := e.engine()
+		if err != nil {
 			return err
 		}
+		eo := evaluatorOptions(f, initCk, m, eng)
+		eo.Logger = log
 		if evals, err = ops.NewEvaluator(eo); err != nil {
 			return fmt.Errorf("--eval-data %s: %w", cfg.EvalData, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/ops"
 	"github.com/veil-privacy/veil/internal/datadir"
+	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/nn/checkpoint"
 	"github.com/veil-privacy/veil/training"
 )
@@ -38,15 +39,15 @@ func evaluationFromPB(ev *fedpb.Evaluation) *fedEvaluation {
 // evaluatorOptions are the options of the coordinator's --eval-data
 // evaluation: the face networks of veil train's head (or the test's
 // stand-ins) and the default centre images.
-func evaluatorOptions(f *coordinatorFlags, initCk *checkpoint.Checkpoint, m *ops.Metrics) ops.EvaluatorOptions {
+func evaluatorOptions(f *coordinatorFlags, initCk *checkpoint.Checkpoint, m *ops.Metrics, eng *engine.Engine) ops.EvaluatorOptions {
 	cfg := f.cfg
 	features := initCk.Header.Model.Features
 	if features == "" {
 		features = "descriptor"
 	}
-	h := &headFlags{features: features, detector: "tiny", align: "both", minScore: 0.5, quiet: true}
+	h := &headFlags{features: features, detector: "tiny", align: "both", minScore: 0.5, quiet: true, engine: eng}
 	o := ops.EvaluatorOptions{Init: initCk, LFW: cfg.EvalData, CentreImages: cfg.CentreImages, CentreCount: cfg.CentreCount,
-		Describers: training.Describers{Inputs: h.openInputs, Teacher: h.openDescriber}, Observer: m, Metrics: m}
+		Describers: training.Describers{Inputs: h.openInputs, Teacher: h.openDescriber}, Observer: m, Metrics: m, Engine: eng}
 	if f.describers != nil {
 		o.Describers = *f.describers
 	}

@@ -131,6 +131,7 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 	if o.Optim.Engine, err = e.engine(); err != nil {
 		return err
 	}
+	f.head.engine = o.Optim.Engine
 	if err := checkSimData(&o); err != nil {
 		return err
 	}

@@ -218,6 +218,10 @@ func runEmbedHead(e *env, pf *pipelineFlags, headPath string, paths []string) er
 // similarity, as veil train scores them.
 func verifyHead(e *env, r *headRunner, hf headFlags, opt eval.VerifyOptions) (*eval.VerifyResult, error) {
 	hf.features = r.head.Input()
+	var err error
+	if hf.engine, err = e.engine(); err != nil {
+		return nil, err
+	}
 	desc, dim, err := hf.openInputs()
 	if err != nil {
 		return nil, err

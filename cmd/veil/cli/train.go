@@ -304,6 +304,7 @@ func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
 	if o.Optim.Engine, err = e.engine(); err != nil {
 		return err
 	}
+	f.head.engine = o.Optim.Engine
 	quiet := f.head.quiet
 	draw := &trainProgress{w: e.stderr, quiet: quiet}
 	o.Progress = draw.event

@@ -11,6 +11,7 @@ import (
 	"github.com/veil-privacy/veil/face/desccache"
 	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/nn/arch"
 )
 
@@ -22,6 +23,9 @@ type headFlags struct {
 	minScore                float64
 	cache                   string
 	noCache, quiet          bool
+	// engine runs the pipeline's SSD layers: the command's engine, set
+	// by the command before it describes (nil: a private default one).
+	engine *engine.Engine
 }
 
 func (h *headFlags) register(cmd *cobra.Command) {
@@ -46,7 +50,7 @@ func descCacheSettings(opt face.Options) string {
 // openDescriber builds the descriptor pipeline and its cache.
 func (h *headFlags) openDescriber() (eval.Describer, error) {
 	p, err := face.NewPipeline(face.Options{ModelDir: h.models, Detector: face.Detector(h.detector), Align: face.Align(h.align),
-		MinScore: h.minScore, MaxFaces: 100, Descriptors: true, SecondDetector: true})
+		MinScore: h.minScore, MaxFaces: 100, Descriptors: true, SecondDetector: true, Engine: h.engine})
 	if err != nil {
 		return nil, err
 	}
