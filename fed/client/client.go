@@ -52,7 +52,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/veil-privacy/veil/dp"
-	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/wire"
 )
@@ -197,9 +196,9 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	// coord.DialOptions: update chunks are sent without a copy into a
+	// wire.DialOptions: update chunks are sent without a copy into a
 	// new message buffer each (the payload is made once per update).
-	conn, err := grpc.NewClient(o.Addr, append(coord.DialOptions(), grpc.WithTransportCredentials(o.Creds))...)
+	conn, err := grpc.NewClient(o.Addr, append(wire.DialOptions(), grpc.WithTransportCredentials(o.Creds))...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}

@@ -34,7 +34,7 @@ type callerKey struct{}
 // TestModelIsEncodedOnceForEveryClient: the round's model is encoded once
 // per version, and every client's download sends the same header message
 // and chunks that are views of the same payload bytes (the codec then
-// writes them without a copy, see chunkCodec.Marshal): nothing of the
+// writes them without a copy, see wire.ServerOptions): nothing of the
 // model is encoded or copied per client.
 func TestModelIsEncodedOnceForEveryClient(t *testing.T) {
 	const n = 600_000 // 2.4 MB: three chunks

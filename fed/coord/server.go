@@ -448,7 +448,7 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 		if m.err != nil {
 			return m.err
 		}
-		if err := m.chunk.writeTo(dec); err != nil {
+		if err := copyChunk(&m.chunk, dec); err != nil {
 			return reply(err)
 		}
 	}
@@ -554,7 +554,7 @@ type receiver struct {
 // client has sent everything).
 type streamMsg struct {
 	header *fedpb.UpdateChunk
-	chunk  payloadChunk
+	chunk  wire.PayloadChunk
 	err    error
 }
 
@@ -571,15 +571,15 @@ func newReceiver(stream grpc.ClientStreamingServer[fedpb.UpdateChunk, fedpb.Subm
 			if first {
 				m.header, m.err = stream.Recv()
 			} else {
-				// Received as payloadChunk, so that the chunk codec can
-				// hand over the frames themselves (see
-				// chunkCodec.Unmarshal).
+				// Received as wire.PayloadChunk, so that the chunk
+				// codec can hand over the frames themselves (see
+				// wire.ServerOptions).
 				m.err = stream.RecvMsg(&m.chunk)
 			}
 			select {
 			case rx.msgs <- m:
 			case <-rx.quit:
-				m.chunk.free()
+				m.chunk.Free()
 				return
 			}
 			if m.err != nil {

@@ -498,7 +498,7 @@ func Drive(ctx context.Context, s Settings, addr string) (*DriveReport, error) {
 			}
 			return countConn{Conn: conn, n: &c.written}, nil
 		}
-		if c.conn, err = grpc.NewClient(addr, append(coord.DialOptions(), grpc.WithTransportCredentials(creds), grpc.WithContextDialer(dial))...); err != nil {
+		if c.conn, err = grpc.NewClient(addr, append(wire.DialOptions(), grpc.WithTransportCredentials(creds), grpc.WithContextDialer(dial))...); err != nil {
 			return nil, err
 		}
 		c.api = fedpb.NewCoordinatorClient(c.conn)

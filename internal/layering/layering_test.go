@@ -109,10 +109,11 @@ var rules = []rule{
 		forbidden: map[string]func(string) bool{"nn/train": trainer},
 	},
 	{
-		why:     "a federated client runs the protocol and its owner's policy: no engine, no model code, no checkpoints",
+		why:     "a federated client runs the protocol and its owner's policy: no engine, no model code, no checkpoints, not the coordinator or its store",
 		subject: func(p pkg) bool { return p.path == "fed/client" },
 		forbidden: map[string]func(string) bool{
 			"the engine (gomlx)": engine, "nn/...": inModule("nn"), "training": inModule("training"), "eval": evalPkg,
+			"fed/coord": inModule("fed/coord"), "SQLite": sqlite,
 		},
 	},
 	{

@@ -1,4 +1,4 @@
-package coord
+package wire
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/veil-privacy/veil/fed/fedpb"
-	"github.com/veil-privacy/veil/fed/wire"
 )
 
 func newChunkCodec() chunkCodec {
@@ -39,7 +38,7 @@ func split(b []byte, size int) mem.BufferSlice {
 func checkLikeProtobuf(t *testing.T, b []byte, size int) {
 	t.Helper()
 	cc := newChunkCodec()
-	var got payloadChunk
+	var got PayloadChunk
 	want := &fedpb.UpdateChunk{}
 	frames := split(b, size)
 	gotErr := cc.Unmarshal(frames, &got)
@@ -70,20 +69,19 @@ func checkLikeProtobuf(t *testing.T, b []byte, size int) {
 	sum := sha256.Sum256(full)
 	h := &fedpb.WeightsHeader{ProtocolVersion: fedpb.ProtocolVersion, TotalBytes: uint64(len(full)),
 		Tensors: []*fedpb.TensorSpec{{Name: "w", Shape: []int64{int64(len(full) / 4)}}}, Sha256: sum[:]}
-	dec, err := wire.NewDecoder(h, wire.Limits{MaxBytes: 1 << 30})
+	dec, err := NewDecoder(h, Limits{MaxBytes: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
-	werr := got.writeTo(dec)
-	var rf *refusal
+	werr := got.CopyTo(dec)
 	switch {
 	case data == nil:
-		if !errors.As(werr, &rf) || rf.reason != "malformed" {
+		if !errors.Is(werr, ErrSecondHeader) {
 			t.Fatalf("% x: a chunk without data was taken: %v", b, werr)
 		}
 		return
 	case len(data) == 0:
-		if !errors.As(werr, &rf) || rf.reason != "size" {
+		if !errors.Is(werr, ErrRefused) {
 			t.Fatalf("% x: an empty chunk was taken: %v", b, werr)
 		}
 		return
@@ -131,7 +129,7 @@ func TestChunkCodecDecodesLikeProtobuf(t *testing.T) {
 	}
 	// The fast path takes the common chunk: the frames themselves.
 	data := chunkSeeds(t)[0]
-	var pc payloadChunk
+	var pc PayloadChunk
 	if err := newChunkCodec().Unmarshal(split(data, 16), &pc); err != nil || pc.msg != nil || pc.frames.Len()-pc.skip != 300 {
 		t.Fatalf("a payload chunk is not kept as its frames (%v, %d bytes after %d)", err, pc.frames.Len(), pc.skip)
 	}
@@ -226,7 +224,7 @@ func (p *scribblingPool) Put(b *[]byte) {
 // TestPayloadChunkHoldsItsFrames: the frames a payload chunk keeps are not
 // handed back to gRPC's pool when gRPC frees its own reference (after
 // Unmarshal), so no other message can overwrite them before SubmitUpdate
-// has written them to the update's decoder; and writeTo hands every one
+// has written them to the update's decoder; and CopyTo hands every one
 // back, whether the decoder takes the bytes or refuses them.
 func TestPayloadChunkHoldsItsFrames(t *testing.T) {
 	payload := bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 1024)
@@ -251,7 +249,7 @@ func TestPayloadChunkHoldsItsFrames(t *testing.T) {
 			}
 			b = b[n:]
 		}
-		var pc payloadChunk
+		var pc PayloadChunk
 		if err := newChunkCodec().Unmarshal(frames, &pc); err != nil || pc.msg != nil {
 			t.Fatalf("the chunk was not kept as its frames: %v", err)
 		}
@@ -259,24 +257,23 @@ func TestPayloadChunkHoldsItsFrames(t *testing.T) {
 		if pool.puts != 0 {
 			t.Fatalf("%d frames went back to the pool while the chunk holds them", pool.puts)
 		}
-		lim := wire.Limits{MaxBytes: 1 << 20}
+		lim := Limits{MaxBytes: 1 << 20}
 		if refuse {
 			h2 := &fedpb.WeightsHeader{ProtocolVersion: fedpb.ProtocolVersion, TotalBytes: 16,
 				Tensors: []*fedpb.TensorSpec{{Name: "w", Shape: []int64{4}}}, Sha256: sum[:]}
-			dec, err := wire.NewDecoder(h2, lim)
+			dec, err := NewDecoder(h2, lim)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var rf *refusal
-			if err := pc.writeTo(dec); !errors.As(err, &rf) || rf.reason != "size" {
+			if err := pc.CopyTo(dec); !errors.Is(err, ErrRefused) {
 				t.Fatalf("an overlong chunk: %v", err)
 			}
 		} else {
-			dec, err := wire.NewDecoder(h, lim)
+			dec, err := NewDecoder(h, lim)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := pc.writeTo(dec); err != nil {
+			if err := pc.CopyTo(dec); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := dec.Finish(); err != nil {
@@ -284,7 +281,7 @@ func TestPayloadChunkHoldsItsFrames(t *testing.T) {
 			}
 		}
 		if pooled < 2 || pool.puts != pooled {
-			t.Fatalf("refused %v: %d of %d pooled frames handed back after writeTo", refuse, pool.puts, pooled)
+			t.Fatalf("refused %v: %d of %d pooled frames handed back after CopyTo", refuse, pool.puts, pooled)
 		}
 	}
 }
