@@ -17,7 +17,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
+
+	"github.com/veil-privacy/veil/internal/atomicfile"
 )
 
 // EnvLedgers names the environment variable that sets the default ledger
@@ -107,28 +108,11 @@ func ledgerKey(dir string) ([]byte, error) {
 		if _, err := rand.Read(k); err != nil {
 			return nil, err
 		}
-		tmp, err := os.CreateTemp(dir, ".ledger.key.tmp-*")
-		if err != nil {
-			return nil, fmt.Errorf("dp: creating the ledger key: %w", err)
-		}
-		defer os.Remove(tmp.Name())
-		_, err = tmp.WriteString(hex.EncodeToString(k) + "\n")
-		if err == nil {
-			err = tmp.Chmod(0o600)
-		}
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			if err = os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
-				err = nil // another process made it first: read theirs
-			}
-		}
-		if err == nil {
-			err = syncDir(dir)
+		// Published with a link (atomicfile.Create), the folder fsynced
+		// after it: the key appears whole or not at all.
+		err := atomicfile.CreateFile(path, []byte(hex.EncodeToString(k)+"\n"), 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			err = nil // another process made it first: read theirs
 		}
 		if err != nil {
 			return nil, fmt.Errorf("dp: creating the ledger key: %w", err)
@@ -245,52 +229,10 @@ func (d *LedgerDir) Update(set DataSet, fn func(*DataLedger) error) (*DataLedger
 	if bytes.Equal(b, old) {
 		return l, nil // nothing changed: the file is left as it was
 	}
-	if err := writeFileAtomic(d.Path(set), b); err != nil {
+	if err := atomicfile.WriteFile(d.Path(set), b, 0o600); err != nil {
 		return nil, fmt.Errorf("dp: saving the ledger of %s: %w", set, err)
 	}
 	return l, nil
-}
-
-// writeFileAtomic replaces path with b: a temporary file in the same
-// folder (mode 0600), fsync, rename, fsync of the folder.
-func writeFileAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // nothing to remove after the rename
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// syncDir fsyncs a folder so that a rename into it is durable; systems
-// that cannot sync a folder are not an error.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, errors.ErrUnsupported) {
-		return fmt.Errorf("flushing folder %s to disk: %w", dir, err)
-	}
-	return nil
 }
 
 // The file: {"format": "veil-privacy-ledger", "ledger": BODY, "mac": HEX},

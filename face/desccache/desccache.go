@@ -221,35 +221,19 @@ func readKey(path string) ([]byte, error) {
 	return key, nil
 }
 
-// createKey writes a fresh key to a private temporary file and publishes it
-// at path with a hard link, which fails (fs.ErrExist) if path exists: the
-// key appears complete or not at all, and of two racing processes exactly
-// one key wins.
+// createKey writes a fresh key and publishes it at path with
+// atomicfile.Create (a private temporary file, fsynced, hard-linked to
+// path, then the folder fsynced), which fails with fs.ErrExist if path
+// exists: the key appears complete or not at all, survives a crash once
+// created, and of two racing processes exactly one key wins.
 func createKey(path string) error {
 	key := make([]byte, KeySize)
 	if _, err := rand.Read(key); err != nil {
 		return fmt.Errorf("desccache: making the cache key: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".key-*") // O_EXCL, mode 0600
-	if err != nil {
-		return fmt.Errorf("desccache: making the cache key: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(key)
+	err := atomicfile.CreateFile(path, key, fileMode)
 	clear(key)
-	if err == nil {
-		err = tmp.Chmod(fileMode)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
-		return fmt.Errorf("desccache: making the cache key: %w", err)
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return err
 		}

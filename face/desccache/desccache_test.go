@@ -50,7 +50,7 @@ func TestRoundTripAndSettings(t *testing.T) {
 	}
 	// No temporary files left behind.
 	matches, _ := filepath.Glob(filepath.Join(dir, entriesDir, "*", ".*.tmp-*"))
-	keyTmp, _ := filepath.Glob(filepath.Join(dir, ".key-*"))
+	keyTmp, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
 	if len(matches)+len(keyTmp) != 0 {
 		t.Fatalf("temporary files left: %v %v", matches, keyTmp)
 	}

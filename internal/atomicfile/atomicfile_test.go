@@ -115,3 +115,84 @@ func TestSyncDir(t *testing.T) {
 		t.Fatal("syncing a missing folder succeeded")
 	}
 }
+
+// TestCreate: Create publishes a new file complete, with the mode asked
+// for; on an existing path it fails with fs.ErrExist and leaves the file
+// as it was; a failing writer publishes nothing; no temporary file is left
+// in any case.
+func TestCreate(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "key")
+	if err := CreateFile(p, []byte("first"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o640 {
+		t.Fatalf("created file: %v, %v; want mode 0640", st, err)
+	}
+	if err := CreateFile(p, []byte("second"), 0o600); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("creating an existing file: %v, want fs.ErrExist", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "first" {
+		t.Fatalf("the existing file holds %q after a second Create, want %q", b, "first")
+	}
+	boom := errors.New("boom")
+	q := filepath.Join(dir, "other")
+	err := Create(q, 0o600, func(w io.Writer) error {
+		if _, err := io.WriteString(w, "half"); err != nil {
+			return err
+		}
+		if _, err := os.Stat(q); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("mid-write the target exists (%v)", err)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the writer's error", err)
+	}
+	if _, err := os.Stat(q); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a failed Create left the target (%v)", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("folder holds %d entries, want only the created file (no temporary left)", len(ents))
+	}
+	if err := CreateFile(filepath.Join(dir, "no", "f"), nil, 0o600); err == nil {
+		t.Error("create in a missing folder succeeded")
+	}
+}
+
+// TestCreateRace: of several goroutines creating the same file at once,
+// exactly one succeeds, the others get fs.ErrExist, and the file holds the
+// winner's content whole.
+func TestCreateRace(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "key")
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- CreateFile(p, []byte{byte('a' + i), byte('a' + i), byte('a' + i)}, 0o600)
+		}()
+	}
+	won := 0
+	for range n {
+		err := <-errs
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, fs.ErrExist):
+			t.Fatalf("a losing Create: %v, want fs.ErrExist", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d creators succeeded, want exactly one", won)
+	}
+	b, _ := os.ReadFile(p)
+	if len(b) != 3 || b[0] != b[1] || b[1] != b[2] {
+		t.Fatalf("the file holds %q, not one creator's whole content", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("folder holds %d entries, want only the file", len(ents))
+	}
+}
