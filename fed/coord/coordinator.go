@@ -146,6 +146,15 @@ type TimingObserver interface {
 	RoundTimed(RoundTiming)
 }
 
+// WithdrawalObserver is an Observer that is also told of each selected
+// client's withdrawal from a round, with its reason: the one the client
+// gave when it declined (ValidReason holds it to a setting's name), or
+// ReasonRevoked. It is called once per client and round, after the
+// withdrawal is recorded in the state file.
+type WithdrawalObserver interface {
+	ClientWithdrew(reason string)
+}
+
 type nopObserver struct{}
 
 func (nopObserver) RoundClosed(string, time.Duration, time.Duration) {}

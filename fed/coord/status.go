@@ -14,14 +14,16 @@ import (
 
 // ReadStatus reads the coordinator's state from its database: the current
 // round and model, every client with its budget, spent ε and accepted
-// updates, the round log, and the last evaluation of the model if one was
+// updates, the round log with the clients that withdrew from each round
+// (declined or revoked) and their reasons, and the last evaluation of the model if one was
 // recorded (RecordEvaluation). It is the operator's view.
 func ReadStatus(ctx context.Context, db *sql.DB) (*fedpb.StatusResponse, error) {
 	return readStatus(ctx, db, nil)
 }
 
 // ReadClientStatus is ReadStatus as one client may see it: its own record
-// (none if it has not joined) and nothing of any other client.
+// (none if it has not joined), its own withdrawals, and nothing of any
+// other client.
 func ReadClientStatus(ctx context.Context, db *sql.DB, client string) (*fedpb.StatusResponse, error) {
 	return readStatus(ctx, db, &client)
 }
@@ -81,14 +83,51 @@ func readStatus(ctx context.Context, db *sql.DB, only *string) (*fedpb.StatusRes
 		return nil, fmt.Errorf("coordinator status: %w", err)
 	}
 	defer rows.Close()
+	byRound := map[uint64]*fedpb.RoundStatus{}
 	for rows.Next() {
 		rs := &fedpb.RoundStatus{}
 		if err := rows.Scan(&rs.Round, &rs.State, &rs.Updates, &rs.ModelVersion); err != nil {
 			return nil, fmt.Errorf("coordinator status: %w", err)
 		}
 		out.Rounds = append(out.Rounds, rs)
+		byRound[rs.Round] = rs
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("coordinator status: %w", err)
+	}
+	if err := readWithdrawals(ctx, db, only, byRound); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readWithdrawals adds to each round of byRound the clients that withdrew
+// from it with their reasons (only *only's if only is not nil), in the
+// order of the clients' ids.
+func readWithdrawals(ctx context.Context, db *sql.DB, only *string, byRound map[uint64]*fedpb.RoundStatus) error {
+	q, args := `SELECT round, client, withdrawn FROM round_clients WHERE withdrawn != '' ORDER BY round, client`, []any(nil)
+	if only != nil {
+		q, args = `SELECT round, client, withdrawn FROM round_clients WHERE withdrawn != '' AND client = ? ORDER BY round`, []any{*only}
+	}
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("coordinator status: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n uint64
+		w := &fedpb.Withdrawal{}
+		if err := rows.Scan(&n, &w.Client, &w.Reason); err != nil {
+			return fmt.Errorf("coordinator status: %w", err)
+		}
+		if rs := byRound[n]; rs != nil {
+			rs.Withdrawals = append(rs.Withdrawals, w)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("coordinator status: %w", err)
+	}
+	return nil
 }
 
 // OpenStatus opens a coordinator's state file read-only for ReadStatus

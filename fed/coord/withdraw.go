@@ -80,6 +80,9 @@ func (c *Coordinator) withdraw(ctx context.Context, n uint64, client, reason str
 	r.withdrawn[client] = reason
 	c.mu.Unlock()
 	c.log.Info("client withdrew from the round", "round", n, "client", client, "reason", reason)
+	if wo, ok := c.o.Metrics.(WithdrawalObserver); ok {
+		wo.ClientWithdrew(reason)
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/client"
@@ -72,12 +74,66 @@ func roundRow(t *testing.T, state, who string) (st string, updates int, reason, 
 	return st, updates, reason, withdrawn
 }
 
+// withdrawals is an Observer that records the withdrawals it is told of.
+type withdrawals struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+func (w *withdrawals) RoundClosed(string, time.Duration, time.Duration) {}
+func (w *withdrawals) UpdateAccepted(string, int, float64)              {}
+func (w *withdrawals) UpdateRefused(string)                             {}
+func (w *withdrawals) BytesOut(int)                                     {}
+
+func (w *withdrawals) ClientWithdrew(reason string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reasons = append(w.reasons, reason)
+}
+
+func (w *withdrawals) seen() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.reasons)
+}
+
+// round1Withdrawals is the withdrawals round 1 of st lists.
+func round1Withdrawals(t *testing.T, st *fedpb.StatusResponse) []*fedpb.Withdrawal {
+	t.Helper()
+	for _, r := range st.GetRounds() {
+		if r.GetRound() == 1 {
+			return r.GetWithdrawals()
+		}
+	}
+	t.Fatalf("the status has no round 1: %v", st.GetRounds())
+	return nil
+}
+
+// localStatus reads the status from the state file, as veil fed status
+// --state does.
+func localStatus(t *testing.T, state string) *fedpb.StatusResponse {
+	t.Helper()
+	db, err := coord.OpenStatus(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := coord.ReadStatus(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // TestRoundStopsWaitingForAClientThatDeclines: a selected client that
 // refuses the round (a setting of its owner's policy, or its budget) tells
 // the coordinator, which logs the reason and closes the round as soon as
 // the other client has answered, not at the deadline an hour away; with
 // too few updates left the round fails at once. The refusing client's
-// ledger is unchanged.
+// ledger is unchanged. The status, from the state file and over the
+// network, lists the withdrawal with its reason in the round (to the
+// operator, and to the client itself, never to another client), and the
+// observer is told of it once.
 func TestRoundStopsWaitingForAClientThatDeclines(t *testing.T) {
 	tr := fixedTrainer{0.1, 1, 0.1}
 	one := chargeFor(t, tr, 6, 1)
@@ -98,6 +154,8 @@ func TestRoundStopsWaitingForAClientThatDeclines(t *testing.T) {
 			o := options(filepath.Join(t.TempDir(), "state.db"), 1)
 			o.MinAvailable, o.MinUpdates, o.RoundTimeout = 2, c.minUpdates, anHour
 			o.Logger = slog.New(slog.NewTextHandler(log, nil))
+			obs := &withdrawals{}
+			o.Metrics = obs
 			h := startHarness(t, o, filepath.Join(t.TempDir(), "pki"))
 			good := h.client(t, "client-1", tr, 100)
 			p := client.DefaultPolicy(dp.Budget{Epsilon: 100, Delta: 1e-5})
@@ -139,6 +197,26 @@ func TestRoundStopsWaitingForAClientThatDeclines(t *testing.T) {
 			}
 			if s, _ := refuser.Spent(); s.Epsilon != 0 {
 				t.Fatalf("the refusing client's ledger holds ε = %g", s.Epsilon)
+			}
+			wantW := &fedpb.Withdrawal{Client: "client-2", Reason: c.reason}
+			remote := func(name string) *fedpb.StatusResponse {
+				st, err := askStatus(ctx, h.api(t, name))
+				if err != nil {
+					t.Fatalf("%s asking the status: %v", name, err)
+				}
+				return st
+			}
+			for name, st := range map[string]*fedpb.StatusResponse{"the state file": localStatus(t, h.state),
+				"the operator's": remote("operator"), "client-2's own": remote("client-2")} {
+				if got := round1Withdrawals(t, st); len(got) != 1 || !proto.Equal(got[0], wantW) {
+					t.Errorf("round 1 in %s status lists withdrawals %v, want [%v]", name, got, wantW)
+				}
+			}
+			if got := round1Withdrawals(t, remote("client-1")); len(got) != 0 {
+				t.Errorf("client-1's status tells of other clients' withdrawals: %v", got)
+			}
+			if got := obs.seen(); !slices.Equal(got, []string{c.reason}) {
+				t.Errorf("the observer was told of withdrawals %q, want [%q]", got, c.reason)
 			}
 		})
 	}

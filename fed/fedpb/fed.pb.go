@@ -1452,11 +1452,14 @@ func (x *ClientStatus) GetRevoked() bool {
 
 // RoundStatus is one round of the log.
 type RoundStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Round         uint64                 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
-	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	Updates       uint64                 `protobuf:"varint,3,opt,name=updates,proto3" json:"updates,omitempty"`
-	ModelVersion  string                 `protobuf:"bytes,4,opt,name=model_version,json=modelVersion,proto3" json:"model_version,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Round        uint64                 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	State        string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Updates      uint64                 `protobuf:"varint,3,opt,name=updates,proto3" json:"updates,omitempty"`
+	ModelVersion string                 `protobuf:"bytes,4,opt,name=model_version,json=modelVersion,proto3" json:"model_version,omitempty"`
+	// The selected clients that withdrew from the round (declined it, or
+	// were revoked), by client id; a client's own view lists only its own.
+	Withdrawals   []*Withdrawal `protobuf:"bytes,5,rep,name=withdrawals,proto3" json:"withdrawals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1519,6 +1522,68 @@ func (x *RoundStatus) GetModelVersion() string {
 	return ""
 }
 
+func (x *RoundStatus) GetWithdrawals() []*Withdrawal {
+	if x != nil {
+		return x.Withdrawals
+	}
+	return nil
+}
+
+// Withdrawal is a selected client's withdrawal from a round: the reason it
+// gave when it declined (a setting's name, never anything private), or
+// "revoked".
+type Withdrawal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Client        string                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Withdrawal) Reset() {
+	*x = Withdrawal{}
+	mi := &file_fed_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Withdrawal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Withdrawal) ProtoMessage() {}
+
+func (x *Withdrawal) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Withdrawal.ProtoReflect.Descriptor instead.
+func (*Withdrawal) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Withdrawal) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *Withdrawal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Evaluation is the coordinator's latest score of its model on held-out
 // pairs (veil fed coordinator --eval-data).
 type Evaluation struct {
@@ -1538,7 +1603,7 @@ type Evaluation struct {
 
 func (x *Evaluation) Reset() {
 	*x = Evaluation{}
-	mi := &file_fed_proto_msgTypes[20]
+	mi := &file_fed_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1615,7 @@ func (x *Evaluation) String() string {
 func (*Evaluation) ProtoMessage() {}
 
 func (x *Evaluation) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[20]
+	mi := &file_fed_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1628,7 @@ func (x *Evaluation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evaluation.ProtoReflect.Descriptor instead.
 func (*Evaluation) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{20}
+	return file_fed_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Evaluation) GetRound() uint64 {
@@ -1624,7 +1689,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fed_proto_msgTypes[21]
+	mi := &file_fed_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1701,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[21]
+	mi := &file_fed_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1714,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{21}
+	return file_fed_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatusResponse) GetProtocolVersion() uint32 {
@@ -1794,12 +1859,17 @@ const file_fed_proto_rawDesc = "" +
 	"\aepsilon\x18\x02 \x01(\x01R\aepsilon\x12\x16\n" +
 	"\x06budget\x18\x03 \x01(\x01R\x06budget\x12\x18\n" +
 	"\aupdates\x18\x04 \x01(\x04R\aupdates\x12\x18\n" +
-	"\arevoked\x18\x05 \x01(\bR\arevoked\"x\n" +
+	"\arevoked\x18\x05 \x01(\bR\arevoked\"\xb3\x01\n" +
 	"\vRoundStatus\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x04R\x05round\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x18\n" +
 	"\aupdates\x18\x03 \x01(\x04R\aupdates\x12#\n" +
-	"\rmodel_version\x18\x04 \x01(\tR\fmodelVersion\"\xb9\x01\n" +
+	"\rmodel_version\x18\x04 \x01(\tR\fmodelVersion\x129\n" +
+	"\vwithdrawals\x18\x05 \x03(\v2\x17.veil.fed.v1.WithdrawalR\vwithdrawals\"<\n" +
+	"\n" +
+	"Withdrawal\x12\x16\n" +
+	"\x06client\x18\x01 \x01(\tR\x06client\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xb9\x01\n" +
 	"\n" +
 	"Evaluation\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x04R\x05round\x12#\n" +
@@ -1837,7 +1907,7 @@ func file_fed_proto_rawDescGZIP() []byte {
 	return file_fed_proto_rawDescData
 }
 
-var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_fed_proto_goTypes = []any{
 	(*TensorSpec)(nil),       // 0: veil.fed.v1.TensorSpec
 	(*WeightsHeader)(nil),    // 1: veil.fed.v1.WeightsHeader
@@ -1859,8 +1929,9 @@ var file_fed_proto_goTypes = []any{
 	(*StatusRequest)(nil),    // 17: veil.fed.v1.StatusRequest
 	(*ClientStatus)(nil),     // 18: veil.fed.v1.ClientStatus
 	(*RoundStatus)(nil),      // 19: veil.fed.v1.RoundStatus
-	(*Evaluation)(nil),       // 20: veil.fed.v1.Evaluation
-	(*StatusResponse)(nil),   // 21: veil.fed.v1.StatusResponse
+	(*Withdrawal)(nil),       // 20: veil.fed.v1.Withdrawal
+	(*Evaluation)(nil),       // 21: veil.fed.v1.Evaluation
+	(*StatusResponse)(nil),   // 22: veil.fed.v1.StatusResponse
 }
 var file_fed_proto_depIdxs = []int32{
 	0,  // 0: veil.fed.v1.WeightsHeader.tensors:type_name -> veil.fed.v1.TensorSpec
@@ -1871,28 +1942,29 @@ var file_fed_proto_depIdxs = []int32{
 	3,  // 5: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
 	1,  // 6: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
 	12, // 7: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
-	18, // 8: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
-	19, // 9: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
-	20, // 10: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
-	5,  // 11: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
-	7,  // 12: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
-	9,  // 13: veil.fed.v1.Coordinator.Subscribe:input_type -> veil.fed.v1.SubscribeRequest
-	11, // 14: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
-	13, // 15: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
-	15, // 16: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
-	17, // 17: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
-	6,  // 18: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
-	8,  // 19: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
-	10, // 20: veil.fed.v1.Coordinator.Subscribe:output_type -> veil.fed.v1.Push
-	2,  // 21: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
-	14, // 22: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
-	16, // 23: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
-	21, // 24: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	20, // 8: veil.fed.v1.RoundStatus.withdrawals:type_name -> veil.fed.v1.Withdrawal
+	18, // 9: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
+	19, // 10: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
+	21, // 11: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
+	5,  // 12: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
+	7,  // 13: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
+	9,  // 14: veil.fed.v1.Coordinator.Subscribe:input_type -> veil.fed.v1.SubscribeRequest
+	11, // 15: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
+	13, // 16: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
+	15, // 17: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
+	17, // 18: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
+	6,  // 19: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
+	8,  // 20: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
+	10, // 21: veil.fed.v1.Coordinator.Subscribe:output_type -> veil.fed.v1.Push
+	2,  // 22: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
+	14, // 23: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
+	16, // 24: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
+	22, // 25: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_fed_proto_init() }
@@ -1923,7 +1995,7 @@ func file_fed_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fed_proto_rawDesc), len(file_fed_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

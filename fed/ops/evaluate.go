@@ -165,6 +165,14 @@ func (r *Evaluator) UpdateRefused(reason string) { r.obs.UpdateRefused(reason) }
 // BytesOut implements coord.Observer.
 func (r *Evaluator) BytesOut(n int) { r.obs.BytesOut(n) }
 
+// ClientWithdrew implements coord.WithdrawalObserver: it tells the
+// wrapped observer, if that counts withdrawals.
+func (r *Evaluator) ClientWithdrew(reason string) {
+	if wo, ok := r.obs.(coord.WithdrawalObserver); ok {
+		wo.ClientWithdrew(reason)
+	}
+}
+
 func (r *Evaluator) request() {
 	select {
 	case r.kick <- struct{}{}:

@@ -32,6 +32,27 @@ import (
 var RefusalReasons = []string{"protocol", "stale", "not_selected", "replay", "dp", "unknown_client", "budget",
 	"weight", "shape", "size", "malformed", "non_finite", "norm", "internal", "concurrent", "stalled", "busy"}
 
+// WithdrawalReasons are the reasons a selected client withdraws from a
+// round for, as the metric veil_fed_withdrawals_total labels them, each
+// with a series from the start (at zero): coord.ReasonRevoked, and the
+// reasons a Veil client declines with (fed/client.DeclineReason: a policy
+// setting, its budget). Any other reason a client gives is counted as
+// "other", so that no client can add series to the metrics.
+var WithdrawalReasons = []string{coord.ReasonRevoked, "budget", "withdrawn",
+	"policy: dp", "policy: privacy unit", "policy: delta", "policy: noise multiplier", "policy: clip",
+	"policy: sampling rate", "policy: steps", "other"}
+
+// withdrawalLabel is the label veil_fed_withdrawals_total counts reason
+// under.
+func withdrawalLabel(reason string) string {
+	for _, r := range WithdrawalReasons {
+		if r == reason {
+			return r
+		}
+	}
+	return "other"
+}
+
 // Metrics is the coordinator's Prometheus metrics. It implements
 // coord.Observer (pass it as coord.Options.Metrics) and, through
 // StatsHandler, counts the gRPC connections and bytes.
@@ -41,6 +62,7 @@ type Metrics struct {
 	rounds       *prometheus.CounterVec
 	accepted     prometheus.Counter
 	refused      *prometheus.CounterVec
+	withdrawals  *prometheus.CounterVec
 	updateBytes  prometheus.Counter
 	modelBytes   prometheus.Counter
 	bytesIn      prometheus.Counter
@@ -54,7 +76,10 @@ type Metrics struct {
 	watchOnce    sync.Once
 }
 
-var _ coord.Observer = (*Metrics)(nil)
+var (
+	_ coord.Observer           = (*Metrics)(nil)
+	_ coord.WithdrawalObserver = (*Metrics)(nil)
+)
 
 // NewMetrics returns metrics registered on a new private registry, with
 // the Go runtime and process collectors.
@@ -69,6 +94,9 @@ func NewMetrics() *Metrics {
 			Help: "Client updates accepted (charged to the client's ledger and folded into the round's sum)."}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "veil_fed_updates_refused_total",
 			Help: "Client updates refused, by reason (stale, replay, budget, norm, ...)."}, []string{"reason"}),
+		withdrawals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "veil_fed_withdrawals_total",
+			Help: "Selected clients that withdrew from a round (declined it, or were revoked), by reason (revoked, budget, policy: SETTING, other)."},
+			[]string{"reason"}),
 		updateBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "veil_fed_update_bytes_accepted_total",
 			Help: "Payload bytes of accepted updates."}),
 		modelBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "veil_fed_model_bytes_sent_total",
@@ -95,7 +123,7 @@ func NewMetrics() *Metrics {
 	}
 	m.evalAccuracy.Set(math.NaN())
 	m.evalRound.Set(-1)
-	reg.MustRegister(m.rounds, m.accepted, m.refused, m.updateBytes, m.modelBytes, m.bytesIn, m.bytesOut, m.connections,
+	reg.MustRegister(m.rounds, m.accepted, m.refused, m.withdrawals, m.updateBytes, m.modelBytes, m.bytesIn, m.bytesOut, m.connections,
 		m.roundSeconds, m.aggSeconds, m.epsilon, m.evalAccuracy, m.evalRound,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{"done", "failed"} {
@@ -103,6 +131,9 @@ func NewMetrics() *Metrics {
 	}
 	for _, r := range RefusalReasons {
 		m.refused.WithLabelValues(r)
+	}
+	for _, r := range WithdrawalReasons {
+		m.withdrawals.WithLabelValues(r)
 	}
 	return m
 }
@@ -162,6 +193,11 @@ func (m *Metrics) UpdateAccepted(client string, bytes int, spentEpsilon float64)
 
 // UpdateRefused implements coord.Observer.
 func (m *Metrics) UpdateRefused(reason string) { m.refused.WithLabelValues(reason).Inc() }
+
+// ClientWithdrew implements coord.WithdrawalObserver.
+func (m *Metrics) ClientWithdrew(reason string) {
+	m.withdrawals.WithLabelValues(withdrawalLabel(reason)).Inc()
+}
 
 // Evaluated records an evaluation of the model after rounds closed
 // rounds.

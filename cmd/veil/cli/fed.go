@@ -313,6 +313,14 @@ type fedRoundStatus struct {
 	State   string `json:"state"`
 	Updates uint64 `json:"updates"`
 	Model   string `json:"model_version,omitempty"`
+	// Withdrawn lists the selected clients that withdrew from the round
+	// (declined it, or were revoked) with their reasons.
+	Withdrawn []fedWithdrawal `json:"withdrawn,omitempty"`
+}
+
+type fedWithdrawal struct {
+	Client string `json:"client"`
+	Reason string `json:"reason"`
 }
 
 func statusFromPB(s *fedpb.StatusResponse) fedStatus {
@@ -322,7 +330,11 @@ func statusFromPB(s *fedpb.StatusResponse) fedStatus {
 		out.Clients = append(out.Clients, fedClientStatus{ID: c.GetId(), Epsilon: c.GetEpsilon(), Budget: c.GetBudget(), Updates: c.GetUpdates()})
 	}
 	for _, r := range s.GetRounds() {
-		out.Rounds = append(out.Rounds, fedRoundStatus{Round: r.GetRound(), State: r.GetState(), Updates: r.GetUpdates(), Model: r.GetModelVersion()})
+		rs := fedRoundStatus{Round: r.GetRound(), State: r.GetState(), Updates: r.GetUpdates(), Model: r.GetModelVersion()}
+		for _, w := range r.GetWithdrawals() {
+			rs.Withdrawn = append(rs.Withdrawn, fedWithdrawal{Client: w.GetClient(), Reason: w.GetReason()})
+		}
+		out.Rounds = append(out.Rounds, rs)
 	}
 	return out
 }
@@ -336,7 +348,9 @@ func newFedStatusCmd(e *env) *cobra.Command {
 		Long: `Print the coordinator's state: the latest round, the current model version,
 every enrolled client with its budget, the ε its ledger records (at the
 client's δ, in its privacy unit) and its accepted updates, and the log of
-rounds (open, done or failed, with their accepted updates), and the last
+rounds (open, done or failed, with their accepted updates and the clients
+that withdrew: declined the round, with the policy setting or budget that
+made them, or were revoked), and the last
 evaluation of the model when the coordinator runs with --eval-data.
 
 With --state it also says what the federation's ε means: each client's ε
@@ -470,9 +484,13 @@ func printFedStatus(e *env, s fedStatus) {
 	for _, c := range s.Clients {
 		fmt.Fprintf(e.stdout, "%-24s %12s %12g %8d\n", c.ID, dp.FormatEpsilon(c.Epsilon), c.Budget, c.Updates)
 	}
-	fmt.Fprintf(e.stdout, "%-8s %-8s %8s\n", "round", "state", "updates")
+	fmt.Fprintf(e.stdout, "%-8s %-8s %8s  %s\n", "round", "state", "updates", "withdrew (reason)")
 	for _, r := range s.Rounds {
-		fmt.Fprintf(e.stdout, "%-8d %-8s %8d\n", r.Round, r.State, r.Updates)
+		var w []string
+		for _, x := range r.Withdrawn {
+			w = append(w, fmt.Sprintf("%s (%s)", x.Client, x.Reason))
+		}
+		fmt.Fprintf(e.stdout, "%-8d %-8s %8d  %s\n", r.Round, r.State, r.Updates, strings.Join(w, ", "))
 	}
 	if ev := s.LastEvaluation; ev != nil {
 		fmt.Fprintf(e.stdout, "last evaluation: accuracy %.4f on the %s after %s (model %s, %s)\n",

@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -250,15 +252,27 @@ func TestFedClientStopsAtItsBudget(t *testing.T) {
 	if len(st.Clients) != 1 || st.Clients[0].Updates != 1 || !near(st.Clients[0].Epsilon, one.Epsilon) || st.Clients[0].Budget != budget {
 		t.Fatalf("status clients %+v", st.Clients)
 	}
-	if len(st.Rounds) < 1 || st.Rounds[0].State != "done" || st.Rounds[0].Updates != 1 {
+	if len(st.Rounds) < 1 || st.Rounds[0].State != "done" || st.Rounds[0].Updates != 1 || len(st.Rounds[0].Withdrawn) != 0 {
 		t.Fatalf("status rounds %+v", st.Rounds)
+	}
+	// Round 2 lists the client that declined it, with its reason.
+	wantW := []fedWithdrawal{{Client: "client-1", Reason: "budget"}}
+	if len(st.Rounds) < 2 || st.Rounds[1].Round != 2 || !reflect.DeepEqual(st.Rounds[1].Withdrawn, wantW) {
+		t.Fatalf("status rounds %+v, want round 2 to list client-1's withdrawal for its budget", st.Rounds)
+	}
+	if text := mustVeil(t, "fed", "status", "--state", state); !regexp.MustCompile(`(?m)^2 +\w+ +0  client-1 \(budget\)$`).MatchString(text) {
+		t.Fatalf("the status does not list round 2's withdrawal:\n%s", text)
 	}
 	// The running coordinator answers the same over the network.
 	var remote fedStatus
 	if err := json.Unmarshal([]byte(mustVeil(t, "fed", "status", "--coordinator", addr, "--pki", pkiDir, "--name", "client-1", "--json")), &remote); err != nil {
 		t.Fatal(err)
 	}
-	if len(remote.Clients) != 1 || remote.Clients[0] != st.Clients[0] || len(remote.Rounds) < 1 || remote.Rounds[0] != st.Rounds[0] {
+	// (Round 2 may have closed since: compare its withdrawals only.)
+	sameRounds := func(r []fedRoundStatus) bool {
+		return len(r) >= 2 && reflect.DeepEqual(r[0], st.Rounds[0]) && r[1].Round == 2 && reflect.DeepEqual(r[1].Withdrawn, wantW)
+	}
+	if len(remote.Clients) != 1 || remote.Clients[0] != st.Clients[0] || !sameRounds(remote.Rounds) {
 		t.Fatalf("remote status %+v, local %+v", remote, st)
 	}
 	// And to the operator's certificate, the default --name.
@@ -266,7 +280,7 @@ func TestFedClientStopsAtItsBudget(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustVeil(t, "fed", "status", "--coordinator", addr, "--pki", pkiDir, "--json")), &operator); err != nil {
 		t.Fatal(err)
 	}
-	if len(operator.Clients) != 1 || operator.Clients[0] != st.Clients[0] {
+	if len(operator.Clients) != 1 || operator.Clients[0] != st.Clients[0] || !sameRounds(operator.Rounds) {
 		t.Fatalf("the operator's remote status %+v, local %+v", operator, st)
 	}
 	// The coordinator waits for clients that no longer come; it stops
