@@ -52,21 +52,11 @@ func (u *User) encryptExact(update []float64) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]byte, len(msgs))
-	for i, m := range msgs {
-		if out[i], err = m.Encode(u.keys.PublicKey); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return u.encode(msgs)
 }
 
 func (u *User) encryptExact32(update []float32) ([][]byte, error) {
-	w := make([]float64, len(update))
-	for i, x := range update {
-		w[i] = float64(x)
-	}
-	return u.encryptExact(w)
+	return u.encryptExact(widen(update))
 }
 
 // victimRound plays one round with two colluding users who send zeros

@@ -107,8 +107,14 @@ func (u *User) Encrypt(update []float64) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return u.encode(msgs)
+}
+
+// encode encodes messages under the user's public key.
+func (u *User) encode(msgs []*Message) ([][]byte, error) {
 	out := make([][]byte, len(msgs))
 	for i, m := range msgs {
+		var err error
 		if out[i], err = m.Encode(u.keys.PublicKey); err != nil {
 			return nil, err
 		}
@@ -117,12 +123,15 @@ func (u *User) Encrypt(update []float64) ([][]byte, error) {
 }
 
 // Encrypt32 is Encrypt for a float32 update.
-func (u *User) Encrypt32(update []float32) ([][]byte, error) {
+func (u *User) Encrypt32(update []float32) ([][]byte, error) { return u.Encrypt(widen(update)) }
+
+// widen converts a float32 update to float64, exactly.
+func widen(update []float32) []float64 {
 	w := make([]float64, len(update))
 	for i, x := range update {
 		w[i] = float64(x)
 	}
-	return u.Encrypt(w)
+	return w
 }
 
 // EncryptMessages is Encrypt without the final encoding. The update is
