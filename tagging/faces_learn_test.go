@@ -363,7 +363,12 @@ func TestLearnedFaceprintsDoNotLinkAcrossLibraries(t *testing.T) {
 	if pr.Linked < 0.9 {
 		t.Fatalf("plain descriptors linked only %.3f: the attack does not work, the test proves nothing", pr.Linked)
 	}
-	if lr.Linked > 0.05 || lr.NearestCorrect > 0.35 {
+	// The forced choice depends on the two libraries' random keys, and the
+	// faces of one person move together, so it varies far more than
+	// independent guesses would: over 600 runs it was 0.08 on average and
+	// at most 0.36, and once 0.389 in a full suite (0.35 failed it). A
+	// broken rotation puts it near the plain descriptors' 1.0.
+	if lr.Linked > 0.05 || lr.NearestCorrect > 0.5 {
 		t.Errorf("two libraries' learned faceprints linked %.3f (forced choice %.3f, chance 1/12)", lr.Linked, lr.NearestCorrect)
 	}
 }
