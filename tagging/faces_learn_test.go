@@ -365,10 +365,10 @@ func TestLearnedFaceprintsDoNotLinkAcrossLibraries(t *testing.T) {
 	}
 	// The forced choice depends on the two libraries' random keys, and the
 	// faces of one person move together, so it varies far more than
-	// independent guesses would: over 600 runs it was 0.08 on average and
-	// at most 0.36, and once 0.389 in a full suite (0.35 failed it). A
-	// broken rotation puts it near the plain descriptors' 1.0.
-	if lr.Linked > 0.05 || lr.NearestCorrect > 0.5 {
+	// independent guesses would: over 900 runs it was 0.08 on average and
+	// at most 0.389 (twice; 0.35 failed a full suite). A broken rotation
+	// puts it near the plain descriptors' 1.0.
+	if lr.Linked > 0.05 || lr.NearestCorrect > 0.6 {
 		t.Errorf("two libraries' learned faceprints linked %.3f (forced choice %.3f, chance 1/12)", lr.Linked, lr.NearestCorrect)
 	}
 }
