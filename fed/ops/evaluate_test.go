@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veil-privacy/veil/dp"
-	"github.com/veil-privacy/veil/fed/client"
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/local"
@@ -106,15 +104,7 @@ func TestEvaluatorScoresTheRoundsModels(t *testing.T) {
 	defer cancel()
 	runDone := make(chan error, 1)
 	go func() { runDone <- srv.Run(ctx) }()
-	c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, "client-1"), Policy: client.DefaultPolicy(dp.Budget{Epsilon: 100, Delta: 1e-5}),
-		Dir: filepath.Join(t.TempDir(), "client-1"), LedgerDir: t.TempDir(), DataSet: "client-1", Trainer: fixedTrainer{0.01}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	runClients(ctx, t, srv.Addr(), dir, 0.01)
 	if err := <-runDone; err != nil {
 		t.Fatal(err)
 	}

@@ -90,6 +90,36 @@ func makePKI(t *testing.T, dir string) {
 	}
 }
 
+// runClients runs one client per delta (client-1, client-2, …, each with
+// its own folder, ledger folder and a fixedTrainer adding its delta) until
+// the federation is done, and fails the test on any client's error.
+func runClients(ctx context.Context, t *testing.T, addr, dir string, deltas ...float32) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(deltas))
+	for i, delta := range deltas {
+		name := fmt.Sprintf("client-%d", i+1)
+		c, err := client.New(client.Options{Addr: addr, Creds: creds(t, dir, name), Policy: client.DefaultPolicy(dp.Budget{Epsilon: 100, Delta: 1e-5}),
+			Dir: filepath.Join(t.TempDir(), name), LedgerDir: t.TempDir(), DataSet: name, Trainer: fixedTrainer{delta}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Run(ctx); err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 func creds(t *testing.T, dir, name string) credentials.TransportCredentials {
 	t.Helper()
 	id, err := pki.LoadIdentity(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"), filepath.Join(dir, "ca.crt"))
@@ -177,29 +207,7 @@ func TestServerMetricsHealthAndLinger(t *testing.T) {
 	}
 	time.Sleep(1200 * time.Millisecond)
 
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for i, delta := range []float32{0.1, 0.2, 0.6} {
-		name := fmt.Sprintf("client-%d", i+1)
-		c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, name), Policy: client.DefaultPolicy(dp.Budget{Epsilon: 100, Delta: 1e-5}),
-			Dir: filepath.Join(t.TempDir(), name), LedgerDir: t.TempDir(), DataSet: name, Trainer: fixedTrainer{delta}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := c.Run(ctx); err != nil {
-				errs <- fmt.Errorf("%s: %w", name, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	runClients(ctx, t, srv.Addr(), dir, 0.1, 0.2, 0.6)
 	// An update after the run is refused as stale.
 	w, v := co.Model()
 	r, err := client.SendUpdate(ctx, api4, &fedpb.UpdateHeader{ProtocolVersion: 1, Round: 2, ModelVersion: v, Weights: w.Header(),

@@ -7,12 +7,10 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/veil-privacy/veil/dp"
-	"github.com/veil-privacy/veil/fed/client"
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/ops"
@@ -115,29 +113,7 @@ func runFederation(t *testing.T) string {
 	defer cancel()
 	runDone := make(chan error, 1)
 	go func() { runDone <- srv.Run(ctx) }()
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for i := range 3 {
-		name := fmt.Sprintf("client-%d", i+1)
-		c, err := client.New(client.Options{Addr: srv.Addr(), Creds: creds(t, dir, name), Policy: client.DefaultPolicy(dp.Budget{Epsilon: 100, Delta: 1e-5}),
-			Dir: filepath.Join(t.TempDir(), name), LedgerDir: t.TempDir(), DataSet: name, Trainer: fixedTrainer{float32(i+1) / 10}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := c.Run(ctx); err != nil {
-				errs <- fmt.Errorf("%s: %w", name, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	runClients(ctx, t, srv.Addr(), dir, 0.1, 0.2, 0.3)
 	if err := <-runDone; err != nil {
 		t.Fatal(err)
 	}
