@@ -305,14 +305,7 @@ func TestRefusedUpdatesChangeNothing(t *testing.T) {
 	h := startHarness(t, o, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	api := func(name string) fedpb.CoordinatorClient {
-		conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(h.creds(t, name)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return fedpb.NewCoordinatorClient(conn)
-	}
+	api := func(name string) fedpb.CoordinatorClient { return h.api(t, name) }
 	a1, a2 := api("client-1"), api("client-2")
 	for _, a := range []fedpb.CoordinatorClient{a1, a2, api("client-4")} {
 		if _, err := a.Join(ctx, &fedpb.JoinRequest{ProtocolVersion: 1, BudgetEpsilon: 100, BudgetDelta: 1e-5, PrivacyUnit: "identity"}); err != nil {

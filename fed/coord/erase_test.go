@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/veil-privacy/veil/fed/client"
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
@@ -86,14 +84,7 @@ func TestClosedRoundLeavesNoUpdateOnDisk(t *testing.T) {
 	h := startHarness(t, o, filepath.Join(t.TempDir(), "pki"))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	api := func(name string) fedpb.CoordinatorClient {
-		conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(h.creds(t, name)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return fedpb.NewCoordinatorClient(conn)
-	}
+	api := func(name string) fedpb.CoordinatorClient { return h.api(t, name) }
 	a1, a2 := api("client-1"), api("client-2")
 	for _, a := range []fedpb.CoordinatorClient{a1, a2} {
 		if _, err := a.Join(ctx, &fedpb.JoinRequest{ProtocolVersion: 1, BudgetEpsilon: 100, BudgetDelta: 1e-5, PrivacyUnit: "identity"}); err != nil {
