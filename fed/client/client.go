@@ -41,14 +41,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"os"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/veil-privacy/veil/dp"
@@ -89,6 +86,9 @@ type Options struct {
 	// certificate must carry (default: the host of Addr).
 	Addr       string
 	ServerName string
+	// Name is the client's certificate name, which errors explaining a
+	// refused certificate name (default "this client").
+	Name string
 	// TLS is the client's mutual-TLS configuration (pki.ClientTLS).
 	Creds credentials.TransportCredentials
 	// Policy is the owner's privacy policy: the unit, the budget, and the
@@ -119,9 +119,10 @@ type Options struct {
 	// charge, no update) until the round's deadline. Simulations inject
 	// drop-outs with it.
 	SitOut func(task *fedpb.RoundConfig) bool
-	// ReconnectFor is how long the client keeps reconnecting to a
-	// coordinator that went away, from the first failure (0:
-	// DefaultReconnectFor; negative: Run returns at the first failure).
+	// ReconnectFor is the retry window of Run: how long in all the client
+	// keeps joining a coordinator that is unreachable or went away (0:
+	// DefaultReconnectFor; negative: no retrying, except that the first
+	// window lasts at least FirstJoinTimeout, so the client tries to join).
 	ReconnectFor time.Duration
 	// Clock makes the client's timers (default: the system's); tests
 	// inject one to see that no timer runs while the client waits.
@@ -183,6 +184,9 @@ func New(o Options) (*Client, error) {
 	if o.Progress == nil {
 		o.Progress = func(string) {}
 	}
+	if o.Name == "" {
+		o.Name = "this client"
+	}
 	if o.ReconnectFor == 0 {
 		o.ReconnectFor = DefaultReconnectFor
 	}
@@ -207,97 +211,6 @@ func New(o Options) (*Client, error) {
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
-
-// Run joins and takes part in rounds until the coordinator says the run is
-// over (nil), the budget is exhausted (ErrBudgetExhausted, wrapped), or ctx
-// ends: Join, then Serve.
-func (c *Client) Run(ctx context.Context) error {
-	if err := c.Join(ctx); err != nil {
-		return err
-	}
-	return c.Serve(ctx)
-}
-
-// Join joins the coordinator: the step that reaches it, which a caller
-// retrying an unreachable coordinator bounds with ctx's deadline.
-func (c *Client) Join(ctx context.Context) error {
-	j, err := c.api.Join(ctx, &fedpb.JoinRequest{ProtocolVersion: fedpb.ProtocolVersion,
-		BudgetEpsilon: c.o.Policy.Budget.Epsilon, BudgetDelta: c.o.Policy.Budget.Delta, PrivacyUnit: c.o.Policy.Unit})
-	if err != nil {
-		return fmt.Errorf("client: joining: %w", err)
-	}
-	c.id = j.GetClientId()
-	c.o.Logger.Info("joined", "client", c.id)
-	return nil
-}
-
-// Serve takes part in rounds, after Join, until the coordinator says the
-// run is over (nil), the budget is exhausted (ErrBudgetExhausted,
-// wrapped), or ctx ends.
-//
-// The client holds one stream to the coordinator (Subscribe) and waits on
-// it: the coordinator pushes each round's task the moment the round
-// opens, so the client never polls. If the stream breaks, or a call fails
-// because the coordinator is unreachable, the client opens it again after
-// a backoff (200 ms doubling to 5 s, with jitter), for up to ReconnectFor
-// since the trouble began; a round still open is pushed again, and its
-// update, trained once, is sent again.
-func (c *Client) Serve(ctx context.Context) error {
-	if c.id == "" {
-		return errors.New("client: not joined (Join first)")
-	}
-	var failingSince time.Time
-	backoff := minBackoff
-	for {
-		healthy, err := c.follow(ctx)
-		if err == nil || ctx.Err() != nil || !reconnectable(err) {
-			return err
-		}
-		if healthy {
-			failingSince, backoff = time.Time{}, minBackoff
-		}
-		if failingSince.IsZero() {
-			failingSince = c.o.Clock.Now()
-		}
-		if c.o.ReconnectFor < 0 || c.o.Clock.Now().Sub(failingSince) > c.o.ReconnectFor {
-			return err
-		}
-		// ±20% of jitter (not privacy noise), so that clients cut off
-		// together do not all come back in the same instant.
-		wait := time.Duration(float64(backoff) * (0.8 + 0.4*mrand.Float64()))
-		c.o.Progress(fmt.Sprintf("%v; reconnecting in %s", err, wait.Round(time.Millisecond)))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.o.Clock.After(wait):
-		}
-		backoff = min(2*backoff, maxBackoff)
-	}
-}
-
-// The reconnection backoff's bounds.
-const (
-	minBackoff = 200 * time.Millisecond
-	maxBackoff = 5 * time.Second
-)
-
-// DefaultReconnectFor is how long a client keeps reconnecting to an
-// unreachable coordinator by default.
-const DefaultReconnectFor = 2 * time.Minute
-
-// reconnectable reports whether err means the coordinator is unreachable
-// or went away mid-call: worth opening the stream again.
-func reconnectable(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.Aborted:
-		return true
-	}
-	return errors.Is(err, errStreamEnded)
-}
-
-// errStreamEnded is a stream the coordinator ended without saying the run
-// is over (it is shutting down).
-var errStreamEnded = errors.New("the coordinator ended the stream of work before the run was over")
 
 // follow opens the stream of work and takes part in each round pushed on
 // it, until the run is over (nil) or an error. healthy reports whether

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/veil-privacy/veil/dp"
-	"github.com/veil-privacy/veil/fed/coord"
+	"github.com/veil-privacy/veil/fed/client"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/ops"
 	"github.com/veil-privacy/veil/fed/pki"
@@ -132,15 +132,8 @@ func newFedCertsInitCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-func newFedCertsIssueCmd(e *env) *cobra.Command {
-	var dir, role string
-	var hosts []string
-	var validity time.Duration
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "issue NAME",
-		Short: "Issue a certificate for a client (its id) or for the coordinator",
-		Long: `Issue a certificate and key, NAME.crt and NAME.key in the --pki folder.
+// certsIssueHelp is veil fed certs issue's --help.
+const certsIssueHelp = `Issue a certificate and key, NAME.crt and NAME.key in the --pki folder.
 
 A client's NAME is its identity in the federation: its budget, ledger and
 updates are recorded under it. The coordinator's certificate (--role
@@ -149,8 +142,18 @@ repeatable); localhost, 127.0.0.1 and ::1 are always included. The
 operator's certificate (--role operator) lets veil fed status --coordinator
 list every client (a client's shows its own record only) and reads the
 metrics served with --metrics-tls; it takes part in no round. An existing
-name is never overwritten: revoke it and issue another name.`,
-		Args: exactArgs(1),
+name is never overwritten: revoke it and issue another name.`
+
+func newFedCertsIssueCmd(e *env) *cobra.Command {
+	var dir, role string
+	var hosts []string
+	var validity time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "issue NAME",
+		Short: "Issue a certificate for a client (its id) or for the coordinator",
+		Long:  certsIssueHelp,
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r pki.Role
 			switch role {
@@ -339,13 +342,8 @@ func statusFromPB(s *fedpb.StatusResponse) fedStatus {
 	return out
 }
 
-func newFedStatusCmd(e *env) *cobra.Command {
-	var state, addr, serverName, pkiDir, name, cert, key, ca string
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "The federation's rounds, clients, the ε each has spent and the last evaluation",
-		Long: `Print the coordinator's state: the latest round, the current model version,
+// fedStatusHelp is veil fed status's --help.
+const fedStatusHelp = `Print the coordinator's state: the latest round, the current model version,
 every enrolled client with its budget, the ε its ledger records (at the
 client's δ, in its privacy unit) and its accepted updates, and the log of
 rounds (open, done or failed, with their accepted updates and the clients
@@ -363,8 +361,16 @@ runs; or, from another machine, asks the running coordinator (--coordinator
 HOST:PORT with a federation certificate: --pki DIR --name NAME, or --cert,
 --key and --ca). The coordinator lists every client to the operator's
 certificate (veil fed certs issue operator --role operator; --name defaults
-to operator) and, to a client's certificate, that client's record only.`,
-		Args: cobra.NoArgs,
+to operator) and, to a client's certificate, that client's record only.`
+
+func newFedStatusCmd(e *env) *cobra.Command {
+	var state, addr, serverName, pkiDir, name, cert, key, ca string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "The federation's rounds, clients, the ε each has spent and the last evaluation",
+		Long:  fedStatusHelp,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var st *fedpb.StatusResponse
 			var err error
@@ -372,7 +378,7 @@ to operator) and, to a client's certificate, that client's record only.`,
 			case state != "" && addr != "":
 				return errors.New("give --state or --coordinator, not both")
 			case state != "":
-				st, err = readFedStatus(cmd.Context(), state)
+				st, err = ops.ReadStatus(cmd.Context(), state)
 			case addr != "":
 				st, err = remoteFedStatus(cmd.Context(), addr, serverName, pkiDir, name, cert, key, ca)
 			default:
@@ -411,18 +417,9 @@ to operator) and, to a client's certificate, that client's record only.`,
 
 // remoteFedStatus asks a running coordinator for its status.
 func remoteFedStatus(ctx context.Context, addr, serverName, pkiDir, name, cert, key, ca string) (*fedpb.StatusResponse, error) {
-	certP, keyP, caP, _, err := identityFiles(pkiDir, name, cert, key, ca, "")
+	id, serverName, err := dialIdentity(addr, serverName, pkiDir, name, cert, key, ca)
 	if err != nil {
 		return nil, err
-	}
-	id, err := loadFedIdentity(certP, keyP, caP)
-	if err != nil {
-		return nil, err
-	}
-	if serverName == "" {
-		if serverName, err = coordinatorHost(addr); err != nil {
-			return nil, err
-		}
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(pki.ClientTLS(id, serverName))))
 	if err != nil {
@@ -433,36 +430,30 @@ func remoteFedStatus(ctx context.Context, addr, serverName, pkiDir, name, cert, 
 	defer cancel()
 	st, err := fedpb.NewCoordinatorClient(conn).Status(ctx, &fedpb.StatusRequest{ProtocolVersion: fedpb.ProtocolVersion})
 	if err != nil {
-		return nil, fmt.Errorf("asking for the status: %w", explainCoordinatorError(addr, id.Leaf.Subject.CommonName, err))
+		return nil, fmt.Errorf("asking for the status: %w", client.Explain(addr, id.Leaf.Subject.CommonName, err))
 	}
 	return st, nil
 }
 
-// readFedStatus reads a coordinator's state file (also while it runs).
-func readFedStatus(ctx context.Context, path string) (*fedpb.StatusResponse, error) {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no coordinator's state file at %s (veil fed coordinator --state makes one; or ask a running coordinator with --coordinator HOST:PORT)", path)
-	} else if err != nil {
-		return nil, fmt.Errorf("the coordinator's state file: %w", err)
+// dialIdentity loads the federation certificate of --pki/--name or
+// --cert/--key/--ca that dials the coordinator at addr, and returns it with
+// the name the coordinator's certificate must carry (serverName, default
+// the host of addr).
+func dialIdentity(addr, serverName, pkiDir, name, cert, key, ca string) (*pki.Identity, string, error) {
+	certP, keyP, caP, _, err := ops.IdentityFiles(pkiDir, name, cert, key, ca, "")
+	if err != nil {
+		return nil, "", err
 	}
-	notState := func(err error) error {
-		if m := err.Error(); strings.Contains(m, "not a database") || strings.Contains(m, "no such table") {
-			return fmt.Errorf("%s is not a coordinator's state file (veil fed coordinator --state makes one)", path)
+	id, err := ops.LoadIdentity(certP, keyP, caP)
+	if err != nil {
+		return nil, "", err
+	}
+	if serverName == "" {
+		if serverName, err = coordinatorHost(addr); err != nil {
+			return nil, "", err
 		}
-		return err
 	}
-	db, err := coord.OpenStatus(path)
-	if err != nil {
-		return nil, notState(err)
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	st, err := coord.ReadStatus(ctx, db)
-	if err != nil {
-		return nil, notState(err)
-	}
-	return st, nil
+	return id, serverName, nil
 }
 
 // coordinatorHost is the host of a --coordinator address.

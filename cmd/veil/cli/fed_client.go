@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/dp"
@@ -65,13 +63,8 @@ func newFedClientCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// clientCmd returns the command and the flags it fills.
-func clientCmd(e *env) (*cobra.Command, *clientFlags) {
-	f := &clientFlags{}
-	cmd := &cobra.Command{
-		Use:   "client",
-		Short: "Join a federation and train on a data folder under a privacy budget",
-		Long: `Join the coordinator at --coordinator over mutual TLS, wait to be selected,
+// clientHelp is veil fed client's --help.
+const clientHelp = `Join the coordinator at --coordinator over mutual TLS, wait to be selected,
 train each round's task on the data in --data with DP-SGD, and send back
 only the update. Exits 0 when the coordinator says the run is over.
 
@@ -128,9 +121,17 @@ timeout per attempt). A round's update is trained once: if sending it
 failed, the same update is sent again when the coordinator offers the round
 again, at no new privacy cost.
 
-Progress goes to stderr (--quiet: none); logs are structured (log/slog).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runFedClient(cmd.Context(), e, f) },
+Progress goes to stderr (--quiet: none); logs are structured (log/slog).`
+
+// clientCmd returns the command and the flags it fills.
+func clientCmd(e *env) (*cobra.Command, *clientFlags) {
+	f := &clientFlags{}
+	cmd := &cobra.Command{
+		Use:   "client",
+		Short: "Join a federation and train on a data folder under a privacy budget",
+		Long:  clientHelp,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runFedClient(cmd.Context(), e, f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.addr, "coordinator", "", "the coordinator's host:port")
@@ -198,45 +199,13 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case f.addr == "":
-		return errors.New("--coordinator is required")
-	case f.dir == "":
-		return errors.New("--dir is required: the client's model lives there")
-	case f.budgetEps == 0:
-		return errors.New("--budget-epsilon is required: this client's total privacy budget ε")
-	case !(f.budgetEps > 0) || math.IsInf(f.budgetEps, 0):
-		return fmt.Errorf("--budget-epsilon must be a positive number, got %g", f.budgetEps)
-	case !(f.budgetDelta > 0 && f.budgetDelta < 1):
-		return fmt.Errorf("--budget-delta must be in (0, 1), got %g", f.budgetDelta)
-	case f.unit != "identity" && f.unit != "example":
-		return fmt.Errorf("--privacy-unit %q: want identity (all of a person's images) or example (one image)", f.unit)
-	case !(f.minNoise >= 0) || math.IsInf(f.minNoise, 0):
-		return fmt.Errorf("--min-noise-multiplier must be a finite number ≥ 0, got %g", f.minNoise)
-	case !(f.maxClip > 0) || math.IsInf(f.maxClip, 0):
-		return fmt.Errorf("--max-clip must be positive and finite, got %g", f.maxClip)
-	case !(f.maxRate > 0 && f.maxRate <= 1):
-		return fmt.Errorf("--max-sampling-rate must be in (0, 1], got %g", f.maxRate)
-	case f.retryFor < 0:
-		return errors.New("--retry-for must not be negative")
-	}
-	policy := client.Policy{Unit: f.unit, Budget: dp.Budget{Epsilon: f.budgetEps, Delta: f.budgetDelta}, MinNoiseMultiplier: f.minNoise,
-		MaxClip: f.maxClip, MaxSamplingRate: f.maxRate, AllowNoDP: f.allowNoDP}
-	certP, keyP, caP, _, err := identityFiles(f.pkiDir, f.name, f.cert, f.key, f.ca, "")
+	policy, err := f.policy()
 	if err != nil {
 		return err
 	}
-	id, err := loadFedIdentity(certP, keyP, caP)
+	id, serverName, err := dialIdentity(f.addr, f.serverName, f.pkiDir, f.name, f.cert, f.key, f.ca)
 	if err != nil {
 		return err
-	}
-	serverName := f.serverName
-	if serverName == "" {
-		host, err := coordinatorHost(f.addr)
-		if err != nil {
-			return err
-		}
-		serverName = host
 	}
 	tr, members, err := clientTrainer(e, f)
 	if err != nil {
@@ -246,30 +215,71 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 	if err != nil {
 		return err
 	}
+	name := id.Leaf.Subject.CommonName
 	progress := func(msg string) {
 		if !f.head.quiet {
-			fmt.Fprintf(e.stderr, "veil fed client %s: %s\n", id.Leaf.Subject.CommonName, msg)
+			fmt.Fprintf(e.stderr, "veil fed client %s: %s\n", name, msg)
 		}
 	}
-	c, err := client.New(client.Options{Addr: f.addr, ServerName: serverName, Creds: credentials.NewTLS(pki.ClientTLS(id, serverName)),
-		Policy: policy, Dir: f.dir, Trainer: tr, Logger: log,
-		LedgerDir: ledgers, DataSet: f.dataSet, Members: members,
-		Progress: progress,
-		// Reconnection is runWithRetries's (it joins again), bounded by
-		// --retry-for as a whole.
-		ReconnectFor: -1})
+	reconnectFor := f.retryFor
+	if reconnectFor == 0 {
+		reconnectFor = -1 // try once (client.FirstJoinTimeout), no more
+	}
+	c, err := client.New(client.Options{Addr: f.addr, ServerName: serverName, Name: name, Creds: credentials.NewTLS(pki.ClientTLS(id, serverName)),
+		Policy: policy, Dir: f.dir, Trainer: tr, Logger: log, LedgerDir: ledgers, DataSet: f.dataSet, Members: members,
+		Progress: progress, ReconnectFor: reconnectFor})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep := clientReport{Client: id.Leaf.Subject.CommonName, BudgetEpsilon: f.budgetEps, Delta: f.budgetDelta, PrivacyUnit: f.unit,
-		Ledger: c.LedgerPath()}
-	runErr := runWithRetries(sctx, c, f.addr, rep.Client, f.retryFor, progress)
+	runErr := c.Run(sctx)
+	rep := clientReport{Client: name, BudgetEpsilon: f.budgetEps, Delta: f.budgetDelta, PrivacyUnit: f.unit, Ledger: c.LedgerPath()}
 	if s, err := c.Spent(); err == nil {
 		rep.EpsilonSpent = s.Epsilon
 	}
+	if sctx.Err() != nil && ctx.Err() == nil && runErr != nil && !errors.Is(runErr, client.ErrBudgetExhausted) && !errors.Is(runErr, client.ErrPolicy) {
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted (spent ε = %s of %g); start again with the same --dir to continue", dp.FormatEpsilon(rep.EpsilonSpent), f.budgetEps)}
+	}
+	return f.report(e, rep, runErr)
+}
+
+// policy checks the flags of veil fed client and returns its owner's
+// privacy policy.
+func (f *clientFlags) policy() (client.Policy, error) {
+	var err error
+	switch {
+	case f.addr == "":
+		err = errors.New("--coordinator is required")
+	case f.dir == "":
+		err = errors.New("--dir is required: the client's model lives there")
+	case f.budgetEps == 0:
+		err = errors.New("--budget-epsilon is required: this client's total privacy budget ε")
+	case !(f.budgetEps > 0) || math.IsInf(f.budgetEps, 0):
+		err = fmt.Errorf("--budget-epsilon must be a positive number, got %g", f.budgetEps)
+	case !(f.budgetDelta > 0 && f.budgetDelta < 1):
+		err = fmt.Errorf("--budget-delta must be in (0, 1), got %g", f.budgetDelta)
+	case f.unit != "identity" && f.unit != "example":
+		err = fmt.Errorf("--privacy-unit %q: want identity (all of a person's images) or example (one image)", f.unit)
+	case !(f.minNoise >= 0) || math.IsInf(f.minNoise, 0):
+		err = fmt.Errorf("--min-noise-multiplier must be a finite number ≥ 0, got %g", f.minNoise)
+	case !(f.maxClip > 0) || math.IsInf(f.maxClip, 0):
+		err = fmt.Errorf("--max-clip must be positive and finite, got %g", f.maxClip)
+	case !(f.maxRate > 0 && f.maxRate <= 1):
+		err = fmt.Errorf("--max-sampling-rate must be in (0, 1], got %g", f.maxRate)
+	case f.retryFor < 0:
+		err = errors.New("--retry-for must not be negative")
+	}
+	return client.Policy{Unit: f.unit, Budget: dp.Budget{Epsilon: f.budgetEps, Delta: f.budgetDelta}, MinNoiseMultiplier: f.minNoise,
+		MaxClip: f.maxClip, MaxSamplingRate: f.maxRate, AllowNoDP: f.allowNoDP}, err
+}
+
+// report prints the client's report for the outcome of its run (runErr)
+// and returns the command's exit status.
+func (f *clientFlags) report(e *env, rep clientReport, runErr error) error {
+	var gave *client.GaveUpError
+	var pe *client.PolicyError
 	switch {
 	case runErr == nil:
 		rep.Outcome = "done"
@@ -277,13 +287,12 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 		rep.Outcome = "budget_exhausted"
 	case errors.Is(runErr, client.ErrPolicy):
 		rep.Outcome = "refused"
-		var pe *client.PolicyError
 		if errors.As(runErr, &pe) {
 			runErr = fmt.Errorf("%w (%s)", runErr, policyFlag[pe.Setting])
 		}
 		rep.Refusal = runErr.Error()
-	case sctx.Err() != nil && ctx.Err() == nil:
-		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted (spent ε = %s of %g); start again with the same --dir to continue", dp.FormatEpsilon(rep.EpsilonSpent), f.budgetEps)}
+	case errors.As(runErr, &gave):
+		return fmt.Errorf("gave up after trying for %s (--retry-for): %w", f.retryFor, gave.Err)
 	default:
 		return runErr
 	}
@@ -312,117 +321,6 @@ var policyFlag = map[client.Setting]string{
 	client.SettingClip:         "--max-clip",
 	client.SettingSamplingRate: "--max-sampling-rate",
 	client.SettingSteps:        "the trainer's plan",
-}
-
-// transient reports whether err is worth retrying: the coordinator is
-// unreachable or went away in the middle of a call.
-func transient(err error) bool {
-	switch grpcstatus.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
-		return true
-	}
-	return false
-}
-
-// runWithRetries runs the client, joining again after transient failures,
-// until the run is over, a permanent error (a certificate the other side
-// refuses is one, though gRPC calls it unavailable), or the coordinator
-// at addr has been unreachable for retryFor (see retrier). Errors reaching
-// the coordinator are worded for the user (explainCoordinatorError); name
-// is this client's certificate name.
-func runWithRetries(ctx context.Context, c *client.Client, addr, name string, retryFor time.Duration, progress func(string)) error {
-	r := retrier{
-		join: func(ctx context.Context, timeout time.Duration) error {
-			jctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			return c.Join(jctx)
-		},
-		serve:    c.Serve,
-		now:      time.Now,
-		sleep:    sleepCtx,
-		explain:  func(err error) error { return explainCoordinatorError(addr, name, err) },
-		progress: progress,
-		retryFor: retryFor,
-	}
-	return r.run(ctx)
-}
-
-// sleepCtx waits d, or until ctx is done (its error).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// firstJoinTimeout is the least time the first attempt of a retry window
-// may take to join, so that --retry-for 0 (or a few ms) still tries once.
-const firstJoinTimeout = 2 * time.Second
-
-// retrier joins a coordinator and serves rounds, joining again after
-// transient failures within a retry window: the window opens when an
-// attempt to join starts while the client is not joined, or when serving
-// fails, and lasts retryFor (at least firstJoinTimeout). Every join is
-// bounded by what is left of the window, and so is every wait between
-// attempts: an unreachable coordinator that holds connections open without
-// answering costs retryFor, not the transport's own connect timeout per
-// attempt. Serving, once joined, is not bounded.
-type retrier struct {
-	// join joins, waiting at most timeout.
-	join func(ctx context.Context, timeout time.Duration) error
-	// serve takes part in rounds after a join.
-	serve func(ctx context.Context) error
-	now   func() time.Time
-	sleep func(ctx context.Context, d time.Duration) error
-	// explain words an error for the user; a permanent one (see
-	// permanentCoordinatorError) is not retried.
-	explain  func(error) error
-	progress func(string)
-	retryFor time.Duration
-}
-
-func (r *retrier) run(ctx context.Context) error {
-	var end time.Time // the window's end; zero: not in a window
-	backoff := 200 * time.Millisecond
-	for {
-		first := end.IsZero()
-		if first {
-			end = r.now().Add(max(r.retryFor, firstJoinTimeout))
-		}
-		err := r.join(ctx, end.Sub(r.now()))
-		if err == nil {
-			err = r.serve(ctx)
-			if err == nil || ctx.Err() != nil {
-				return err
-			}
-			// Joined, then lost: a new window from now.
-			end, backoff = r.now().Add(r.retryFor), 200*time.Millisecond
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		xerr := r.explain(err)
-		if !transient(err) || permanentCoordinatorError(xerr) {
-			return xerr
-		}
-		left := end.Sub(r.now())
-		if left <= 0 {
-			return fmt.Errorf("gave up after trying for %s (--retry-for): %w", r.retryFor, xerr)
-		}
-		wait := min(backoff, left)
-		r.progress(fmt.Sprintf("%v; retrying in %s", xerr, wait))
-		if err := r.sleep(ctx, wait); err != nil {
-			return err
-		}
-		if end.Sub(r.now()) <= 0 {
-			return fmt.Errorf("gave up after trying for %s (--retry-for): %w", r.retryFor, xerr)
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
 }
 
 // clientTrainer returns the trainer --trainer names and the members of

@@ -16,11 +16,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/veil-privacy/veil/dp"
-	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/ops"
-	"github.com/veil-privacy/veil/fed/pki"
+	"github.com/veil-privacy/veil/internal/datadir"
+	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/nn/checkpoint"
-	"github.com/veil-privacy/veil/nn/train"
 	"github.com/veil-privacy/veil/training"
 )
 
@@ -58,13 +57,8 @@ func newFedCoordinatorCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// coordinatorCmd returns the command and the flags it fills.
-func coordinatorCmd(e *env) (*cobra.Command, *coordinatorFlags) {
-	f := &coordinatorFlags{cfg: ops.DefaultConfig()}
-	cmd := &cobra.Command{
-		Use:   "coordinator",
-		Short: "Serve a federation: run its rounds, keep every client's ledger, write the final model",
-		Long: `Serve the federation's coordinator over gRPC with mutual TLS until the
+// coordinatorHelp is veil fed coordinator's --help.
+const coordinatorHelp = `Serve the federation's coordinator over gRPC with mutual TLS until the
 configured number of rounds have closed, then write the final model.
 
 State: everything (enrolled clients with their budgets and ledgers, every
@@ -147,8 +141,16 @@ the coordinator's certificate, to operator certificates only (veil fed
 certs issue NAME --role operator). SIGINT or SIGTERM
 stops gracefully (exit status 130; start again to continue). When the run
 is over the coordinator keeps answering for up to --linger, so clients
-learn it, then exits 0.`,
-		Args: cobra.NoArgs,
+learn it, then exits 0.`
+
+// coordinatorCmd returns the command and the flags it fills.
+func coordinatorCmd(e *env) (*cobra.Command, *coordinatorFlags) {
+	f := &coordinatorFlags{cfg: ops.DefaultConfig()}
+	cmd := &cobra.Command{
+		Use:   "coordinator",
+		Short: "Serve a federation: run its rounds, keep every client's ledger, write the final model",
+		Long:  coordinatorHelp,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.config != "" {
 				if err := applyConfigFile(cmd.Flags(), f.config, &f.cfg); err != nil {
@@ -176,6 +178,16 @@ learn it, then exits 0.`,
 	fl.StringVar(&c.EvalData, "eval-data", "", "score the model after every aggregated round on the development pairs of this LFW-layout folder (needs --init, an embedding head; shown by veil fed status)")
 	fl.StringVar(&c.CentreImages, "centre-images", "", "with --eval-data: public face photos the distillation targets are centred on (default: <data>/mtfl/net_7876)")
 	fl.IntVar(&c.CentreCount, "centre-count", c.CentreCount, "with --eval-data: how many of --centre-images to average")
+	registerRoundFlags(fl, c)
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.BoolVar(&f.json, "json", false, "print the run's summary as JSON")
+	return cmd, f
+}
+
+// registerRoundFlags adds the coordinator's flags of its rounds: the
+// strategy, the task and its DP, the limits.
+func registerRoundFlags(fl *pflag.FlagSet, c *ops.Config) {
 	fl.StringVar(&c.Strategy, "strategy", c.Strategy, "fedavg or fedsgd")
 	fl.StringVar(&c.Weighting, "weighting", "", "FedAvg's mean: uniform or examples (default: uniform with --dp, else examples)")
 	fl.Float64Var(&c.ServerLR, "server-lr", 0, "server learning rate η (default for fedavg: with --dp the square root of the updates in the round, rounded (3 for 8), as veil fed sim; 1 with --dp=false; fedsgd: required)")
@@ -199,10 +211,6 @@ learn it, then exits 0.`,
 	fl.StringVar(&c.Unit, "privacy-unit", c.Unit, "privacy unit: identity (all of a person's images) or example (one image)")
 	fl.Float64Var(&c.NoiseMultiplier, "noise-multiplier", 0, "least DP-SGD noise multiplier σ (0: each client calibrates σ to its budget)")
 	fl.Float64Var(&c.MaxUpdateNorm, "max-update-norm", c.MaxUpdateNorm, "refuse updates whose L2 norm is above this")
-	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
-	fl.BoolVar(&f.json, "json", false, "print the run's summary as JSON")
-	return cmd, f
 }
 
 // applyConfigFile reads a JSON configuration into cfg, then sets again the
@@ -226,32 +234,6 @@ func applyConfigFile(fs *pflag.FlagSet, path string, cfg *ops.Config) error {
 	return nil
 }
 
-// identityFiles resolves certificate, key, authority and revocation list
-// paths from --pki/--name or the explicit flags.
-func identityFiles(dir, name, cert, key, ca, crl string) (certP, keyP, caP, crlP string, err error) {
-	switch {
-	case cert != "" || key != "" || ca != "":
-		if cert == "" || key == "" || ca == "" {
-			return "", "", "", "", errors.New("--cert, --key and --ca go together")
-		}
-		certP, keyP, caP = cert, key, ca
-		if crl == "" {
-			crl = filepath.Join(filepath.Dir(ca), "revoked.crl")
-		}
-	case dir != "":
-		if name == "" {
-			return "", "", "", "", errors.New("--name is required with --pki")
-		}
-		certP, keyP, caP = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"), filepath.Join(dir, "ca.crt")
-		if crl == "" {
-			crl = filepath.Join(dir, "revoked.crl")
-		}
-	default:
-		return "", "", "", "", errors.New("certificates are required: --pki DIR, or --cert, --key and --ca")
-	}
-	return certP, keyP, caP, crl, nil
-}
-
 // coordinatorSummary is veil fed coordinator's report.
 type coordinatorSummary struct {
 	State        string            `json:"state"`
@@ -269,147 +251,35 @@ type coordinatorSummary struct {
 }
 
 func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
-	cfg := f.cfg
 	log, err := newLogger(e, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
 	}
-	o, err := cfg.Options()
-	if err != nil {
-		return err
-	}
-	if (cfg.Out != "" || cfg.EvalData != "") && cfg.Init == "" {
-		if cfg.EvalData != "" {
-			return errors.New("--eval-data needs --init: the evaluation rebuilds the initial checkpoint's network")
-		}
-		return errors.New("--out needs --init: the final model is written as a checkpoint of the initial one's network")
-	}
-	if cfg.EvalData != "" {
-		if _, err := os.Stat(filepath.Join(cfg.EvalData, "pairsDevTest.txt")); err != nil {
-			return fmt.Errorf("--eval-data %s: no LFW development pairs there (pairsDevTest.txt); give an LFW-layout folder", cfg.EvalData)
-		}
-	}
-	if _, err := os.Stat(cfg.State); errors.Is(err, os.ErrNotExist) && cfg.Init == "" {
-		return fmt.Errorf("--state %s is new, so the coordinator needs its initial model: give --init FILE "+
-			"(veil fed init-model --out FILE makes one)", cfg.State)
-	}
-	certP, keyP, caP, crlP, err := identityFiles(cfg.PKI, cfg.Name, cfg.Cert, cfg.Key, cfg.CA, cfg.CRL)
-	if err != nil {
-		return err
-	}
-	id, err := loadFedIdentity(certP, keyP, caP)
-	if err != nil {
-		return err
-	}
-	var initCk *checkpoint.Checkpoint
-	if cfg.Init != "" {
-		if initCk, err = checkpoint.Load(cfg.Init); err != nil {
-			return fmt.Errorf("--init: %w", err)
-		}
-		if o.Init, err = ops.WeightsFromCheckpoint(initCk); err != nil {
-			return fmt.Errorf("--init %s: %w", cfg.Init, err)
-		}
-		if err := ops.CheckInit(initCk, cfg.DP); err != nil {
-			return fmt.Errorf("--init %s: %w", cfg.Init, err)
-		}
-		if err := ops.CheckInitState(ctx, cfg.State, initCk); err != nil {
-			return fmt.Errorf("--init %s: %w", cfg.Init, err)
-		}
-	}
-	log.Info("strategy", "name", o.Strategy.Name, "server_lr", o.Strategy.ServerLRText())
-	m := ops.NewMetrics()
-	o.Logger, o.Metrics = log, m
-	var evals *ops.Evaluator
-	if cfg.EvalData != "" {
-		log.Info("loading the evaluation pairs", "data", cfg.EvalData)
-		eng, err := e.engine()
-		if err != nil {
-			return err
-		}
-		eo := evaluatorOptions(f, initCk, m, eng)
-		eo.Logger = log
-		if evals, err = ops.NewEvaluator(eo); err != nil {
-			return fmt.Errorf("--eval-data %s: %w", cfg.EvalData, err)
-		}
-		o.Metrics = evals
-	}
-	co, err := coord.New(o)
-	if err != nil {
-		return err
-	}
-	defer co.Close()
-	if evals != nil {
-		evals.Start(co)
-	}
-	if st, err := readFedStatus(ctx, cfg.State); err == nil {
-		m.Seed(st)
-	}
-	rev, err := pki.OpenRevocations(pki.RevocationsOptions{Path: crlP, CA: id.CA, Numbers: co})
-	if err != nil {
-		return err
-	}
-	// Served, the list's absence would refuse every client: said now.
-	if _, err := rev.IsRevoked(id.Leaf.SerialNumber); err != nil {
-		return fmt.Errorf("--crl %s: %w (veil fed certs crl --pki DIR signs a list for an authority folder that has none)", crlP, err)
-	}
-	srv, err := ops.NewServer(ops.ServerOptions{Coordinator: co, StatePath: cfg.State, Identity: id,
-		Revocations: rev, Listen: cfg.Listen, MetricsListen: cfg.MetricsListen, MetricsTLS: cfg.MetricsTLS, Metrics: m,
-		Linger: time.Duration(cfg.Linger), Logger: log})
-	if err != nil {
-		return err
+	o := ops.CoordinatorOptions{Config: f.cfg, Logger: log, Evaluation: func(features string) (training.Describers, *engine.Engine, error) {
+		return f.evaluation(e, features)
+	}}
+	if o.Config.CentreImages == "" {
+		o.Config.CentreImages = filepath.Join(datadir.Default(), "mtfl", "net_7876")
 	}
 	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runErr := srv.Run(sctx)
-	if evals != nil {
-		evals.Stop(runErr == nil)
-	}
-	if err := runErr; err != nil {
-		if sctx.Err() != nil && ctx.Err() == nil {
-			_, closed := co.Round()
-			return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped after %d of %d rounds; start again with --state %s to continue", closed, cfg.Rounds, cfg.State)}
+	res, err := ops.RunCoordinator(sctx, o)
+	var stopped *ops.StoppedError
+	if errors.As(err, &stopped) {
+		if ctx.Err() == nil {
+			return &exitError{code: exitInterrupted, err: stopped}
 		}
-		return err
+		return stopped.Err
 	}
-	st, err := readFedStatus(ctx, cfg.State)
 	if err != nil {
 		return err
 	}
-	sum := coordinatorSummary{State: cfg.State, Rounds: cfg.Rounds, ModelVersion: st.GetModelVersion(), Clients: statusFromPB(st).Clients}
-	for _, r := range st.GetRounds() {
-		switch r.GetState() {
-		case "done":
-			sum.Done++
-		case "failed":
-			sum.Failed++
-		}
-	}
+	cfg := f.cfg
+	sum := coordinatorSummary{State: cfg.State, Rounds: cfg.Rounds, ModelVersion: res.Status.GetModelVersion(), Clients: statusFromPB(res.Status).Clients,
+		Done: res.Done, Failed: res.Failed, Out: res.Out, Privacy: res.Privacy, Evaluation: evaluationFromPB(res.Status.GetLastEvaluation())}
 	if cfg.DP {
 		sum.PrivacyUnit, sum.Delta = cfg.Unit, cfg.Delta
 	}
-	fed, plog, err := ops.ReadFederationPrivacy(ctx, cfg.State)
-	if err != nil {
-		return err
-	}
-	if cfg.DP || fed.DPRounds > 0 || fed.Clients > 0 {
-		sum.Privacy = fed
-	}
-	if cfg.Out != "" {
-		w, _ := co.Model()
-		out, err := ops.FederatedModel(initCk, w, plog, ops.ModelOptions{DP: cfg.DP, Unit: train.Unit(cfg.Unit), Delta: cfg.Delta,
-			Clip: cfg.Clip, NoiseMultiplier: cfg.NoiseMultiplier})
-		if err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-		if err := out.Save(cfg.Out); err != nil {
-			return err
-		}
-		sum.Out = cfg.Out
-		if sum.Privacy != nil {
-			sum.Privacy = out.Header.Federation
-		}
-	}
-	sum.Evaluation = evaluationFromPB(st.GetLastEvaluation())
 	if f.json {
 		return writeJSON(e.stdout, sum)
 	}

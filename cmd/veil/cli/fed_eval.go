@@ -1,14 +1,10 @@
 package cli
 
 import (
-	"path/filepath"
 	"time"
 
 	"github.com/veil-privacy/veil/fed/fedpb"
-	"github.com/veil-privacy/veil/fed/ops"
-	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/internal/engine"
-	"github.com/veil-privacy/veil/nn/checkpoint"
 	"github.com/veil-privacy/veil/training"
 )
 
@@ -36,23 +32,17 @@ func evaluationFromPB(ev *fedpb.Evaluation) *fedEvaluation {
 		Threshold: ev.GetThreshold(), Pairs: ev.GetPairs(), Time: time.UnixMilli(ev.GetTimeUnixMs()).UTC().Format(time.RFC3339)}
 }
 
-// evaluatorOptions are the options of the coordinator's --eval-data
-// evaluation: the face networks of veil train's head (or the test's
-// stand-ins) and the default centre images.
-func evaluatorOptions(f *coordinatorFlags, initCk *checkpoint.Checkpoint, m *ops.Metrics, eng *engine.Engine) ops.EvaluatorOptions {
-	cfg := f.cfg
-	features := initCk.Header.Model.Features
-	if features == "" {
-		features = "descriptor"
+// evaluation returns the networks of the coordinator's --eval-data
+// evaluation of a head reading features: the face networks of veil train's
+// head (or the test's stand-ins), and the process's engine.
+func (f *coordinatorFlags) evaluation(e *env, features string) (training.Describers, *engine.Engine, error) {
+	eng, err := e.engine()
+	if err != nil {
+		return training.Describers{}, nil, err
+	}
+	if f.describers != nil {
+		return *f.describers, eng, nil
 	}
 	h := &headFlags{features: features, detector: "tiny", align: "both", minScore: 0.5, quiet: true, engine: eng}
-	o := ops.EvaluatorOptions{Init: initCk, LFW: cfg.EvalData, CentreImages: cfg.CentreImages, CentreCount: cfg.CentreCount,
-		Describers: training.Describers{Inputs: h.openInputs, Teacher: h.openDescriber}, Observer: m, Metrics: m, Engine: eng}
-	if f.describers != nil {
-		o.Describers = *f.describers
-	}
-	if o.CentreImages == "" {
-		o.CentreImages = filepath.Join(datadir.Default(), "mtfl", "net_7876")
-	}
-	return o
+	return training.Describers{Inputs: h.openInputs, Teacher: h.openDescriber}, eng, nil
 }

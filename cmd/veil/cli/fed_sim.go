@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +12,6 @@ import (
 	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/sim"
-	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/training"
 )
 
@@ -35,13 +32,8 @@ func newFedSimCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// fedSimCmd returns the command and the flags it fills.
-func fedSimCmd(e *env) (*cobra.Command, *fedSimFlags) {
-	f := &fedSimFlags{}
-	cmd := &cobra.Command{
-		Use:   "sim",
-		Short: "Simulate a federation in one process: a coordinator and N clients over gRPC with mutual TLS on loopback",
-		Long: `Run a coordinator and --clients clients in one process, talking gRPC over real
+// fedSimHelp is veil fed sim's --help.
+const fedSimHelp = `Run a coordinator and --clients clients in one process, talking gRPC over real
 sockets on 127.0.0.1 with mutual TLS from a temporary certificate authority,
 the coordinator's state in a temporary SQLite file. LFW's development
 training identities are split among the clients, each person's images going
@@ -79,9 +71,17 @@ the wire, TLS included, per accepted update), failed_rounds, wall_s and
 more. Under DP, privacy says what the model's ε means: epsilon_one_client
 (the largest ε one client spent) holds for a person whose data one client
 alone holds; epsilon_k_clients gives the ε of a person in k clients' data
-(their mechanisms composed by Rényi DP, up to all clients).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runFedSim(e, cmd, f) },
+(their mechanisms composed by Rényi DP, up to all clients).`
+
+// fedSimCmd returns the command and the flags it fills.
+func fedSimCmd(e *env) (*cobra.Command, *fedSimFlags) {
+	f := &fedSimFlags{}
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Simulate a federation in one process: a coordinator and N clients over gRPC with mutual TLS on loopback",
+		Long:  fedSimHelp,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runFedSim(e, cmd, f) },
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&f.clients, "clients", 8, "number of clients (each with its own identities)")
@@ -124,26 +124,22 @@ alone holds; epsilon_k_clients gives the ε of a person in k clients' data
 }
 
 func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
-	so, o, err := f.options(cmd.Flags().Changed)
+	so, d, err := f.options(cmd.Flags().Changed)
 	if err != nil {
 		return err
 	}
-	if o.Optim.Engine, err = e.engine(); err != nil {
+	if so.Optim.Engine, err = e.engine(); err != nil {
 		return err
 	}
-	f.head.engine = o.Optim.Engine
-	if err := checkSimData(&o); err != nil {
-		return err
-	}
+	f.head.engine = so.Optim.Engine
 	quiet := f.head.quiet
 	draw := &trainProgress{w: e.stderr, quiet: quiet}
-	o.Progress = draw.event
-	data, err := training.LoadData(&o)
+	d.Progress = draw.event
+	err = so.LoadData(d)
 	draw.finish()
 	if err != nil {
-		return fmt.Errorf("fed sim: %w", err)
+		return fmt.Errorf("fed %w", err)
 	}
-	so.Data = data
 	if !quiet {
 		start := time.Now()
 		so.Progress = func(s string) { fmt.Fprintf(e.stderr, "[%5.0fs] %s\n", time.Since(start).Seconds(), s) }
@@ -172,21 +168,20 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 }
 
 // options checks the flags (changed says which were given) and returns
-// the simulation's options, all but its data, and veil train's options
-// that load the data.
-func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, training.Options, error) {
+// the simulation's options, all but its data, and the options of its data.
+func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, sim.DataOptions, error) {
 	if f.noDP {
 		for _, n := range []string{"target-epsilon", "delta", "clip", "privacy-unit", "max-per-identity"} {
 			if changed(n) {
-				return sim.Options{}, training.Options{}, fmt.Errorf("fed sim: --%s is a DP setting; it does not apply with --no-dp", n)
+				return sim.Options{}, sim.DataOptions{}, fmt.Errorf("fed sim: --%s is a DP setting; it does not apply with --no-dp", n)
 			}
 		}
 	}
 	if f.strategy == "fedsgd" && changed("local-epochs") {
-		return sim.Options{}, training.Options{}, errors.New("fed sim: FedSGD takes one local step a round; --local-epochs is for fedavg")
+		return sim.Options{}, sim.DataOptions{}, errors.New("fed sim: FedSGD takes one local step a round; --local-epochs is for fedavg")
 	}
 	if f.strategy == "fedavg" && changed("momentum") {
-		return sim.Options{}, training.Options{}, errors.New("fed sim: --momentum is the coordinator's, for fedsgd")
+		return sim.Options{}, sim.DataOptions{}, errors.New("fed sim: --momentum is the coordinator's, for fedsgd")
 	}
 	momentum := f.momentum
 	if f.strategy != "fedsgd" {
@@ -197,54 +192,30 @@ func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, training.
 	// experiment's setting (the README's FedSGD row).
 	serverLR := f.serverLR
 	if serverLR < 0 {
-		return sim.Options{}, training.Options{}, fmt.Errorf("fed sim: --server-lr must not be negative, got %g (0: the default)", serverLR)
+		return sim.Options{}, sim.DataOptions{}, fmt.Errorf("fed sim: --server-lr must not be negative, got %g (0: the default)", serverLR)
 	}
 	if serverLR == 0 && f.strategy == "fedsgd" {
 		serverLR = 1
 	}
-	def := datadir.Default()
-	o := training.Options{
-		Model: training.ModelOptions{Kind: "head", Features: f.head.features, Loss: "distill"},
-		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, MaxPeople: f.maxPeople, CentreImages: f.centreDir, CentreCount: f.centreCount},
+	d := sim.DataOptions{LFW: f.data, MinImages: f.minImages, MaxPeople: f.maxPeople, CentreImages: f.centreDir, CentreCount: f.centreCount,
+		Describers: training.Describers{Inputs: f.head.openInputs, Teacher: f.head.openDescriber}}
+	so := sim.Options{Model: training.ModelOptions{Kind: "head", Features: f.head.features, Loss: "distill"},
 		Optim: training.OptimOptions{Batch: f.batch, MicroBatch: f.microBatch, Optimizer: f.optimizer, LearningRate: f.lr,
 			WeightDecay: f.weightDecay, Seed: f.seed},
-		Describers: training.Describers{Inputs: f.head.openInputs, Teacher: f.head.openDescriber},
-	}
-	if o.Data.LFW == "" {
-		o.Data.LFW = filepath.Join(def, "lfw")
-	}
-	if o.Data.CentreImages == "" {
-		o.Data.CentreImages = filepath.Join(def, "mtfl", "net_7876")
-	}
-	if err := o.ValidateData(); err != nil {
-		return sim.Options{}, training.Options{}, fmt.Errorf("fed sim: %w", err)
-	}
-	so := sim.Options{Model: o.Model, Optim: o.Optim,
 		Partition: dataset.PartitionOptions{Clients: f.clients, Alpha: f.alpha, Seed: f.partitionSeed},
 		Strategy:  f.strategy, Rounds: f.rounds, LocalEpochs: f.localEpochs, Batch: f.batch, LearningRate: f.lr,
 		ServerLR: serverLR, Momentum: momentum, Dropout: f.dropout, Stragglers: f.stragglers, RoundTimeout: f.roundTimeout,
 		MinUpdates: f.minUpdates, Parallel: f.parallel, Seed: f.seed, Dir: f.dir, EMA: f.ema, Curve: f.curve, Logger: slog.New(slog.DiscardHandler)}
+	if err := so.CheckData(d); err != nil {
+		return sim.Options{}, sim.DataOptions{}, fmt.Errorf("fed %w", err)
+	}
 	if !f.noDP {
 		so.DP = &sim.DP{Epsilon: f.targetEps, Delta: f.delta, Clip: f.clip, Unit: f.unit, MaxPerIdentity: f.maxPerIdentity}
 	}
 	if err := so.Check(); err != nil {
-		return sim.Options{}, training.Options{}, fmt.Errorf("fed %w", err)
+		return sim.Options{}, sim.DataOptions{}, fmt.Errorf("fed %w", err)
 	}
-	return so, o, nil
-}
-
-// checkSimData says which flag to give when the data folders are missing,
-// before the data are read.
-func checkSimData(o *training.Options) error {
-	if _, err := os.Stat(filepath.Join(o.Data.LFW, "peopleDevTrain.txt")); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("fed sim: no LFW data at %s (peopleDevTrain.txt is missing): give --data DIR (an LFW-layout folder) or set %s to the data folder",
-			o.Data.LFW, datadir.EnvData)
-	}
-	if _, err := os.Stat(o.Data.CentreImages); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("fed sim: the public face photos that centre the distillation targets are not at %s: "+
-			"give --centre-images DIR (MTFL's net_7876 folder) or set %s to the data folder", o.Data.CentreImages, datadir.EnvData)
-	}
-	return nil
+	return so, d, nil
 }
 
 // printFedSim prints the readable summary of a simulation.
