@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/veil-privacy/veil/training"
 )
 
 func TestBenchTrainReportsEveryModel(t *testing.T) {
@@ -13,8 +15,8 @@ func TestBenchTrainReportsEveryModel(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	var rep struct {
-		Results []benchTrainResult `json:"results"`
-		Head    *benchTrainResult  `json:"head"`
+		Results []training.StepBenchResult `json:"results"`
+		Head    *training.StepBenchResult  `json:"head"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
@@ -27,7 +29,7 @@ func TestBenchTrainReportsEveryModel(t *testing.T) {
 			t.Errorf("row %+v: want positive speeds and dp_ratio = images_per_s / dp_images_per_s", r)
 		}
 	}
-	if rep.Head.Input != 0 || !strings.Contains(rep.Head.Model, "agegender") || rep.Head.Params != 2048*256+256+256+256*128+128+128*benchClasses {
+	if rep.Head.Input != 0 || !strings.Contains(rep.Head.Model, "agegender") || rep.Head.Params != 2048*256+256+256+256*128+128+128*training.BenchClasses {
 		t.Errorf("head row %+v", *rep.Head)
 	}
 }
