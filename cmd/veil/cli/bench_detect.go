@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -10,33 +9,9 @@ import (
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/internal/engine"
-	"github.com/veil-privacy/veil/internal/progress"
 )
 
-type detectReport struct {
-	Criterion  string           `json:"criterion"`
-	TrainEvery int              `json:"train_every,omitempty"`
-	TestEvery  int              `json:"test_every,omitempty"`
-	SidesOf    string           `json:"sides_of,omitempty"`
-	SidesEvery int              `json:"sides_every,omitempty"`
-	Rule       face.Rule        `json:"rule"`
-	RetryPad   float64          `json:"retry_pad"`
-	SingleMin  float64          `json:"single_min_score"`
-	Tuned      *eval.DetectTune `json:"tuned,omitempty"`
-	Results    []eval.DetectRow `json:"results"`
-	WallS      float64          `json:"wall_s"`
-}
-
-func newBenchDetectCmd(e *env) *cobra.Command {
-	var (
-		models, imagesDir, pairsPath, trainPath, cachePath string
-		tune, listMissed, jsonOut, quiet                   bool
-		trainEvery, testEvery, sidesEvery                  int
-	)
-	cmd := &cobra.Command{
-		Use:   "detect [IMAGE...] [--images DIR --pairs FILE [--train-pairs FILE [--tune]]]",
-		Short: "Recall of the face detectors on LFW: labelled face found, colour and greyscale, per detector and combined, by kind of photo",
-		Long: `Bench detect measures how often each detector finds the labelled face of LFW-style
+const benchDetectLong = `Bench detect measures how often each detector finds the labelled face of LFW-style
 photos (one person, face centred), on each image in colour and as a greyscale
 copy (ITU-R BT.601 luma replicated into RGB, imaging.RGB.Grey).
 
@@ -69,100 +44,62 @@ faces there are people beside the subject: look at them to tell).
 Images come from the arguments (set "images") or from the pairs files under
 --images (sets "test" for --pairs, "train" for --train-pairs). Run it with
 nice: it takes both cores for a while (LFW's development test images: about
-1,550 images, two copies, two networks, and a second pass on about 5%).`,
+1,550 images, two copies, two networks, and a second pass on about 5%).`
+
+func newBenchDetectCmd(e *env) *cobra.Command {
+	var o eval.DetectBenchOptions
+	var models string
+	var jsonOut, quiet bool
+	cmd := &cobra.Command{
+		Use:   "detect [IMAGE...] [--images DIR --pairs FILE [--train-pairs FILE [--tune]]]",
+		Short: "Recall of the face detectors on LFW: labelled face found, colour and greyscale, per detector and combined, by kind of photo",
+		Long:  benchDetectLong,
 		Example: `  nice veil bench detect --images ../shared/data/lfw/images_deepfunneled \
       --train-pairs ../shared/data/lfw/pairsDevTrain.txt --pairs ../shared/data/lfw/pairsDevTest.txt --tune --json
   veil bench detect --list-missed lfw/George_W_Bush/*.jpg`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if trainEvery < 1 || testEvery < 1 || sidesEvery < 0 {
+			if o.TrainEvery < 1 || o.TestEvery < 1 || o.SidesEvery < 0 {
 				return fmt.Errorf("--train-every and --test-every must be at least 1, --sides-every at least 0")
 			}
-			sets, err := eval.DetectSets(args, imagesDir, pairsPath, trainPath)
+			o.Images, o.Workers = args, engine.Parallelism()
+			if !quiet {
+				o.Progress = e.stderr
+			}
+			b, err := eval.NewDetectBench(o)
 			if err != nil {
 				return err
-			}
-			for set, n := range map[string]int{"train": trainEvery, "test": testEvery} {
-				if paths, ok := sets[set]; ok {
-					sets[set] = eval.EveryNth(paths, n)
-				}
-			}
-			if tune && sets["train"] == nil {
-				return fmt.Errorf("--tune needs --train-pairs (the rule is chosen on training images only)")
-			}
-			rep := detectReport{Criterion: eval.DetectCriterion, RetryPad: face.RetryPad, SingleMin: 0.5}
-			if sidesEvery > 0 {
-				rep.SidesOf, rep.SidesEvery = "test", sidesEvery
-				if sets["test"] == nil {
-					rep.SidesOf = "images"
-				}
-				sets[eval.SideSet] = eval.SideCrops(sets[rep.SidesOf], sidesEvery)
 			}
 			p, err := e.pipeline(face.Options{ModelDir: models, Detector: face.Both})
 			if err != nil {
 				return err
 			}
-			rep.Rule = p.Options().Rule
-			start := time.Now()
-			var bar *progress.Bar
-			data, err := eval.RunDetect(cmd.Context(), eval.DetectRunOptions{Pipeline: p, Sets: sets, Cache: cachePath,
-				Workers: engine.Parallelism(), Progress: func(done, total int) {
-					if bar == nil {
-						bar = progress.New(e.stderr, "detecting", total, quiet)
-					} else {
-						bar.Add(1)
-					}
-				}})
-			if bar != nil {
-				bar.Done()
-			}
+			rep, err := b.Run(cmd.Context(), p)
 			if err != nil {
 				return err
 			}
-			if sets["train"] != nil {
-				rep.TrainEvery = trainEvery
-			}
-			if sets["test"] != nil {
-				rep.TestEvery = testEvery
-			}
-			if tune {
-				t := eval.TuneDetectRule(data["train"], engine.Parallelism())
-				rep.Tuned = &t
-			}
-			for _, set := range eval.DetectSetOrder {
-				imgs, ok := data[set]
-				if !ok {
-					continue
-				}
-				for c, copyName := range eval.DetectCopies {
-					for _, r := range eval.DetectRules(rep.Rule, rep.Tuned) {
-						rep.Results = append(rep.Results, r.Measure(set, copyName, imgs[c], listMissed))
-					}
-				}
-			}
-			rep.WallS = time.Since(start).Seconds()
 			if jsonOut {
 				return writeJSON(e.stdout, rep)
 			}
-			printDetectReport(e, &rep)
+			printDetectReport(e, rep)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&models, "models", "", "folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
-	cmd.Flags().StringVar(&imagesDir, "images", "", "folder of images laid out as DIR/Name/Name_0001.jpg, for --pairs and --train-pairs")
-	cmd.Flags().StringVar(&pairsPath, "pairs", "", "pairs file (LFW's format) whose images form the test set")
-	cmd.Flags().StringVar(&trainPath, "train-pairs", "", "pairs file whose images form the training set (for --tune)")
-	cmd.Flags().StringVar(&cachePath, "detections", "", "file of the networks' detections: images already in it are not run again, new ones are appended (an interrupted run resumes; re-tuning takes seconds)")
-	cmd.Flags().IntVar(&trainEvery, "train-every", 1, "use every n-th training image only (in name order), for a quicker run")
-	cmd.Flags().IntVar(&testEvery, "test-every", 1, "use every n-th test image only (in name order), for a quicker run")
-	cmd.Flags().IntVar(&sidesEvery, "sides-every", 0, "also count the faces found in the left and right quarters (outside the labelled face) of every n-th test image, or of the images given (0: not)")
-	cmd.Flags().BoolVar(&tune, "tune", false, "choose the combined rule's thresholds on the training set and measure them too")
-	cmd.Flags().BoolVar(&listMissed, "list-missed", false, "list the images whose labelled face was not found")
+	cmd.Flags().StringVar(&o.ImagesDir, "images", "", "folder of images laid out as DIR/Name/Name_0001.jpg, for --pairs and --train-pairs")
+	cmd.Flags().StringVar(&o.Pairs, "pairs", "", "pairs file (LFW's format) whose images form the test set")
+	cmd.Flags().StringVar(&o.TrainPairs, "train-pairs", "", "pairs file whose images form the training set (for --tune)")
+	cmd.Flags().StringVar(&o.Cache, "detections", "", "file of the networks' detections: images already in it are not run again, new ones are appended (an interrupted run resumes; re-tuning takes seconds)")
+	cmd.Flags().IntVar(&o.TrainEvery, "train-every", 1, "use every n-th training image only (in name order), for a quicker run")
+	cmd.Flags().IntVar(&o.TestEvery, "test-every", 1, "use every n-th test image only (in name order), for a quicker run")
+	cmd.Flags().IntVar(&o.SidesEvery, "sides-every", 0, "also count the faces found in the left and right quarters (outside the labelled face) of every n-th test image, or of the images given (0: not)")
+	cmd.Flags().BoolVar(&o.Tune, "tune", false, "choose the combined rule's thresholds on the training set and measure them too")
+	cmd.Flags().BoolVar(&o.ListMissed, "list-missed", false, "list the images whose labelled face was not found")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print machine-readable JSON on stdout")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output on stderr")
 	return cmd
 }
 
-func printDetectReport(e *env, rep *detectReport) {
+func printDetectReport(e *env, rep *eval.DetectReport) {
 	w := e.stdout
 	fmt.Fprintf(w, "labelled face found: %s\n", rep.Criterion)
 	fmt.Fprintf(w, "rule \"both\": %+v; \"both+retry\": the same, and a second pass with a border of %g when it finds no face\n", rep.Rule, rep.RetryPad)

@@ -13,13 +13,13 @@ import (
 	"github.com/veil-privacy/veil/internal/datadir"
 )
 
-func benchDetectJSON(t *testing.T, args ...string) detectReport {
+func benchDetectJSON(t *testing.T, args ...string) eval.DetectReport {
 	t.Helper()
 	code, out, errOut := run(t, append([]string{"bench", "detect", "--models", datadir.ModelDirForTest(t), "--json", "-q"}, args...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var rep detectReport
+	var rep eval.DetectReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v in %s", err, out)
 	}
