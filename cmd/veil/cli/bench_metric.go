@@ -1,32 +1,14 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/veil-privacy/veil/eval"
-	"github.com/veil-privacy/veil/metric"
 )
 
-// benchMetricSplit is one LFW development split's measurement.
-type benchMetricSplit struct {
-	Split  string                 `json:"split"`
-	Report *eval.MetricGainReport `json:"report"`
-}
-
-func newBenchMetricCmd(e *env) *cobra.Command {
-	var f lfwFlags
-	var o eval.MetricGainOptions
-	var asJSON bool
-	var workers int
-	var splits []string
-	cmd := &cobra.Command{
-		Use:   "metric",
-		Short: "Measure whether a library's learned metric (LMNN) suggests names better than plain descriptors, on LFW's development identities",
-		Long: `Metric plays a user on a library of LFW's development identities with at least
+const benchMetricLong = `Metric plays a user on a library of LFW's development identities with at least
 5 photos, plus every person with a single photo as strangers (never named):
 the user names k random photos per person (--named, default 1 and 3), reviews
 a share (--review-share) of the suggestions made with plain descriptors at
@@ -43,7 +25,18 @@ training split (peopleDevTrain.txt) decides; the test split
 (peopleDevTest.txt) confirms.
 
 Descriptors come from the face pipeline through the descriptor cache that
-veil verify and veil train use.`,
+veil verify and veil train use.`
+
+func newBenchMetricCmd(e *env) *cobra.Command {
+	var f lfwFlags
+	var o eval.MetricBenchOptions
+	var asJSON bool
+	var workers int
+	var splits []string
+	cmd := &cobra.Command{
+		Use:   "metric",
+		Short: "Measure whether a library's learned metric (LMNN) suggests names better than plain descriptors, on LFW's development identities",
+		Long:  benchMetricLong,
 		Example: `  veil bench metric --json
   veil bench metric --splits train --named 3`,
 		Args: needArgs(0, 0, ""),
@@ -57,77 +50,63 @@ veil verify and veil train use.`,
 			if err := checkFlags(checks...); err != nil {
 				return err
 			}
-			o.LMNN.Workers = workers
-			start := time.Now()
-			var out []benchMetricSplit
-			for _, split := range splits {
-				file := "peopleDevTrain.txt"
-				if split == "test" {
-					file = "peopleDevTest.txt"
-				}
-				people, err := lfwPeopleDescriptors(e, &f, []string{file}, func(n int) bool { return n >= 5 })
-				if err != nil {
-					return err
-				}
-				strangers, err := lfwPeopleDescriptors(e, &f, []string{file}, func(n int) bool { return n == 1 })
-				if err != nil {
-					return err
-				}
-				rep, err := eval.MeasureMetricGain(context.Background(), people, strangers, o)
-				if err != nil {
-					return err
-				}
-				out = append(out, benchMetricSplit{Split: split, Report: rep})
-				if !f.head.quiet {
-					fmt.Fprintf(e.stderr, "%s split measured\n", split)
-				}
+			o.Gain.LMNN.Workers, o.Splits = workers, splits
+			src, err := f.source(e)
+			if err != nil {
+				return err
 			}
-			res := struct {
-				Splits []benchMetricSplit `json:"splits"`
-				LMNN   metric.Options     `json:"lmnn_options"`
-				WallS  float64            `json:"wall_s"`
-			}{out, o.LMNN, time.Since(start).Seconds()}
+			if !f.head.quiet {
+				o.Progress = e.stderr
+			}
+			res, err := eval.MeasureMetricGainLFW(cmd.Context(), src, o)
+			if err != nil {
+				return err
+			}
 			if asJSON {
 				return writeJSON(e.stdout, res)
 			}
-			w := e.stdout
-			for _, s := range out {
-				r := s.Report
-				fmt.Fprintf(w, "%s split: %d people (≥5 photos), %d strangers, %d faces\n", s.Split, r.People, r.Strangers, r.Faces)
-				for _, g := range r.Results {
-					fmt.Fprintf(w, "  %d named per person: %d names, %d confirmed and %d rejected in review; %d faces and %d strangers scored\n",
-						g.NamedPerPerson, g.Named, g.Confirmed, g.Rejected, g.Queries, g.StrangerFaces)
-					fmt.Fprintf(w, "    forced choice: plain %.1f%%, learned %.1f%% (LMNN %.1f s)\n", 100*g.NearestCorrectPlain, 100*g.NearestCorrectLearned, g.LearnSeconds)
-					p := g.PlainAtReviewThreshold
-					fmt.Fprintf(w, "    plain at %.2f: precision %.1f%%, coverage %.1f%%, strangers %.1f%%\n", p.Threshold, 100*p.Precision, 100*p.Coverage, 100*p.Strangers)
-					if g.Learned {
-						p := g.LearnedAtCarriedThreshold
-						fmt.Fprintf(w, "    learned at %.3f (carried over): precision %.1f%%, coverage %.1f%%, strangers %.1f%%\n", p.Threshold, 100*p.Precision, 100*p.Coverage, 100*p.Strangers)
-					}
-					for _, a := range g.At {
-						fmt.Fprintf(w, "    strangers %4.1f%%: plain precision %.1f%% coverage %.1f%% recall %.1f%% | learned precision %.1f%% coverage %.1f%% recall %.1f%%\n",
-							100*a.StrangerRate, 100*a.Plain.Precision, 100*a.Plain.Coverage, 100*a.Plain.Recall,
-							100*a.Learned.Precision, 100*a.Learned.Coverage, 100*a.Learned.Recall)
-					}
-				}
-			}
-			fmt.Fprintf(w, "wall time %.1f s\n", res.WallS)
+			printBenchMetric(e, res)
 			return nil
 		},
 	}
 	f.register(cmd)
 	fl := cmd.Flags()
-	fl.IntSliceVar(&o.Named, "named", []int{1, 3}, "photos the user names per person")
-	fl.Float64Var(&o.ReviewShare, "review-share", 0.25, "share of the plain suggestions the user reviews before learning")
-	fl.Float64Var(&o.ReviewThreshold, "review-threshold", 0.45, "plain-descriptor suggestion distance of the review (tagging's SuggestDistance)")
-	fl.Float64SliceVar(&o.StrangerRates, "stranger-rates", []float64{0.01, 0.05}, "strangers' false-suggestion rates at which the metrics are compared")
-	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the named photos, the review and the library's key")
+	fl.IntSliceVar(&o.Gain.Named, "named", []int{1, 3}, "photos the user names per person")
+	fl.Float64Var(&o.Gain.ReviewShare, "review-share", 0.25, "share of the plain suggestions the user reviews before learning")
+	fl.Float64Var(&o.Gain.ReviewThreshold, "review-threshold", 0.45, "plain-descriptor suggestion distance of the review (tagging's SuggestDistance)")
+	fl.Float64SliceVar(&o.Gain.StrangerRates, "stranger-rates", []float64{0.01, 0.05}, "strangers' false-suggestion rates at which the metrics are compared")
+	fl.Uint64Var(&o.Gain.Seed, "seed", 1, "seed of the named photos, the review and the library's key")
 	fl.StringSliceVar(&splits, "splits", []string{"train", "test"}, "LFW development splits to measure: train, test")
 	fl.IntVar(&workers, "workers", 0, "LMNN worker goroutines (default GOMAXPROCS)")
-	fl.IntVar(&o.LMNN.K, "k", 0, "LMNN target neighbours per named face (default 3)")
-	fl.IntVar(&o.LMNN.Iterations, "iterations", 0, "LMNN gradient steps at most (default 200)")
-	fl.Float64Var(&o.LMNN.Regularization, "regularization", 0, "LMNN trace regularisation λ (default 0)")
-	fl.IntVar(&o.LMNN.OutputDim, "output-dim", 0, "rows of V (default: the descriptor's 128)")
+	fl.IntVar(&o.Gain.LMNN.K, "k", 0, "LMNN target neighbours per named face (default 3)")
+	fl.IntVar(&o.Gain.LMNN.Iterations, "iterations", 0, "LMNN gradient steps at most (default 200)")
+	fl.Float64Var(&o.Gain.LMNN.Regularization, "regularization", 0, "LMNN trace regularisation λ (default 0)")
+	fl.IntVar(&o.Gain.LMNN.OutputDim, "output-dim", 0, "rows of V (default: the descriptor's 128)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+func printBenchMetric(e *env, res *eval.MetricBenchReport) {
+	w := e.stdout
+	for _, s := range res.Splits {
+		r := s.Report
+		fmt.Fprintf(w, "%s split: %d people (≥5 photos), %d strangers, %d faces\n", s.Split, r.People, r.Strangers, r.Faces)
+		for _, g := range r.Results {
+			fmt.Fprintf(w, "  %d named per person: %d names, %d confirmed and %d rejected in review; %d faces and %d strangers scored\n",
+				g.NamedPerPerson, g.Named, g.Confirmed, g.Rejected, g.Queries, g.StrangerFaces)
+			fmt.Fprintf(w, "    forced choice: plain %.1f%%, learned %.1f%% (LMNN %.1f s)\n", 100*g.NearestCorrectPlain, 100*g.NearestCorrectLearned, g.LearnSeconds)
+			p := g.PlainAtReviewThreshold
+			fmt.Fprintf(w, "    plain at %.2f: precision %.1f%%, coverage %.1f%%, strangers %.1f%%\n", p.Threshold, 100*p.Precision, 100*p.Coverage, 100*p.Strangers)
+			if g.Learned {
+				p := g.LearnedAtCarriedThreshold
+				fmt.Fprintf(w, "    learned at %.3f (carried over): precision %.1f%%, coverage %.1f%%, strangers %.1f%%\n", p.Threshold, 100*p.Precision, 100*p.Coverage, 100*p.Strangers)
+			}
+			for _, a := range g.At {
+				fmt.Fprintf(w, "    strangers %4.1f%%: plain precision %.1f%% coverage %.1f%% recall %.1f%% | learned precision %.1f%% coverage %.1f%% recall %.1f%%\n",
+					100*a.StrangerRate, 100*a.Plain.Precision, 100*a.Plain.Coverage, 100*a.Plain.Recall,
+					100*a.Learned.Precision, 100*a.Learned.Coverage, 100*a.Learned.Recall)
+			}
+		}
+	}
+	fmt.Fprintf(w, "wall time %.1f s\n", res.WallS)
 }

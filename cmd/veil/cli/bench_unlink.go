@@ -1,116 +1,14 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/eval"
-	"github.com/veil-privacy/veil/internal/datadir"
-	"github.com/veil-privacy/veil/internal/engine"
-	"github.com/veil-privacy/veil/internal/progress"
-	"github.com/veil-privacy/veil/metric"
 )
 
-// lfwDevPeopleFiles are LFW's development identity lists.
-var lfwDevPeopleFiles = []string{"peopleDevTrain.txt", "peopleDevTest.txt"}
-
-// lfwFlags choose the LFW folder and the descriptor pipeline (the one veil
-// verify and veil train use, so their cached descriptors are reused).
-type lfwFlags struct {
-	data string
-	head headFlags
-}
-
-func (f *lfwFlags) register(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.StringVar(&f.data, "data", "", "LFW folder (default: <data>/lfw)")
-	fl.StringVar(&f.head.models, "models", "", "folder of face-api's weight files (default: $VEIL_MODELS, else models/ of the checkout)")
-	fl.StringVar(&f.head.cache, "cache", "", "descriptor cache folder, shared with veil verify and veil train (default $VEIL_CACHE, else the user's cache folder)")
-	fl.BoolVar(&f.head.noCache, "no-cache", false, "do not read or write the descriptor cache")
-	fl.BoolVarP(&f.head.quiet, "quiet", "q", false, "no progress output")
-	// The pipeline settings veil verify and veil train default to, so
-	// that their cache entries are found.
-	f.head.detector, f.head.align, f.head.minScore = "tiny", "both", 0.5
-}
-
-func (f *lfwFlags) dir() string {
-	if f.data != "" {
-		return f.data
-	}
-	return filepath.Join(datadir.Default(), "lfw")
-}
-
-// lfwPeopleDescriptors returns the central-face descriptors of every photo
-// of the people listed in files whose number of photos keep accepts, in
-// list order, computed by the face pipeline through the descriptor cache
-// (the one veil verify and veil train fill).
-func lfwPeopleDescriptors(e *env, f *lfwFlags, files []string, keep func(photos int) bool) ([]eval.LinkagePerson, error) {
-	lfw := dataset.LFW{Dir: f.dir()}
-	type person struct {
-		name  string
-		paths []string
-	}
-	var people []person
-	var paths []string
-	for _, file := range files {
-		list, err := lfw.People(file)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range list {
-			if !keep(p.Images) {
-				continue
-			}
-			pp := person{name: p.Name}
-			for i := 1; i <= p.Images; i++ {
-				pp.paths = append(pp.paths, lfw.ImagePath(p.Name, i))
-			}
-			people = append(people, pp)
-			paths = append(paths, pp.paths...)
-		}
-	}
-	if len(people) == 0 {
-		return nil, fmt.Errorf("no person in %s has the number of photos needed", strings.Join(files, ", "))
-	}
-	desc, err := f.head.openDescriber()
-	if err != nil {
-		return nil, err
-	}
-	bar := progress.New(e.stderr, "describing", len(paths), f.head.quiet)
-	got, err := eval.DescribeAll(paths, engine.Parallelism(), desc, func() { bar.Add(1) })
-	bar.Done()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]eval.LinkagePerson, 0, len(people))
-	for _, p := range people {
-		lp := eval.LinkagePerson{Name: p.name}
-		for _, path := range p.paths {
-			if d := got[path].Descriptor; len(d) > 0 {
-				lp.Descriptors = append(lp.Descriptors, d)
-			}
-		}
-		out = append(out, lp)
-	}
-	return out, nil
-}
-
-func newBenchUnlinkCmd(e *env) *cobra.Command {
-	var f lfwFlags
-	var o eval.LinkageOptions
-	var metrics []string
-	var asJSON bool
-	var workers int
-	cmd := &cobra.Command{
-		Use:   "unlink",
-		Short: "Measure how well two colluding users can link their libraries' faceprints (Irene IV.E), directly and after aligning the spaces on m known people",
-		Long: `Unlink simulates two face libraries with overlapping people drawn from LFW's
+const benchUnlinkLong = `Unlink simulates two face libraries with overlapping people drawn from LFW's
 development identities (peopleDevTrain.txt and peopleDevTest.txt, people with
 at least 4 photos; a shared person's photos are split between the libraries).
 Every face is named by its library. Each library stores its faceprints (the
@@ -133,7 +31,18 @@ to the adversary.
 
 Descriptors come from the face pipeline with the descriptor cache that veil
 verify and veil train use (same settings), so cached images are not
-recomputed.`,
+recomputed.`
+
+func newBenchUnlinkCmd(e *env) *cobra.Command {
+	var f lfwFlags
+	var o eval.LinkageOptions
+	var metrics []string
+	var asJSON bool
+	var workers int
+	cmd := &cobra.Command{
+		Use:   "unlink",
+		Short: "Measure how well two colluding users can link their libraries' faceprints (Irene IV.E), directly and after aligning the spaces on m known people",
+		Long:  benchUnlinkLong,
 		Example: `  veil bench unlink --json
   veil bench unlink --trials 3 --known 5,20,50,128`,
 		Args: needArgs(0, 0, ""),
@@ -148,28 +57,22 @@ recomputed.`,
 				return err
 			}
 			o.LMNN.Workers = workers
-			start := time.Now()
-			pool, err := lfwPeopleDescriptors(e, &f, lfwDevPeopleFiles, func(n int) bool { return n >= 4 })
+			src, err := f.source(e)
 			if err != nil {
 				return err
 			}
 			if !f.head.quiet {
 				o.Progress = func(s string) { fmt.Fprintln(e.stderr, s) }
 			}
-			rep, err := eval.MeasureLinkage(context.Background(), pool, o)
+			rep, err := eval.MeasureLinkageLFW(cmd.Context(), src, o)
 			if err != nil {
 				return err
 			}
-			out := struct {
-				*eval.LinkageReport
-				LMNN  metric.Options `json:"lmnn_options"`
-				WallS float64        `json:"wall_s"`
-			}{rep, o.LMNN, time.Since(start).Seconds()}
 			if asJSON {
-				return writeJSON(e.stdout, out)
+				return writeJSON(e.stdout, rep)
 			}
-			printLinkage(e, rep)
-			fmt.Fprintf(e.stdout, "wall time %.1f s\n", out.WallS)
+			printLinkage(e, rep.LinkageReport)
+			fmt.Fprintf(e.stdout, "wall time %.1f s\n", rep.WallS)
 			return nil
 		},
 	}
