@@ -131,6 +131,11 @@ var rules = []rule{
 		},
 	},
 	{
+		why:       "a benchmark is a leaf: nothing but a command imports tagging/tagbench (the library and its algorithms never link their benchmark)",
+		subject:   func(p pkg) bool { return p.name != "main" && p.path != cliPath && p.path != "tagging/tagbench" },
+		forbidden: map[string]func(string) bool{"tagging/tagbench": inModule("tagging/tagbench")},
+	},
+	{
 		why:       "nothing but a command imports the command package",
 		subject:   func(p pkg) bool { return p.name != "main" && p.path != cliPath },
 		forbidden: map[string]func(string) bool{cliPath: cli},
@@ -189,6 +194,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "tagging/cluster", name: "cluster"}, "modernc.org/sqlite/lib"},
 		{pkg{path: "tagging/cluster", name: "cluster"}, module + "/tagging"},
 		{pkg{path: "tagging/match", name: "match"}, "modernc.org/sqlite"},
+		{pkg{path: "tagging", name: "tagging"}, module + "/tagging/tagbench"},
+		{pkg{path: "eval", name: "eval"}, module + "/tagging/tagbench"},
 		{pkg{path: "fed/client", name: "client"}, module + "/nn/checkpoint"},
 		{pkg{path: "fed/client", name: "client"}, "github.com/gomlx/gomlx/core/graph"},
 	}

@@ -1,4 +1,4 @@
-package cli
+package tagbench
 
 // veil bench tagging --learned-metric: the suggestion and clustering
 // figures again after the library learns its metric (issue 15, item 8,
@@ -13,7 +13,7 @@ package cli
 //
 //  1. The user names the same photos as the plain figures' trial
 //     (chooseNamed) with NameFaces.
-//  2. The user reviews a random tagReviewShare of the library's plain
+//  2. The user reviews a random ReviewShare of the library's plain
 //     suggestions at the default thresholds: a right one is confirmed
 //     (named), a wrong one rejected (RejectFace). A library learns from
 //     names and rejections, and without a review one named photo per
@@ -50,13 +50,13 @@ import (
 	"github.com/veil-privacy/veil/tagging/cluster"
 )
 
-// tagReviewShare is the share of the plain suggestions the simulated user
+// ReviewShare is the share of the plain suggestions the simulated user
 // reviews before the metric is learned (veil bench metric's default).
-const tagReviewShare = 0.25
+const ReviewShare = 0.25
 
-// tagLearnedReport is one number of named photos per person, averaged
+// LearnedReport is one number of named photos per person, averaged
 // over the trials.
-type tagLearnedReport struct {
+type LearnedReport struct {
 	Split  string `json:"split"`
 	Named  int    `json:"named_per_person"`
 	Trials int    `json:"trials"`
@@ -72,44 +72,39 @@ type tagLearnedReport struct {
 	// Plain and LearnedScores score the faces neither named nor reviewed,
 	// under plain descriptors at the default thresholds and under the
 	// learned metric at the carried-over ones (their Distance and Margin).
-	Plain         tagSuggestScore `json:"plain"`
-	LearnedScores tagSuggestScore `json:"learned_metric"`
+	Plain         SuggestScore `json:"plain"`
+	LearnedScores SuggestScore `json:"learned_metric"`
 	// BeforeReview scores the library's plain suggestions before the
 	// review on every face not named: the plain protocol's figure for the
 	// same trials, through the library (they agree; a check of this path).
-	BeforeReview tagSuggestScore `json:"plain_before_review"`
+	BeforeReview SuggestScore `json:"plain_before_review"`
 	// Clusters are BCubed scores of every algorithm on all of the split's
 	// faces, plain then learned.
-	Clusters []tagLearnedCluster `json:"clusters"`
-	LearnS   float64             `json:"learn_s"`
+	Clusters []LearnedCluster `json:"clusters"`
+	LearnS   float64          `json:"learn_s"`
 }
 
-// tagLearnedCluster is one algorithm's clustering in both spaces.
-type tagLearnedCluster struct {
+// LearnedCluster is one algorithm's clustering in both spaces.
+type LearnedCluster struct {
 	Algorithm cluster.Algorithm `json:"algorithm"`
-	Plain     tagClusterScore   `json:"plain"`
-	Learned   tagClusterScore   `json:"learned_metric"`
+	Plain     ClusterScore      `json:"plain"`
+	Learned   ClusterScore      `json:"learned_metric"`
 }
 
 // learnedTagging measures the learned metric on split s with named photos
 // per person over trials choices of them (seed as the plain figures).
-func learnedTagging(ctx context.Context, s *tagSplit, named, trials int, seed uint64, lo tagging.LearnOptions) (*tagLearnedReport, error) {
-	rep := &tagLearnedReport{Split: s.Name, Named: named, Trials: trials}
-	var plain, learned, before []tagSuggestScore
+func learnedTagging(ctx context.Context, s *Split, named, trials int, seed uint64, lo tagging.LearnOptions) (*LearnedReport, error) {
+	rep := &LearnedReport{Split: s.Name, Named: named, Trials: trials}
+	var plain, learned, before []SuggestScore
 	// Plain clustering does not depend on the trial.
-	for _, a := range cluster.Algorithms {
-		o, err := tagging.NewClusterOptions(a)
-		if err != nil {
-			return nil, err
-		}
-		o.Seed = seed
-		c, err := clusterAt(s, o)
-		if err != nil {
-			return nil, err
-		}
-		rep.Clusters = append(rep.Clusters, tagLearnedCluster{Algorithm: a, Plain: c})
+	plainClusters, err := defaultClusters(s, seed, 1)
+	if err != nil {
+		return nil, err
 	}
-	var clusters [][]tagClusterScore // per learned trial, per algorithm
+	for k, a := range cluster.Algorithms {
+		rep.Clusters = append(rep.Clusters, LearnedCluster{Algorithm: a, Plain: plainClusters[k]})
+	}
+	var clusters [][]ClusterScore // per learned trial, per algorithm
 	for t := 0; t < trials; t++ {
 		r, err := learnedTrial(ctx, s, named, seed+uint64(t), lo)
 		if err != nil {
@@ -128,26 +123,16 @@ func learnedTagging(ctx context.Context, s *tagSplit, named, trials int, seed ui
 		learned = append(learned, r.learned)
 		// The learned space: every face mapped, each algorithm's distance
 		// scaled as the suggestion distance was.
-		ms := &tagSplit{Name: s.Name, identity: s.identity, stranger: s.stranger, people: s.people, descs: make([][]float32, len(s.descs))}
+		ms := &Split{Name: s.Name, identity: s.identity, stranger: s.stranger, people: s.people, descs: make([][]float32, len(s.descs))}
 		for i, d := range s.descs {
 			if ms.descs[i], err = r.space.Apply(d); err != nil {
 				return nil, err
 			}
 		}
 		scale := r.space.Options.Distance / tagging.SuggestDistance
-		var cs []tagClusterScore
-		for _, a := range cluster.Algorithms {
-			o, err := tagging.NewClusterOptions(a)
-			if err != nil {
-				return nil, err
-			}
-			o.Seed = seed
-			o.Distance *= scale
-			c, err := clusterAt(ms, o)
-			if err != nil {
-				return nil, err
-			}
-			cs = append(cs, c)
+		cs, err := defaultClusters(ms, seed, scale)
+		if err != nil {
+			return nil, err
 		}
 		clusters = append(clusters, cs)
 	}
@@ -178,14 +163,14 @@ func learnedTagging(ctx context.Context, s *tagSplit, named, trials int, seed ui
 
 // learnedTrialResult is one trial of learnedTagging.
 type learnedTrialResult struct {
-	plain, learned, before     tagSuggestScore
+	plain, learned, before     SuggestScore
 	space                      tagging.Space
 	names, confirmed, rejected int
 	learnS                     float64
 }
 
 // learnedTrial builds the library, plays the user and scores one trial.
-func learnedTrial(ctx context.Context, s *tagSplit, named int, trial uint64, lo tagging.LearnOptions) (*learnedTrialResult, error) {
+func learnedTrial(ctx context.Context, s *Split, named int, trial uint64, lo tagging.LearnOptions) (*learnedTrialResult, error) {
 	dir, err := os.MkdirTemp("", "veil-bench-learned-")
 	if err != nil {
 		return nil, err
@@ -252,7 +237,7 @@ func learnedTrial(ctx context.Context, s *tagSplit, named int, trial uint64, lo 
 	reviewed := make([]bool, len(s.descs))
 	var confirm []int
 	for _, sg := range sugs {
-		if rng.Float64() >= tagReviewShare {
+		if rng.Float64() >= ReviewShare {
 			continue
 		}
 		i := row[sg.Face]
@@ -271,10 +256,10 @@ func learnedTrial(ctx context.Context, s *tagSplit, named int, trial uint64, lo 
 	}
 	res.confirmed = len(confirm)
 	res.names = len(namedIdx) + len(confirm)
-	score := func(sp tagging.Space) (tagSuggestScore, error) {
+	score := func(sp tagging.Space) (SuggestScore, error) {
 		sugs, err := lib.SuggestionsIn(sp)
 		if err != nil {
-			return tagSuggestScore{}, err
+			return SuggestScore{}, err
 		}
 		return scoreLibrarySuggestions(s, faceIDs, func(i int) bool { return isNamed[i] || reviewed[i] }, truthOf, sugs,
 			sp.Options.Distance, sp.Options.Margin), nil
@@ -302,16 +287,16 @@ func learnedTrial(ctx context.Context, s *tagSplit, named int, trial uint64, lo 
 }
 
 // scoreLibrarySuggestions scores a library's suggestions on the split's
-// faces that skip does not leave out, as scoreSuggest scores tagQueries:
+// faces that skip does not leave out, as scoreSuggest scores queries:
 // precision and coverage on named people's faces, the share of strangers'
 // faces suggested.
-func scoreLibrarySuggestions(s *tagSplit, faceIDs []int64, skip func(row int) bool, truthOf map[int64]int,
-	sugs []tagging.LibrarySuggestion, dist, margin float64) tagSuggestScore {
+func scoreLibrarySuggestions(s *Split, faceIDs []int64, skip func(row int) bool, truthOf map[int64]int,
+	sugs []tagging.LibrarySuggestion, dist, margin float64) SuggestScore {
 	got := make(map[int64]int64, len(sugs))
 	for _, sg := range sugs {
 		got[sg.Face] = sg.Person
 	}
-	sc := tagSuggestScore{Distance: dist, Margin: margin}
+	sc := SuggestScore{Distance: dist, Margin: margin}
 	var sugK, rightK, sugS int
 	for i, id := range faceIDs {
 		if skip(i) {
@@ -341,7 +326,7 @@ func scoreLibrarySuggestions(s *tagSplit, faceIDs []int64, skip func(row int) bo
 
 // firstPeople keeps the first n named people of s and the strangers in
 // the same proportion (n ≤ 0: all).
-func firstPeople(s *tagSplit, n int) *tagSplit {
+func firstPeople(s *Split, n int) *Split {
 	if n <= 0 {
 		return s
 	}

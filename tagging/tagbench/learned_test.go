@@ -1,4 +1,4 @@
-package cli
+package tagbench
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 // synthSplit is a tiny split of 128-d descriptors on the pipeline's scale:
 // each person a random centre (people ~1.4 apart) plus noise (faces of one
 // person ~0.3 apart); photos[p] faces for person p, strangers with one.
-func synthSplit(seed uint64, photos []int, strangers int) *tagSplit {
+func synthSplit(seed uint64, photos []int, strangers int) *Split {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	s := &tagSplit{Name: "synthetic"}
+	s := &Split{Name: "synthetic"}
 	add := func(n int, stranger bool) {
 		c := make([]float64, 128)
 		for i := range c {
@@ -76,7 +76,7 @@ func TestLearnedTagging(t *testing.T) {
 		if r.Plain.Distance != tagging.SuggestDistance || r.LearnedScores.Distance == r.Plain.Distance || !(r.LearnedScores.Distance > 0) {
 			t.Fatalf("named %d: distances plain %v learned %v (carried over)", named, r.Plain.Distance, r.LearnedScores.Distance)
 		}
-		for _, sc := range []tagSuggestScore{r.Plain, r.LearnedScores} {
+		for _, sc := range []SuggestScore{r.Plain, r.LearnedScores} {
 			if sc.Precision < 0.99 || sc.Coverage < 0.9 || sc.StrangersSuggested > 0 {
 				t.Fatalf("named %d: well separated people scored %+v", named, sc)
 			}
@@ -101,11 +101,11 @@ func TestLearnedTaggingTooFewNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Learned != 0 || r.LearnedScores != (tagSuggestScore{}) || r.Plain.Strangers+int(r.Rejected) != 4 {
+	if r.Learned != 0 || r.LearnedScores != (SuggestScore{}) || r.Plain.Strangers+int(r.Rejected) != 4 {
 		t.Fatalf("%+v", r)
 	}
 	for _, c := range r.Clusters {
-		if c.Learned != (tagClusterScore{}) {
+		if c.Learned != (ClusterScore{}) {
 			t.Fatalf("learned clustering without a metric: %+v", c)
 		}
 	}
@@ -114,7 +114,7 @@ func TestLearnedTaggingTooFewNames(t *testing.T) {
 func TestScoreLibrarySuggestions(t *testing.T) {
 	// Faces 0–2 of person 0, 3–4 of person 1, 5–6 strangers (people 2, 3);
 	// face 0 is skipped (named). Library person ids 10 and 11.
-	s := &tagSplit{identity: []int{0, 0, 0, 1, 1, 2, 3}, stranger: []bool{false, false, true, true}, people: 4}
+	s := &Split{identity: []int{0, 0, 0, 1, 1, 2, 3}, stranger: []bool{false, false, true, true}, people: 4}
 	ids := []int64{100, 101, 102, 103, 104, 105, 106}
 	truth := map[int64]int{10: 0, 11: 1}
 	sugs := []tagging.LibrarySuggestion{
@@ -125,7 +125,7 @@ func TestScoreLibrarySuggestions(t *testing.T) {
 		{Suggestion: match.Suggestion{Face: 106, Person: 10}}, // a stranger
 	}
 	got := scoreLibrarySuggestions(s, ids, func(i int) bool { return i == 0 }, truth, sugs, 0.5, 0.04)
-	want := tagSuggestScore{Distance: 0.5, Margin: 0.04, Precision: 2.0 / 3, Coverage: 3.0 / 4, CorrectCoverage: 2.0 / 4,
+	want := SuggestScore{Distance: 0.5, Margin: 0.04, Precision: 2.0 / 3, Coverage: 3.0 / 4, CorrectCoverage: 2.0 / 4,
 		StrangersSuggested: 1.0 / 2, PrecisionAll: 2.0 / 4, Known: 4, Strangers: 2}
 	if got != want {
 		t.Fatalf("got %+v\nwant %+v", got, want)
@@ -144,7 +144,7 @@ func TestFirstPeople(t *testing.T) {
 }
 
 // Before the review, the library's plain suggestions score exactly as the
-// plain protocol (tagQueries and scoreSuggest at the defaults) on the same
+// plain protocol (queries and scoreSuggest at the defaults) on the same
 // choice of named photos: the learned figures are measured on the same
 // footing as the plain ones. People close enough that some suggestions
 // are wrong or abstain, so the figures are not trivially 1.
@@ -173,7 +173,7 @@ func TestLearnedTaggingAgreesWithPlainProtocol(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs, err := tagQueries(s, named, 7)
+		qs, err := queries(s, named, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
