@@ -31,12 +31,8 @@ func clusterGrid(s *Split, seed uint64) ([]ClusterScore, error) {
 	}
 	graphS := time.Since(start).Seconds()
 	score := func(o cluster.Options, labels []int, wall float64) (ClusterScore, error) {
-		b, err := eval.BCubedScores(labels, s.identity)
-		n := 0
-		for _, l := range labels {
-			n = max(n, l+1)
-		}
-		return ClusterScore{Algorithm: o.Algorithm, Distance: math.Round(o.Distance*1000) / 1000, MinPoints: o.MinPoints, Clusters: n, BCubed: b, WallS: wall}, err
+		o.Distance = math.Round(o.Distance*1000) / 1000
+		return scoreClusters(s, o, labels, wall)
 	}
 	keep := func(best *ClusterScore, c ClusterScore) {
 		if c.F1 > best.F1 {
@@ -95,11 +91,16 @@ func clusterAt(s *Split, o cluster.Options) (ClusterScore, error) {
 	if err != nil {
 		return ClusterScore{}, err
 	}
-	wall := time.Since(t0).Seconds()
-	b, err := eval.BCubedScores(l, s.identity)
+	return scoreClusters(s, o, l, time.Since(t0).Seconds())
+}
+
+// scoreClusters scores the labels of the split's faces that the setting
+// o gave in wall seconds.
+func scoreClusters(s *Split, o cluster.Options, labels []int, wall float64) (ClusterScore, error) {
+	b, err := eval.BCubedScores(labels, s.identity)
 	n := 0
-	for _, x := range l {
-		n = max(n, x+1)
+	for _, l := range labels {
+		n = max(n, l+1)
 	}
 	return ClusterScore{Algorithm: o.Algorithm, Distance: o.Distance, MinPoints: o.MinPoints, Clusters: n, BCubed: b, WallS: wall}, err
 }

@@ -142,23 +142,29 @@ func learnedTagging(ctx context.Context, s *Split, named, trials int, seed uint6
 		rep.LearnedScores = meanScores(learned)
 		rep.LearnS /= float64(rep.Learned)
 		for k := range rep.Clusters {
-			m := clusters[0][k]
-			n := float64(len(clusters))
-			m.Precision, m.Recall, m.F1, m.Distance, m.WallS = 0, 0, 0, 0, 0
-			var nc float64
-			for _, cs := range clusters {
-				m.Precision += cs[k].Precision / n
-				m.Recall += cs[k].Recall / n
-				m.F1 += cs[k].F1 / n
-				m.Distance += cs[k].Distance / n
-				m.WallS += cs[k].WallS / n
-				nc += float64(cs[k].Clusters) / n
-			}
-			m.Clusters = int(nc + 0.5)
-			rep.Clusters[k].Learned = m
+			rep.Clusters[k].Learned = meanClusters(clusters, k)
 		}
 	}
 	return rep, nil
+}
+
+// meanClusters averages algorithm k's scores over the trials (the
+// number of clusters rounded).
+func meanClusters(trials [][]ClusterScore, k int) ClusterScore {
+	m := trials[0][k]
+	n := float64(len(trials))
+	m.Precision, m.Recall, m.F1, m.Distance, m.WallS = 0, 0, 0, 0, 0
+	var nc float64
+	for _, cs := range trials {
+		m.Precision += cs[k].Precision / n
+		m.Recall += cs[k].Recall / n
+		m.F1 += cs[k].F1 / n
+		m.Distance += cs[k].Distance / n
+		m.WallS += cs[k].WallS / n
+		nc += float64(cs[k].Clusters) / n
+	}
+	m.Clusters = int(nc + 0.5)
+	return m
 }
 
 // learnedTrialResult is one trial of learnedTagging.
@@ -169,13 +175,19 @@ type learnedTrialResult struct {
 	learnS                     float64
 }
 
-// learnedTrial builds the library, plays the user and scores one trial.
-func learnedTrial(ctx context.Context, s *Split, named int, trial uint64, lo tagging.LearnOptions) (*learnedTrialResult, error) {
-	dir, err := os.MkdirTemp("", "veil-bench-learned-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
+// trialLibrary is a throw-away library holding a split's faces, one photo
+// per face, and the user's names in it.
+type trialLibrary struct {
+	lib     *tagging.Library
+	s       *Split
+	faceIDs []int64       // per row of the split
+	row     map[int64]int // face id → row
+	truthOf map[int64]int // library person id → split identity
+}
+
+// newTrialLibrary creates the library in dir (a cheap key derivation: its
+// secrecy is not what is measured) and adds every face of s.
+func newTrialLibrary(dir string, s *Split) (*trialLibrary, error) {
 	pass := make([]byte, 32)
 	if _, err := crand.Read(pass); err != nil {
 		return nil, err
@@ -184,8 +196,7 @@ func learnedTrial(ctx context.Context, s *Split, named int, trial uint64, lo tag
 	if err != nil {
 		return nil, err
 	}
-	defer lib.Close()
-	faceIDs := make([]int64, len(s.descs))
+	t := &trialLibrary{lib: lib, s: s, faceIDs: make([]int64, len(s.descs)), row: make(map[int64]int, len(s.descs)), truthOf: map[int64]int{}}
 	for i, d := range s.descs {
 		path := fmt.Sprintf("/bench/%d.jpg", i)
 		var sum [32]byte
@@ -193,94 +204,120 @@ func learnedTrial(ctx context.Context, s *Split, named int, trial uint64, lo tag
 		_, ids, err := lib.AddPhoto(tagging.PhotoRecord{Path: path, SHA256: sum, Size: 1, Width: 250, Height: 250},
 			[]tagging.NewFace{{Box: tagging.Box{X: 70, Y: 70, Width: 110, Height: 110}, Score: 1, Source: tagging.Detected, Descriptor: d}})
 		if err != nil {
+			lib.Close()
 			return nil, err
 		}
-		faceIDs[i] = ids[0]
+		t.faceIDs[i] = ids[0]
+		t.row[ids[0]] = i
 	}
-	row := make(map[int64]int, len(faceIDs))
-	for i, id := range faceIDs {
-		row[id] = i
+	return t, nil
+}
+
+// name names the faces of the rows after their people, as the user would.
+func (t *trialLibrary) name(rows []int) error {
+	byPerson := map[int][]int64{}
+	for _, i := range rows {
+		byPerson[t.s.identity[i]] = append(byPerson[t.s.identity[i]], t.faceIDs[i])
 	}
-	personName := func(p int) string { return fmt.Sprintf("person %d", p) }
-	truthOf := map[int64]int{} // library person id → split identity
-	name := func(rows []int) error {
-		byPerson := map[int][]int64{}
-		for _, i := range rows {
-			byPerson[s.identity[i]] = append(byPerson[s.identity[i]], faceIDs[i])
+	for p, ids := range byPerson {
+		person, err := t.lib.NameFaces(ids, fmt.Sprintf("person %d", p))
+		if err != nil {
+			return err
 		}
-		for p, ids := range byPerson {
-			person, err := lib.NameFaces(ids, personName(p))
-			if err != nil {
-				return err
-			}
-			truthOf[person.ID] = p
-		}
-		return nil
+		t.truthOf[person.ID] = p
 	}
-	isNamed, namedIdx := chooseNamed(s, named, trial)
-	if err := name(namedIdx); err != nil {
-		return nil, err
-	}
-	res := &learnedTrialResult{}
-	// The review of the plain suggestions.
-	plainSpace, err := lib.SuggestSpace(false)
-	if err != nil {
-		return nil, err
-	}
-	sugs, err := lib.SuggestionsIn(plainSpace)
-	if err != nil {
-		return nil, err
-	}
-	res.before = scoreLibrarySuggestions(s, faceIDs, func(i int) bool { return isNamed[i] }, truthOf, sugs,
-		plainSpace.Options.Distance, plainSpace.Options.Margin)
+	return nil
+}
+
+// review plays the user on a random ReviewShare of the suggestions: a
+// right one is confirmed (named), a wrong one rejected. It returns the
+// rows reviewed and the number rejected.
+func (t *trialLibrary) review(sugs []tagging.LibrarySuggestion, trial uint64) (reviewed []bool, confirmed, rejected int, err error) {
 	rng := rand.New(rand.NewPCG(trial, 0x4e71e))
-	reviewed := make([]bool, len(s.descs))
+	reviewed = make([]bool, len(t.s.descs))
 	var confirm []int
 	for _, sg := range sugs {
 		if rng.Float64() >= ReviewShare {
 			continue
 		}
-		i := row[sg.Face]
+		i := t.row[sg.Face]
 		reviewed[i] = true
-		if p, ok := truthOf[sg.Person]; ok && p == s.identity[i] {
+		if p, ok := t.truthOf[sg.Person]; ok && p == t.s.identity[i] {
 			confirm = append(confirm, i)
 			continue
 		}
-		if err := lib.RejectFace(sg.Face, sg.Name); err != nil {
-			return nil, err
+		if err := t.lib.RejectFace(sg.Face, sg.Name); err != nil {
+			return nil, 0, 0, err
 		}
-		res.rejected++
+		rejected++
 	}
-	if err := name(confirm); err != nil {
+	if err := t.name(confirm); err != nil {
+		return nil, 0, 0, err
+	}
+	return reviewed, len(confirm), rejected, nil
+}
+
+// score scores the library's suggestions in space sp on the rows that
+// skip does not leave out.
+func (t *trialLibrary) score(sp tagging.Space, skip func(row int) bool) (SuggestScore, error) {
+	sugs, err := t.lib.SuggestionsIn(sp)
+	if err != nil {
+		return SuggestScore{}, err
+	}
+	return scoreLibrarySuggestions(t.s, t.faceIDs, skip, t.truthOf, sugs, sp.Options.Distance, sp.Options.Margin), nil
+}
+
+// learnedTrial builds the library, plays the user and scores one trial.
+func learnedTrial(ctx context.Context, s *Split, named int, trial uint64, lo tagging.LearnOptions) (*learnedTrialResult, error) {
+	dir, err := os.MkdirTemp("", "veil-bench-learned-")
+	if err != nil {
 		return nil, err
 	}
-	res.confirmed = len(confirm)
-	res.names = len(namedIdx) + len(confirm)
-	score := func(sp tagging.Space) (SuggestScore, error) {
-		sugs, err := lib.SuggestionsIn(sp)
-		if err != nil {
-			return SuggestScore{}, err
-		}
-		return scoreLibrarySuggestions(s, faceIDs, func(i int) bool { return isNamed[i] || reviewed[i] }, truthOf, sugs,
-			sp.Options.Distance, sp.Options.Margin), nil
+	defer os.RemoveAll(dir)
+	t, err := newTrialLibrary(dir, s)
+	if err != nil {
+		return nil, err
 	}
-	if res.plain, err = score(plainSpace); err != nil {
+	defer t.lib.Close()
+	isNamed, namedIdx := chooseNamed(s, named, trial)
+	if err := t.name(namedIdx); err != nil {
+		return nil, err
+	}
+	res := &learnedTrialResult{}
+	// The review of the plain suggestions.
+	plainSpace, err := t.lib.SuggestSpace(false)
+	if err != nil {
+		return nil, err
+	}
+	sugs, err := t.lib.SuggestionsIn(plainSpace)
+	if err != nil {
+		return nil, err
+	}
+	res.before = scoreLibrarySuggestions(s, t.faceIDs, func(i int) bool { return isNamed[i] }, t.truthOf, sugs,
+		plainSpace.Options.Distance, plainSpace.Options.Margin)
+	reviewed, confirmed, rejected, err := t.review(sugs, trial)
+	if err != nil {
+		return nil, err
+	}
+	res.confirmed, res.rejected, res.names = confirmed, rejected, len(namedIdx)+confirmed
+	unseen := func(i int) bool { return isNamed[i] || reviewed[i] }
+	if res.plain, err = t.score(plainSpace, unseen); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	if _, err := lib.LearnMetric(ctx, lo); errors.Is(err, tagging.ErrTooFewNames) {
+	if _, err := t.lib.LearnMetric(ctx, lo); errors.Is(err, tagging.ErrTooFewNames) {
 		return res, nil
 	} else if err != nil {
 		return nil, err
 	}
 	res.learnS = time.Since(start).Seconds()
-	if res.space, err = lib.SuggestSpace(true); err != nil {
+	if res.space, err = t.lib.SuggestSpace(true); err != nil {
 		return nil, err
 	}
 	if res.space.Metric == nil {
 		return nil, errors.New("the library learned a metric but does not suggest with it")
 	}
-	if res.learned, err = score(res.space); err != nil {
+	if res.learned, err = t.score(res.space, unseen); err != nil {
 		return nil, err
 	}
 	return res, nil
