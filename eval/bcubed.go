@@ -34,13 +34,14 @@ func BCubedScores(clusters, classes []int) (BCubed, error) {
 		perCluster[c]++
 		perClass[classes[i]]++
 	}
-	// Each item of a (cluster, class) cell has precision n/|cluster| and
-	// recall n/|class|; summing per cell avoids a pass per item.
+	// Each item of a (cluster, class) cell of n items has precision
+	// n/|cluster| and recall n/|class|. The sums run in the items' order,
+	// never a map's, so that the same labels give bit-identical scores.
 	var p, r float64
-	for k, n := range both {
-		nf := float64(n)
-		p += nf * nf / float64(perCluster[k.cluster])
-		r += nf * nf / float64(perClass[k.class])
+	for i, c := range clusters {
+		n := float64(both[cell{c, classes[i]}])
+		p += n / float64(perCluster[c])
+		r += n / float64(perClass[classes[i]])
 	}
 	total := float64(len(clusters))
 	s := BCubed{Precision: p / total, Recall: r / total}
