@@ -30,7 +30,7 @@ func MeasureLinkageLFW(ctx context.Context, src *LFWSource, o LinkageOptions) (*
 		return nil, errors.New("eval: linkage bench without an LFW source")
 	}
 	start := time.Now()
-	pool, err := src.People(LFWDevPeopleFiles, func(n int) bool { return n >= LinkageMinPhotos }, "describing")
+	pool, err := src.People([]string{LFWDevTrain, LFWDevTest}, func(n int) bool { return n >= LinkageMinPhotos }, "describing")
 	if err != nil {
 		return nil, err
 	}
@@ -41,9 +41,17 @@ func MeasureLinkageLFW(ctx context.Context, src *LFWSource, o LinkageOptions) (*
 	return &LinkageBenchReport{LinkageReport: rep, LMNN: o.LMNN, WallS: time.Since(start).Seconds()}, nil
 }
 
-// MetricBenchSplits are the LFW development splits veil bench metric
-// measures, by name, and their people lists.
-var MetricBenchSplits = map[string]string{"train": "peopleDevTrain.txt", "test": "peopleDevTest.txt"}
+// metricSplitFile is the people list of an LFW development split veil
+// bench metric measures, by name ("train", "test").
+func metricSplitFile(name string) (string, bool) {
+	switch name {
+	case "train":
+		return LFWDevTrain, true
+	case "test":
+		return LFWDevTest, true
+	}
+	return "", false
+}
 
 // MetricGainMinPhotos is the number of photos a named person of the
 // metric benchmark has at least (the others with one photo are strangers).
@@ -64,7 +72,8 @@ type MetricBenchReport struct {
 
 // MetricBenchOptions configure MeasureMetricGainLFW.
 type MetricBenchOptions struct {
-	// Splits are names of MetricBenchSplits, measured in this order.
+	// Splits are names of LFW development splits, "train" (LFWDevTrain)
+	// or "test" (LFWDevTest), measured in this order.
 	Splits []string
 	// Gain configures each split's MeasureMetricGain.
 	Gain MetricGainOptions
@@ -81,7 +90,7 @@ func MeasureMetricGainLFW(ctx context.Context, src *LFWSource, o MetricBenchOpti
 		return nil, errors.New("eval: metric bench without an LFW source")
 	}
 	for _, split := range o.Splits {
-		if _, ok := MetricBenchSplits[split]; !ok {
+		if _, ok := metricSplitFile(split); !ok {
 			return nil, fmt.Errorf("eval: no LFW development split %q (train, test)", split)
 		}
 	}
@@ -91,7 +100,8 @@ func MeasureMetricGainLFW(ctx context.Context, src *LFWSource, o MetricBenchOpti
 	start := time.Now()
 	out := &MetricBenchReport{LMNN: o.Gain.LMNN}
 	for _, split := range o.Splits {
-		files := []string{MetricBenchSplits[split]}
+		file, _ := metricSplitFile(split)
+		files := []string{file}
 		people, err := src.People(files, func(n int) bool { return n >= MetricGainMinPhotos }, "describing")
 		if err != nil {
 			return nil, err

@@ -11,8 +11,12 @@ import (
 	"github.com/veil-privacy/veil/internal/progress"
 )
 
-// LFWDevPeopleFiles are LFW's development identity lists.
-var LFWDevPeopleFiles = []string{"peopleDevTrain.txt", "peopleDevTest.txt"}
+// LFW's development identity lists: the training identities and the test
+// identities.
+const (
+	LFWDevTrain = "peopleDevTrain.txt"
+	LFWDevTest  = "peopleDevTest.txt"
+)
 
 // LFWSourceOptions configure an LFWSource.
 type LFWSourceOptions struct {

@@ -17,9 +17,6 @@ import (
 // loss.
 const BenchClasses = 100
 
-// BenchInputs are the LightFace input sizes the step benchmark measures.
-var BenchInputs = [...]int{64, 112}
-
 // StepBenchOptions configure a StepBench.
 type StepBenchOptions struct {
 	// Batch is the number of examples per step (at least 1).
@@ -68,17 +65,17 @@ type StepBenchResult struct {
 	Configuration string  `json:"configuration"`
 }
 
-// StepBenchReport is veil bench train's report: LightFace at each of
-// BenchInputs, and the embedding head on the age/gender features.
+// StepBenchReport is veil bench train's report: LightFace at 64 and 112
+// pixels, and the embedding head on the age/gender features.
 type StepBenchReport struct {
 	Head    StepBenchResult   `json:"head"`
 	Results []StepBenchResult `json:"results"`
 }
 
-// Run measures LightFace at every input size of BenchInputs, then the head.
+// Run measures LightFace at 64 and 112 pixels, then the head.
 func (b *StepBench) Run() (*StepBenchReport, error) {
 	rep := &StepBenchReport{}
-	for _, input := range BenchInputs {
+	for _, input := range []int{64, 112} {
 		r, err := b.model(arch.Config{Kind: "lightface", Input: input, Width: b.o.Width, Norm: "group"})
 		if err != nil {
 			return nil, err

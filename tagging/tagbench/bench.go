@@ -14,13 +14,8 @@ import (
 	"github.com/veil-privacy/veil/tagging/cluster"
 )
 
-// Splits are the LFW development identity lists the benchmark lays out as
-// libraries: the training identities (where the thresholds were chosen)
-// and the test identities (never used to choose anything).
-var Splits = [...]string{"peopleDevTrain.txt", "peopleDevTest.txt"}
-
-// LatencyFaces are the gallery sizes of the suggestion-latency figures.
-var LatencyFaces = [...]int{1000, 10000, 100000}
+// latencyFaces are the gallery sizes of the suggestion-latency figures.
+func latencyFaces() []int { return []int{1000, 10000, 100000} }
 
 // Report is veil bench tagging's report.
 type Report struct {
@@ -91,11 +86,13 @@ func New(o Options) (*Bench, error) {
 	return &Bench{o: o}, nil
 }
 
-// Run describes both splits and measures everything the options ask for.
+// Run lays out LFW's development training identities (where the
+// thresholds were chosen) and test identities (never used to choose
+// anything) as libraries, and measures everything the options ask for.
 func (b *Bench) Run(ctx context.Context) (*Report, error) {
 	start := time.Now()
-	var splits [len(Splits)]*Split
-	for i, file := range Splits {
+	var splits [2]*Split
+	for i, file := range []string{eval.LFWDevTrain, eval.LFWDevTest} {
 		s, err := LoadSplit(b.o.Source, file)
 		if err != nil {
 			return nil, err
@@ -124,7 +121,7 @@ func (b *Bench) Run(ctx context.Context) (*Report, error) {
 	if res.Incremental, err = incrementalAt(test, o, 0.2, b.o.Seed); err != nil {
 		return nil, err
 	}
-	for _, n := range LatencyFaces {
+	for _, n := range latencyFaces() {
 		l, err := latencyAt(n, b.o.Seed)
 		if err != nil {
 			return nil, err

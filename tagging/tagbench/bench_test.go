@@ -102,7 +102,7 @@ func TestNewRefuses(t *testing.T) {
 func TestBenchRun(t *testing.T) {
 	train := synthSplit(11, []int{6, 5, 7, 6, 5, 6, 8, 5}, 6)
 	test := synthSplit(12, []int{5, 6, 5, 7, 6, 5}, 5)
-	src := lfwOf(t, map[string]*Split{Splits[0]: train, Splits[1]: test})
+	src := lfwOf(t, map[string]*Split{eval.LFWDevTrain: train, eval.LFWDevTest: test})
 	b, err := New(Options{Source: src, Trials: 2, Tune: true, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestBenchRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows = append(rows, SuggestReport{Split: Splits[k], Named: named, SuggestScore: meanScoreAt(tr, def.Distance, def.Margin)})
+			rows = append(rows, SuggestReport{Split: []string{eval.LFWDevTrain, eval.LFWDevTest}[k], Named: named, SuggestScore: meanScoreAt(tr, def.Distance, def.Margin)})
 		}
 	}
 	for i := range rows {
@@ -147,11 +147,11 @@ func TestBenchRun(t *testing.T) {
 	if tu := rep.Tune; tu == nil || len(tu.CrossValidation) != 2 || len(tu.Clusters) != 4 || tu.Suggest.Known == 0 {
 		t.Errorf("tuning %+v", rep.Tune)
 	}
-	if len(rep.Latency) != len(LatencyFaces) {
+	if len(rep.Latency) != len(latencyFaces()) {
 		t.Fatalf("%d latency rows", len(rep.Latency))
 	}
 	for i, l := range rep.Latency {
-		if l.Faces != LatencyFaces[i] || l.People != (l.Faces+9)/10 || !(l.WallMsPerQuery > 0) || l.BudgetRatio != l.CPUMsPerQuery/20 {
+		if l.Faces != latencyFaces()[i] || l.People != (l.Faces+9)/10 || !(l.WallMsPerQuery > 0) || l.BudgetRatio != l.CPUMsPerQuery/20 {
 			t.Errorf("latency row %+v", l)
 		}
 	}
