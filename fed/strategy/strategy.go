@@ -54,6 +54,7 @@ import (
 	"strconv"
 
 	"github.com/veil-privacy/veil/fed/wire"
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // Strategy turns accepted updates into the next model.
@@ -264,20 +265,12 @@ func (s *Sum) Add(update wire.Weights, weight float64) error {
 		if t.Name != s.Layout[i].Name || len(t.Values) != sizeOf(s.Layout[i].Shape) {
 			return fmt.Errorf("strategy: update tensor %d does not match %q", i, s.Layout[i].Name)
 		}
-		addScaled(s.Values[k:k+len(t.Values)], weight, t.Values)
+		vec.AxpyWiden(weight, t.Values, s.Values[k:k+len(t.Values)])
 		k += len(t.Values)
 	}
 	s.Weight += weight
 	s.Count++
 	return nil
-}
-
-// addScaledScalar adds w·float64(src[i]) to dst[i] (len(dst) ≥ len(src)).
-func addScaledScalar(dst []float64, w float64, src []float32) {
-	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] += w * float64(v)
-	}
 }
 
 func sizeOf(shape []int) int {

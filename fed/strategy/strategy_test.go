@@ -8,7 +8,8 @@ import (
 	"github.com/veil-privacy/veil/fed/wire"
 )
 
-func vec(v ...float32) wire.Weights {
+// one returns one tensor "w" holding v.
+func one(v ...float32) wire.Weights {
 	return wire.Weights{{Name: "w", Shape: []int{len(v)}, Values: v}}
 }
 
@@ -46,8 +47,8 @@ func round(t *testing.T, s Strategy, model wire.Weights, state wire.Weights, upd
 }
 
 func TestFedAvgByHand(t *testing.T) {
-	model := vec(1, 2)
-	updates := []wire.Weights{vec(1, 0), vec(0, 3)}
+	model := one(1, 2)
+	updates := []wire.Weights{one(1, 0), one(0, 3)}
 	byEx, err := New(Options{Name: "fedavg"})
 	if err != nil {
 		t.Fatal(err)
@@ -73,8 +74,8 @@ func TestFedSGDByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model := vec(1, 2)
-	grads := []wire.Weights{vec(2, 0), vec(0, 4)} // mean (1, 2)
+	model := one(1, 2)
+	grads := []wire.Weights{one(2, 0), one(0, 4)} // mean (1, 2)
 	// v = (1, 2); model − 0.1·v = (0.9, 1.8).
 	next, st := round(t, s, model, nil, grads, []uint64{0, 0})
 	near(t, "fedsgd step 1", next, 0.9, 1.8)
@@ -93,11 +94,11 @@ func TestBadOptionsAndUpdates(t *testing.T) {
 			t.Errorf("%+v accepted", o)
 		}
 	}
-	sum := NewSum(vec(0, 0))
-	if err := sum.Add(vec(1, 2, 3), 1); err == nil {
+	sum := NewSum(one(0, 0))
+	if err := sum.Add(one(1, 2, 3), 1); err == nil {
 		t.Error("wrong-size update folded in")
 	}
-	if err := sum.Add(vec(1, 2), math.Inf(1)); err == nil {
+	if err := sum.Add(one(1, 2), math.Inf(1)); err == nil {
 		t.Error("infinite weight accepted")
 	}
 	if _, err := sum.Mean(); err == nil {
@@ -136,7 +137,7 @@ func TestDefaultServerLR(t *testing.T) {
 // Apply moves the model by round(√K) times the mean of K updates, worked
 // out for each round; a configured η is used as it is.
 func TestFedAvgStepsByTheRoundsUpdates(t *testing.T) {
-	model := vec(1, 2)
+	model := one(1, 2)
 	auto, err := New(Options{Name: "fedavg", DP: true})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ func TestFedAvgStepsByTheRoundsUpdates(t *testing.T) {
 	}{{auto, 8, 3, "√8 → 3"}, {auto, 4, 2, "√4 = 2"}, {auto, 2, 1, "√2 → 1"}, {fixed, 8, 0.5, "configured"}} {
 		updates := make([]wire.Weights, c.k)
 		for i := range updates {
-			updates[i] = vec(float32(i%2), 1) // mean (⌊k/2⌋/k, 1)
+			updates[i] = one(float32(i%2), 1) // mean (⌊k/2⌋/k, 1)
 		}
 		next, _ := round(t, c.s, model, nil, updates, make([]uint64, c.k))
 		mean0 := float64(c.k/2) / float64(c.k)
@@ -162,7 +163,7 @@ func TestFedAvgStepsByTheRoundsUpdates(t *testing.T) {
 			t.Errorf("%d updates (%s): ServerLR %g, want %g", c.k, c.explain, got, c.step)
 		}
 	}
-	if _, _, err := auto.Apply(model, vec(1, 1), 0, nil); err == nil {
+	if _, _, err := auto.Apply(model, one(1, 1), 0, nil); err == nil {
 		t.Error("a mean of no updates applied")
 	}
 }
@@ -179,6 +180,22 @@ func TestServerLRText(t *testing.T) {
 	} {
 		if got := c.o.ServerLRText(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.o, got, c.want)
+		}
+	}
+}
+
+// BenchmarkSumAdd folds an update of the federated head's size into a sum.
+func BenchmarkSumAdd(b *testing.B) {
+	const n = 557824
+	u := wire.Weights{{Name: "w", Shape: []int{n}, Values: make([]float32, n)}}
+	for i := range u[0].Values {
+		u[0].Values[i] = float32(i%97) * 0.01
+	}
+	s := NewSum(u)
+	b.SetBytes(4 * n)
+	for b.Loop() {
+		if err := s.Add(u, 1); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -6,20 +6,22 @@ import (
 	"testing"
 )
 
-// TestNormVectorLoop: the vector loop's norm is the exact one within
-// float64 rounding, and any NaN or infinity anywhere (also in the lanes
+// TestNormChecksFiniteness: Norm is the exact norm within float64
+// rounding, and any NaN or infinity anywhere (also in the vector lanes
 // and the scalar tail) makes it non-finite, which is how the coordinator
 // refuses such updates in one pass.
-func TestNormVectorLoop(t *testing.T) {
+func TestNormChecksFiniteness(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{1, 15, 16, 17, 33, 1000, 4099} {
 		v := make([]float32, n)
+		var want float64
 		for i := range v {
 			v[i] = float32(rng.NormFloat64())
+			want += float64(v[i]) * float64(v[i])
 		}
-		got, want := sumSquares(v), sumSquaresScalar(v)
-		if math.Abs(got-want) > 1e-12*want {
-			t.Errorf("n=%d: Σv² = %v, the scalar loop gives %v", n, got, want)
+		w := Weights{{Name: "w", Shape: []int{n}, Values: v}}
+		if got := w.Norm(); math.Abs(got*got-want) > 1e-12*want {
+			t.Errorf("n=%d: the norm² is %v, the plain loop gives %v", n, got*got, want)
 		}
 		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 			for _, at := range []int{0, n / 2, n - 1} {

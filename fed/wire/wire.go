@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // DefaultChunk is the payload bytes per chunk message: well under gRPC's
@@ -123,18 +124,9 @@ func (w Weights) CheckFinite() error {
 func (w Weights) Norm() float64 {
 	var ss float64
 	for _, t := range w {
-		ss += sumSquares(t.Values)
+		ss += vec.SqNormWiden(t.Values)
 	}
 	return math.Sqrt(ss)
-}
-
-// sumSquaresScalar returns Σ float64(v)².
-func sumSquaresScalar(v []float32) float64 {
-	var ss float64
-	for _, x := range v {
-		ss += float64(x) * float64(x)
-	}
-	return ss
 }
 
 const maxNameLen = 256
@@ -398,7 +390,7 @@ func (d *Decoder) addSquares() {
 	}
 	b := d.buf[d.normed:end]
 	if v := asFloat32(b); v != nil {
-		d.squared += sumSquares(v)
+		d.squared += vec.SqNormWiden(v)
 	} else {
 		for i := 0; i < len(b); i += 4 {
 			x := float64(math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))

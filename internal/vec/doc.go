@@ -1,6 +1,8 @@
 // Package vec holds the project's small numeric kernels, each once: dot
 // products, scaled additions, squared Euclidean distances (float64 and
-// float32, with a 128-value row scan for face descriptors), float32 and
+// float32, with a 128-value row scan for face descriptors), the
+// federation's widening kernels (float32 values added, scaled, to a
+// float64 sum; a float32 vector's squared norm in float64), float32 and
 // float64 matrix products, a symmetric eigensolver (cyclic Jacobi) and a
 // parallel loop over index ranges.
 //

@@ -50,3 +50,9 @@ func Dot32(a, b []float32) float32 { return dot32Scalar(a, b) }
 func Dot32x4(a, b0, b1, b2, b3 []float32) (float32, float32, float32, float32) {
 	return dot32Scalar(a, b0), dot32Scalar(a, b1), dot32Scalar(a, b2), dot32Scalar(a, b3)
 }
+
+// AxpyWiden adds alpha·float64(x[i]) to y[i] (len(y) ≥ len(x)).
+func AxpyWiden(alpha float64, x []float32, y []float64) { axpyWidenScalar(alpha, x, y) }
+
+// SqNormWiden returns Σ float64(x[i])², the squared L2 norm in float64.
+func SqNormWiden(x []float32) float64 { return sqNormWidenScalar(x) }

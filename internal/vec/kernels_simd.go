@@ -330,3 +330,55 @@ func hsum32(s archsimd.Float32x8) float32 {
 	s.Store(&buf)
 	return (buf[0] + buf[1]) + (buf[2] + buf[3]) + (buf[4] + buf[5]) + (buf[6] + buf[7])
 }
+
+// AxpyWiden adds alpha·float64(x[i]) to y[i] (len(y) ≥ len(x)). Each lane
+// multiplies and adds as two rounded operations (no fused multiply-add),
+// so the sums are bit-for-bit the plain loop's on every machine.
+func AxpyWiden(alpha float64, x []float32, y []float64) {
+	n := len(x)
+	if !useSIMD || n < 16 {
+		axpyWidenScalar(alpha, x, y)
+		return
+	}
+	y = y[:n]
+	al := archsimd.BroadcastFloat64x4(alpha)
+	i := 0
+	for ; i+16 <= n; i += 16 {
+		a0 := archsimd.LoadFloat32x4Slice(x[i:]).ConvertToFloat64().Mul(al)
+		a1 := archsimd.LoadFloat32x4Slice(x[i+4:]).ConvertToFloat64().Mul(al)
+		a2 := archsimd.LoadFloat32x4Slice(x[i+8:]).ConvertToFloat64().Mul(al)
+		a3 := archsimd.LoadFloat32x4Slice(x[i+12:]).ConvertToFloat64().Mul(al)
+		archsimd.LoadFloat64x4Slice(y[i:]).Add(a0).StoreSlice(y[i:])
+		archsimd.LoadFloat64x4Slice(y[i+4:]).Add(a1).StoreSlice(y[i+4:])
+		archsimd.LoadFloat64x4Slice(y[i+8:]).Add(a2).StoreSlice(y[i+8:])
+		archsimd.LoadFloat64x4Slice(y[i+12:]).Add(a3).StoreSlice(y[i+12:])
+	}
+	archsimd.ClearAVXUpperBits()
+	axpyWidenScalar(alpha, x[i:], y[i:])
+}
+
+// SqNormWiden returns Σ float64(x[i])², the squared L2 norm in float64.
+// Each square of a float32 is exact in float64 (so the fused multiply-add
+// rounds exactly as a separate add would); the vector loop adds in 16
+// running sums rather than one, so the total can differ from the plain
+// loop's in its last bits. It is +Inf or NaN exactly when a value is not
+// finite (the squares of up to 2³⁰ finite float32 values cannot overflow).
+func SqNormWiden(x []float32) float64 {
+	n := len(x)
+	if !useSIMD || n < 16 {
+		return sqNormWidenScalar(x)
+	}
+	var s0, s1, s2, s3 archsimd.Float64x4
+	i := 0
+	for ; i+16 <= n; i += 16 {
+		a0 := archsimd.LoadFloat32x4Slice(x[i:]).ConvertToFloat64()
+		a1 := archsimd.LoadFloat32x4Slice(x[i+4:]).ConvertToFloat64()
+		a2 := archsimd.LoadFloat32x4Slice(x[i+8:]).ConvertToFloat64()
+		a3 := archsimd.LoadFloat32x4Slice(x[i+12:]).ConvertToFloat64()
+		s0 = a0.MulAdd(a0, s0)
+		s1 = a1.MulAdd(a1, s1)
+		s2 = a2.MulAdd(a2, s2)
+		s3 = a3.MulAdd(a3, s3)
+	}
+	return hsum(s0.Add(s1).Add(s2.Add(s3))) + sqNormWidenScalar(x[i:])
+}

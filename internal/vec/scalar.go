@@ -25,6 +25,23 @@ func axpyScalar(alpha float64, x, y []float64) {
 	}
 }
 
+// axpyWidenScalar adds alpha·float64(x[i]) to y[i].
+func axpyWidenScalar(alpha float64, x []float32, y []float64) {
+	y = y[:len(x)]
+	for i, v := range x {
+		y[i] += alpha * float64(v)
+	}
+}
+
+// sqNormWidenScalar returns Σ float64(x[i])² with one running sum.
+func sqNormWidenScalar(x []float32) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return s
+}
+
 // sqDistScalar returns ‖a − b‖² (len(b) ≥ len(a)).
 func sqDistScalar(a, b []float64) float64 {
 	b = b[:len(a)]
