@@ -70,6 +70,84 @@ func TestRoundClosesInTheCommitOfItsLastUpdate(t *testing.T) {
 	if state != "done" || updates != 2 || !sumNull {
 		t.Fatalf("round 1 stored as %s with %d updates (sum gone: %v)", state, updates, sumNull)
 	}
+	// The close encoded the next model once: the bytes it stored are
+	// already the broadcast's, before any client asks for them.
+	var stored []byte
+	if err := c.st.db.QueryRow(`SELECT payload FROM models WHERE version = ?`, v1).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if c.encoded.version != v1 || string(c.encoded.payload) != string(stored) || wire.Version(c.encoded.header) != v1 {
+		t.Fatalf("after the close the broadcast holds version %.12s, not the stored model %.12s", c.encoded.version, v1)
+	}
+}
+
+// TestCommitRefusesALedgerChangedAfterItsCheck: a batch checks and charges
+// each update against its client's ledger as it arrives and commits
+// later; if the stored ledger changed in between (only the loop's
+// goroutine writes ledgers, so this stands for a broken assumption), the
+// transaction fails as a whole and stores nothing: the changed ledger is
+// not overwritten by one charged from the old, nothing is counted and the
+// update is not acknowledged.
+func TestCommitRefusesALedgerChangedAfterItsCheck(t *testing.T) {
+	model := wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{1, 2, 3}}}
+	dpp := &fedpb.DPParams{Clip: 1, Delta: 1e-5, PrivacyUnit: "identity", NoiseMultiplier: 1}
+	c, err := New(Options{StatePath: filepath.Join(t.TempDir(), "state.db"), Init: model, Strategy: strategy.Options{Name: "fedavg", DP: true},
+		Rounds: 1, Fraction: 1, MinAvailable: 2, MinUpdates: 1, RoundTimeout: time.Hour, MaxUpdateNorm: 10,
+		Task: Task{LocalSteps: 1, LearningRate: 0.1, Batch: 1, DP: dpp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for _, who := range []string{"alice", "bob"} {
+		if _, err := c.enrol(ctx, who, 100, 1e-5, "identity"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.startRound(ctx, []string{"alice", "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	_, v0 := c.Model()
+	meta := &fedpb.DPParams{Clip: 1, Delta: 1e-5, PrivacyUnit: "identity", NoiseMultiplier: 1, SamplingRate: 0.1, Steps: 3}
+	up := wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{1, 1, 1}}}
+	p := &pending{client: "alice", round: 1, version: v0, update: up, dp: meta, examples: 1, bytes: 12, reply: make(chan result, 1)}
+	b := c.newBatch()
+	c.admit(ctx, b, p)
+	// The ledger as it stands after some other charge.
+	var before []byte
+	if err := c.st.db.QueryRow(`SELECT ledger FROM clients WHERE id = 'alice'`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.charge("alice", before, &fedpb.DPParams{Clip: 1, Delta: 1e-5, PrivacyUnit: "identity", NoiseMultiplier: 2, SamplingRate: 0.01, Steps: 1}, 3)
+	if err != nil || ch.refusal != nil {
+		t.Fatal(err, ch.refusal)
+	}
+	if _, err := c.st.db.Exec(`UPDATE clients SET ledger = ? WHERE id = 'alice'`, ch.ledger); err != nil {
+		t.Fatal(err)
+	}
+	commits := c.st.commits.Load()
+	c.commit(ctx, b)
+	if res := <-p.reply; res.err == nil {
+		t.Fatal("the update was acknowledged over a ledger that changed after its charge")
+	}
+	var after []byte
+	var counted, updates int
+	var sumNull bool
+	if err := c.st.db.QueryRow(`SELECT ledger, updates FROM clients WHERE id = 'alice'`).Scan(&after, &updates); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.st.db.QueryRow(`SELECT counted FROM round_clients WHERE round = 1 AND client = 'alice'`).Scan(&counted); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.st.db.QueryRow(`SELECT sum IS NULL FROM rounds WHERE round = 1`).Scan(&sumNull); err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(ch.ledger) || updates != 0 || counted != 0 || !sumNull || c.st.commits.Load() != commits {
+		t.Fatalf("a failed batch changed the state: ledger kept %v, updates %d, counted %d, sum stored %v", string(after) == string(ch.ledger), updates, counted, !sumNull)
+	}
+	if c.round.counted["alice"] || c.round.sum.Count != 0 {
+		t.Fatal("a failed batch changed the open round in memory")
+	}
 }
 
 // TestWithdrawalSurvivesARestart: a client's withdrawal from the open

@@ -399,9 +399,10 @@ func (c *Coordinator) restore() error {
 		if err := c.o.Init.CheckFinite(); err != nil {
 			return fmt.Errorf("coordinator: initial model: %w", err)
 		}
-		v := wire.Version(c.o.Init.Header())
+		h, payload := c.o.Init.Encode()
+		v := wire.Version(h)
 		err := c.st.tx(context.Background(), func(tx *sql.Tx) error {
-			if err := putModel(tx, v, 0, c.o.Init, nil); err != nil {
+			if err := putModel(tx, v, 0, h, payload, nil); err != nil {
 				return err
 			}
 			if err := setMeta(tx, "strategy", []byte(c.strat.Name())); err != nil {
@@ -517,7 +518,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case p := <-c.queue:
-			c.fold(ctx, c.gather(p))
+			c.foldArrivals(ctx, p)
 		case d := <-c.declines:
 			d.reply <- c.withdraw(ctx, d.round, d.client, d.reason)
 		case <-c.wake:
@@ -531,43 +532,63 @@ func (c *Coordinator) Run(ctx context.Context) error {
 
 // Group commit: every transaction that folds updates rewrites the open
 // round's running sum (8 bytes per value: 4.5 MB for the embedding head,
-// about 20 ms of SQLite's CPU), so the cost per update falls with the
-// number of updates per transaction. A batch takes what is queued and,
-// while other updates are still being received, waits for them, up to
-// maxBatch updates or maxBatchWait after the first.
+// with its write-ahead log, checkpoint and zeroed pages tens of
+// milliseconds), so the cost per update falls with the number of updates
+// per transaction, and a round whose updates all arrive together closes
+// in one transaction with no running sum written at all. A batch takes
+// what is queued and, while other updates are still being received,
+// waits for them, up to maxBatch updates or maxBatchWait after the
+// first. Each update is checked, charged and added to the batch's copy of
+// the sum as it arrives (its buffer then goes back at once), so waiting
+// costs the updates already in the batch only the latency of their
+// answer: none is acknowledged before the transaction holding it commits.
 const (
-	maxBatch     = 64
-	maxBatchWait = 100 * time.Millisecond
+	maxBatch     = 256
+	maxBatchWait = time.Second
 )
 
-// gather returns the batch that starts with first.
-func (c *Coordinator) gather(first *pending) []*pending {
-	batch := []*pending{first}
+// gather takes first, then what arrives while updates are being
+// received, handing each to add (in order of arrival) until add reports
+// that the batch is complete (the round needs nothing more), maxBatch
+// updates or maxBatchWait after the call.
+func (c *Coordinator) gather(first *pending, add func(*pending) (complete bool)) {
+	if add(first) {
+		return
+	}
 	var timeout <-chan time.Time
-	for len(batch) < maxBatch {
+	for n := 1; n < maxBatch; n++ {
+		var q *pending
 		select {
-		case q := <-c.queue:
-			batch = append(batch, q)
-			continue
+		case q = <-c.queue:
 		default:
 		}
-		if c.receiving.Load() == 0 {
-			break
+		if q == nil {
+			if c.receiving.Load() == 0 {
+				return
+			}
+			if timeout == nil {
+				t := time.NewTimer(maxBatchWait)
+				defer t.Stop()
+				timeout = t.C
+			}
+			select {
+			case q = <-c.queue:
+			case <-timeout:
+				return
+			}
 		}
-		if timeout == nil {
-			t := time.NewTimer(maxBatchWait)
-			defer t.Stop()
-			timeout = t.C
+		if add(q) {
+			return
 		}
-		select {
-		case q := <-c.queue:
-			batch = append(batch, q)
-			continue
-		case <-timeout:
-		}
-		break
 	}
-	return batch
+}
+
+// foldArrivals folds first and the updates arriving with it (gather) in
+// one transaction.
+func (c *Coordinator) foldArrivals(ctx context.Context, first *pending) {
+	b := c.newBatch()
+	c.gather(first, func(p *pending) bool { return c.admit(ctx, b, p) })
+	c.commit(ctx, b)
 }
 
 // wipe empties the state file's write-ahead log if it may hold a running
@@ -744,8 +765,11 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 
 // closing is what closing a round does: its outcome and next model.
 type closing struct {
-	state, reason      string
-	next, nextState    wire.Weights
+	state, reason   string
+	next, nextState wire.Weights
+	// header and payload are next encoded, version its id.
+	header             *fedpb.WeightsHeader
+	payload            []byte
 	version            string
 	agg                time.Duration
 	counted, withdrawn int
@@ -776,7 +800,10 @@ func (c *Coordinator) aggregate(r *openRound, sum *strategy.Sum, counted, withdr
 		}
 	}
 	if cl.next != nil {
-		cl.version = wire.Version(cl.next.Header())
+		// Encoded once: the bytes stored are the bytes every client
+		// downloads (closed makes them the broadcast's).
+		cl.header, cl.payload = cl.next.Encode()
+		cl.version = wire.Version(cl.header)
 	}
 	cl.agg = time.Since(start)
 	return cl
@@ -786,7 +813,7 @@ func (c *Coordinator) aggregate(r *openRound, sum *strategy.Sum, counted, withdr
 // outcome and count without its running sum.
 func (c *Coordinator) closeTx(tx *sql.Tx, r *openRound, sum *strategy.Sum, cl closing) error {
 	if cl.next != nil {
-		if err := putModel(tx, cl.version, r.n, cl.next, cl.nextState); err != nil {
+		if err := putModel(tx, cl.version, r.n, cl.header, cl.payload, cl.nextState); err != nil {
 			return err
 		}
 		if err := setMeta(tx, "model", []byte(cl.version)); err != nil {
@@ -804,6 +831,7 @@ func (c *Coordinator) closed(r *openRound, cl closing, closeStart time.Time) {
 	c.mu.Lock()
 	if cl.next != nil {
 		c.model, c.stratSt, c.version = cl.next, cl.nextState, cl.version
+		c.encoded.version, c.encoded.header, c.encoded.payload = cl.version, cl.header, cl.payload
 	}
 	c.round = nil
 	c.completed++
@@ -972,116 +1000,177 @@ func (lc *ledgerCache) put(client string, b []byte, l *dp.Ledger) {
 
 // fold charges and folds a batch of validated updates in one transaction
 // and answers each.
-func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
+func (c *Coordinator) fold(ctx context.Context, ps []*pending) {
+	b := c.newBatch()
+	for _, p := range ps {
+		c.admit(ctx, b, p)
+	}
+	c.commit(ctx, b)
+}
+
+// batch is updates folded in memory, to be committed in one transaction.
+type batch struct {
+	r *openRound // the open round when the batch began (nil: none)
+	// sum is the round's running sum with the batch's accepted updates
+	// added: a copy, so a failed transaction leaves the sum as stored.
+	sum      *strategy.Sum
+	items    []*pending
+	results  []result
+	accepted []acceptance
+	counted  map[string]bool
+	// complete is set once the batch counts the round's last expected
+	// update: the round closes in the batch's transaction.
+	complete bool
+	// fold is the time spent checking, charging and adding.
+	fold time.Duration
+}
+
+// acceptance is an update of a batch that passed every check: its index,
+// its client's ledger as read and as charged (equal without DP), and the
+// ε the client has spent with it.
+type acceptance struct {
+	i            int
+	base, ledger []byte
+	spent        float64
+	ch           *charged
+}
+
+// newBatch starts a batch on the open round. The copy of the running sum
+// reuses the memory of the sum the last batch replaced, rather than 8
+// bytes per value allocated and cleared per batch.
+func (c *Coordinator) newBatch() *batch {
 	c.mu.Lock()
 	r := c.round
 	c.mu.Unlock()
-	results := make([]result, len(batch))
-	type acceptance struct {
-		i     int
-		spent float64
-		ch    *charged
-	}
-	var accepted []acceptance
-	var sum *strategy.Sum
+	b := &batch{r: r, counted: map[string]bool{}}
 	if r != nil {
-		// The batch is added to a copy, so a failed transaction leaves
-		// the running sum as stored; the copy's memory is the previous
-		// sum's, kept from the last batch, rather than 8 bytes per value
-		// allocated and cleared per batch.
 		vals := c.spare
 		if len(vals) != len(r.sum.Values) {
 			vals = make([]float64, len(r.sum.Values))
 		}
 		c.spare = nil
 		copy(vals, r.sum.Values)
-		sum = &strategy.Sum{Layout: r.sum.Layout, Values: vals, Weight: r.sum.Weight, Count: r.sum.Count}
+		b.sum = &strategy.Sum{Layout: r.sum.Layout, Values: vals, Weight: r.sum.Weight, Count: r.sum.Count}
 	}
-	counted := map[string]bool{}
-	foldStart := time.Now()
+	return b
+}
+
+// admit checks an update against the round and its client's ledger,
+// works out the charge and adds the update to the batch's sum, or records
+// why it is refused; either way the update's buffer goes back at once. It
+// reports whether the batch now completes the round. Only the loop's
+// goroutine changes ledgers, counts and withdrawals, and it commits the
+// batch right after gathering it; the transaction still checks that every
+// ledger and count it changes is as admit read it.
+func (c *Coordinator) admit(ctx context.Context, b *batch, p *pending) bool {
+	start := time.Now()
+	i := len(b.items)
+	b.items = append(b.items, p)
+	b.results = append(b.results, result{})
+	b.results[i].err = c.admitOne(ctx, b, i, p)
+	// The update is read no more: its buffer goes back (before the answer,
+	// so a client told has no bytes held for it).
+	if p.release != nil {
+		p.release()
+	}
+	p.update = nil
+	b.fold += time.Since(start)
+	if b.results[i].err == nil && b.r != nil {
+		_, _, b.complete = c.completedBy(b.r, b.counted)
+	}
+	return b.complete
+}
+
+func (c *Coordinator) admitOne(ctx context.Context, b *batch, i int, p *pending) error {
+	h := &fedpb.UpdateHeader{ProtocolVersion: fedpb.ProtocolVersion, Round: p.round, ModelVersion: p.version, Dp: p.dp}
+	if err := c.check(p.client, h); err != nil {
+		return err
+	}
+	if b.r == nil || b.r.n != p.round {
+		return refuse("stale", "round %d is not open", p.round)
+	}
+	if b.counted[p.client] {
+		return refuse("replay", "client %q has already been counted in round %d", p.client, p.round)
+	}
+	var lb []byte
+	if err := c.st.db.QueryRowContext(ctx, `SELECT ledger FROM clients WHERE id = ?`, p.client).Scan(&lb); err != nil {
+		return refuse("unknown_client", "client %q is not enrolled", p.client)
+	}
+	a := acceptance{i: i, base: lb, ledger: lb}
+	if b.r.cfg.GetDp() != nil {
+		// The charge worked out before the update was queued holds only
+		// if the ledger it started from is still the stored one;
+		// otherwise it is worked out again here.
+		ch := p.charged
+		if ch == nil || !bytes.Equal(ch.base, lb) {
+			fresh, err := c.charge(p.client, lb, p.dp, c.model.Len())
+			if err != nil {
+				return fmt.Errorf("coordinator: charging the update: %w", err)
+			}
+			ch = &fresh
+		}
+		if ch.refusal != nil {
+			return ch.refusal
+		}
+		a.spent, a.ledger, a.ch = ch.spent, ch.ledger, ch
+	}
+	w, err := c.strat.Weight(p.examples)
+	if err != nil {
+		return refuse("weight", "%v", err)
+	}
+	if err := b.sum.Add(p.update, w); err != nil {
+		return refuse("shape", "%v", err)
+	}
+	b.counted[p.client] = true
+	b.accepted = append(b.accepted, a)
+	return nil
+}
+
+// commit stores a batch in one transaction (the clients' ledgers and
+// counts, and the running sum, or the round's close if the batch
+// completes it), empties the log of the previous sum and answers each
+// update.
+func (c *Coordinator) commit(ctx context.Context, b *batch) {
+	r := b.r
 	var committing time.Time // when the transaction's work was done and its commit began
 	var closing *closing     // set if the batch completes the round and closes it
 	var closeStart time.Time
-	err := c.st.tx(ctx, func(tx *sql.Tx) error {
-		defer func() { committing = time.Now() }()
-		for i, p := range batch {
-			h := &fedpb.UpdateHeader{ProtocolVersion: fedpb.ProtocolVersion, Round: p.round, ModelVersion: p.version, Dp: p.dp}
-			if err := c.check(p.client, h); err != nil {
-				results[i].err = err
-				continue
-			}
-			if counted[p.client] {
-				results[i].err = refuse("replay", "client %q has already been counted in round %d", p.client, p.round)
-				continue
-			}
-			var lb []byte
-			if err := tx.QueryRow(`SELECT ledger FROM clients WHERE id = ?`, p.client).Scan(&lb); err != nil {
-				results[i].err = refuse("unknown_client", "client %q is not enrolled", p.client)
-				continue
-			}
-			var spent float64
-			var used *charged
-			if r.cfg.GetDp() != nil {
-				// The charge worked out before the update was queued
-				// holds only if the ledger it started from is still the
-				// stored one (in this transaction); otherwise it is
-				// worked out again here.
-				ch := p.charged
-				if ch == nil || !bytes.Equal(ch.base, lb) {
-					fresh, err := c.charge(p.client, lb, p.dp, c.model.Len())
-					if err != nil {
-						return err
-					}
-					ch = &fresh
+	txStart := time.Now()
+	stored := false
+	if len(b.accepted) > 0 {
+		err := c.st.tx(ctx, func(tx *sql.Tx) error {
+			defer func() { committing = time.Now() }()
+			for _, a := range b.accepted {
+				p := b.items[a.i]
+				if err := execOne(tx, `UPDATE clients SET ledger = ?, updates = updates + 1 WHERE id = ? AND ledger = ?`, a.ledger, p.client, a.base); err != nil {
+					return fmt.Errorf("client %q's ledger: %w", p.client, err)
 				}
-				if ch.refusal != nil {
-					results[i].err = ch.refusal
-					continue
+				if err := execOne(tx, `UPDATE round_clients SET counted = 1 WHERE round = ? AND client = ? AND counted = 0 AND withdrawn = ''`, p.round, p.client); err != nil {
+					return fmt.Errorf("client %q's count: %w", p.client, err)
 				}
-				spent, lb, used = ch.spent, ch.ledger, ch
 			}
-			w, err := c.strat.Weight(p.examples)
+			if b.complete {
+				// The batch completes the round: it closes in the same
+				// transaction, so the round's last update is committed with
+				// its close (one commit, one wipe, no running sum written).
+				closeStart = time.Now()
+				n, w, _ := c.completedBy(r, b.counted)
+				cl := c.aggregate(r, b.sum, n, w)
+				closing = &cl
+				return c.closeTx(tx, r, b.sum, cl)
+			}
+			c.encodedSum = appendSum(c.encodedSum[:0], b.sum.Values)
+			return execOne(tx, `UPDATE rounds SET sum = ?, sum_weight = ?, updates = ? WHERE round = ? AND state = 'open'`,
+				c.encodedSum, b.sum.Weight, b.sum.Count, r.n)
+		})
+		for _, a := range b.accepted {
 			if err != nil {
-				results[i].err = refuse("weight", "%v", err)
-				continue
-			}
-			if err := sum.Add(p.update, w); err != nil {
-				results[i].err = refuse("shape", "%v", err)
-				continue
-			}
-			if _, err := tx.Exec(`UPDATE clients SET ledger = ?, updates = updates + 1 WHERE id = ?`, lb, p.client); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(`UPDATE round_clients SET counted = 1 WHERE round = ? AND client = ?`, p.round, p.client); err != nil {
-				return err
-			}
-			counted[p.client] = true
-			accepted = append(accepted, acceptance{i: i, spent: spent, ch: used})
-		}
-		if len(accepted) == 0 {
-			return nil
-		}
-		if n, w, complete := c.completedBy(r, counted); complete {
-			// The batch completes the round: it closes in the same
-			// transaction, so the round's last update is committed with
-			// its close (one commit, one wipe, no running sum written).
-			closeStart = time.Now()
-			cl := c.aggregate(r, sum, n, w)
-			closing = &cl
-			return c.closeTx(tx, r, sum, cl)
-		}
-		c.encodedSum = appendSum(c.encodedSum[:0], sum.Values)
-		_, err := tx.Exec(`UPDATE rounds SET sum = ?, sum_weight = ?, updates = ? WHERE round = ? AND state = 'open'`,
-			c.encodedSum, sum.Weight, sum.Count, r.n)
-		return err
-	})
-	if err != nil {
-		for i := range results {
-			if results[i].err == nil {
-				results[i].err = fmt.Errorf("coordinator: storing the update: %w", err)
+				b.results[a.i].err = fmt.Errorf("coordinator: storing the update: %w", err)
 			}
 		}
-	} else if len(accepted) > 0 {
+		stored = err == nil
+	}
+	if stored {
 		// The log holds the previous sum and the new one: emptied before
 		// anyone is told, so that the file holds the current sum only.
 		c.unwiped.Store(true)
@@ -1089,14 +1178,14 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 		committed := time.Now()
 		c.mu.Lock()
 		c.spare = r.sum.Values
-		r.sum = sum
-		for id := range counted {
+		r.sum = b.sum
+		for id := range b.counted {
 			r.counted[id] = true
 		}
-		r.foldTime += committing.Sub(foldStart)
+		r.foldTime += b.fold + committing.Sub(txStart)
 		r.commitTime += committed.Sub(committing)
-		for _, a := range accepted {
-			if t := batch[a.i].arrived; t.After(r.lastArrival) {
+		for _, a := range b.accepted {
+			if t := b.items[a.i].arrived; t.After(r.lastArrival) {
 				r.lastArrival = t
 			}
 		}
@@ -1104,32 +1193,42 @@ func (c *Coordinator) fold(ctx context.Context, batch []*pending) {
 		if closing != nil {
 			c.closed(r, *closing, closeStart)
 		}
-		for _, a := range accepted {
+		for _, a := range b.accepted {
+			p := b.items[a.i]
 			if a.ch != nil && a.ch.l != nil {
-				c.ledgers.put(batch[a.i].client, a.ch.ledger, a.ch.l)
+				c.ledgers.put(p.client, a.ch.ledger, a.ch.l)
 			}
-			results[a.i].spent = a.spent
-			c.o.Metrics.UpdateAccepted(batch[a.i].client, batch[a.i].bytes, a.spent)
-			c.log.Info("update accepted", "round", batch[a.i].round, "client", batch[a.i].client)
+			b.results[a.i].spent = a.spent
+			c.o.Metrics.UpdateAccepted(p.client, p.bytes, a.spent)
+			c.log.Info("update accepted", "round", p.round, "client", p.client)
 		}
+	} else if b.sum != nil {
+		c.spare = b.sum.Values
 	}
-	for i, p := range batch {
-		if results[i].err != nil {
+	for i, p := range b.items {
+		if b.results[i].err != nil {
 			reason := "internal"
 			var rf *refusal
-			if errors.As(results[i].err, &rf) {
+			if errors.As(b.results[i].err, &rf) {
 				reason = rf.reason
 			}
 			c.o.Metrics.UpdateRefused(reason)
 			c.log.Warn("update refused", "round", p.round, "client", p.client, "reason", reason)
 		}
-		// The update is read no more: its buffer goes back before the
-		// answer, so a client told has no bytes held for it.
-		if p.release != nil {
-			p.release()
-		}
-		p.reply <- results[i]
+		p.reply <- b.results[i]
 	}
+}
+
+// execOne runs a statement that must change exactly one row.
+func execOne(tx *sql.Tx, query string, args ...any) error {
+	res, err := tx.Exec(query, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("changed %d rows, want 1 (%v): the state changed while the update was folded", n, err)
+	}
+	return nil
 }
 
 // completedBy reports whether every client selected for r is counted

@@ -261,9 +261,10 @@ func setMeta(tx *sql.Tx, key string, value []byte) error {
 	return err
 }
 
-// putModel stores a model version (idempotent).
-func putModel(tx *sql.Tx, version string, round uint64, w wire.Weights, state wire.Weights) error {
-	h, err := proto.Marshal(w.Header())
+// putModel stores a model version, its header and payload as encoded
+// (wire.Weights.Encode), and its strategy state (idempotent).
+func putModel(tx *sql.Tx, version string, round uint64, header *fedpb.WeightsHeader, payload []byte, state wire.Weights) error {
+	h, err := proto.Marshal(header)
 	if err != nil {
 		return err
 	}
@@ -272,7 +273,7 @@ func putModel(tx *sql.Tx, version string, round uint64, w wire.Weights, state wi
 		st = state.Payload()
 	}
 	_, err = tx.Exec(`INSERT OR IGNORE INTO models (version, round, header, payload, state, created_ms) VALUES (?, ?, ?, ?, ?, ?)`,
-		version, round, h, w.Payload(), st, time.Now().UnixMilli())
+		version, round, h, payload, st, time.Now().UnixMilli())
 	return err
 }
 

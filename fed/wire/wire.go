@@ -161,6 +161,26 @@ func shapeSize(shape []int) (int, error) {
 
 // Header returns the header of w's payload (with its SHA-256).
 func (w Weights) Header() *fedpb.WeightsHeader {
+	h := w.layoutHeader()
+	sum := sha256.New()
+	w.writePayload(sum)
+	h.Sha256 = sum.Sum(nil)
+	return h
+}
+
+// Encode returns the header and the payload together, the values encoded
+// once (Header and Payload each encode them): what is sent is what was
+// hashed.
+func (w Weights) Encode() (*fedpb.WeightsHeader, []byte) {
+	p := w.Payload()
+	h := w.layoutHeader()
+	sum := sha256.Sum256(p)
+	h.Sha256 = sum[:]
+	return h, p
+}
+
+// layoutHeader returns the header without its checksum.
+func (w Weights) layoutHeader() *fedpb.WeightsHeader {
 	h := &fedpb.WeightsHeader{ProtocolVersion: fedpb.ProtocolVersion, TotalBytes: uint64(4 * w.Len())}
 	for _, t := range w {
 		shape := make([]int64, len(t.Shape))
@@ -169,9 +189,6 @@ func (w Weights) Header() *fedpb.WeightsHeader {
 		}
 		h.Tensors = append(h.Tensors, &fedpb.TensorSpec{Name: t.Name, Shape: shape})
 	}
-	sum := sha256.New()
-	w.writePayload(sum)
-	h.Sha256 = sum.Sum(nil)
 	return h
 }
 

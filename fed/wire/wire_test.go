@@ -56,6 +56,26 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEncodeIsHeaderAndPayload: Encode gives exactly Header and Payload,
+// and its payload decodes under its header.
+func TestEncodeIsHeaderAndPayload(t *testing.T) {
+	w := sample()
+	h, p := w.Encode()
+	if !proto.Equal(h, w.Header()) || string(p) != string(w.Payload()) {
+		t.Fatalf("Encode gives header %v and %d bytes, Header and Payload %v and %d bytes", h, len(p), w.Header(), len(w.Payload()))
+	}
+	d, err := NewDecoder(h, Limits{MaxBytes: 1 << 20, Layout: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Finish(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestVersionNamesContentAndLayout(t *testing.T) {
 	a := sample()
 	b := sample()
