@@ -24,7 +24,8 @@
 // coordinator pushes each round's task the moment the round opens: the
 // client never polls. A round it refuses (its budget, its policy) it
 // declines, naming the reason (a setting's name), so the coordinator stops
-// waiting for it.
+// waiting for it; so does a client whose training fails ("training") or
+// whose owner stops it while it trains ("stopped").
 //
 // A round's update is trained once. If sending it fails or the stream
 // breaks (the coordinator restarted, the network dropped), the client
@@ -145,6 +146,12 @@ func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d
 // ErrBudgetExhausted is returned when the next round would take the
 // client past its budget.
 var ErrBudgetExhausted = errors.New("privacy budget exhausted")
+
+// ErrTrainingFailed is returned (wrapped) when the trainer could not plan
+// or train a round, or produced an update the client will not send: the
+// client declines the round ("training") so the coordinator waits for it
+// no more.
+var ErrTrainingFailed = errors.New("local training failed")
 
 // Client is a federation client.
 type Client struct {
@@ -281,7 +288,7 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 	if task.GetDp() != nil {
 		p, err := c.o.Trainer.Plan(task, budget.Epsilon-s.Epsilon)
 		if err != nil {
-			return fmt.Errorf("client: planning round %d: %w", task.GetRound(), err)
+			return c.trainingFailed(ctx, task, fmt.Errorf("client: planning round %d: %w: %w", task.GetRound(), ErrTrainingFailed, err))
 		}
 		// The plan is checked, charged and handed to the trainer as this
 		// copy, which the trainer cannot change after the check.
@@ -328,16 +335,16 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 	}
 	up, err := c.o.Trainer.Train(ctx, model, task, run)
 	if err != nil {
-		return fmt.Errorf("client: training in round %d: %w", task.GetRound(), err)
+		return c.trainingFailed(ctx, task, fmt.Errorf("client: training in round %d: %w: %w", task.GetRound(), ErrTrainingFailed, err))
 	}
 	// The update states the DP it ran, and the coordinator charges that:
 	// it must be the plan the client checked and charged.
 	if plan != nil && !proto.Equal(up.DP, plan) {
-		return fmt.Errorf("client: round %d: the trainer's update states DP %v, not the plan %v this client checked and charged; not sending it",
-			task.GetRound(), up.DP, plan)
+		return c.trainingFailed(ctx, task, fmt.Errorf("client: round %d: %w: the trainer's update states DP %v, not the plan %v this client checked and charged; not sending it",
+			task.GetRound(), ErrTrainingFailed, up.DP, plan))
 	}
 	if plan == nil && up.DP != nil {
-		return fmt.Errorf("client: round %d: the trainer's update states DP but the round ran without", task.GetRound())
+		return c.trainingFailed(ctx, task, fmt.Errorf("client: round %d: %w: the trainer's update states DP but the round ran without", task.GetRound(), ErrTrainingFailed))
 	}
 	c.last = &sent{round: task.GetRound(), version: task.GetModelVersion(), up: up}
 	return c.submit(ctx, task, up)
@@ -345,9 +352,10 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 
 // DeclineReason is the reason a client gives the coordinator for
 // refusing a round because of err: "budget", or "policy: " and the name of
-// the policy setting the round (or its plan) is outside of, or
-// "withdrawn". It names a setting and nothing private: not the client's
-// budget, spending or policy values.
+// the policy setting the round (or its plan) is outside of, "stopped" if
+// its owner stopped it mid-round, "training" if its training failed, or
+// "withdrawn". It names a setting or a cause and nothing private: not the
+// client's budget, spending or policy values, nor the trainer's error.
 func DeclineReason(err error) string {
 	var pe *PolicyError
 	switch {
@@ -355,8 +363,27 @@ func DeclineReason(err error) string {
 		return "policy: " + string(pe.Setting)
 	case errors.Is(err, ErrBudgetExhausted):
 		return "budget"
+	case errors.Is(err, context.Canceled):
+		return "stopped"
+	case errors.Is(err, ErrTrainingFailed):
+		return "training"
 	}
 	return "withdrawn"
+}
+
+// trainingFailed declines task's round after the trainer failed (err
+// wraps ErrTrainingFailed), or after the owner stopped the client while
+// it trained (ctx ended: the reason is then "stopped"), and returns err.
+// A charge made for the round stays in the ledger: it was made before the
+// data were touched, so it may over-count, never under-count.
+func (c *Client) trainingFailed(ctx context.Context, task *fedpb.RoundConfig, err error) error {
+	why := err
+	if ctx.Err() != nil {
+		why = context.Canceled
+	}
+	c.o.Progress(fmt.Sprintf("round %d: declining: %v", task.GetRound(), err))
+	c.decline(ctx, task, why)
+	return err
 }
 
 // decline tells the coordinator that this client refuses task's round,
@@ -365,7 +392,9 @@ func DeclineReason(err error) string {
 // client that vanished, and the client's refusal stands all the same.
 func (c *Client) decline(ctx context.Context, task *fedpb.RoundConfig, why error) {
 	reason := DeclineReason(why)
-	ctx, cancel := context.WithTimeout(ctx, declineTimeout)
+	// Also when the owner has just stopped the client (ctx ended): the
+	// coordinator is told all the same, within declineTimeout.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), declineTimeout)
 	defer cancel()
 	_, err := c.api.Decline(ctx, &fedpb.DeclineRequest{ProtocolVersion: fedpb.ProtocolVersion, Round: task.GetRound(), Reason: reason})
 	if err != nil {

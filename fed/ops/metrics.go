@@ -36,9 +36,10 @@ var RefusalReasons = []string{"protocol", "stale", "not_selected", "replay", "dp
 // round for, as the metric veil_fed_withdrawals_total labels them, each
 // with a series from the start (at zero): coord.ReasonRevoked, and the
 // reasons a Veil client declines with (fed/client.DeclineReason: a policy
-// setting, its budget). Any other reason a client gives is counted as
-// "other", so that no client can add series to the metrics.
-var WithdrawalReasons = []string{coord.ReasonRevoked, "budget", "withdrawn",
+// setting, its budget, a failed training, its owner stopping it). Any
+// other reason a client gives is counted as "other", so that no client
+// can add series to the metrics.
+var WithdrawalReasons = []string{coord.ReasonRevoked, "budget", "withdrawn", "training", "stopped",
 	"policy: dp", "policy: privacy unit", "policy: delta", "policy: noise multiplier", "policy: clip",
 	"policy: sampling rate", "policy: steps", "other"}
 

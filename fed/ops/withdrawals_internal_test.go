@@ -1,7 +1,9 @@
 package ops
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -67,7 +69,8 @@ func TestWithdrawalsCountedByReason(t *testing.T) {
 // declines with (each setting of its policy, its budget, any other
 // refusal) is counted under its own name, not as "other".
 func TestWithdrawalReasonsNameEveryDecline(t *testing.T) {
-	errs := []error{client.ErrBudgetExhausted, errors.New("some other refusal")}
+	errs := []error{client.ErrBudgetExhausted, errors.New("some other refusal"), fmt.Errorf("round 3: %w: %w", client.ErrTrainingFailed, errors.New("out of memory")),
+		context.Canceled}
 	for _, s := range []client.Setting{client.SettingDP, client.SettingUnit, client.SettingDelta, client.SettingNoise,
 		client.SettingClip, client.SettingSamplingRate, client.SettingSteps} {
 		errs = append(errs, &client.PolicyError{Setting: s})
