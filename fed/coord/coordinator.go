@@ -263,6 +263,10 @@ type Coordinator struct {
 	// unwiped is set while the write-ahead log may hold a running sum
 	// other than the current one (see store.wipe); the loop retries.
 	unwiped atomic.Bool
+	// tidy is set while the write-ahead log holds no running sum but has
+	// not been emptied since a round closed: the loop empties it at its
+	// next tick, off the path of a round.
+	tidy atomic.Bool
 
 	// wake, poked by Join, Subscribe and Decline, makes the loop take its
 	// next step at once rather than at its tick (tick, every 50 ms by
@@ -307,6 +311,10 @@ type openRound struct {
 	foldTime, commitTime time.Duration
 	sum                  *strategy.Sum
 	started              time.Time
+	// sumStored is set once a running sum of the round has been written
+	// to the state file (a batch that left the round open); only the
+	// loop's goroutine reads or sets it.
+	sumStored bool
 }
 
 type pending struct {
@@ -490,7 +498,8 @@ func (c *Coordinator) restore() error {
 	if updates != len(counts) {
 		return fmt.Errorf("coordinator: round %d has %d updates but %d clients counted", n, updates, len(counts))
 	}
-	c.round = &openRound{n: n, cfg: cfg, deadline: time.UnixMilli(deadline), selected: selected, counted: counts, withdrawn: withdrawn, sum: sum, started: time.Now()}
+	c.round = &openRound{n: n, cfg: cfg, deadline: time.UnixMilli(deadline), selected: selected, counted: counts, withdrawn: withdrawn, sum: sum, started: time.Now(),
+		sumStored: sumB != nil}
 	c.log.Info("continuing the open round", "round", n, "updates", updates, "selected", len(selected), "withdrawn", len(withdrawn))
 	return nil
 }
@@ -523,6 +532,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			d.reply <- c.withdraw(ctx, d.round, d.client, d.reason)
 		case <-c.wake:
 		case <-tick.C:
+			if c.tidy.Load() && !c.unwiped.Load() {
+				if done, err := c.st.wipe(ctx); err == nil && done {
+					c.tidy.Store(false)
+				}
+			}
 		}
 		if err := c.advance(ctx); err != nil {
 			return err
@@ -605,6 +619,7 @@ func (c *Coordinator) wipe(ctx context.Context) {
 	}
 	if done {
 		c.unwiped.Store(false)
+		c.tidy.Store(false)
 	}
 }
 
@@ -1171,9 +1186,22 @@ func (c *Coordinator) commit(ctx context.Context, b *batch) {
 		stored = err == nil
 	}
 	if stored {
-		// The log holds the previous sum and the new one: emptied before
-		// anyone is told, so that the file holds the current sum only.
-		c.unwiped.Store(true)
+		// The log holds the previous sum and the new one, or, for a close,
+		// the last sum stored is gone from the database but still in the
+		// log and the database file's pages until a checkpoint: emptied
+		// before anyone is told, so that the files hold the current sum
+		// only. A round that closes in its first batch never had a sum
+		// written (nor freed one): the log then holds the next model,
+		// ledgers and counts only, and is emptied at the loop's next tick
+		// instead, while the next round runs.
+		if !b.complete || r.sumStored {
+			c.unwiped.Store(true)
+		} else {
+			c.tidy.Store(true)
+		}
+		if !b.complete {
+			r.sumStored = true
+		}
 		c.wipe(ctx)
 		committed := time.Now()
 		c.mu.Lock()
