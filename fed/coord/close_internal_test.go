@@ -19,22 +19,10 @@ import (
 // and leaves it open.
 func TestRoundClosesInTheCommitOfItsLastUpdate(t *testing.T) {
 	model := wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{1, 2, 3}}}
-	c, err := New(Options{StatePath: filepath.Join(t.TempDir(), "state.db"), Init: model, Strategy: strategy.Options{Name: "fedavg"},
+	c := enrolled(t, Options{StatePath: filepath.Join(t.TempDir(), "state.db"), Init: model, Strategy: strategy.Options{Name: "fedavg"},
 		Rounds: 2, Fraction: 1, MinAvailable: 2, MinUpdates: 2, RoundTimeout: time.Hour, MaxUpdateNorm: 10,
-		Task: Task{LocalSteps: 1, LearningRate: 0.1, Batch: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+		Task: Task{LocalSteps: 1, LearningRate: 0.1, Batch: 1}}, true, "alice", "bob")
 	ctx := context.Background()
-	for _, who := range []string{"alice", "bob"} {
-		if _, err := c.enrol(ctx, who, 100, 1e-5, "identity"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.startRound(ctx, []string{"alice", "bob"}); err != nil {
-		t.Fatal(err)
-	}
 	_, v0 := c.Model()
 	send := func(who string, delta float32) {
 		t.Helper()
@@ -91,22 +79,10 @@ func TestRoundClosesInTheCommitOfItsLastUpdate(t *testing.T) {
 func TestCommitRefusesALedgerChangedAfterItsCheck(t *testing.T) {
 	model := wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{1, 2, 3}}}
 	dpp := &fedpb.DPParams{Clip: 1, Delta: 1e-5, PrivacyUnit: "identity", NoiseMultiplier: 1}
-	c, err := New(Options{StatePath: filepath.Join(t.TempDir(), "state.db"), Init: model, Strategy: strategy.Options{Name: "fedavg", DP: true},
+	c := enrolled(t, Options{StatePath: filepath.Join(t.TempDir(), "state.db"), Init: model, Strategy: strategy.Options{Name: "fedavg", DP: true},
 		Rounds: 1, Fraction: 1, MinAvailable: 2, MinUpdates: 1, RoundTimeout: time.Hour, MaxUpdateNorm: 10,
-		Task: Task{LocalSteps: 1, LearningRate: 0.1, Batch: 1, DP: dpp}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+		Task: Task{LocalSteps: 1, LearningRate: 0.1, Batch: 1, DP: dpp}}, true, "alice", "bob")
 	ctx := context.Background()
-	for _, who := range []string{"alice", "bob"} {
-		if _, err := c.enrol(ctx, who, 100, 1e-5, "identity"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.startRound(ctx, []string{"alice", "bob"}); err != nil {
-		t.Fatal(err)
-	}
 	_, v0 := c.Model()
 	meta := &fedpb.DPParams{Clip: 1, Delta: 1e-5, PrivacyUnit: "identity", NoiseMultiplier: 1, SamplingRate: 0.1, Steps: 3}
 	up := wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{1, 1, 1}}}

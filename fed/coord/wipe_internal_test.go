@@ -68,19 +68,10 @@ func TestNoSumOrUpdateOnDiskAfterTheClose(t *testing.T) {
 		init[0].Values[i] = float32(i%89)*0.5 + 1
 	}
 	state := filepath.Join(t.TempDir(), "state.db")
-	c, err := New(Options{StatePath: state, Init: init, Strategy: strategy.Options{Name: "fedavg"},
+	c := enrolled(t, Options{StatePath: state, Init: init, Strategy: strategy.Options{Name: "fedavg"},
 		Rounds: 2, Fraction: 1, MinAvailable: 2, MinUpdates: 2, RoundTimeout: time.Hour, MaxUpdateNorm: 1e9,
-		Task: Task{LocalSteps: 1, LearningRate: 0.1, Batch: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+		Task: Task{LocalSteps: 1, LearningRate: 0.1, Batch: 1}}, false, "alice", "bob")
 	ctx := context.Background()
-	for _, who := range []string{"alice", "bob"} {
-		if _, err := c.enrol(ctx, who, 100, 1e-5, "identity"); err != nil {
-			t.Fatal(err)
-		}
-	}
 	update := func(seed int) (wire.Weights, []float64) {
 		u := init.Clone()
 		f := make([]float64, n)
