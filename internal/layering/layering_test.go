@@ -136,6 +136,18 @@ var rules = []rule{
 		forbidden: map[string]func(string) bool{"tagging/tagbench": inModule("tagging/tagbench")},
 	},
 	{
+		why:     "the web app (serve) is a front end over the tagging library: it links no federation, training or trainable models",
+		subject: func(p pkg) bool { return under(p.path, "serve") },
+		forbidden: map[string]func(string) bool{
+			"fed/...": fed, "training": inModule("training"), "nn/...": inModule("nn"), "gRPC": grpc,
+		},
+	},
+	{
+		why:       "only a command starts the web app: no library package imports serve",
+		subject:   func(p pkg) bool { return p.name != "main" && p.path != cliPath && !under(p.path, "serve") },
+		forbidden: map[string]func(string) bool{"serve": inModule("serve")},
+	},
+	{
 		why:       "nothing but a command imports the command package",
 		subject:   func(p pkg) bool { return p.name != "main" && p.path != cliPath },
 		forbidden: map[string]func(string) bool{cliPath: cli},
@@ -198,6 +210,9 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "eval", name: "eval"}, module + "/tagging/tagbench"},
 		{pkg{path: "fed/client", name: "client"}, module + "/nn/checkpoint"},
 		{pkg{path: "fed/client", name: "client"}, "github.com/gomlx/gomlx/core/graph"},
+		{pkg{path: "serve", name: "serve"}, module + "/fed/wire"},
+		{pkg{path: "serve", name: "serve"}, module + "/training"},
+		{pkg{path: "tagging", name: "tagging"}, module + "/serve"},
 	}
 	for _, tc := range tests {
 		caught := false
@@ -222,6 +237,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "cmd/veil", name: "main"}, module + "/" + cliPath},
 		{pkg{path: "dp", name: "dp"}, module + "/dpx"},
 		{pkg{path: "fed/client", name: "client"}, module + "/dp"},
+		{pkg{path: "serve", name: "serve"}, module + "/tagging"},
+		{pkg{path: "cmd/veil/cli", name: "cli"}, module + "/serve"},
 	} {
 		for _, r := range rules {
 			if !r.subject(tc.subject) {
