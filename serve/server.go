@@ -71,8 +71,9 @@ type Options struct {
 	// Authorization: Bearer TOKEN instead of a browser session. At least
 	// 16 characters.
 	Token string
-	// Hosts are the Host header values accepted (host:port). Empty means
-	// loopback only: 127.0.0.1, [::1] and localhost on any port.
+	// Hosts are the Host header values accepted (host:port; "*" accepts
+	// any, see HostsFor). Empty means loopback only: 127.0.0.1, [::1] and
+	// localhost on any port.
 	Hosts []string
 	// Limits bound uploaded and displayed photos (zero:
 	// imaging.DefaultLimits, as the commands use).
@@ -128,6 +129,9 @@ func New(o Options) (*Server, error) {
 		o.MaxJSON = DefaultMaxJSON
 	}
 	for _, h := range o.Hosts {
+		if h == "*" {
+			continue
+		}
 		if _, _, err := net.SplitHostPort(h); err != nil {
 			return nil, fmt.Errorf("serve: allowed host %q: want host:port", h)
 		}
@@ -258,7 +262,7 @@ func stateChanging(m string) bool {
 func (s *Server) hostAllowed(host string) bool {
 	if len(s.opt.Hosts) > 0 {
 		for _, h := range s.opt.Hosts {
-			if strings.EqualFold(h, host) {
+			if h == "*" || strings.EqualFold(h, host) {
 				return true
 			}
 		}

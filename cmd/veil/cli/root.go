@@ -44,6 +44,7 @@ var commandGroups = []func(*env) *cobra.Command{
 	newFacesCmd,
 	newSuggestCmd,
 	newSearchCmd,
+	newServeCmd,
 }
 
 // buildCommit is the commit the binary was built from, for builds without

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/face/nets"
+	"github.com/veil-privacy/veil/serve"
+	"github.com/veil-privacy/veil/tagging"
+)
+
+func newServeCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var o serve.ListenOptions
+	var models, ledgers, tokenFile string
+	var noFaces bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Tag your library in a browser: a local web app and REST API",
+		Long: `Serve unlocks the library once (--key-file, $VEIL_PASSPHRASE or a prompt) and
+serves the tagging app and its REST API (/api/v1, described at
+/api/v1/openapi.json) until Ctrl-C. Everything is served from this program:
+no request goes to any other host. The key stays in memory only.
+
+It listens on the loopback address 127.0.0.1:7470 by default, reachable from
+this computer only. --addr with another interface needs --tls-cert and
+--tls-key (PEM files), and anyone who can reach the port and open the page
+can use the library: prefer an SSH tunnel.
+
+A browser gets a session with its own CSRF token. Other programs call the API
+with Authorization: Bearer TOKEN, where TOKEN is read from --token-file (at
+least 16 characters; off without it).
+
+` + exitStatusHelp,
+		Example: `  veil serve --library ~/Pictures/veil
+  veil serve --library lib --addr 127.0.0.1:8080 --token-file api.token`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			loopback, err := o.Check()
+			if err != nil {
+				return err
+			}
+			var token string
+			if tokenFile != "" {
+				b, err := tagging.ReadKeyFile(tokenFile)
+				if err != nil {
+					return fmt.Errorf("--token-file: %w", err)
+				}
+				token = string(b)
+			}
+			if ledgers == "" {
+				if ledgers, err = dp.DefaultLedgerDir(); err != nil {
+					ledgers = ""
+				}
+			}
+			return withLibrary(e, &lf, func(l *tagging.Library) error {
+				opt := serve.Options{Library: l, Logger: e.log, Token: token, Hosts: serve.HostsFor(o.Addr),
+					LedgerDir: ledgers, Secure: o.TLSCert != ""}
+				if !noFaces {
+					if opt.Pipeline, err = e.pipeline(tagging.PipelineOptions(models)); err != nil {
+						return err
+					}
+				}
+				s, err := serve.New(opt)
+				if err != nil {
+					return err
+				}
+				if !loopback {
+					fmt.Fprintf(e.stderr, "warning: listening on %s, beyond this computer: anyone who reaches it and opens the page can see and change the library\n", o.Addr)
+				}
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				o.Ready = func(url string) { fmt.Fprintf(e.stdout, "serving the library at %s (Ctrl-C to stop)\n", url) }
+				return s.ListenAndServe(ctx, o)
+			})
+		},
+	}
+	lf.register(cmd)
+	cmd.Flags().StringVar(&o.Addr, "addr", serve.DefaultAddr, "listen on this host:port (another interface than loopback needs --tls-cert and --tls-key)")
+	cmd.Flags().StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
+	cmd.Flags().StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file (mode 0600) holding a token of at least 16 characters that other programs send as Authorization: Bearer")
+	cmd.Flags().StringVar(&models, "models", "", "folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
+	cmd.Flags().StringVar(&ledgers, "ledger-dir", "", ledgerDirHelp+"; shown on the Privacy page, only read")
+	cmd.Flags().BoolVar(&noFaces, "no-faces", false, "do not load the face networks: browse and tag only (no scans, search or drawn faces)")
+	return cmd
+}
