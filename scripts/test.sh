@@ -10,6 +10,10 @@ export GOEXPERIMENT=simd GOFLAGS=-buildvcs=false
 
 echo "== installing models and tools" >&2
 scripts/install-models.sh
+# The web app's end-to-end test (serve.TestBrowser) drives headless Chromium:
+# Debian's chromium package, installed when missing. The test fails, not
+# skips, without it.
+scripts/install-chromium.sh
 go mod download
 GOBIN="$top/.tools/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.7.0
 

@@ -77,6 +77,7 @@
       const sel = $("#merge-into");
       sel.textContent = "";
       res.items.forEach((p) => sel.appendChild(el("option", { value: String(p.id) }, p.name + (p.distance >= 0 ? " (" + p.distance.toFixed(2) + ")" : ""))));
+      sel.dataset.ready = "true";
     }).catch(() => {});
     loadSuggestions(id, name);
   }
@@ -93,6 +94,7 @@
     box.textContent = "";
     if (res.items.length === 0) {
       box.appendChild(el("p", {}, "No suggestions for " + name + "."));
+      box.dataset.ready = "true";
       return;
     }
     box.appendChild(el("p", {}, "Are these " + name + "? (" + res.total + ")"));
@@ -117,6 +119,7 @@
       ul.appendChild(li);
     });
     box.appendChild(ul);
+    box.dataset.ready = "true";
     all.addEventListener("click", () => act("POST", "/api/v1/suggestions/accept", { faces: ids }));
     none.addEventListener("click", () => act("POST", "/api/v1/suggestions/reject", { faces: ids, person: name }));
   }

@@ -1,0 +1,239 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/veil-privacy/veil/internal/datadir"
+	"github.com/veil-privacy/veil/serve/browser"
+	"github.com/veil-privacy/veil/tagging"
+)
+
+// EnvScreenshots names the folder the end-to-end test saves its screenshots
+// in (default: out/e2e of the checkout).
+const EnvScreenshots = "VEIL_SCREENSHOTS"
+
+func screenshotDir(t *testing.T) string {
+	dir := os.Getenv(EnvScreenshots)
+	if dir == "" {
+		root, ok := datadir.RepoRoot()
+		if !ok {
+			t.Fatal("cannot find the checkout for out/e2e: set " + EnvScreenshots)
+		}
+		dir = filepath.Join(root, "out", "e2e")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// eventually polls cond until it holds or 20 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s: %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestBrowser drives the app in real headless Chromium against a server on
+// the LFW test library: it names a cluster, accepts and rejects a
+// suggestion, merges two people, draws a face, searches with a photo and
+// scans a folder, checking the library after each step, and saves a
+// screenshot of every page. Without Chromium it fails: the test command
+// (scripts/test.sh) installs it.
+func TestBrowser(t *testing.T) {
+	exe, err := browser.Find()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	s := newTestServer(t, nil)
+	shots := screenshotDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	bctx, stop, err := browser.Start(ctx, browser.Options{Exec: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+	shot := func(name string) {
+		t.Helper()
+		if err := browser.Screenshot(bctx, filepath.Join(shots, name+".png")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(path string) {
+		t.Helper()
+		if _, err := browser.Navigate(bctx, s.ts.URL+path); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// People.
+	open("/")
+	if got := text("#people"); !strings.Contains(got, "Albert Costa") || !strings.Contains(got, "A. Campbell") {
+		t.Fatalf("people page: %q", got)
+	}
+	shot("people")
+
+	// Unknown faces: name the largest cluster.
+	o, _ := tagging.NewClusterOptions(tagging.DefaultClusterAlgorithm)
+	groups, err := s.lib.UpdateClusters(ctx, o, false)
+	if err != nil || len(groups) == 0 || len(groups[0].Faces) < 2 {
+		t.Fatalf("clusters %v, %v", groups, err)
+	}
+	open("/unknown")
+	shot("unknown")
+	first := fmt.Sprintf(`form.name-cluster[data-cluster="%d"]`, groups[0].ID)
+	do("naming a cluster", chromedp.SendKeys(chromedp.CSS(first+` input[name="person"]`), "Cluster Person"),
+		chromedp.Click(chromedp.CSS(first+" button")))
+	eventually(t, "the cluster's faces named Cluster Person", func() bool {
+		p, err := s.lib.PersonByName("Cluster Person")
+		return err == nil && p.Faces == len(groups[0].Faces)
+	})
+
+	// A person's suggestions: accept one.
+	sugs, err := s.lib.Suggestions(tagging.DefaultSuggestOptions())
+	if err != nil || len(sugs) < 2 {
+		t.Fatalf("want two suggestions, got %v, %v", sugs, err)
+	}
+	acc := sugs[0]
+	open(fmt.Sprintf("/people/%d", acc.Person))
+	do("suggestions", chromedp.WaitReady(chromedp.CSS(`#suggestions[data-ready="true"]`)))
+	shot("person")
+	do("accepting", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button.accept[data-face="%d"]`, acc.Face))))
+	eventually(t, "the accepted face named", func() bool {
+		f, err := s.lib.Face(acc.Face)
+		return err == nil && f.PersonID == acc.Person
+	})
+	// Reject another.
+	sugs, _ = s.lib.Suggestions(tagging.DefaultSuggestOptions())
+	if len(sugs) == 0 {
+		t.Fatal("no suggestion left to reject")
+	}
+	rej := sugs[0]
+	open(fmt.Sprintf("/people/%d", rej.Person))
+	do("suggestions", chromedp.WaitReady(chromedp.CSS(`#suggestions[data-ready="true"]`)),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`button.reject[data-face="%d"]`, rej.Face))))
+	eventually(t, "the rejection recorded", func() bool {
+		r, err := s.lib.Rejections()
+		return err == nil && slices.Contains(r[rej.Face], rej.Person)
+	})
+	if f, _ := s.lib.Face(rej.Face); f.PersonID != 0 {
+		t.Fatalf("the rejected face is %q", f.Person)
+	}
+
+	// Merge A. Campbell into Alastair Campbell.
+	dup, into := s.person("A. Campbell"), s.person("Alastair Campbell")
+	open(fmt.Sprintf("/people/%d", dup.ID))
+	do("merging", chromedp.WaitReady(chromedp.CSS(`#merge-into[data-ready="true"]`)),
+		chromedp.SetValue(chromedp.CSS("#merge-into"), fmt.Sprint(into.ID)),
+		chromedp.Click(chromedp.CSS("#merge-form button")))
+	eventually(t, "A. Campbell merged", func() bool {
+		_, err := s.lib.PersonByName("A. Campbell")
+		p, err2 := s.lib.PersonByName("Alastair Campbell")
+		return err != nil && err2 == nil && p.Faces == into.Faces+dup.Faces
+	})
+
+	// A photo: draw a face in its bottom-left corner and name it.
+	ph := s.photoID("Ashanti", 2)
+	open(fmt.Sprintf("/photos/%d", ph))
+	rect, err := chromedp.Run(bctx, chromedp.Evaluate[[]float64](`(() => { const r = document.getElementById("photo-img").getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()`))
+	if err != nil || len(rect) != 4 || rect[2] == 0 {
+		t.Fatalf("photo's place %v, %v", rect, err)
+	}
+	at := func(x, y float64) (float64, float64) { return rect[0] + x*rect[2]/250, rect[1] + y*rect[3]/250 }
+	x0, y0 := at(4, 182)
+	x1, y1 := at(64, 242)
+	do("drawing", chromedp.Click(chromedp.CSS("#draw-button")),
+		chromedp.MouseEvent(chromedp.MousePressed, x0, y0, chromedp.ButtonLeft),
+		chromedp.MouseEvent(chromedp.MouseMoved, (x0+x1)/2, (y0+y1)/2, chromedp.ButtonLeft),
+		chromedp.MouseEvent(chromedp.MouseMoved, x1, y1, chromedp.ButtonLeft),
+		chromedp.MouseEvent(chromedp.MouseReleased, x1, y1, chromedp.ButtonLeft),
+		chromedp.WaitVisible(chromedp.CSS("#face-form")),
+		chromedp.SendKeys(chromedp.CSS(`#face-form input[name="person"]`), "Drawn Person"))
+	shot("photo-drawing")
+	do("naming the drawn face", chromedp.Click(chromedp.CSS(`#face-form button[value="name"]`)))
+	var drawn tagging.Face
+	eventually(t, "a manual face named Drawn Person", func() bool {
+		fs, err := s.lib.Faces(tagging.FaceFilter{Person: "Drawn Person"})
+		if err != nil || len(fs) != 1 {
+			return false
+		}
+		drawn = fs[0]
+		return true
+	})
+	if drawn.Source != tagging.Manual || drawn.PhotoID != ph || drawn.Box.X > 10 || drawn.Box.Y < 175 || drawn.Box.Width < 50 {
+		t.Fatalf("drawn face %+v", drawn)
+	}
+	open(fmt.Sprintf("/photos/%d", ph))
+	if got := text("#photo"); !strings.Contains(got, "Drawn Person") {
+		t.Fatalf("photo page after drawing: %q", got)
+	}
+	shot("photo")
+
+	// Search with a photo that is not in the library.
+	q := filepath.Join(t.TempDir(), "query.jpg")
+	if err := os.WriteFile(q, lfwOriginal(t, "Angela_Bassett", 4), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open("/search")
+	do("searching", chromedp.SetUploadFiles(chromedp.CSS("#search-file"), []string{q}),
+		chromedp.Click(chromedp.CSS("#search-form button")),
+		chromedp.WaitVisible(chromedp.CSS("#search-summary")))
+	if got := text("#search-results"); !strings.Contains(got, "Angela Bassett") {
+		t.Fatalf("search results: %q", got)
+	}
+	shot("search")
+
+	// Library: scan a folder with one new photo, followed live.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "new.jpg"), lfwOriginal(t, "Ashanti", 4), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.lib.Photos()
+	open("/library")
+	do("scanning", chromedp.SendKeys(chromedp.CSS("#scan-path"), dir), chromedp.Click(chromedp.CSS("#scan-form button")),
+		chromedp.WaitReady(chromedp.CSS(`#scan-text[data-finished="true"]`)))
+	if got := text("#scan-text"); !strings.Contains(got, "done") {
+		t.Fatalf("scan progress: %q", got)
+	}
+	after, _ := s.lib.Photos()
+	if len(after) != len(before)+1 {
+		t.Fatalf("photos %d after the scan, want %d", len(after), len(before)+1)
+	}
+	shot("library-scan")
+	open("/library")
+	shot("library")
+	open("/privacy")
+	shot("privacy")
+	open("/")
+	shot("people-after")
+	t.Logf("screenshots in %s", shots)
+}
