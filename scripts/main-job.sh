@@ -12,6 +12,8 @@
 #     (out/library, out/tagging-*.json).
 #  5. federated learning: veil fed sim, 8 clients with disjoint identities,
 #     FedAvg under DP at ε = 8 per identity per client (out/fed-sim.json).
+#  6. the tagging app: veil serve on out/library, the people page screenshot
+#     in headless Chromium (out/serve-people.png), then the server stopped.
 # Results go to out/ (verify.json, demo-*.png, train-dp.json, train-nodp.json).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -98,4 +100,29 @@ eps = r.get("epsilon_per_client", {})
 print(f"federation (veil fed sim):                development pairs {r['dev_accuracy']:.4f}, {r['strategy']}, {r['clients']} clients, "
       f"ε per client ≤ {max(eps.values()):.3g} per {r.get('privacy_unit', '?')}")
 PY
+echo "== the tagging app in a browser: veil serve on out/library, a screenshot of the people page"
+scripts/install-chromium.sh
+go build -o bin/veil-screenshot ./cmd/veil-screenshot
+VEIL_PASSPHRASE=${VEIL_DEMO_PASSPHRASE:-veil demo library, not a secret} \
+  bin/veil serve --library out/library --addr 127.0.0.1:0 --no-faces > out/serve.log 2>&1 &
+serve_pid=$!
+url=
+for _ in $(seq 1 600); do
+  url=$(grep -o 'http://127\.0\.0\.1:[0-9]*/' out/serve.log | head -1 || true)
+  [ -n "$url" ] && break
+  if ! kill -0 "$serve_pid" 2>/dev/null; then
+    echo "main-job: veil serve stopped:" >&2; cat out/serve.log >&2; exit 1
+  fi
+  sleep 0.1
+done
+if [ -z "$url" ]; then
+  kill "$serve_pid"; echo "main-job: veil serve did not start in 60 s" >&2; exit 1
+fi
+shot_status=0
+bin/veil-screenshot --url "$url" --out out/serve-people.png || shot_status=$?
+kill -TERM "$serve_pid"
+wait "$serve_pid" || true
+[ "$shot_status" = 0 ] || exit "$shot_status"
+echo "the people page: out/serve-people.png (veil serve's log: out/serve.log)"
+
 echo "main job: $SECONDS s"
