@@ -252,16 +252,11 @@ func toPhoto(p tagging.Photo) jsonPhoto {
 
 // person returns the person with this id.
 func (s *Server) person(id int64) (tagging.Person, error) {
-	ps, err := s.lib.People()
-	if err != nil {
-		return tagging.Person{}, err
+	p, err := s.lib.PersonByID(id)
+	if errors.Is(err, tagging.ErrUnknownPerson) {
+		return p, notFound("no person %d in the library", id)
 	}
-	for _, p := range ps {
-		if p.ID == id {
-			return p, nil
-		}
-	}
-	return tagging.Person{}, notFound("no person %d in the library", id)
+	return p, err
 }
 
 // photo returns the photo with this id.
@@ -426,6 +421,32 @@ func (s *Server) similar(id int64) ([]similarPerson, error) {
 	if err != nil {
 		return nil, err
 	}
+	means, err := s.means.get(s.gen.Load(), s.personMeans)
+	if err != nil {
+		return nil, err
+	}
+	out := []similarPerson{}
+	for _, p := range ps {
+		if p.ID == id {
+			continue
+		}
+		d := math.Inf(1)
+		if a, b := means[id], means[p.ID]; a != nil && b != nil && len(a) == len(b) {
+			d = tagging.Distance(a, b)
+		}
+		out = append(out, similarPerson{jsonPerson: toPerson(p), Distance: d})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Distance < out[j].Distance })
+	for i := range out {
+		if math.IsInf(out[i].Distance, 1) {
+			out[i].Distance = -1 // JSON has no infinity: -1 means "no faces to compare"
+		}
+	}
+	return out, nil
+}
+
+// personMeans returns each person's mean descriptor.
+func (s *Server) personMeans() (map[int64][]float32, error) {
 	fs, err := s.lib.Faces(tagging.FaceFilter{Descriptors: true})
 	if err != nil {
 		return nil, err
@@ -454,24 +475,7 @@ func (s *Server) similar(id int64) ([]similarPerson, error) {
 			m[i] /= float32(counts[p])
 		}
 	}
-	out := []similarPerson{}
-	for _, p := range ps {
-		if p.ID == id {
-			continue
-		}
-		d := math.Inf(1)
-		if a, b := means[id], means[p.ID]; a != nil && b != nil && len(a) == len(b) {
-			d = tagging.Distance(a, b)
-		}
-		out = append(out, similarPerson{jsonPerson: toPerson(p), Distance: d})
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Distance < out[j].Distance })
-	for i := range out {
-		if math.IsInf(out[i].Distance, 1) {
-			out[i].Distance = -1 // JSON has no infinity: -1 means "no faces to compare"
-		}
-	}
-	return out, nil
+	return means, nil
 }
 
 // faceQuery is the selection of GET /faces.
@@ -753,6 +757,24 @@ type jsonSuggestion struct {
 	Distance float64 `json:"distance"`
 }
 
+// suggestionSet is the library's current suggestions and their space.
+type suggestionSet struct {
+	space tagging.Space
+	all   []tagging.LibrarySuggestion
+}
+
+// suggestionSet returns the library's current suggestions (cached).
+func (s *Server) suggestionSet(r *http.Request) (suggestionSet, error) {
+	return s.sugs.get(s.gen.Load(), func() (suggestionSet, error) {
+		space, _, err := s.lib.SpaceForSuggestions(r.Context(), false)
+		if err != nil {
+			return suggestionSet{}, err
+		}
+		sugs, err := s.lib.SuggestionsIn(space)
+		return suggestionSet{space: space, all: sugs}, err
+	})
+}
+
 func (s *Server) suggestions(r *http.Request) ([]jsonSuggestion, tagging.Space, error) {
 	var person int64
 	if v := r.URL.Query().Get("person"); v != "" {
@@ -765,16 +787,13 @@ func (s *Server) suggestions(r *http.Request) ([]jsonSuggestion, tagging.Space, 
 		}
 		person = id
 	}
-	space, _, err := s.lib.SpaceForSuggestions(r.Context(), false)
+	set, err := s.suggestionSet(r)
 	if err != nil {
-		return nil, space, err
+		return nil, tagging.Space{}, err
 	}
-	sugs, err := s.lib.SuggestionsIn(space)
-	if err != nil {
-		return nil, space, err
-	}
+	space := set.space
 	out := []jsonSuggestion{}
-	for _, x := range sugs {
+	for _, x := range set.all {
 		if person == 0 || x.Person == person {
 			out = append(out, jsonSuggestion{Face: x.Face, PersonID: x.Person, Person: x.Name, Distance: x.Distance})
 		}
@@ -795,25 +814,61 @@ func (s *Server) listSuggestions(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// acceptSuggestions assigns each listed face to the person suggested for
+// it in the suggestions the user was shown (this server's current set,
+// recomputed after any change made through it and at least every
+// cacheTTL), through AssignAuto: never over a decision of the user's.
 func (s *Server) acceptSuggestions(w http.ResponseWriter, r *http.Request) error {
 	req, err := s.readFaceList(w, r, false)
 	if err != nil {
 		return err
 	}
-	space, _, err := s.lib.SpaceForSuggestions(r.Context(), false)
+	fs, err := s.lib.Faces(tagging.FaceFilter{IDs: req.Faces, Removed: true})
 	if err != nil {
 		return err
 	}
-	applied, none, err := s.lib.AcceptSuggestionsIn(req.Faces, space)
+	known := map[int64]bool{}
+	for _, f := range fs {
+		known[f.ID] = true
+	}
+	for _, id := range req.Faces {
+		if !known[id] {
+			return notFound("no face %d in the library: nothing accepted", id)
+		}
+	}
+	set, err := s.suggestionSet(r)
 	if err != nil {
 		return err
 	}
-	out := make([]jsonSuggestion, len(applied))
-	for i, a := range applied {
-		out[i] = jsonSuggestion{Face: a.Face, PersonID: a.Person, Person: a.Name, Distance: a.Distance}
+	by := map[int64]tagging.LibrarySuggestion{}
+	for _, x := range set.all {
+		by[x.Face] = x
 	}
-	if none == nil {
-		none = []int64{}
+	var as []tagging.Assignment
+	none := []int64{}
+	for _, id := range req.Faces {
+		if x, ok := by[id]; ok {
+			as = append(as, tagging.Assignment{Face: id, Person: x.Person})
+		} else {
+			none = append(none, id)
+		}
+	}
+	if len(as) > 0 {
+		if _, err := s.lib.AssignAuto(as); err != nil {
+			return err
+		}
+	}
+	after, err := s.lib.Faces(tagging.FaceFilter{IDs: req.Faces, Removed: true})
+	if err != nil {
+		return err
+	}
+	out := []jsonSuggestion{}
+	for _, f := range after {
+		if x, ok := by[f.ID]; ok && f.PersonID == x.Person && f.AssignedBy == tagging.ByAuto {
+			out = append(out, jsonSuggestion{Face: f.ID, PersonID: x.Person, Person: x.Name, Distance: x.Distance})
+		} else if ok {
+			none = append(none, f.ID)
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"accepted": out, "without_suggestion": none})
 	return nil

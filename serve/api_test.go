@@ -510,3 +510,32 @@ func TestOpenAPI(t *testing.T) {
 		t.Fatalf("only %d API routes registered", len(registered))
 	}
 }
+
+// TestSuggestionsFresh: the server's cached suggestions never outlive a
+// change made through it: a face named after the list was read leaves the
+// list at once, and accepting its old suggestion assigns nothing over the
+// user's name.
+func TestSuggestionsFresh(t *testing.T) {
+	s := newTestServer(t, nil)
+	sugs := s.do("GET", "/api/v1/suggestions", nil, nil).json(t)["items"].([]any)
+	if len(sugs) == 0 {
+		t.Fatal("no suggestions")
+	}
+	f := int64(sugs[0].(map[string]any)["face"].(float64))
+	if r := s.do("POST", "/api/v1/faces/assign", map[string]any{"faces": []int64{f}, "person": "Someone Else"}, nil); r.status != 200 {
+		t.Fatalf("assign: %d %s", r.status, r.body)
+	}
+	for _, x := range s.do("GET", "/api/v1/suggestions", nil, nil).json(t)["items"].([]any) {
+		if int64(x.(map[string]any)["face"].(float64)) == f {
+			t.Fatalf("face %d, named meanwhile, is still suggested: %v", f, x)
+		}
+	}
+	r := s.do("POST", "/api/v1/suggestions/accept", map[string]any{"faces": []int64{f}}, nil)
+	got := r.json(t)
+	if r.status != 200 || len(got["accepted"].([]any)) != 0 || len(got["without_suggestion"].([]any)) != 1 {
+		t.Fatalf("accepting a stale suggestion: %d %s", r.status, r.body)
+	}
+	if face, _ := s.lib.Face(f); face.Person != "Someone Else" || face.AssignedBy != tagging.ByUser {
+		t.Fatalf("the user's name was overridden: %+v", face)
+	}
+}

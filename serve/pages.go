@@ -219,11 +219,7 @@ func (s *Server) personPage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	others, err := s.lib.People()
-	if err != nil {
-		return "", nil, err
-	}
-	return p.Name, map[string]any{"Person": p, "Faces": fs[lo:hi], "Pager": pg, "Photos": len(photos), "Others": others}, nil
+	return p.Name, map[string]any{"Person": p, "Faces": fs[lo:hi], "Pager": pg, "Photos": len(photos)}, nil
 }
 
 // clusterView is a cluster on the Unknown page.

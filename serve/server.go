@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/veil-privacy/veil/face"
@@ -101,6 +102,10 @@ type Server struct {
 	pages   *pages
 	mu      sync.Mutex
 	session map[string]*session
+	// gen counts the changes made through the server (see cached).
+	gen   atomic.Uint64
+	sugs  cached[suggestionSet]
+	means cached[map[int64][]float32]
 }
 
 type session struct {
@@ -161,7 +166,8 @@ func (s *Server) Close() { s.scans.stop() }
 
 // ServeHTTP checks the host, authenticates the request, enforces CSRF on
 // state-changing requests and dispatches it.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &timingWriter{ResponseWriter: rw, start: time.Now()}
 	h := w.Header()
 	h.Set("Content-Security-Policy", ContentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -210,6 +216,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if stateChanging(r.Method) {
+		defer s.gen.Add(1)
+	}
 	r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess))
 	next, pattern := s.mux.Handler(r)
 	if pattern == "" && isAPI {
@@ -224,6 +233,43 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// timingWriter adds a Server-Timing header ("app;dur=MS": the time from the
+// request's arrival to its response's header), which the browser's
+// Navigation Timing reports as serverTiming.
+type timingWriter struct {
+	http.ResponseWriter
+	start time.Time
+	wrote bool
+}
+
+func (t *timingWriter) WriteHeader(code int) {
+	if !t.wrote {
+		t.wrote = true
+		t.Header().Set("Server-Timing", fmt.Sprintf("app;dur=%.1f", float64(time.Since(t.start).Microseconds())/1000))
+	}
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *timingWriter) Write(b []byte) (int, error) {
+	if !t.wrote {
+		t.WriteHeader(http.StatusOK)
+	}
+	return t.ResponseWriter.Write(b)
+}
+
+// Flush passes flushes through (server-sent events).
+func (t *timingWriter) Flush() {
+	if !t.wrote {
+		t.WriteHeader(http.StatusOK)
+	}
+	if f, ok := t.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (t *timingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // statusRecorder keeps the status and headers a handler writes and drops
 // its body.

@@ -99,6 +99,9 @@ func Screenshot(ctx context.Context, file string) error {
 // Timing is a page load's Navigation Timing, in milliseconds from the
 // navigation's start.
 type Timing struct {
+	// Server is the server's own time for the page (its Server-Timing
+	// header's first duration; 0 without one).
+	Server float64 `json:"server_ms"`
 	// ResponseStart is the first byte of the page's HTML.
 	ResponseStart float64 `json:"response_start_ms"`
 	// ResponseEnd is the last byte of the HTML.
@@ -121,17 +124,24 @@ func Navigate(ctx context.Context, url string) (Timing, error) {
 	}
 	const js = `(() => { const n = performance.getEntriesByType("navigation")[0];
 	  const p = performance.getEntriesByName("first-contentful-paint")[0];
-	  return {response_start_ms: n.responseStart, response_end_ms: n.responseEnd,
+	  const st = (n.serverTiming || [])[0];
+	  return {server_ms: st ? st.duration : 0, response_start_ms: n.responseStart, response_end_ms: n.responseEnd,
 	    first_contentful_paint_ms: p ? p.startTime : 0, dom_content_loaded_ms: n.domContentLoadedEventEnd,
 	    load_ms: n.loadEventEnd}; })()`
 	// The load event's end is recorded after the event: wait for it.
 	deadline := time.Now().Add(30 * time.Second)
+	var loaded time.Time
 	for {
 		var err error
 		if t, err = chromedp.Run(ctx, chromedp.Evaluate[Timing](js)); err != nil {
 			return t, fmt.Errorf("reading the timing of %s: %w", url, err)
 		}
-		if t.Load > 0 || time.Now().After(deadline) {
+		// The first paint is reported a frame after it happens: give it
+		// up to a second after the load event.
+		if t.Load > 0 && loaded.IsZero() {
+			loaded = time.Now()
+		}
+		if (t.Load > 0 && (t.FirstContentfulPaint > 0 || time.Since(loaded) > time.Second)) || time.Now().After(deadline) {
 			return t, nil
 		}
 		time.Sleep(20 * time.Millisecond)
