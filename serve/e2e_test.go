@@ -109,6 +109,10 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("clusters %v, %v", groups, err)
 	}
 	open("/unknown")
+	do("name completion", chromedp.WaitReady(chromedp.CSS(`#people-names[data-ready="true"]`)))
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#people-names option").length`)); err != nil || n != fixtureNamed+1 {
+		t.Fatalf("name completion offers %d names (%v), want %d", n, err, fixtureNamed+1)
+	}
 	shot("unknown")
 	first := fmt.Sprintf(`form.name-cluster[data-cluster="%d"]`, groups[0].ID)
 	do("naming a cluster", chromedp.SendKeys(chromedp.CSS(first+` input[name="person"]`), "Cluster Person"),

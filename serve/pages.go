@@ -246,11 +246,7 @@ func (s *Server) unknownPage(r *http.Request) (string, any, error) {
 		}
 		views = append(views, v)
 	}
-	people, err := s.lib.People()
-	if err != nil {
-		return "", nil, err
-	}
-	return "Unknown faces", map[string]any{"Clusters": views, "Pager": pg, "People": people}, nil
+	return "Unknown faces", map[string]any{"Clusters": views, "Pager": pg}, nil
 }
 
 func (s *Server) photoPage(r *http.Request) (string, any, error) {
@@ -266,11 +262,7 @@ func (s *Server) photoPage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	people, err := s.lib.People()
-	if err != nil {
-		return "", nil, err
-	}
-	return ph.Path, map[string]any{"Photo": ph, "Faces": fs, "People": people}, nil
+	return ph.Path, map[string]any{"Photo": ph, "Faces": fs}, nil
 }
 
 func (s *Server) searchPage(r *http.Request) (string, any, error) {

@@ -52,6 +52,15 @@
     return el("img", { loading: "lazy", width: "96", height: "96", src: "/api/v1/faces/" + faceID + "/thumbnail", alt: "face " + faceID });
   }
 
+  // Name completion: the people's names, loaded after the page.
+  const names = $("#people-names");
+  if (names) {
+    api("GET", "/api/v1/people?hidden=all&limit=1000").then((res) => {
+      res.items.forEach((p) => names.appendChild(el("option", { value: p.name })));
+      names.dataset.ready = "true";
+    }).catch(() => {});
+  }
+
   // Person page.
   const personH = $("#person-name");
   if (personH) {
