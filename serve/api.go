@@ -42,15 +42,15 @@ func (s *Server) apiRoutes() []route {
 		{method: "GET", pattern: v + "/openapi.json", handler: http.HandlerFunc(serveOpenAPI)},
 		s.api("GET", v+"/status", s.getStatus),
 		s.api("GET", v+"/people", s.listPeople),
-		s.api("GET", v+"/people/{id}", s.getPerson),
+		s.api("GET", v+"/people/{id}", s.byID(s.getPerson)),
 		s.api("PATCH", v+"/people/{id}", s.patchPerson),
 		s.api("POST", v+"/people/{id}/merge", s.mergePerson),
-		s.api("GET", v+"/people/{id}/similar", s.similarPeople),
+		s.api("GET", v+"/people/{id}/similar", s.byID(s.similarPeople)),
 		s.api("GET", v+"/faces", s.listFaces),
 		s.api("POST", v+"/faces", s.addFace),
-		s.api("GET", v+"/faces/{id}", s.getFace),
-		s.api("DELETE", v+"/faces/{id}", s.deleteFace),
-		s.api("GET", v+"/faces/{id}/thumbnail", s.faceThumbnail),
+		s.api("GET", v+"/faces/{id}", s.byID(s.getFace)),
+		s.api("DELETE", v+"/faces/{id}", s.byID(s.deleteFace)),
+		s.api("GET", v+"/faces/{id}/thumbnail", s.imageByID(s.faceThumbnail)),
 		s.api("POST", v+"/faces/assign", s.assignFaces),
 		s.api("POST", v+"/faces/reject", s.rejectFaces),
 		s.api("POST", v+"/faces/unassign", s.unassignFaces),
@@ -59,8 +59,8 @@ func (s *Server) apiRoutes() []route {
 		s.api("POST", v+"/suggestions/accept", s.acceptSuggestions),
 		s.api("POST", v+"/suggestions/reject", s.rejectSuggestions),
 		s.api("GET", v+"/photos", s.listPhotos),
-		s.api("GET", v+"/photos/{id}", s.getPhoto),
-		s.api("GET", v+"/photos/{id}/image", s.photoImage),
+		s.api("GET", v+"/photos/{id}", s.byID(s.getPhoto)),
+		s.api("GET", v+"/photos/{id}/image", s.imageByID(s.photoImage)),
 		s.api("POST", v+"/scans", s.startScan),
 		s.api("GET", v+"/scans/{id}", s.getScan),
 		s.api("GET", v+"/scans/{id}/events", s.scanEvents),
@@ -69,6 +69,34 @@ func (s *Server) apiRoutes() []route {
 		s.api("POST", v+"/verify", s.verify),
 		s.api("POST", v+"/detect", s.detect),
 	}
+}
+
+// idRoute makes the handler of a route with an {id}: f computes the
+// answer, write sends it.
+func idRoute[T any](f func(r *http.Request, id int64) (T, error), write func(http.ResponseWriter, T)) apiHandler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		id, err := pathID(r)
+		if err != nil {
+			return err
+		}
+		v, err := f(r, id)
+		if err != nil {
+			return err
+		}
+		write(w, v)
+		return nil
+	}
+}
+
+// byID answers a route with an {id} with f's value as JSON.
+func (s *Server) byID(f func(r *http.Request, id int64) (any, error)) apiHandler {
+	return idRoute(f, func(w http.ResponseWriter, v any) { writeJSON(w, http.StatusOK, v) })
+}
+
+// imageByID answers a route with an {id} with the JPEG f returns (not to
+// be cached: it shows faces).
+func (s *Server) imageByID(f func(r *http.Request, id int64) ([]byte, error)) apiHandler {
+	return idRoute(f, writeImage)
 }
 
 // httpError is an error with the status it answers with.
@@ -302,17 +330,9 @@ func (s *Server) listPeople(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getPerson(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) getPerson(r *http.Request, id int64) (any, error) {
 	p, err := s.person(id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, toPerson(p))
-	return nil
+	return toPerson(p), err
 }
 
 // personPatch changes a person: any of name, hidden and cover.
@@ -398,20 +418,12 @@ type similarPerson struct {
 	Distance float64 `json:"distance"`
 }
 
-func (s *Server) similarPeople(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) similarPeople(r *http.Request, id int64) (any, error) {
 	if _, err := s.person(id); err != nil {
-		return err
+		return nil, err
 	}
 	sim, err := s.similar(id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": sim})
-	return nil
+	return map[string]any{"items": sim}, err
 }
 
 // similar lists the other people, nearest mean descriptor first (people
@@ -553,46 +565,20 @@ func (s *Server) listFaces(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getFace(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) getFace(r *http.Request, id int64) (any, error) {
 	f, err := s.lib.Face(id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, toFace(f))
-	return nil
+	return toFace(f), err
 }
 
-func (s *Server) deleteFace(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) deleteFace(r *http.Request, id int64) (any, error) {
 	if err := s.lib.RemoveFace(id); err != nil {
-		return err
+		return nil, err
 	}
-	f, err := s.lib.Face(id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, toFace(f))
-	return nil
+	return s.getFace(r, id)
 }
 
-func (s *Server) faceThumbnail(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
-	b, err := s.lib.FaceThumbnail(id)
-	if err != nil {
-		return err
-	}
-	writeImage(w, b)
-	return nil
+func (s *Server) faceThumbnail(r *http.Request, id int64) ([]byte, error) {
+	return s.lib.FaceThumbnail(id)
 }
 
 // writeImage sends a JPEG that must not be cached: it shows a face.
@@ -719,7 +705,9 @@ func (s *Server) clusters(r *http.Request) ([]jsonCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	gs, err := s.lib.UpdateClusters(r.Context(), o, false)
+	gs, err := s.groups.get(s.gen.Load(), func() ([]tagging.ClusterGroup, error) {
+		return s.lib.UpdateClusters(r.Context(), o, false)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -898,49 +886,39 @@ func (s *Server) listPhotos(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getPhoto(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) getPhoto(r *http.Request, id int64) (any, error) {
 	ph, err := s.photo(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fs, err := s.lib.Faces(tagging.FaceFilter{Photo: ph.Path})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	out := toPhoto(ph)
 	out.Faces = toFaces(fs)
 	if out.Faces == nil {
 		out.Faces = []jsonFace{}
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 // photoImage sends the photo as the library sees it: decoded under the
 // limits, EXIF orientation applied (the boxes' coordinates), as JPEG.
-func (s *Server) photoImage(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) photoImage(r *http.Request, id int64) ([]byte, error) {
 	ph, err := s.photo(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	img, _, err := imaging.DecodeFile(ph.Path, s.opt.Limits)
 	if err != nil {
-		return &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("photo %d cannot be shown: %v", id, err)}
+		return nil, &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("photo %d cannot be shown: %v", id, err)}
 	}
 	var buf bytes.Buffer
 	if err := img.Encode(&buf, imaging.JPEG); err != nil {
-		return err
+		return nil, err
 	}
-	writeImage(w, buf.Bytes())
-	return nil
+	return buf.Bytes(), nil
 }
 
 // pipeline returns the face pipeline or a 503 error without one.

@@ -11,7 +11,7 @@ import (
 const cacheTTL = 30 * time.Second
 
 // cached keeps one expensive, derived value of the library (suggestions,
-// people's mean descriptors) for the server's current generation: every
+// people's mean descriptors, clusters) for the server's current generation: every
 // state-changing request and every photo a scan records starts a new
 // generation. Only one computation runs at a time; a value computed while
 // the generation moved on is not reused.

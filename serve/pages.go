@@ -137,37 +137,28 @@ func (s *Server) pageRoutes() []route {
 		{method: "GET", pattern: "/library", handler: s.page("library", "library", s.libraryPage)},
 		{method: "GET", pattern: "/privacy", handler: s.page("privacy", "privacy", s.privacyPage)},
 		{method: "GET", pattern: "/static/", handler: http.StripPrefix("/static/", files)},
-		s.api("GET", "/api/v1/people/{id}/thumbnail", s.personThumbnail),
+		s.api("GET", "/api/v1/people/{id}/thumbnail", s.imageByID(s.personThumbnail)),
 	}
 }
 
-// personThumbnail sends the person's cover face, or their first face.
-func (s *Server) personThumbnail(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
+// personThumbnail returns the person's cover face, or their first face.
+func (s *Server) personThumbnail(r *http.Request, id int64) ([]byte, error) {
 	p, err := s.person(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fid := p.Cover
 	if fid == 0 {
 		fs, err := s.lib.Faces(tagging.FaceFilter{Person: p.Name})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(fs) == 0 {
-			return notFound("%s has no face", p.Name)
+			return nil, notFound("%s has no face", p.Name)
 		}
 		fid = fs[0].ID
 	}
-	b, err := s.lib.FaceThumbnail(fid)
-	if err != nil {
-		return err
-	}
-	writeImage(w, b)
-	return nil
+	return s.lib.FaceThumbnail(fid)
 }
 
 func (s *Server) peoplePage(r *http.Request) (string, any, error) {

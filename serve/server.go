@@ -103,9 +103,10 @@ type Server struct {
 	mu      sync.Mutex
 	session map[string]*session
 	// gen counts the changes made through the server (see cached).
-	gen   atomic.Uint64
-	sugs  cached[suggestionSet]
-	means cached[map[int64][]float32]
+	gen    atomic.Uint64
+	sugs   cached[suggestionSet]
+	means  cached[map[int64][]float32]
+	groups cached[[]tagging.ClusterGroup]
 }
 
 type session struct {
