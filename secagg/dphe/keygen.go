@@ -63,9 +63,20 @@ type KeyGeneratorOptions struct {
 	// MaxOpenRounds bounds the rounds set up but not yet decrypted (0 means
 	// DefaultMaxOpenRounds). Setting up one more expires the oldest.
 	MaxOpenRounds int
-	// Random is the CSPRNG for keys, permutations, MAC keys and checksum
-	// secrets; nil means crypto/rand. Tests may pass a seeded stream.
+	// Random is the CSPRNG for keys and each round's seed (from which the
+	// round's permutations, MAC keys and checksum secrets are derived); nil
+	// means crypto/rand. Tests may pass a seeded stream.
 	Random io.Reader
+	// BeforeDecrypt, if not nil, is called once an aggregate has passed
+	// every check that precedes decryption and its round is closed in
+	// memory, before anything is decrypted: a persistent key generator
+	// records there, durably, that the round is finished, so that no
+	// restart decrypts it again. An error decrypts nothing; the round
+	// stays closed.
+	BeforeDecrypt func(round uint64) error
+	// Resume restores the rounds a key generator had open (see
+	// KeyGenerator.Snapshot); nil starts with none.
+	Resume *Snapshot
 }
 
 // RoundParams describes one aggregation round.
@@ -78,6 +89,9 @@ type RoundParams struct {
 	Capacity int
 	// Users lists the user identifiers, at least MinUsers, distinct.
 	Users []uint32
+	// Packing, if not nil, packs several fixed-point values per
+	// plaintext: Dim must then be Packing.Blocks() (see Packing).
+	Packing *Packing
 }
 
 // UserKeys is what the key generator sends to one user for one round.
@@ -103,6 +117,8 @@ type UserKeys struct {
 	// ChecksumOffset is this user's secret offset t in [0, n), known only
 	// to the user and the key generator.
 	ChecksumOffset *big.Int
+	// Packing is the round's packing (nil: one value per plaintext).
+	Packing *Packing
 }
 
 // AggregatorKeys is what the key generator sends to the aggregator.
@@ -135,6 +151,7 @@ type KeyGenerator struct {
 	fracBits int
 	maxOpen  int
 	random   io.Reader
+	before   func(round uint64) error
 
 	mu      sync.Mutex
 	open    map[uint64]*roundState // rounds set up and not yet finished
@@ -146,6 +163,7 @@ type KeyGenerator struct {
 // dropped (and its secrets overwritten) when the round is finished.
 type roundState struct {
 	params      RoundParams
+	seed        [32]byte // everything below is derived from it
 	phi         []uint32
 	users       map[uint32]*userSecrets
 	checksumKey [32]byte
@@ -158,6 +176,7 @@ type userSecrets struct {
 }
 
 func (rs *roundState) zero() {
+	clear(rs.seed[:])
 	clear(rs.phi)
 	clear(rs.checksumKey[:])
 	for _, u := range rs.users {
@@ -195,7 +214,13 @@ func NewKeyGenerator(opts KeyGeneratorOptions) (*KeyGenerator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dphe: key generator: %w", err)
 	}
-	return &KeyGenerator{sk: sk, fp: fp, fracBits: fracBits, maxOpen: maxOpen, random: random, open: map[uint64]*roundState{}}, nil
+	g := &KeyGenerator{sk: sk, fp: fp, fracBits: fracBits, maxOpen: maxOpen, random: random, before: opts.BeforeDecrypt, open: map[uint64]*roundState{}}
+	if opts.Resume != nil {
+		if err := g.resume(opts.Resume); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
 }
 
 // PublicKey returns the Paillier public key.
@@ -209,76 +234,80 @@ func (g *KeyGenerator) OpenRounds() int {
 	return len(g.open)
 }
 
-// NewRound draws fresh permutations, MAC keys and checksum secrets for a
-// round. Rounds must be set up in increasing order of Round: a finished
-// round needs no memory to be refused again. If MaxOpenRounds rounds are
-// already open, the oldest expires (it can no longer be decrypted).
+// NewRound draws a fresh 32-byte seed for a round, from which its
+// permutations, MAC keys and checksum secrets are derived (deriveRound).
+// Rounds must be set up in increasing order of Round: a finished round
+// needs no memory to be refused again. If MaxOpenRounds rounds are already
+// open, the oldest expires (it can no longer be decrypted).
 func (g *KeyGenerator) NewRound(p RoundParams) (*RoundSetup, error) {
-	if p.Dim < 1 || p.Dim > MaxDim {
-		return nil, fmt.Errorf("dphe: dimension %d outside [1, %d]", p.Dim, MaxDim)
-	}
-	if p.Capacity < 1 || p.Capacity > p.Dim {
-		return nil, fmt.Errorf("dphe: capacity %d outside [1, %d]", p.Capacity, p.Dim)
-	}
-	if len(p.Users) < MinUsers {
-		return nil, fmt.Errorf("%w: round with %d users, need at least %d", ErrTooFewUsers, len(p.Users), MinUsers)
-	}
-	users := slices.Clone(p.Users)
-	slices.Sort(users)
-	if len(slices.Compact(slices.Clone(users))) != len(users) {
-		return nil, fmt.Errorf("dphe: duplicate user identifiers in round %d", p.Round)
+	params, err := g.checkParams(p)
+	if err != nil {
+		return nil, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.started && p.Round <= g.last {
 		return nil, fmt.Errorf("%w: round %d is not after round %d, the last one set up", ErrWrongRound, p.Round, g.last)
 	}
-	pk := g.sk.Public()
-	rng, err := newStream(g.random)
+	rs := &roundState{params: params}
+	if _, err := io.ReadFull(g.random, rs.seed[:]); err != nil {
+		return nil, fmt.Errorf("dphe: reading the round's seed: %w", err)
+	}
+	setup, err := g.derive(rs)
 	if err != nil {
 		return nil, err
 	}
-	rs := &roundState{phi: randomPerm(rng, p.Dim), users: make(map[uint32]*userSecrets, len(users))}
-	if _, err := io.ReadFull(g.random, rs.checksumKey[:]); err != nil {
-		return nil, fmt.Errorf("dphe: reading checksum key: %w", err)
+	g.admit(rs)
+	return setup, nil
+}
+
+// checkParams validates round parameters and returns them with the users
+// sorted.
+func (g *KeyGenerator) checkParams(p RoundParams) (RoundParams, error) {
+	if p.Dim < 1 || p.Dim > MaxDim {
+		return p, fmt.Errorf("dphe: dimension %d outside [1, %d]", p.Dim, MaxDim)
 	}
-	setup := &RoundSetup{
-		Users:      make(map[uint32]*UserKeys, len(users)),
-		Aggregator: &AggregatorKeys{PublicKey: pk, Round: p.Round, Dim: p.Dim, Capacity: p.Capacity, Users: map[uint32]AggregatorUserKeys{}},
+	if p.Capacity < 1 || p.Capacity > p.Dim {
+		return p, fmt.Errorf("dphe: capacity %d outside [1, %d]", p.Capacity, p.Dim)
 	}
-	for _, id := range users {
-		phiUser := randomPerm(rng, p.Dim)
-		us := &userSecrets{}
-		var mac [32]byte
-		if _, err := io.ReadFull(g.random, mac[:]); err != nil {
-			return nil, fmt.Errorf("dphe: reading MAC key: %w", err)
-		}
-		if _, err := io.ReadFull(g.random, us.tagKey[:]); err != nil {
-			return nil, fmt.Errorf("dphe: reading tag key: %w", err)
-		}
-		if us.offset, err = rand.Int(g.random, pk.N()); err != nil {
-			return nil, fmt.Errorf("dphe: drawing checksum offset: %w", err)
-		}
-		rs.users[id] = us
-		setup.Users[id] = &UserKeys{PublicKey: pk, FracBits: g.fracBits, Round: p.Round, UserID: id,
-			Dim: p.Dim, Capacity: p.Capacity, Phi: slices.Clone(rs.phi), PhiUser: phiUser, MACKey: mac,
-			TagKey: us.tagKey, ChecksumKey: rs.checksumKey, ChecksumOffset: new(big.Int).Set(us.offset)}
-		setup.Aggregator.Users[id] = AggregatorUserKeys{PhiUser: slices.Clone(phiUser), MACKey: mac}
+	if len(p.Users) < MinUsers {
+		return p, fmt.Errorf("%w: round with %d users, need at least %d", ErrTooFewUsers, len(p.Users), MinUsers)
 	}
-	params := p
-	params.Users = users
-	rs.params = params
+	users := slices.Clone(p.Users)
+	slices.Sort(users)
+	if len(slices.Compact(slices.Clone(users))) != len(users) {
+		return p, fmt.Errorf("dphe: duplicate user identifiers in round %d", p.Round)
+	}
+	if p.Packing != nil {
+		if err := p.Packing.Check(g.sk.Public(), g.fracBits); err != nil {
+			return p, err
+		}
+		if p.Dim != p.Packing.Blocks() {
+			return p, fmt.Errorf("dphe: a packed round of %d coordinates in blocks of %d has dimension %d, not %d", p.Packing.Coordinates, p.Packing.Lanes, p.Packing.Blocks(), p.Dim)
+		}
+		if len(users) > p.Packing.MaxUsers {
+			return p, fmt.Errorf("dphe: round of %d users, but the packing's lanes hold the sum of at most %d", len(users), p.Packing.MaxUsers)
+		}
+		pk := *p.Packing
+		p.Packing = &pk
+	}
+	p.Users = users
+	return p, nil
+}
+
+// admit makes rs an open round, expiring the oldest beyond MaxOpenRounds.
+// Call with g.mu held.
+func (g *KeyGenerator) admit(rs *roundState) {
 	for len(g.open) >= g.maxOpen {
-		oldest := p.Round
+		oldest := rs.params.Round
 		for r := range g.open {
 			oldest = min(oldest, r)
 		}
 		g.open[oldest].zero()
 		delete(g.open, oldest)
 	}
-	g.open[p.Round] = rs
-	g.started, g.last = true, p.Round
-	return setup, nil
+	g.open[rs.params.Round] = rs
+	g.started, g.last = true, max(g.last, rs.params.Round)
 }
 
 // Result is the decrypted, reordered sum of a round.
@@ -351,6 +380,11 @@ func (g *KeyGenerator) DecryptWithProgress(a *Aggregate, progress paillier.Progr
 	delete(g.open, a.Round)
 	g.mu.Unlock()
 	defer rs.zero()
+	if g.before != nil {
+		if err := g.before(a.Round); err != nil {
+			return nil, fmt.Errorf("dphe: recording that round %d is finished (nothing decrypted): %w", a.Round, err)
+		}
+	}
 	return g.decryptRound(a, rs, users, progress)
 }
 
@@ -495,15 +529,27 @@ func (g *KeyGenerator) decryptRound(a *Aggregate, rs *roundState, users []uint32
 	if !ok {
 		return nil, fmt.Errorf("%w: round %d", ErrForgedAggregate, a.Round)
 	}
-	vals := make([]float64, len(uniq))
+	lanes, pack := 1, rs.params.Packing
+	if pack != nil {
+		lanes = pack.Lanes
+	}
+	vals := make([]float64, len(uniq)*lanes)
 	for i, m := range plain[:len(uniq)] {
-		if vals[i], err = g.fp.Decode(m); err != nil {
+		if pack == nil {
+			vals[i], err = g.fp.Decode(m)
+		} else {
+			err = pack.unpack(pk, g.fracBits, len(users), m, vals[i*lanes:(i+1)*lanes])
+		}
+		if err != nil {
 			return nil, fmt.Errorf("dphe: decoding aggregate of round %d: %w", a.Round, err)
 		}
 	}
-	sum := make([]float64, len(rs.phi))
+	sum := make([]float64, len(rs.phi)*lanes)
 	for k, pos := range rs.phi {
-		sum[k] = vals[slot[pos]]
+		copy(sum[k*lanes:(k+1)*lanes], vals[slot[pos]*lanes:(slot[pos]+1)*lanes])
+	}
+	if pack != nil {
+		sum = sum[:pack.Coordinates]
 	}
 	return &Result{Round: a.Round, Users: users, Sum: sum}, nil
 }

@@ -46,6 +46,9 @@ type Privacy struct {
 	// Principal is the ledger entry charged: the data whose update is
 	// contributed. It must have a budget in Ledger.
 	Principal string
+	// Select, if not nil, makes the update sparse by a DP selection
+	// instead of Threshold (which must then be 0): see Selection.
+	Select *Selection
 	// Source draws the noise; nil means a fresh crypto/rand-seeded
 	// dp.Source per user (dp.NewSeededSource is for tests only). A Source
 	// is not safe for concurrent use: do not share one between users that
@@ -69,6 +72,14 @@ func (p *Privacy) validate() error {
 	}
 	if p.Ledger == nil {
 		return errors.New("dphe: privacy: every contribution is charged to a ledger; none given")
+	}
+	if p.Select != nil {
+		if p.Threshold != 0 {
+			return errors.New("dphe: privacy: a selection and a threshold both sparsify the update; set one")
+		}
+		if err := p.Select.irene(p.Clip).Validate(); err != nil {
+			return fmt.Errorf("dphe: privacy: selection: %w", err)
+		}
 	}
 	if _, err := p.Ledger.Budget(p.Principal); err != nil {
 		return fmt.Errorf("dphe: privacy: %w", err)
@@ -100,9 +111,29 @@ func ContributionEvent(p Privacy, dim int) (dp.Event, error) {
 	return ev, nil
 }
 
-// release clips a copy of update to L2 norm p.Clip, adds the exact noise
-// and applies the threshold. The caller has charged the ledger.
-func (p *Privacy) release(update []float64, src *dp.Source) []float64 {
+// release clips a copy of update to L2 norm p.Clip, then either adds the
+// exact noise to every coordinate and applies the threshold, or (Select)
+// selects blocks of lanes coordinates and adds the noise to those only.
+// The caller has charged the ledger.
+func (p *Privacy) release(update []float64, lanes int, src *dp.Source) ([]float64, error) {
+	w := p.clip(update)
+	if p.Select != nil {
+		return p.Select.release(w, lanes, p.NoiseMultiplier*p.Clip, p.Clip, src)
+	}
+	sd := p.NoiseMultiplier * p.Clip
+	src.AddGaussian64(w, sd)
+	if t := p.Threshold * sd; t > 0 {
+		for i, x := range w {
+			if math.Abs(x) <= t {
+				w[i] = 0
+			}
+		}
+	}
+	return w, nil
+}
+
+// clip returns a copy of update scaled to L2 norm at most p.Clip.
+func (p *Privacy) clip(update []float64) []float64 {
 	w := make([]float64, len(update))
 	var ss float64
 	for _, x := range update {
@@ -115,14 +146,27 @@ func (p *Privacy) release(update []float64, src *dp.Source) []float64 {
 	for i, x := range update {
 		w[i] = x * scale
 	}
-	sd := p.NoiseMultiplier * p.Clip
-	src.AddGaussian64(w, sd)
-	if t := p.Threshold * sd; t > 0 {
-		for i, x := range w {
-			if math.Abs(x) <= t {
-				w[i] = 0
-			}
-		}
-	}
 	return w
+}
+
+// ContributionEvents returns the privacy events of one contribution of a
+// D-coordinate update under p, sent in blocks of lanes coordinates (1
+// without packing): ContributionEvent's Gaussian release alone, or, with
+// a selection, the selection's event and the Gaussian release of the
+// Count·lanes selected coordinates.
+func ContributionEvents(p Privacy, dim, lanes int) ([]dp.Event, error) {
+	if p.Select == nil {
+		ev, err := ContributionEvent(p, dim)
+		if err != nil {
+			return nil, err
+		}
+		return []dp.Event{ev}, nil
+	}
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	if lanes < 1 || p.Select.Count > (dim+lanes-1)/lanes {
+		return nil, fmt.Errorf("dphe: privacy: selecting %d blocks of %d coordinates from %d coordinates", p.Select.Count, lanes, dim)
+	}
+	return p.Select.events(p.Clip, p.NoiseMultiplier, lanes)
 }

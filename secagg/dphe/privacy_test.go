@@ -327,7 +327,10 @@ func TestThresholdKeepsUpdatesSparse(t *testing.T) {
 	}{{0, 1}, {3, 2 * 0.0013498980316301}} {
 		p := newTestPrivacy(t, 1, 1, 1e6, 3)
 		p.Threshold = c.tau
-		w := p.release(make([]float64, dim), p.Source)
+		w, err := p.release(make([]float64, dim), 1, p.Source)
+		if err != nil {
+			t.Fatal(err)
+		}
 		nz := 0
 		for _, x := range w {
 			if x != 0 {

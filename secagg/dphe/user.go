@@ -35,7 +35,7 @@ type User struct {
 	random   io.Reader
 	progress paillier.Progress
 	privacy  Privacy
-	event    dp.Event // what one contribution costs
+	events   []dp.Event // what one contribution costs
 	noise    *dp.Source
 
 	mu   sync.Mutex
@@ -63,6 +63,12 @@ func NewUser(keys *UserKeys, opts UserOptions) (*User, error) {
 	if _, err := invertPerm(keys.PhiUser); err != nil {
 		return nil, fmt.Errorf("dphe: user %d: φ⁽ⁿ⁾: %w", keys.UserID, err)
 	}
+	if err := keys.Packing.Check(keys.PublicKey, keys.FracBits); err != nil {
+		return nil, fmt.Errorf("dphe: user %d: %w", keys.UserID, err)
+	}
+	if keys.Packing != nil && keys.Packing.Blocks() != keys.Dim {
+		return nil, fmt.Errorf("dphe: user %d: packing of %d blocks in a round of dimension %d", keys.UserID, keys.Packing.Blocks(), keys.Dim)
+	}
 	if t := keys.ChecksumOffset; t == nil || t.Sign() < 0 || t.Cmp(keys.PublicKey.N()) >= 0 {
 		return nil, fmt.Errorf("dphe: user %d: checksum offset missing or outside [0, n)", keys.UserID)
 	}
@@ -78,22 +84,38 @@ func NewUser(keys *UserKeys, opts UserOptions) (*User, error) {
 	if random == nil {
 		random = rand.Reader
 	}
-	ev, err := ContributionEvent(*opts.Privacy, keys.Dim)
+	lanes := 1
+	if keys.Packing != nil {
+		lanes = keys.Packing.Lanes
+	}
+	evs, err := ContributionEvents(*opts.Privacy, keys.Coordinates(), lanes)
 	if err != nil {
 		return nil, err
 	}
-	ev.Label = fmt.Sprintf("dphe contribution, round %d", keys.Round)
+	for i := range evs {
+		evs[i].Label = fmt.Sprintf("%s, round %d", evs[i].Label, keys.Round)
+	}
 	noise := opts.Privacy.Source
 	if noise == nil {
 		if noise, err = dp.NewSource(); err != nil {
 			return nil, fmt.Errorf("dphe: user %d: %w", keys.UserID, err)
 		}
 	}
-	return &User{keys: keys, enc: enc, fp: fp, random: random, progress: opts.Progress, privacy: *opts.Privacy, event: ev, noise: noise}, nil
+	return &User{keys: keys, enc: enc, fp: fp, random: random, progress: opts.Progress, privacy: *opts.Privacy, events: evs, noise: noise}, nil
 }
 
-// Event returns the privacy event one contribution charges.
-func (u *User) Event() dp.Event { return u.event }
+// Events returns the privacy events one contribution charges: the
+// Gaussian release and, when Privacy.Select is set, the selection.
+func (u *User) Events() []dp.Event { return slices.Clone(u.events) }
+
+// Coordinates returns the update's dimension: Dim, or Packing.Coordinates
+// when the round packs.
+func (k *UserKeys) Coordinates() int {
+	if k.Packing != nil {
+		return k.Packing.Coordinates
+	}
+	return k.Dim
+}
 
 // Encrypter returns the user's Paillier encrypter, e.g. to precompute randomness.
 func (u *User) Encrypter() *paillier.Encrypter { return u.enc }
@@ -148,17 +170,29 @@ func (u *User) EncryptMessages(update []float64) ([]*Message, error) {
 	if u.sent {
 		return nil, fmt.Errorf("dphe: user %d already encrypted its update for round %d", k.UserID, k.Round)
 	}
-	if _, err := u.privacy.Ledger.Charge(u.privacy.Principal, u.event); err != nil {
+	if _, err := u.privacy.Ledger.Charge(u.privacy.Principal, u.events...); err != nil {
 		return nil, fmt.Errorf("dphe: user %d: refusing to contribute: %w", k.UserID, err)
 	}
-	return u.encryptLocked(u.privacy.release(update, u.noise))
+	released, err := u.privacy.release(update, u.laneCount(), u.noise)
+	if err != nil {
+		return nil, fmt.Errorf("dphe: user %d: %w", k.UserID, err)
+	}
+	return u.encryptLocked(released)
+}
+
+// laneCount is the number of coordinates per position: Packing.Lanes, or 1.
+func (u *User) laneCount() int {
+	if u.keys.Packing != nil {
+		return u.keys.Packing.Lanes
+	}
+	return 1
 }
 
 // checkUpdate validates an update's length and values.
 func (u *User) checkUpdate(update []float64) error {
 	k := u.keys
-	if len(update) != k.Dim {
-		return fmt.Errorf("dphe: user %d: update of length %d, round dimension is %d", k.UserID, len(update), k.Dim)
+	if len(update) != k.Coordinates() {
+		return fmt.Errorf("dphe: user %d: update of length %d, round dimension is %d", k.UserID, len(update), k.Coordinates())
 	}
 	for i, x := range update {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
@@ -176,12 +210,10 @@ func (u *User) encryptLocked(update []float64) ([]*Message, error) {
 	if err := u.checkUpdate(update); err != nil {
 		return nil, err
 	}
-	// Step 3: decompose w into support K and values v.
-	var support []uint32
-	for i, x := range update {
-		if x != 0 {
-			support = append(support, uint32(i))
-		}
+	// Step 3: decompose w into support K and values v (per block when packed).
+	support, plain, err := u.encodeUpdate(update)
+	if err != nil {
+		return nil, err
 	}
 	rng, err := newStream(u.random)
 	if err != nil {
@@ -202,6 +234,7 @@ func (u *User) encryptLocked(update []float64) ([]*Message, error) {
 	rng.Shuffle(len(support), func(i, j int) {
 		support[i], support[j] = support[j], support[i]
 		alphas[i], alphas[j] = alphas[j], alphas[i]
+		plain[i], plain[j] = plain[j], plain[i]
 	})
 	shards := max(1, (len(support)+k.Capacity-1)/k.Capacity)
 	shares, err := u.checksumShares(shards)
@@ -217,19 +250,12 @@ func (u *User) encryptLocked(update []float64) ([]*Message, error) {
 			lo = hi
 		}
 		own := support[lo:hi]
-		entries, err := u.shardEntries(own, update, rng)
-		if err != nil {
-			return nil, err
-		}
+		entries := u.shardEntries(own, plain[lo:hi], rng)
 		// This shard's checksum: its share of t plus Σ α_j·m_j over its own
 		// non-zeros (the padding encrypts zeros and adds nothing).
 		checksum := shares[f]
-		for i, j := range own {
-			m, err := u.fp.Encode(update[j])
-			if err != nil {
-				return nil, fmt.Errorf("dphe: user %d: coordinate %d: %w", k.UserID, j, err)
-			}
-			checksum.Add(checksum, m.Mul(m, alphas[lo+i]))
+		for i := range own {
+			checksum.Add(checksum, new(big.Int).Mul(plain[lo+i], alphas[lo+i]))
 		}
 		checksum.Mod(checksum, n)
 		plain := make([]*big.Int, len(entries), len(entries)+1)
@@ -281,22 +307,19 @@ type entry struct {
 	m   *big.Int
 }
 
-// shardEntries pads one shard's support to M positions with zeros at
-// uniformly random unused coordinates, applies Φ = φ⁽ⁿ⁾∘φ and sorts by the
-// permuted position so that neither order nor count reveals the support.
-func (u *User) shardEntries(own []uint32, update []float64, rng interface{ IntN(int) int }) ([]entry, error) {
+// shardEntries pads one shard's support (with its plaintexts) to M
+// positions with zeros at uniformly random unused positions, applies
+// Φ = φ⁽ⁿ⁾∘φ and sorts by the permuted position so that neither order nor
+// count reveals the support.
+func (u *User) shardEntries(own []uint32, plain []*big.Int, rng interface{ IntN(int) int }) []entry {
 	k := u.keys
 	inShard := make([]bool, k.Dim)
 	for _, i := range own {
 		inShard[i] = true
 	}
 	entries := make([]entry, 0, k.Capacity)
-	for _, i := range own {
-		m, err := u.fp.Encode(update[i])
-		if err != nil {
-			return nil, fmt.Errorf("dphe: user %d: coordinate %d: %w", k.UserID, i, err)
-		}
-		entries = append(entries, entry{pos: k.PhiUser[k.Phi[i]], m: m})
+	for i, j := range own {
+		entries = append(entries, entry{pos: k.PhiUser[k.Phi[j]], m: plain[i]})
 	}
 	if pad := k.Capacity - len(own); pad > 0 {
 		free := make([]uint32, 0, k.Dim-len(own))
@@ -312,5 +335,42 @@ func (u *User) shardEntries(own []uint32, update []float64, rng interface{ IntN(
 		}
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return int(a.pos) - int(b.pos) })
-	return entries, nil
+	return entries
+}
+
+// encodeUpdate returns the positions of a released update that are not
+// zero (coordinates, or blocks when the round packs) in increasing order,
+// and their plaintexts.
+func (u *User) encodeUpdate(update []float64) ([]uint32, []*big.Int, error) {
+	k := u.keys
+	var (
+		support []uint32
+		plain   []*big.Int
+	)
+	if k.Packing == nil {
+		for i, x := range update {
+			if x == 0 {
+				continue
+			}
+			m, err := u.fp.Encode(x)
+			if err != nil {
+				return nil, nil, fmt.Errorf("dphe: user %d: coordinate %d: %w", k.UserID, i, err)
+			}
+			support, plain = append(support, uint32(i)), append(plain, m)
+		}
+		return support, plain, nil
+	}
+	lanes := k.Packing.Lanes
+	for b := 0; b < k.Dim; b++ {
+		block := update[b*lanes : min((b+1)*lanes, len(update))]
+		if !slices.ContainsFunc(block, func(x float64) bool { return x != 0 }) {
+			continue
+		}
+		m, err := k.Packing.pack(k.PublicKey, k.FracBits, block)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dphe: user %d: block %d: %w", k.UserID, b, err)
+		}
+		support, plain = append(support, uint32(b)), append(plain, m)
+	}
+	return support, plain, nil
 }
