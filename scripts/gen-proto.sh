@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates fed/fedpb from fed/fedpb/fed.proto with pinned generators:
+# Regenerates fed/fedpb from fed/fedpb/fed.proto and fed/keygenpb from
+# fed/keygenpb/keygen.proto with pinned generators:
 # Debian's protobuf compiler 3.21.12 and protoc-gen-go / protoc-gen-go-grpc at
 # the exact versions below. With --check it regenerates into a temporary
 # folder and fails if the committed code differs.
@@ -25,21 +26,33 @@ mkdir -p "$bin"
 GOBIN="$bin" GOFLAGS=-buildvcs=false go install "google.golang.org/protobuf/cmd/protoc-gen-go@$gen_go"
 GOBIN="$bin" GOFLAGS=-buildvcs=false go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$gen_grpc"
 
-out=fed/fedpb
+# gen DIR FILE: generate DIR/FILE.proto's Go code into OUT/DIR.
+gen() {
+  local dir=$1 file=$2 dst=$out/$1
+  mkdir -p "$dst"
+  PATH="$bin:$PATH" protoc -I "$dir" \
+    --go_out="$dst" --go_opt=paths=source_relative \
+    --go-grpc_out="$dst" --go-grpc_opt=paths=source_relative \
+    "$dir/$file.proto"
+  if [ "$check" = 1 ]; then
+    for f in "$file.pb.go" "${file}_grpc.pb.go"; do
+      if ! cmp -s "$dst/$f" "$dir/$f"; then
+        echo "gen-proto: $dir/$f is not what the pinned generators make from $file.proto; run scripts/gen-proto.sh" >&2
+        exit 1
+      fi
+    done
+  fi
+}
+
+out=.
+check=0
 if [ "${1:-}" = "--check" ]; then
   out=$(mktemp -d)
+  check=1
   trap 'rm -rf "$out"' EXIT
 fi
-PATH="$bin:$PATH" protoc -I fed/fedpb \
-  --go_out="$out" --go_opt=paths=source_relative \
-  --go-grpc_out="$out" --go-grpc_opt=paths=source_relative \
-  fed/fedpb/fed.proto
-if [ "${1:-}" = "--check" ]; then
-  for f in fed.pb.go fed_grpc.pb.go; do
-    if ! cmp -s "$out/$f" "fed/fedpb/$f"; then
-      echo "gen-proto: fed/fedpb/$f is not what the pinned generators make from fed.proto; run scripts/gen-proto.sh" >&2
-      exit 1
-    fi
-  done
+gen fed/fedpb fed
+gen fed/keygenpb keygen
+if [ "$check" = 1 ]; then
   echo "gen-proto: generated code is up to date" >&2
 fi
