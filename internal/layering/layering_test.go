@@ -117,6 +117,20 @@ var rules = []rule{
 		},
 	},
 	{
+		why:     "DPHE's federation halves (a client's and the coordinator's) do not link the key generator's service and state, the coordinator, SQLite or the engine",
+		subject: func(p pkg) bool { return p.path == "fed/dphefed" },
+		forbidden: map[string]func(string) bool{
+			"fed/keygen": inModule("fed/keygen"), "fed/coord": inModule("fed/coord"), "SQLite": sqlite, "the engine (gomlx)": engine,
+		},
+	},
+	{
+		why:     "the key generator is its own party: not the coordinator, its store or the engine",
+		subject: func(p pkg) bool { return p.path == "fed/keygen" },
+		forbidden: map[string]func(string) bool{
+			"fed/coord": inModule("fed/coord"), "fed/client": inModule("fed/client"), "SQLite": sqlite, "the engine (gomlx)": engine,
+		},
+	},
+	{
 		why: "leaf utilities and plain records stand on the standard library alone",
 		subject: func(p pkg) bool {
 			return p.path == "internal/atomicfile" || p.path == "internal/vec" || p.path == "nn/record"
@@ -213,6 +227,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "serve", name: "serve"}, module + "/fed/wire"},
 		{pkg{path: "serve", name: "serve"}, module + "/training"},
 		{pkg{path: "tagging", name: "tagging"}, module + "/serve"},
+		{pkg{path: "fed/dphefed", name: "dphefed"}, module + "/fed/keygen"},
+		{pkg{path: "fed/keygen", name: "keygen"}, module + "/fed/coord"},
 	}
 	for _, tc := range tests {
 		caught := false

@@ -83,6 +83,20 @@ func (a *Aggregator) Receive(b []byte) error {
 	return a.receive(m)
 }
 
+// ReceiveFrom is Receive for a message that must be user's: the caller
+// knows who sent it (the sender's certificate), and a message under
+// another user's identifier is refused before anything else is checked.
+func (a *Aggregator) ReceiveFrom(user uint32, b []byte) error {
+	m, err := decodeMessage(b, a.keys.PublicKey)
+	if err != nil {
+		return err
+	}
+	if m.UserID != user {
+		return fmt.Errorf("%w: a message of user %d sent by user %d", ErrAuth, m.UserID, user)
+	}
+	return a.receive(m)
+}
+
 // ReceiveMessage is Receive for an already decoded message; it makes the
 // same checks in the same order.
 func (a *Aggregator) ReceiveMessage(m *Message) error {
