@@ -1,6 +1,8 @@
 package dphe
 
 import (
+	"math"
+	"math/big"
 	"testing"
 )
 
@@ -66,5 +68,36 @@ func FuzzDecodeAggregate(f *testing.F) {
 		}
 		// The key generator must never panic, whatever it accepts or refuses.
 		_, _ = w.kg.Decrypt(a)
+	})
+}
+
+// FuzzUnpack: decoding any plaintext of a packed sum errs or gives values
+// within the bound of the round's users, never a panic.
+func FuzzUnpack(f *testing.F) {
+	pk := testKey(f).Public()
+	pack, err := NewPacking(pk, 16, 40, 2, 8)
+	if err != nil {
+		f.Fatal(err)
+	}
+	m, _ := pack.pack(pk, 16, []float64{1, -2, 0.5})
+	f.Add(m.Bytes(), uint8(3))
+	f.Add([]byte{0xff, 0xff}, uint8(8))
+	f.Fuzz(func(t *testing.T, b []byte, users uint8) {
+		if users == 0 || int(users) > pack.MaxUsers {
+			return
+		}
+		x := new(big.Int).SetBytes(b)
+		if x.Cmp(pk.N()) >= 0 {
+			return
+		}
+		out := make([]float64, pack.Lanes)
+		if pack.unpack(pk, 16, int(users), x, out) != nil {
+			return
+		}
+		for l, v := range out {
+			if math.Abs(v) > float64(users)*2+1e-9 {
+				t.Fatalf("lane %d = %v beyond %d users' bound", l, v, users)
+			}
+		}
 	})
 }
