@@ -33,6 +33,7 @@ var fedCommands = []func(*env) *cobra.Command{
 	newFedClientCmd,
 	newFedStatusCmd,
 	newFedSimCmd,
+	newFedKeygenCmd,
 }
 
 func newFedCmd(e *env) *cobra.Command {
