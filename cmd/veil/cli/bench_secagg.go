@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"math/big"
 	mrand "math/rand/v2"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"github.com/veil-privacy/veil/internal/progress"
 	"github.com/veil-privacy/veil/secagg/dphe"
 	"github.com/veil-privacy/veil/secagg/paillier"
+	"github.com/veil-privacy/veil/secagg/secaggbench"
 )
 
 // Reference figures for python-paillier, measured (not by this command) with
@@ -295,45 +294,8 @@ func benchPaillier(e *env, keyOpts paillier.KeyOptions, samples int, kind pailli
 
 // dpheBenchReport is the JSON output of `veil bench dphe`.
 type dpheBenchReport struct {
-	Dim        int     `json:"dim"`
-	Classes    int     `json:"classes"`
-	Weights    int     `json:"weights"`
-	Users      int     `json:"users"`
-	Sparsity   float64 `json:"sparsity"`
-	Capacity   int     `json:"capacity"`
-	NonZeros   int     `json:"nonzeros_per_user"`
-	Bits       int     `json:"bits"`
-	Randomness string  `json:"randomness"`
-	Cores      int     `json:"cores"`
-	SetupS     float64 `json:"setup_s"`
-	// Per-user figures are means over users; the per-user lists follow.
-	UserEncryptS    float64   `json:"user_encrypt_s"`
-	UserEncryptCPUS float64   `json:"user_encrypt_cpu_s"`
-	UserEncryptEach []float64 `json:"user_encrypt_s_each"`
-	UserSetupS      float64   `json:"user_setup_s"`
-	UserBytes       int       `json:"user_bytes"`
-	UserMessages    int       `json:"user_messages"`
-	AggregateS      float64   `json:"aggregate_s"`
-	DecryptS        float64   `json:"decrypt_s"`
-	SumMaxAbsError  float64   `json:"sum_max_abs_error"`
-	FracBits        int       `json:"frac_bits"`
-	// Every contribution carries DP noise (dphe.Privacy): the clip, noise
-	// multiplier and threshold used, and one contribution's ε at δ = 1e-5.
-	Clip                float64 `json:"clip"`
-	NoiseMultiplier     float64 `json:"noise_multiplier"`
-	Threshold           float64 `json:"threshold"`
-	ContributionEpsilon float64 `json:"contribution_epsilon"`
-	// Dense element-wise Paillier: every one of the weights encrypted.
-	DenseUserEncryptS    float64 `json:"dense_user_encrypt_s"`
-	DenseUserEncryptCPUS float64 `json:"dense_user_encrypt_cpu_s"`
-	DenseUserBytes       int     `json:"dense_user_bytes"`
-	DenseDecryptS        float64 `json:"dense_decrypt_s"`
-	DenseExtrapolated    bool    `json:"dense_extrapolated"`
-	DenseSample          int     `json:"dense_sample"`
-	Speedup              float64 `json:"speedup"`
-	SpeedupCPU           float64 `json:"speedup_cpu"`
-	Note                 string  `json:"note"`
-	LoadAverage          string  `json:"load_average,omitempty"`
+	*secaggbench.DPHEReport
+	LoadAverage string `json:"load_average,omitempty"`
 }
 
 // loadAverage returns the 1-, 5- and 15-minute load averages on Linux, so
@@ -381,11 +343,12 @@ func newBenchDPHECmd(e *env) *cobra.Command {
 			case denseSample < 2000:
 				return fmt.Errorf("--dense-sample must be at least 2000, got %d", denseSample)
 			}
-			r, err := benchDPHE(e, dpheBenchParams{dim: dim, classes: classes, users: users, denseSample: denseSample, fracBits: fracBits,
-				sparsity: sparsity, kind: kind, key: paillier.KeyOptions{Bits: bits, AllowInsecureTestKeySize: unsafe}, quiet: quiet})
+			rep, err := secaggbench.RunDPHE(secaggbench.DPHEParams{Dim: dim, Classes: classes, Users: users, DenseSample: denseSample, FracBits: fracBits,
+				Sparsity: sparsity, Kind: kind, Key: paillier.KeyOptions{Bits: bits, AllowInsecureTestKeySize: unsafe}, Reporter: reporter(e, quiet)})
 			if err != nil {
 				return err
 			}
+			r := dpheBenchReport{DPHEReport: rep, LoadAverage: loadAverage()}
 			if asJSON {
 				return writeJSON(e.stdout, r)
 			}
@@ -413,237 +376,10 @@ func newBenchDPHECmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// The DP step of the bench's contributions (dphe.Privacy).
-const (
-	benchDPHEClip      = 1.0
-	benchDPHESigma     = 1.0
-	benchDPHEThreshold = 3.0
-)
-
-// dpheBenchParams are the settings of `veil bench dphe`.
-type dpheBenchParams struct {
-	dim, classes, users, denseSample, fracBits int
-	sparsity                                   float64
-	kind                                       paillier.RandomnessKind
-	key                                        paillier.KeyOptions
-	quiet                                      bool
-}
-
-func benchDPHE(e *env, p dpheBenchParams) (*dpheBenchReport, error) {
-	dim, classes, users, denseSample, fracBits, sparsity, kind := p.dim, p.classes, p.users, p.denseSample, p.fracBits, p.sparsity, p.kind
-	bits := p.key.Bits
-	d := dim * classes
-	if d > dphe.MaxDim {
-		return nil, fmt.Errorf("dim × classes = %d exceeds %d", d, dphe.MaxDim)
+// reporter drives progress bars and status lines on stderr unless quiet.
+func reporter(e *env, quiet bool) secaggbench.Reporter {
+	return secaggbench.Reporter{
+		Progress: func(label string) (paillier.Progress, func()) { return barProgress(e, label, quiet) },
+		Status:   func(format string, args ...any) { status(e, quiet, format, args...) },
 	}
-	nz := int(math.Round((1 - sparsity) * float64(d)))
-	capacity := max(1, int(math.Ceil((1-sparsity)*float64(d)))) // the paper's M = ⌈0.1·D·NC⌉ at 90% sparsity
-	r := &dpheBenchReport{Dim: dim, Classes: classes, Weights: d, Users: users, Sparsity: sparsity, Capacity: capacity, NonZeros: nz,
-		Bits: bits, Randomness: kind.String(), Cores: runtime.GOMAXPROCS(0), FracBits: fracBits, DenseExtrapolated: true, DenseSample: denseSample,
-		Note: "sparse (DPHE) figures are measured in full, including each message's checksum encryption and tag and the key generator's checks; dense figures are extrapolated from dense_sample encryptions (encode, encrypt, serialize; measured in equal parts right after each user) and decryptions; *_cpu_s are process CPU seconds, less distorted by other load than wall seconds"}
-	encOpts := paillier.EncrypterOptions{Randomness: kind, PoolSize: 1}
-
-	status(e, p.quiet, "key generator: %d-bit key and permutations of %d weights...", bits, d)
-	t0 := time.Now()
-	sk, err := paillier.GenerateKey(p.key)
-	if err != nil {
-		return nil, err
-	}
-	kg, err := dphe.NewKeyGenerator(dphe.KeyGeneratorOptions{Key: sk, FracBits: fracBits})
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]uint32, users)
-	for i := range ids {
-		ids[i] = uint32(i + 1)
-	}
-	setup, err := kg.NewRound(dphe.RoundParams{Round: 1, Dim: d, Capacity: capacity, Users: ids})
-	if err != nil {
-		return nil, err
-	}
-	r.SetupS = time.Since(t0).Seconds()
-	agg, err := dphe.NewAggregator(setup.Aggregator, dphe.AggregatorOptions{Encrypter: encOpts})
-	if err != nil {
-		return nil, err
-	}
-	pk := kg.PublicKey()
-	rng := mrand.New(mrand.NewPCG(uint64(d), uint64(users)))
-	dense, err := paillier.NewEncrypter(pk, encOpts)
-	if err != nil {
-		return nil, err
-	}
-	fp, err := paillier.NewFixedPoint(pk, fracBits)
-	if err != nil {
-		return nil, err
-	}
-	// Each contribution is clipped, noised and thresholded (dphe.Privacy),
-	// charged to a ledger of the bench's own.
-	r.Clip, r.NoiseMultiplier, r.Threshold = benchDPHEClip, benchDPHESigma, benchDPHEThreshold
-	ledger, err := dp.NewLedger(dp.LedgerOptions{})
-	if err != nil {
-		return nil, err
-	}
-	if err := ledger.SetBudget("bench", dp.Budget{Epsilon: 1e300, Delta: 1e-5}); err != nil {
-		return nil, err
-	}
-	priv := &dphe.Privacy{Clip: benchDPHEClip, NoiseMultiplier: benchDPHESigma, Threshold: benchDPHEThreshold, Ledger: ledger, Principal: "bench"}
-	perUserSample := (denseSample + users - 1) / users
-	r.DenseSample = perUserSample * users
-	r.DenseUserBytes = d * pk.CiphertextSize() // exact: one fixed-width ciphertext per weight
-	want := make([]float64, d)
-	var allMsgs [][]byte
-	for _, id := range ids {
-		upd := make([]float64, d)
-		var ss float64
-		for _, i := range rng.Perm(d)[:nz] {
-			upd[i] = float64(float32(rng.NormFloat64() * 0.01))
-			if upd[i] == 0 {
-				upd[i] = 1e-3
-			}
-			ss += upd[i] * upd[i]
-		}
-		clip := min(1, benchDPHEClip/math.Sqrt(ss))
-		for i, x := range upd {
-			want[i] += x * clip // what the sum would be without noise
-		}
-		report, finish := barProgress(e, fmt.Sprintf("user %d: encrypting %d non-zeros of %d (with padding)", id, nz, d), p.quiet)
-		t0 = time.Now()
-		u, err := dphe.NewUser(setup.Users[id], dphe.UserOptions{Encrypter: encOpts, Progress: report, Privacy: priv})
-		if err != nil {
-			return nil, err
-		}
-		r.UserSetupS += time.Since(t0).Seconds() / float64(users)
-		t0, c0 := time.Now(), processCPU()
-		msgs, err := u.Encrypt(upd)
-		finish()
-		if err != nil {
-			return nil, err
-		}
-		sec := time.Since(t0).Seconds()
-		r.UserEncryptEach = append(r.UserEncryptEach, sec)
-		r.UserEncryptS += sec / float64(users)
-		r.UserEncryptCPUS += (processCPU() - c0).Seconds() / float64(users)
-		// Dense element-wise baseline, measured right after this user so both
-		// see the same machine load: encode, encrypt and serialize a sample
-		// of the user's weights, then extrapolate to all of them.
-		report, finish = barProgress(e, fmt.Sprintf("user %d: dense baseline, %d encryptions", id, perUserSample), p.quiet)
-		wall, cpu, err := denseSampleRun(dense, fp, pk, rng, perUserSample, report)
-		finish()
-		if err != nil {
-			return nil, err
-		}
-		r.DenseUserEncryptS += wall / float64(perUserSample) * float64(d) / float64(users)
-		r.DenseUserEncryptCPUS += cpu / float64(perUserSample) * float64(d) / float64(users)
-		bytes := 0
-		for _, m := range msgs {
-			bytes += len(m)
-		}
-		r.UserBytes = bytes
-		r.UserMessages = len(msgs)
-		allMsgs = append(allMsgs, msgs...)
-	}
-	status(e, p.quiet, "aggregating %d messages...", len(allMsgs))
-	t0 = time.Now()
-	for _, m := range allMsgs {
-		if err := agg.Receive(m); err != nil {
-			return nil, err
-		}
-	}
-	sum, err := agg.Sum()
-	if err != nil {
-		return nil, err
-	}
-	r.AggregateS = time.Since(t0).Seconds()
-	report, finish := barProgress(e, fmt.Sprintf("key generator: decrypting the sum of %d positions", d), p.quiet)
-	t0 = time.Now()
-	res, err := kg.DecryptWithProgress(sum, report)
-	finish()
-	if err != nil {
-		return nil, err
-	}
-	r.DecryptS = time.Since(t0).Seconds()
-	// Each user's released coordinate is its clipped value plus noise, or 0
-	// when that is within threshold·σC: off by at most (threshold + 7)·σC
-	// (noise beyond 7σC has probability 2.6e-12 per coordinate). The
-	// package's tests check that sums are exact.
-	sd := benchDPHESigma * benchDPHEClip
-	tol := float64(users) * ((benchDPHEThreshold+7)*sd + math.Ldexp(1, -fracBits))
-	for i := range want {
-		diff := math.Abs(res.Sum[i] - want[i])
-		r.SumMaxAbsError = max(r.SumMaxAbsError, diff)
-	}
-	if r.SumMaxAbsError > tol {
-		return nil, fmt.Errorf("DPHE sum is wrong: max |error| %g exceeds %g", r.SumMaxAbsError, tol)
-	}
-	one, err := dphe.ContributionEvent(*priv, d)
-	if err != nil {
-		return nil, err
-	}
-	acct, err := dp.NewAccountant(nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := acct.Add(one); err != nil {
-		return nil, err
-	}
-	if r.ContributionEpsilon, _, err = acct.Epsilon(1e-5); err != nil {
-		return nil, err
-	}
-
-	// Dense decryption: decrypt a sample of dense ciphertexts and extrapolate.
-	sample := make([]*big.Int, r.DenseSample)
-	for i := range sample {
-		if sample[i], err = fp.Encode(rng.NormFloat64() * 0.01); err != nil {
-			return nil, err
-		}
-	}
-	report, finish = barProgress(e, fmt.Sprintf("dense baseline: encrypting %d values to decrypt", r.DenseSample), p.quiet)
-	cts, err := dense.EncryptVectorProgress(sample, report)
-	finish()
-	if err != nil {
-		return nil, err
-	}
-	report, finish = barProgress(e, fmt.Sprintf("dense baseline: decrypting %d values", r.DenseSample), p.quiet)
-	t0 = time.Now()
-	_, err = sk.DecryptVectorProgress(cts, report)
-	finish()
-	if err != nil {
-		return nil, err
-	}
-	r.DenseDecryptS = time.Since(t0).Seconds() / float64(len(cts)) * float64(d)
-	if r.UserEncryptS <= 0 {
-		return nil, errors.New("user encryption took no measurable time")
-	}
-	r.Speedup = r.DenseUserEncryptS / r.UserEncryptS
-	if r.UserEncryptCPUS > 0 {
-		r.SpeedupCPU = r.DenseUserEncryptCPUS / r.UserEncryptCPUS
-	}
-	r.LoadAverage = loadAverage()
-	return r, nil
-}
-
-// denseSampleRun encodes, encrypts (every core, reporting to progress) and
-// serializes n random weights and returns the wall and process-CPU seconds
-// taken.
-func denseSampleRun(enc *paillier.Encrypter, fp *paillier.FixedPoint, pk *paillier.PublicKey, rng *mrand.Rand, n int, progress paillier.Progress) (wall, cpu float64, err error) {
-	vals := make([]float64, n)
-	for i := range vals {
-		vals[i] = float64(float32(rng.NormFloat64() * 0.01))
-	}
-	t0, c0 := time.Now(), processCPU()
-	plain := make([]*big.Int, n)
-	for i, x := range vals {
-		if plain[i], err = fp.Encode(x); err != nil {
-			return 0, 0, err
-		}
-	}
-	cts, err := enc.EncryptVectorProgress(plain, progress)
-	if err != nil {
-		return 0, 0, err
-	}
-	buf := make([]byte, 0, n*pk.CiphertextSize())
-	for _, c := range cts {
-		buf = pk.AppendFixed(buf, c)
-	}
-	return time.Since(t0).Seconds(), (processCPU() - c0).Seconds(), nil
 }

@@ -164,3 +164,45 @@ func TestBenchSecaggRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchSecaggJSON: veil bench secagg measures a masking round per
+// --clients value and a packed DPHE round, and reports them as JSON.
+func TestBenchSecaggJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main([]string{"bench", "secagg", "--clients", "3,12", "--length", "3000", "--block", "1024", "--dphe-users", "3",
+		"--bits", "512", "--insecure-test-key-size", "--quiet", "--json"}, nil, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r struct {
+		Masking []map[string]float64 `json:"masking"`
+		DPHE    map[string]any       `json:"dphe"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(r.Masking) != 2 || r.Masking[1]["clients"] != 12 || r.Masking[1]["degree"] != 8 || r.Masking[1]["threshold"] != 5 || r.Masking[1]["dropped"] != 1 {
+		t.Errorf("masking rounds %v", r.Masking)
+	}
+	for _, k := range []string{"client_cpu_s", "client_bytes_sent", "bytes_vs_plaintext", "server_unmask_cpu_s"} {
+		if r.Masking[1][k] <= 0 {
+			t.Errorf("masking %s = %v", k, r.Masking[1][k])
+		}
+	}
+	for _, k := range []string{"lanes", "user_encrypt_cpu_s", "aggregate_bytes", "decrypt_cpu_s", "unpacked_user_bytes", "clear_support_aggregate_bytes"} {
+		if v, ok := r.DPHE[k].(float64); !ok || v <= 0 {
+			t.Errorf("dphe %s = %v", k, r.DPHE[k])
+		}
+	}
+	for _, args := range [][]string{
+		{"bench", "secagg", "--clients", "2"},
+		{"bench", "secagg", "--dphe-users", "2"},
+		{"bench", "secagg", "--bits", "512"},
+	} {
+		out.Reset()
+		errb.Reset()
+		if code := Main(args, nil, &out, &errb); code == 0 || !strings.Contains(errb.String(), "veil:") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
+	}
+}
