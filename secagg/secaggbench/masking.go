@@ -337,13 +337,15 @@ func checkSum(sum []uint32, survivors []uint32, inputs map[uint32][]uint32) erro
 	return nil
 }
 
-// Graph returns SecAgg+'s choice for n clients, the one veil bench secagg
-// measures: degree k = min(n − 1, 2⌈log₂ n⌉) and threshold
-// t = ⌊(k + 1)/2⌋ + 1, the smallest with 2t > k + 1 (each client's k + 1
-// holders survive the loss of k + 1 − t of them).
+// Graph returns the SecAgg+-style choice for n clients that veil bench
+// secagg measures: degree k = min(n − 1, 2⌈log₂ n⌉) and threshold
+// t = ⌊2(k + 1)/3⌋ + 1, so that 2t > k + 1, each client's secrets survive
+// the loss of k + 1 − t of their k + 1 holders, and the coordinator
+// learns nothing while it colludes with at most 2t − k − 2 of a client's
+// neighbours (masking.Params.ToleratedColluders).
 func Graph(n int) (k, t int) {
 	k = min(n-1, 2*bitsLen(n-1))
-	return k, (k+1)/2 + 1
+	return k, 2*(k+1)/3 + 1
 }
 
 // bitsLen is ⌈log₂(x+1)⌉ for x ≥ 0.

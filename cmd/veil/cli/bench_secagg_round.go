@@ -40,7 +40,7 @@ func newBenchSecaggCmd(e *env) *cobra.Command {
 head-sized updates: masking secure aggregation (secagg/quant's encoding with
 distributed discrete Gaussian noise, then secagg/masking) for each --clients n,
 with SecAgg+'s graph degree k = min(n−1, 2⌈log₂ n⌉) and threshold
-t = ⌊(k+1)/2⌋ + 1, one client in ten dropping out after sharing its keys; and
+t = ⌊2(k+1)/3⌋ + 1, one client in ten dropping out after sharing its keys; and
 DPHE on sparse updates whose blocks each user selects by Irene's sparse
 vector, with several values packed per Paillier plaintext, against the same
 unpacked and with the support in the clear.`,

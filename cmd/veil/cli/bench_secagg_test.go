@@ -181,7 +181,7 @@ func TestBenchSecaggJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if len(r.Masking) != 2 || r.Masking[1]["clients"] != 12 || r.Masking[1]["degree"] != 8 || r.Masking[1]["threshold"] != 5 || r.Masking[1]["dropped"] != 1 {
+	if len(r.Masking) != 2 || r.Masking[1]["clients"] != 12 || r.Masking[1]["degree"] != 8 || r.Masking[1]["threshold"] != 7 || r.Masking[1]["dropped"] != 1 {
 		t.Errorf("masking rounds %v", r.Masking)
 	}
 	for _, k := range []string{"client_cpu_s", "client_bytes_sent", "bytes_vs_plaintext", "server_unmask_cpu_s"} {
