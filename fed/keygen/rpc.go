@@ -41,17 +41,7 @@ func TLSConfig(id *pki.Identity, rev *pki.Revocations) *tls.Config {
 			if err != nil {
 				return err
 			}
-			if rev == nil {
-				return nil
-			}
-			revoked, err := rev.IsRevoked(leaf.SerialNumber)
-			if err != nil {
-				return err
-			}
-			if revoked {
-				return fmt.Errorf("keygen: the certificate of %q is revoked", leaf.Subject.CommonName)
-			}
-			return nil
+			return rev.Check(leaf)
 		},
 	}
 }

@@ -596,6 +596,22 @@ func (r *Revocations) load() error {
 	return nil
 }
 
+// Check refuses a certificate that is revoked, or any while the list
+// cannot be trusted (see IsRevoked). A nil Revocations revokes nothing.
+func (r *Revocations) Check(leaf *x509.Certificate) error {
+	if r == nil {
+		return nil
+	}
+	revoked, err := r.IsRevoked(leaf.SerialNumber)
+	if err != nil {
+		return err
+	}
+	if revoked {
+		return fmt.Errorf("pki: the certificate of %q is revoked", leaf.Subject.CommonName)
+	}
+	return nil
+}
+
 // ServerTLS returns the coordinator's TLS configuration: TLS 1.3, client
 // certificates required and verified against the authority, and refused
 // when revoked (rev may be nil: nothing revoked).
@@ -613,17 +629,7 @@ func ServerTLS(id *Identity, rev *Revocations) *tls.Config {
 			if err := CheckName(leaf.Subject.CommonName); err != nil {
 				return err
 			}
-			if rev == nil {
-				return nil
-			}
-			revoked, err := rev.IsRevoked(leaf.SerialNumber)
-			if err != nil {
-				return err
-			}
-			if revoked {
-				return fmt.Errorf("pki: the certificate of %q is revoked", leaf.Subject.CommonName)
-			}
-			return nil
+			return rev.Check(leaf)
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package dphe
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -161,18 +162,8 @@ func (g *KeyGenerator) Snapshot() *Snapshot {
 		p.Users = slices.Clone(p.Users)
 		s.Rounds = append(s.Rounds, RoundRecord{Params: p, Seed: rs.seed})
 	}
-	slices.SortFunc(s.Rounds, func(a, b RoundRecord) int { return cmpRound(a.Params.Round, b.Params.Round) })
+	slices.SortFunc(s.Rounds, func(a, b RoundRecord) int { return cmp.Compare(a.Params.Round, b.Params.Round) })
 	return s
-}
-
-func cmpRound(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // resume restores a snapshot's open rounds into a new key generator.

@@ -59,14 +59,7 @@ func TestPackedRoundSumsExactly(t *testing.T) {
 			want[j] += upd[j]
 		}
 		msgs, err := w.users[id].encryptExact(upd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range msgs {
-			if err := w.agg.Receive(m); err != nil {
-				t.Fatal(err)
-			}
-		}
+		w.receiveAll(t, msgs, err)
 	}
 	agg, err := w.agg.Sum()
 	if err != nil {
@@ -205,14 +198,7 @@ func TestSelectionSendsOnlySelectedBlocks(t *testing.T) {
 		upd := make([]float64, coords)
 		upd[i*pack.Lanes] = 1 // one block carries the whole norm
 		msgs, err := w.users[id].Encrypt(upd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range msgs {
-			if err := w.agg.Receive(m); err != nil {
-				t.Fatal(err)
-			}
-		}
+		w.receiveAll(t, msgs, err)
 		evs, err := privs[i].Ledger.Events("user data")
 		if err != nil {
 			t.Fatal(err)
@@ -268,5 +254,19 @@ func TestSelectionEventsAreCharged(t *testing.T) {
 	p.Select.Count = 11
 	if _, err := ContributionEvents(p, 100, 10); err == nil {
 		t.Error("selecting 11 of 10 blocks was accepted")
+	}
+}
+
+// receiveAll hands a user's messages (and the error of making them) to
+// the aggregator, failing the test on any error.
+func (w *world) receiveAll(t *testing.T, msgs [][]byte, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if err := w.agg.Receive(m); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
