@@ -42,3 +42,21 @@ func TestRunDPHESmall(t *testing.T) {
 		t.Errorf("report %+v", r)
 	}
 }
+
+// TestRunPaillierSmall: the library behind veil bench paillier checks its
+// decryptions and reports every rate.
+func TestRunPaillierSmall(t *testing.T) {
+	r, err := RunPaillier(PaillierParams{Key: testKey, Samples: 4, Kind: paillier.RandomnessShortExponent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]float64{"encrypt": r.EncryptPerS, "full": r.EncryptFullPerS, "precomputed": r.EncryptPrecomputedPerS,
+		"decrypt": r.DecryptPerS, "add": r.AddPerS, "scalar": r.ScalarMulPerS} {
+		if !(v > 0) {
+			t.Errorf("%s rate %v", name, v)
+		}
+	}
+	if _, err := RunPaillier(PaillierParams{Key: testKey, Samples: 0}); err == nil {
+		t.Error("zero samples accepted")
+	}
+}

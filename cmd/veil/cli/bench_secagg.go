@@ -2,13 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"math/big"
-	mrand "math/rand/v2"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,64 +15,11 @@ import (
 	"github.com/veil-privacy/veil/secagg/secaggbench"
 )
 
-// Reference figures for python-paillier, measured (not by this command) with
-// secagg/paillier/testdata/phe_baseline.py: python-paillier 1.5.0 (its git
-// tag 1.5.0) with gmpy2 2.1.2 on GMP 6.2.1 (Debian bookworm's
-// python3-gmpy2 2.1.2-2+b1) under CPython 3.11.2, one process, 2048-bit key,
-// raw operations (encryption with fresh r, CRT decryption, one homomorphic
-// addition), on 2026-11-23 on the project's 2-core AMD EPYC virtual
-// machine: the median of three runs of process CPU time per operation,
-// which is the wall time of one idle core (the machine was shared, load
-// average about 20, so wall times were 3–4× longer).
-const (
-	pyEncryptS = 12.25e-3
-	pyDecryptS = 3.67e-3
-	pyAddS     = 12.1e-6
-)
-
 // paillierBenchReport is the JSON output of `veil bench paillier`.
 type paillierBenchReport struct {
-	Bits       int     `json:"bits"`
-	Randomness string  `json:"randomness"`
-	Cores      int     `json:"cores"`
-	KeygenS    float64 `json:"keygen_s"`
-	// EncryptPerS is full encryption with fresh randomness on every core, for Randomness.
-	EncryptPerS              float64 `json:"encrypt_per_s"`
-	EncryptFullPerS          float64 `json:"encrypt_full_per_s"`
-	EncryptShortExponentPerS float64 `json:"encrypt_short_exponent_per_s"`
-	ShortExponentBits        int     `json:"short_exponent_bits"`
-	EncryptPrecomputedPerS   float64 `json:"encrypt_precomputed_per_s"`
-	DecryptPerS              float64 `json:"decrypt_per_s"`
-	DecryptSingleMS          float64 `json:"decrypt_single_ms"`
-	AddPerS                  float64 `json:"add_per_s"`
-	ScalarMulPerS            float64 `json:"scalar_mul_per_s"`
-	ScalarBits               int     `json:"scalar_bits"`
-	Samples                  int     `json:"samples"`
-	LoadAverage              string  `json:"load_average,omitempty"`
-	Baseline                 string  `json:"baseline"`
-	EncryptRatio             float64 `json:"encrypt_vs_baseline"`
-	EncryptFullRatio         float64 `json:"encrypt_full_vs_baseline"`
-	EncryptPrecomputedRatio  float64 `json:"encrypt_precomputed_vs_baseline"`
-	DecryptRatio             float64 `json:"decrypt_vs_baseline"`
-	AddRatio                 float64 `json:"add_vs_baseline"`
-	// CPU holds operations per CPU-second of this process: what one core
-	// does when it is not shared. PerCoreRatio compares those with the
-	// single-process baseline.
-	CPU          paillierCPURates `json:"per_cpu_second"`
-	PerCoreRatio paillierCPURates `json:"per_core_vs_baseline"`
+	*secaggbench.PaillierReport
+	LoadAverage string `json:"load_average,omitempty"`
 }
-
-// paillierCPURates are operations per process CPU-second.
-type paillierCPURates struct {
-	EncryptFull          float64 `json:"encrypt_full"`
-	EncryptShortExponent float64 `json:"encrypt_short_exponent"`
-	EncryptPrecomputed   float64 `json:"encrypt_precomputed"`
-	Decrypt              float64 `json:"decrypt"`
-	Add                  float64 `json:"add"`
-	ScalarMul            float64 `json:"scalar_mul"`
-}
-
-const baselineNote = "python-paillier 1.5.0 with gmpy2 2.1.2 (GMP 6.2.1), CPython 3.11.2, 2048-bit key, one core: 12.25 ms encrypt, 3.67 ms decrypt, 12.1 µs add (CPU time per raw operation, median of 3 runs of secagg/paillier/testdata/phe_baseline.py on a 2-core AMD EPYC VM, 2026-11-23); not measured by this command"
 
 // keyBitsCheck checks --bits: at least paillier.MinBits, unless the
 // command's --insecure-test-key-size allows smaller (test) keys.
@@ -108,10 +51,12 @@ func newBenchPaillierCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := benchPaillier(e, paillier.KeyOptions{Bits: bits, AllowInsecureTestKeySize: unsafe}, samples, kind, quiet)
+			rep, err := secaggbench.RunPaillier(secaggbench.PaillierParams{Key: paillier.KeyOptions{Bits: bits, AllowInsecureTestKeySize: unsafe},
+				Samples: samples, Kind: kind, Reporter: reporter(e, quiet)})
 			if err != nil {
 				return err
 			}
+			r := paillierBenchReport{PaillierReport: rep, LoadAverage: loadAverage()}
 			if asJSON {
 				return writeJSON(e.stdout, r)
 			}
@@ -163,133 +108,6 @@ func barProgress(e *env, label string, quiet bool) (paillier.Progress, func()) {
 		bar.Add(1)
 	}
 	return report, func() { bar.Done() }
-}
-
-func perSecond(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
-
-func benchPaillier(e *env, keyOpts paillier.KeyOptions, samples int, kind paillier.RandomnessKind, quiet bool) (*paillierBenchReport, error) {
-	bits := keyOpts.Bits
-	r := &paillierBenchReport{Bits: bits, Randomness: kind.String(), Cores: runtime.GOMAXPROCS(0), Samples: samples, Baseline: baselineNote, ScalarBits: 64}
-	status(e, quiet, "generating a %d-bit key...", bits)
-	t0 := time.Now()
-	var c0 time.Duration
-	sk, err := paillier.GenerateKey(keyOpts)
-	if err != nil {
-		return nil, err
-	}
-	r.KeygenS = time.Since(t0).Seconds()
-	pk := sk.Public()
-	rng := mrand.New(mrand.NewPCG(1, 2))
-	// Fixed-point style plaintexts, half of them negative (encoded as n − |v|).
-	fp, err := paillier.NewFixedPoint(pk, 32)
-	if err != nil {
-		return nil, err
-	}
-	plain := make([]*big.Int, samples)
-	for i := range plain {
-		if plain[i], err = fp.Encode(rng.NormFloat64()); err != nil {
-			return nil, err
-		}
-	}
-	for _, k := range []paillier.RandomnessKind{paillier.RandomnessFull, paillier.RandomnessShortExponent} {
-		enc, err := paillier.NewEncrypter(pk, paillier.EncrypterOptions{Randomness: k, PoolSize: 1})
-		if err != nil {
-			return nil, err
-		}
-		report, finish := barProgress(e, fmt.Sprintf("encrypting %d values (%s randomness, every core)", samples, k), quiet)
-		t0, c0 = time.Now(), processCPU()
-		_, err = enc.EncryptVectorProgress(plain, report)
-		rate := perSecond(samples, time.Since(t0))
-		cpuRate := perSecond(samples, processCPU()-c0)
-		finish()
-		if err != nil {
-			return nil, err
-		}
-		if k == paillier.RandomnessFull {
-			r.EncryptFullPerS = rate
-			r.CPU.EncryptFull = cpuRate
-		} else {
-			r.EncryptShortExponentPerS = rate
-			r.CPU.EncryptShortExponent = cpuRate
-			r.ShortExponentBits = (bits + 1) / 2
-		}
-		if k == kind {
-			r.EncryptPerS = rate
-		}
-	}
-	// Online step: precompute randomness (every core), then time Encrypt alone on one goroutine.
-	nPre := 10 * samples
-	enc, err := paillier.NewEncrypter(pk, paillier.EncrypterOptions{Randomness: kind, PoolSize: nPre})
-	if err != nil {
-		return nil, err
-	}
-	status(e, quiet, "precomputing %d randomness values...", nPre)
-	if err := enc.Precompute(nPre); err != nil {
-		return nil, err
-	}
-	cts := make([]*paillier.Ciphertext, nPre)
-	t0, c0 = time.Now(), processCPU()
-	for i := 0; i < nPre; i++ {
-		if cts[i], err = enc.Encrypt(plain[i%samples]); err != nil {
-			return nil, err
-		}
-	}
-	r.EncryptPrecomputedPerS = perSecond(nPre, time.Since(t0))
-	r.CPU.EncryptPrecomputed = perSecond(nPre, processCPU()-c0)
-	report, finish := barProgress(e, fmt.Sprintf("decrypting %d values (every core)", samples), quiet)
-	t0, c0 = time.Now(), processCPU()
-	got, err := sk.DecryptVectorProgress(cts[:samples], report)
-	r.DecryptPerS = perSecond(samples, time.Since(t0))
-	r.CPU.Decrypt = perSecond(samples, processCPU()-c0)
-	finish()
-	if err != nil {
-		return nil, err
-	}
-	for i, m := range got {
-		if m.Cmp(plain[i]) != 0 {
-			return nil, fmt.Errorf("decryption self-check failed at element %d", i)
-		}
-	}
-	single := min(samples, 20)
-	t0, c0 = time.Now(), processCPU()
-	for i := 0; i < single; i++ {
-		if _, err := sk.Decrypt(cts[i]); err != nil {
-			return nil, err
-		}
-	}
-	r.DecryptSingleMS = time.Since(t0).Seconds() * 1000 / float64(single)
-	_ = c0
-	acc := cts[0]
-	t0, c0 = time.Now(), processCPU()
-	for i := 1; i < nPre; i++ {
-		acc = pk.Add(acc, cts[i])
-	}
-	r.AddPerS = perSecond(nPre-1, time.Since(t0))
-	r.CPU.Add = perSecond(nPre-1, processCPU()-c0)
-	scalars := make([]*big.Int, samples)
-	for i := range scalars {
-		scalars[i] = new(big.Int).SetUint64(rng.Uint64() | 1<<63)
-	}
-	t0, c0 = time.Now(), processCPU()
-	for i := 0; i < samples; i++ {
-		_ = pk.MulScalar(cts[i], scalars[i])
-	}
-	r.ScalarMulPerS = perSecond(samples, time.Since(t0))
-	r.CPU.ScalarMul = perSecond(samples, processCPU()-c0)
-	r.EncryptRatio = r.EncryptPerS * pyEncryptS
-	r.EncryptFullRatio = r.EncryptFullPerS * pyEncryptS
-	r.EncryptPrecomputedRatio = r.EncryptPrecomputedPerS * pyEncryptS
-	r.DecryptRatio = r.DecryptPerS * pyDecryptS
-	r.AddRatio = r.AddPerS * pyAddS
-	r.PerCoreRatio = paillierCPURates{
-		EncryptFull:          r.CPU.EncryptFull * pyEncryptS,
-		EncryptShortExponent: r.CPU.EncryptShortExponent * pyEncryptS,
-		EncryptPrecomputed:   r.CPU.EncryptPrecomputed * pyEncryptS,
-		Decrypt:              r.CPU.Decrypt * pyDecryptS,
-		Add:                  r.CPU.Add * pyAddS,
-	}
-	r.LoadAverage = loadAverage()
-	return r, nil
 }
 
 // dpheBenchReport is the JSON output of `veil bench dphe`.
@@ -352,13 +170,7 @@ func newBenchDPHECmd(e *env) *cobra.Command {
 			if asJSON {
 				return writeJSON(e.stdout, r)
 			}
-			fmt.Fprintf(e.stdout, "DPHE: %d×%d weights, %d users, sparsity %.2f, capacity M=%d, %d-bit key, %s randomness, %d cores\n",
-				r.Dim, r.Classes, r.Users, r.Sparsity, r.Capacity, r.Bits, r.Randomness, r.Cores)
-			fmt.Fprintf(e.stdout, "  per user: encrypt %.2f s, %d bytes in %d message(s)\n", r.UserEncryptS, r.UserBytes, r.UserMessages)
-			fmt.Fprintf(e.stdout, "  each contribution: clip %g, noise σ = %g, threshold %g·σC: ε = %s per user at δ = 1e-5\n", r.Clip, r.NoiseMultiplier, r.Threshold, dp.FormatEpsilon(r.ContributionEpsilon))
-			fmt.Fprintf(e.stdout, "  aggregate %.2f s, decrypt %.2f s, max |sum − noiseless sum| %.3g (the noise)\n", r.AggregateS, r.DecryptS, r.SumMaxAbsError)
-			fmt.Fprintf(e.stdout, "  dense element-wise per user: encrypt %.2f s, %d bytes (extrapolated from %d encryptions)\n", r.DenseUserEncryptS, r.DenseUserBytes, r.DenseSample)
-			fmt.Fprintf(e.stdout, "  speed-up of user encryption: %.1f×\n", r.Speedup)
+			printDPHEBench(e, rep)
 			return nil
 		},
 	}
@@ -382,4 +194,14 @@ func reporter(e *env, quiet bool) secaggbench.Reporter {
 		Progress: func(label string) (paillier.Progress, func()) { return barProgress(e, label, quiet) },
 		Status:   func(format string, args ...any) { status(e, quiet, format, args...) },
 	}
+}
+
+func printDPHEBench(e *env, r *secaggbench.DPHEReport) {
+	fmt.Fprintf(e.stdout, "DPHE: %d×%d weights, %d users, sparsity %.2f, capacity M=%d, %d-bit key, %s randomness, %d cores\n",
+		r.Dim, r.Classes, r.Users, r.Sparsity, r.Capacity, r.Bits, r.Randomness, r.Cores)
+	fmt.Fprintf(e.stdout, "  per user: encrypt %.2f s, %d bytes in %d message(s)\n", r.UserEncryptS, r.UserBytes, r.UserMessages)
+	fmt.Fprintf(e.stdout, "  each contribution: clip %g, noise σ = %g, threshold %g·σC: ε = %s per user at δ = 1e-5\n", r.Clip, r.NoiseMultiplier, r.Threshold, dp.FormatEpsilon(r.ContributionEpsilon))
+	fmt.Fprintf(e.stdout, "  aggregate %.2f s, decrypt %.2f s, max |sum − noiseless sum| %.3g (the noise)\n", r.AggregateS, r.DecryptS, r.SumMaxAbsError)
+	fmt.Fprintf(e.stdout, "  dense element-wise per user: encrypt %.2f s, %d bytes (extrapolated from %d encryptions)\n", r.DenseUserEncryptS, r.DenseUserBytes, r.DenseSample)
+	fmt.Fprintf(e.stdout, "  speed-up of user encryption: %.1f×\n", r.Speedup)
 }
