@@ -108,6 +108,23 @@
 // free); the number of shards ⌈nz/M⌉ then depends on the noisy release
 // only, so it is covered by the same guarantee.
 //
+// # Rounds from a seed, restarts, packing and selection
+//
+// Every secret of a round (φ, each user's φ⁽ⁿ⁾, MAC and tag keys and
+// checksum offset, the checksum key) derives from one 32-byte seed drawn
+// from the key generator's CSPRNG (HMAC-SHA256 subkeys, ChaCha8 streams),
+// so a key generator that keeps its Snapshot (the seeds of the open rounds
+// and the last round set up) hands out the same keys after a restart
+// (KeyGeneratorOptions.Resume), and KeyGeneratorOptions.BeforeDecrypt lets
+// it record a round as finished, durably, before anything is decrypted.
+//
+// Packing (as BatchCrypt) puts several fixed-point values in one
+// plaintext, each lane wide enough for the sum of Packing.MaxUsers users'
+// values clamped to ±Packing.Bound; DPHE then permutes and sums blocks of
+// Lanes coordinates. Privacy.Select replaces the threshold by a DP
+// selection of blocks (Irene's sparse vector, charged), with the noise on
+// the selected coordinates only (see Selection).
+//
 // # What each party can and cannot learn
 //
 // Users (semi-honest, non-colluding with the aggregator, as in the paper)
