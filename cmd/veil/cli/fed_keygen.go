@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/veil-privacy/veil/fed/keygen"
+	"github.com/veil-privacy/veil/fed/ops"
 	"github.com/veil-privacy/veil/secagg/paillier"
 )
 
@@ -71,11 +72,11 @@ func runFedKeygen(ctx context.Context, e *env, f *keygenFlags) error {
 	if err != nil {
 		return err
 	}
-	certP, keyP, caP, crlP, err := identityFiles(f.pki, f.name, f.cert, f.key, f.ca, f.crl)
+	certP, keyP, caP, crlP, err := ops.IdentityFiles(f.pki, f.name, f.cert, f.key, f.ca, f.crl)
 	if err != nil {
 		return err
 	}
-	id, err := loadFedIdentity(certP, keyP, caP)
+	id, err := ops.LoadIdentity(certP, keyP, caP)
 	if err != nil {
 		return err
 	}
