@@ -56,22 +56,40 @@ func StartRound(ctx context.Context, kg *KeyGen, r RoundRequest) (*Round, error)
 	if err != nil {
 		return nil, fmt.Errorf("dphefed: setting up round %d: %w", r.Round, err)
 	}
+	return newRound(kg, r.Round, reply)
+}
+
+// ResumeRound rebuilds the coordinator's half of an open round after the
+// coordinator restarted: the key generator sends the round's aggregator
+// keys again, and the caller hands Receive the messages it had stored
+// (each is checked again; ciphertexts only, so the coordinator's store
+// holds no plaintext either).
+func ResumeRound(ctx context.Context, kg *KeyGen, round uint64) (*Round, error) {
+	reply, err := kg.c.RoundKeys(ctx, &keygenpb.UserKeysRequest{Version: keygenpb.ProtocolVersion, Round: round})
+	if err != nil {
+		return nil, fmt.Errorf("dphefed: keys of round %d: %w", round, err)
+	}
+	return newRound(kg, round, reply)
+}
+
+// newRound builds the coordinator's half from the key generator's reply.
+func newRound(kg *KeyGen, round uint64, reply *keygenpb.AggregatorKeys) (*Round, error) {
 	keys, ids, err := aggregatorKeysFromPB(reply, kg.publicKey)
 	if err != nil {
 		return nil, err
 	}
-	if keys.Round != r.Round {
-		return nil, fmt.Errorf("dphefed: asked for round %d, the key generator set up round %d", r.Round, keys.Round)
+	if keys.Round != round {
+		return nil, fmt.Errorf("dphefed: asked for round %d, the key generator sent round %d's keys", round, keys.Round)
 	}
 	agg, err := dphe.NewAggregator(keys, dphe.AggregatorOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("dphefed: round %d: %w", r.Round, err)
+		return nil, fmt.Errorf("dphefed: round %d: %w", round, err)
 	}
 	var pack *dphe.Packing
 	if p := reply.GetPacking(); p != nil {
 		pack = &dphe.Packing{Coordinates: int(p.GetCoordinates()), Lanes: int(p.GetLanes()), Bound: p.GetBound(), MaxUsers: int(p.GetMaxUsers())}
 	}
-	return &Round{kg: kg, pk: keys.PublicKey, ids: ids, agg: agg, round: r.Round, Packing: pack}, nil
+	return &Round{kg: kg, pk: keys.PublicKey, ids: ids, agg: agg, round: round, Packing: pack}, nil
 }
 
 // aggregatorKeysFromPB converts and checks the aggregator's keys.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/veil-privacy/veil/fed/dphefed"
 	"github.com/veil-privacy/veil/secagg/dphe"
 	"github.com/veil-privacy/veil/secagg/paillier"
@@ -194,4 +196,56 @@ func TestPlaintextSearchFindsALeak(t *testing.T) {
 	if findPlaintext([][]byte{packed}, updates, pk, frac, r.Packing) == "" {
 		t.Error("a packed plaintext was not found")
 	}
+}
+
+// TestCoordinatorResumesARoundAfterItsRestart: a coordinator that lost
+// its memory mid-round gets the round's keys again (its certificate only),
+// replays the ciphertexts it had stored, and the round decrypts; a
+// finished round's keys are not handed out again.
+func TestCoordinatorResumesARoundAfterItsRestart(t *testing.T) {
+	h := newHarness(t, 3)
+	ctx := context.Background()
+	r, err := dphefed.StartRound(ctx, h.dial(t, "coordinator"), dphefed.RoundRequest{Round: 4, Coordinates: testCoords, Capacity: testCount,
+		Clients: []string{"client-1", "client-2", "client-3"}, Pack: true, Bound: 4, MaxUsers: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string][][]byte{}
+	want := make([]float64, testCoords)
+	for i := 1; i <= 3; i++ {
+		upd := testUpdate(i, r.Packing.Lanes)
+		for j, x := range upd {
+			want[j] += x
+		}
+		c, err := dphefed.Contribute(ctx, h.dial(t, clientName(i)), 4, upd, dphefed.ContributeOptions{Privacy: clientPrivacy(t, testCount, byte(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored[clientName(i)] = c.Messages
+	}
+	_, err = dphefed.ResumeRound(ctx, h.dial(t, "client-1"), 4)
+	wantCode(t, "a client asking for the aggregator's keys", err, codes.PermissionDenied)
+	coord := h.dial(t, "coordinator") // the restarted coordinator's connection
+	again, err := dphefed.ResumeRound(ctx, coord, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, msgs := range stored {
+		for _, m := range msgs {
+			if err := again.Receive(name, m); err != nil {
+				t.Fatalf("%s's stored message after the restart: %v", name, err)
+			}
+		}
+	}
+	sum, err := again.Finish(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range want {
+		if math.Abs(sum.Sum[j]-want[j]) > 1e-6 {
+			t.Fatalf("coordinate %d: %v, want %v", j, sum.Sum[j], want[j])
+		}
+	}
+	_, err = dphefed.ResumeRound(ctx, coord, 4)
+	wantCode(t, "the keys of a decrypted round", err, codes.FailedPrecondition)
 }

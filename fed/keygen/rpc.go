@@ -130,12 +130,35 @@ func (s *Service) SetupRound(ctx context.Context, req *keygenpb.SetupRoundReques
 	if err := s.saveLocked(); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "round %d set up but not recorded; set up another round: %v", p.Round, err)
 	}
-	ak, err := s.kg.AggregatorKeys(p.Round)
+	s.log.Info("round set up", "round", p.Round, "clients", len(clients), "dim", p.Dim, "packed", p.Packing != nil)
+	return s.roundKeysLocked(p.Round)
+}
+
+// RoundKeys returns an open round's aggregator keys again, for the
+// coordinator after a restart.
+func (s *Service) RoundKeys(ctx context.Context, req *keygenpb.UserKeysRequest) (*keygenpb.AggregatorKeys, error) {
+	if err := checkVersion(req.GetVersion()); err != nil {
+		return nil, err
+	}
+	if err := s.requireCoordinator(ctx, "read a round's keys"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.roundKeysLocked(req.GetRound())
+}
+
+// roundKeysLocked returns an open round's aggregator keys. s.mu is held.
+func (s *Service) roundKeysLocked(round uint64) (*keygenpb.AggregatorKeys, error) {
+	p, err := s.kg.Params(round)
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	s.log.Info("round set up", "round", p.Round, "clients", len(clients), "dim", p.Dim, "packed", p.Packing != nil)
-	return aggregatorKeysPB(ak, clients, s.pub, p.Packing), nil
+	ak, err := s.kg.AggregatorKeys(round)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return aggregatorKeysPB(ak, s.names[round], s.pub, p.Packing), nil
 }
 
 // roundParams validates a setup request and returns the round's

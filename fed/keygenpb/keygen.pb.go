@@ -864,11 +864,12 @@ const file_keygen_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x12\x18\n" +
 	"\aclients\x18\x03 \x03(\tR\aclients\x12\x10\n" +
-	"\x03sum\x18\x04 \x03(\x01R\x03sum2\xc0\x02\n" +
+	"\x03sum\x18\x04 \x03(\x01R\x03sum2\x8e\x03\n" +
 	"\fKeyGenerator\x12M\n" +
 	"\tPublicKey\x12 .veil.keygen.v1.PublicKeyRequest\x1a\x1e.veil.keygen.v1.PublicKeyReply\x12O\n" +
 	"\n" +
-	"SetupRound\x12!.veil.keygen.v1.SetupRoundRequest\x1a\x1e.veil.keygen.v1.AggregatorKeys\x12G\n" +
+	"SetupRound\x12!.veil.keygen.v1.SetupRoundRequest\x1a\x1e.veil.keygen.v1.AggregatorKeys\x12L\n" +
+	"\tRoundKeys\x12\x1f.veil.keygen.v1.UserKeysRequest\x1a\x1e.veil.keygen.v1.AggregatorKeys\x12G\n" +
 	"\n" +
 	"ClientKeys\x12\x1f.veil.keygen.v1.UserKeysRequest\x1a\x18.veil.keygen.v1.UserKeys\x12G\n" +
 	"\aDecrypt\x12\x1e.veil.keygen.v1.DecryptRequest\x1a\x1c.veil.keygen.v1.DecryptReplyB+Z)github.com/veil-privacy/veil/fed/keygenpbb\x06proto3"
@@ -904,14 +905,16 @@ var file_keygen_proto_depIdxs = []int32{
 	0, // 2: veil.keygen.v1.UserKeys.packing:type_name -> veil.keygen.v1.Packing
 	1, // 3: veil.keygen.v1.KeyGenerator.PublicKey:input_type -> veil.keygen.v1.PublicKeyRequest
 	3, // 4: veil.keygen.v1.KeyGenerator.SetupRound:input_type -> veil.keygen.v1.SetupRoundRequest
-	6, // 5: veil.keygen.v1.KeyGenerator.ClientKeys:input_type -> veil.keygen.v1.UserKeysRequest
-	8, // 6: veil.keygen.v1.KeyGenerator.Decrypt:input_type -> veil.keygen.v1.DecryptRequest
-	2, // 7: veil.keygen.v1.KeyGenerator.PublicKey:output_type -> veil.keygen.v1.PublicKeyReply
-	5, // 8: veil.keygen.v1.KeyGenerator.SetupRound:output_type -> veil.keygen.v1.AggregatorKeys
-	7, // 9: veil.keygen.v1.KeyGenerator.ClientKeys:output_type -> veil.keygen.v1.UserKeys
-	9, // 10: veil.keygen.v1.KeyGenerator.Decrypt:output_type -> veil.keygen.v1.DecryptReply
-	7, // [7:11] is the sub-list for method output_type
-	3, // [3:7] is the sub-list for method input_type
+	6, // 5: veil.keygen.v1.KeyGenerator.RoundKeys:input_type -> veil.keygen.v1.UserKeysRequest
+	6, // 6: veil.keygen.v1.KeyGenerator.ClientKeys:input_type -> veil.keygen.v1.UserKeysRequest
+	8, // 7: veil.keygen.v1.KeyGenerator.Decrypt:input_type -> veil.keygen.v1.DecryptRequest
+	2, // 8: veil.keygen.v1.KeyGenerator.PublicKey:output_type -> veil.keygen.v1.PublicKeyReply
+	5, // 9: veil.keygen.v1.KeyGenerator.SetupRound:output_type -> veil.keygen.v1.AggregatorKeys
+	5, // 10: veil.keygen.v1.KeyGenerator.RoundKeys:output_type -> veil.keygen.v1.AggregatorKeys
+	7, // 11: veil.keygen.v1.KeyGenerator.ClientKeys:output_type -> veil.keygen.v1.UserKeys
+	9, // 12: veil.keygen.v1.KeyGenerator.Decrypt:output_type -> veil.keygen.v1.DecryptReply
+	8, // [8:13] is the sub-list for method output_type
+	3, // [3:8] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
 	3, // [3:3] is the sub-list for extension extendee
 	0, // [0:3] is the sub-list for field type_name

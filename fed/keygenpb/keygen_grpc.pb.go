@@ -35,6 +35,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	KeyGenerator_PublicKey_FullMethodName  = "/veil.keygen.v1.KeyGenerator/PublicKey"
 	KeyGenerator_SetupRound_FullMethodName = "/veil.keygen.v1.KeyGenerator/SetupRound"
+	KeyGenerator_RoundKeys_FullMethodName  = "/veil.keygen.v1.KeyGenerator/RoundKeys"
 	KeyGenerator_ClientKeys_FullMethodName = "/veil.keygen.v1.KeyGenerator/ClientKeys"
 	KeyGenerator_Decrypt_FullMethodName    = "/veil.keygen.v1.KeyGenerator/Decrypt"
 )
@@ -49,7 +50,10 @@ type KeyGeneratorClient interface {
 	PublicKey(ctx context.Context, in *PublicKeyRequest, opts ...grpc.CallOption) (*PublicKeyReply, error)
 	// SetupRound draws a round's keys (the coordinator only).
 	SetupRound(ctx context.Context, in *SetupRoundRequest, opts ...grpc.CallOption) (*AggregatorKeys, error)
-	// UserKeys returns the caller's keys for an open round (a client of the round only).
+	// RoundKeys returns an open round's aggregator keys again, as SetupRound
+	// returned them (the coordinator only: after its restart).
+	RoundKeys(ctx context.Context, in *UserKeysRequest, opts ...grpc.CallOption) (*AggregatorKeys, error)
+	// ClientKeys returns the caller's keys for an open round (a client of the round only).
 	ClientKeys(ctx context.Context, in *UserKeysRequest, opts ...grpc.CallOption) (*UserKeys, error)
 	// Decrypt decrypts a round's authenticated aggregate, once (the coordinator only).
 	Decrypt(ctx context.Context, in *DecryptRequest, opts ...grpc.CallOption) (*DecryptReply, error)
@@ -77,6 +81,16 @@ func (c *keyGeneratorClient) SetupRound(ctx context.Context, in *SetupRoundReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AggregatorKeys)
 	err := c.cc.Invoke(ctx, KeyGenerator_SetupRound_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *keyGeneratorClient) RoundKeys(ctx context.Context, in *UserKeysRequest, opts ...grpc.CallOption) (*AggregatorKeys, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AggregatorKeys)
+	err := c.cc.Invoke(ctx, KeyGenerator_RoundKeys_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +127,10 @@ type KeyGeneratorServer interface {
 	PublicKey(context.Context, *PublicKeyRequest) (*PublicKeyReply, error)
 	// SetupRound draws a round's keys (the coordinator only).
 	SetupRound(context.Context, *SetupRoundRequest) (*AggregatorKeys, error)
-	// UserKeys returns the caller's keys for an open round (a client of the round only).
+	// RoundKeys returns an open round's aggregator keys again, as SetupRound
+	// returned them (the coordinator only: after its restart).
+	RoundKeys(context.Context, *UserKeysRequest) (*AggregatorKeys, error)
+	// ClientKeys returns the caller's keys for an open round (a client of the round only).
 	ClientKeys(context.Context, *UserKeysRequest) (*UserKeys, error)
 	// Decrypt decrypts a round's authenticated aggregate, once (the coordinator only).
 	Decrypt(context.Context, *DecryptRequest) (*DecryptReply, error)
@@ -132,6 +149,9 @@ func (UnimplementedKeyGeneratorServer) PublicKey(context.Context, *PublicKeyRequ
 }
 func (UnimplementedKeyGeneratorServer) SetupRound(context.Context, *SetupRoundRequest) (*AggregatorKeys, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetupRound not implemented")
+}
+func (UnimplementedKeyGeneratorServer) RoundKeys(context.Context, *UserKeysRequest) (*AggregatorKeys, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RoundKeys not implemented")
 }
 func (UnimplementedKeyGeneratorServer) ClientKeys(context.Context, *UserKeysRequest) (*UserKeys, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ClientKeys not implemented")
@@ -196,6 +216,24 @@ func _KeyGenerator_SetupRound_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KeyGenerator_RoundKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UserKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KeyGeneratorServer).RoundKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KeyGenerator_RoundKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KeyGeneratorServer).RoundKeys(ctx, req.(*UserKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _KeyGenerator_ClientKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(UserKeysRequest)
 	if err := dec(in); err != nil {
@@ -246,6 +284,10 @@ var KeyGenerator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetupRound",
 			Handler:    _KeyGenerator_SetupRound_Handler,
+		},
+		{
+			MethodName: "RoundKeys",
+			Handler:    _KeyGenerator_RoundKeys_Handler,
 		},
 		{
 			MethodName: "ClientKeys",
