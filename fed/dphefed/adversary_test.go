@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/dphefed"
 	"github.com/veil-privacy/veil/fed/keygen"
 	"github.com/veil-privacy/veil/secagg/dphe"
@@ -268,5 +269,36 @@ func TestCoordinatorRefusesAnotherClientsMessages(t *testing.T) {
 	}
 	if err := r.Receive("client-1", c.Messages[0]); !errors.Is(err, dphe.ErrReplay) {
 		t.Errorf("client-1's message twice: %v", err)
+	}
+}
+
+// TestContributionPastTheBudgetSendsNothing: a client whose ledger cannot
+// pay for the selection and the values' release gets an error naming the
+// budget, nothing to send, and an unchanged ledger.
+func TestContributionPastTheBudgetSendsNothing(t *testing.T) {
+	h := newHarness(t, 3)
+	coord := h.dial(t, "coordinator")
+	if _, err := dphefed.StartRound(ctxT(t), coord, dphefed.RoundRequest{Round: 1, Coordinates: testCoords, Capacity: testCount,
+		Clients: []string{"client-1", "client-2", "client-3"}, Pack: true, Bound: 4, MaxUsers: 8}); err != nil {
+		t.Fatal(err)
+	}
+	priv := clientPrivacy(t, testCount, 1)
+	if err := priv.Ledger.SetBudget("photos", dp.Budget{Epsilon: 1, Delta: 1e-5}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := priv.Ledger.Spent("photos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dphefed.Contribute(ctxT(t), h.dial(t, "client-1"), 1, testUpdate(1, 16), dphefed.ContributeOptions{Privacy: priv})
+	if !errors.Is(err, dp.ErrBudgetExceeded) || c != nil {
+		t.Fatalf("contribution past the budget: %v, %v", c, err)
+	}
+	after, err := priv.Ledger.Spent("photos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Epsilon != before.Epsilon {
+		t.Errorf("ledger moved from ε = %v to %v on a refused contribution", before.Epsilon, after.Epsilon)
 	}
 }
