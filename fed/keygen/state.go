@@ -8,7 +8,6 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/veil-privacy/veil/internal/atomicfile"
 	"github.com/veil-privacy/veil/secagg/dphe"
@@ -69,7 +68,7 @@ func openStore(dir string) (*store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keygen: state folder lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := tryLock(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("keygen: the state folder %s is in use by another key generator: %w", dir, err)
 	}
@@ -80,7 +79,7 @@ func (s *store) path() string { return filepath.Join(s.dir, stateFile) }
 
 // close releases the lock.
 func (s *store) close() error {
-	_ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
+	unlock(s.lock)
 	return s.lock.Close()
 }
 
