@@ -22,6 +22,11 @@ const (
 	DPHEThreshold = 3.0
 )
 
+// PrivacyUnit is the unit of the ε the DPHE reports state: dphe.Privacy
+// protects a user's whole update (present or absent), which covers every
+// person and example in it.
+const PrivacyUnit = "update"
+
 // Reporter tells the caller about long steps: Progress returns a
 // paillier.Progress for a labelled step and a function to call when it
 // ends; Status announces a step. Either may be nil.
@@ -83,6 +88,8 @@ type DPHEReport struct {
 	NoiseMultiplier     float64 `json:"noise_multiplier"`
 	Threshold           float64 `json:"threshold"`
 	ContributionEpsilon float64 `json:"contribution_epsilon"`
+	// PrivacyUnit is what the ε protects: a user's whole update.
+	PrivacyUnit string `json:"privacy_unit"`
 	// Dense element-wise Paillier: every one of the weights encrypted.
 	DenseUserEncryptS    float64 `json:"dense_user_encrypt_s"`
 	DenseUserEncryptCPUS float64 `json:"dense_user_encrypt_cpu_s"`
@@ -147,7 +154,7 @@ func newDPHERun(p DPHEParams) (*dpheRun, error) {
 	perUser := (p.DenseSample + p.Users - 1) / p.Users
 	r := &DPHEReport{Dim: p.Dim, Classes: p.Classes, Weights: d, Users: p.Users, Sparsity: p.Sparsity, Capacity: capacity, NonZeros: nz,
 		Bits: p.Key.Bits, Randomness: p.Kind.String(), Cores: runtime.GOMAXPROCS(0), FracBits: p.FracBits, DenseExtrapolated: true,
-		DenseSample: perUser * p.Users, Clip: DPHEClip, NoiseMultiplier: DPHESigma, Threshold: DPHEThreshold,
+		DenseSample: perUser * p.Users, Clip: DPHEClip, NoiseMultiplier: DPHESigma, Threshold: DPHEThreshold, PrivacyUnit: PrivacyUnit,
 		Note: "sparse (DPHE) figures are measured in full, including each message's checksum encryption and tag and the key generator's checks; dense figures are extrapolated from dense_sample encryptions (encode, encrypt, serialize; measured in equal parts right after each user) and decryptions; *_cpu_s are process CPU seconds, less distorted by other load than wall seconds"}
 	return &dpheRun{p: p, r: r, d: d, nz: nz, rng: mrand.New(mrand.NewPCG(uint64(d), uint64(p.Users))), want: make([]float64, d)}, nil
 }

@@ -50,6 +50,8 @@ type PackedReport struct {
 	// whole update.
 	SelectEpsilon       float64 `json:"select_epsilon"`
 	ContributionEpsilon float64 `json:"contribution_epsilon"`
+	// PrivacyUnit is what the ε protects: a user's whole update.
+	PrivacyUnit string `json:"privacy_unit"`
 	// Measured, per user (means) and per round.
 	UserEncryptCPUS float64 `json:"user_encrypt_cpu_s"`
 	UserEncryptS    float64 `json:"user_encrypt_s"`
@@ -92,7 +94,8 @@ func RunPackedDPHE(p PackedParams) (*PackedReport, error) {
 	count := max(1, int(math.Ceil(p.BlockFraction*float64(pack.Blocks()))))
 	r := &PackedReport{Users: p.Users, Coordinates: p.Coordinates, Bits: sk.Public().Bits(), FracBits: p.FracBits, Bound: p.Bound, MaxUsers: p.MaxUsers,
 		Lanes: pack.Lanes, LaneBits: w, Blocks: pack.Blocks(), SelectBlocks: count, SelectEpsilon: p.SelectEpsilon, PlaintextBytes: 4 * p.Coordinates,
-		Note: "measured in full: the users' selection, noise and encryption (padding and checksum included), the aggregator's multiplication and the key generator's checks and decryption; unpacked_* and clear_support_* are derived from the measured per-ciphertext costs (unpacked_sample encryptions of single values, and this round's decryptions)"}
+		PrivacyUnit: PrivacyUnit,
+		Note:        "measured in full: the users' selection, noise and encryption (padding and checksum included), the aggregator's multiplication and the key generator's checks and decryption; unpacked_* and clear_support_* are derived from the measured per-ciphertext costs (unpacked_sample encryptions of single values, and this round's decryptions)"}
 	kg, err := dphe.NewKeyGenerator(dphe.KeyGeneratorOptions{Key: sk, FracBits: p.FracBits})
 	if err != nil {
 		return nil, err

@@ -200,7 +200,7 @@ func printDPHEBench(e *env, r *secaggbench.DPHEReport) {
 	fmt.Fprintf(e.stdout, "DPHE: %d×%d weights, %d users, sparsity %.2f, capacity M=%d, %d-bit key, %s randomness, %d cores\n",
 		r.Dim, r.Classes, r.Users, r.Sparsity, r.Capacity, r.Bits, r.Randomness, r.Cores)
 	fmt.Fprintf(e.stdout, "  per user: encrypt %.2f s, %d bytes in %d message(s)\n", r.UserEncryptS, r.UserBytes, r.UserMessages)
-	fmt.Fprintf(e.stdout, "  each contribution: clip %g, noise σ = %g, threshold %g·σC: ε = %s per user at δ = 1e-5\n", r.Clip, r.NoiseMultiplier, r.Threshold, dp.FormatEpsilon(r.ContributionEpsilon))
+	fmt.Fprintf(e.stdout, "  each contribution: clip %g, noise σ = %g, threshold %g·σC: ε = %s per user's whole update at δ = 1e-5\n", r.Clip, r.NoiseMultiplier, r.Threshold, dp.FormatEpsilon(r.ContributionEpsilon))
 	fmt.Fprintf(e.stdout, "  aggregate %.2f s, decrypt %.2f s, max |sum − noiseless sum| %.3g (the noise)\n", r.AggregateS, r.DecryptS, r.SumMaxAbsError)
 	fmt.Fprintf(e.stdout, "  dense element-wise per user: encrypt %.2f s, %d bytes (extrapolated from %d encryptions)\n", r.DenseUserEncryptS, r.DenseUserBytes, r.DenseSample)
 	fmt.Fprintf(e.stdout, "  speed-up of user encryption: %.1f×\n", r.Speedup)

@@ -131,7 +131,7 @@ func printSecaggBench(e *env, r *secaggBenchReport) {
 			m.ClientBytes, m.BytesRatio, m.ServerUnmaskCPUS, m.ServerDecodeCPUS)
 	}
 	if d := r.DPHE; d != nil {
-		fmt.Fprintf(w, "  DPHE %d users, %d lanes of %d bits per %d-bit plaintext, ≤%d of %d blocks each (union %d), ε = %.4g per user at δ = 1e-5\n",
+		fmt.Fprintf(w, "  DPHE %d users, %d lanes of %d bits per %d-bit plaintext, ≤%d of %d blocks each (union %d), ε = %.4g per user's whole update at δ = 1e-5\n",
 			d.Users, d.Lanes, d.LaneBits, d.Bits, d.SelectBlocks, d.Blocks, d.UnionBlocks, d.ContributionEpsilon)
 		fmt.Fprintf(w, "    packed:   user %.2f s, %d bytes; aggregate %.2f s, %d bytes; decrypt %.2f s\n",
 			d.UserEncryptCPUS, d.UserBytes, d.AggregateCPUS, d.AggregateBytes, d.DecryptCPUS)

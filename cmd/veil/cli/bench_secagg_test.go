@@ -192,6 +192,9 @@ func TestBenchSecaggJSON(t *testing.T) {
 			t.Errorf("masking %s = %v", k, r.Masking[1][k])
 		}
 	}
+	if r.DPHE["privacy_unit"] != "update" {
+		t.Errorf("the DPHE ε's unit is %v, want update", r.DPHE["privacy_unit"])
+	}
 	for _, k := range []string{"lanes", "user_encrypt_cpu_s", "aggregate_bytes", "decrypt_cpu_s", "unpacked_user_bytes", "clear_support_aggregate_bytes"} {
 		if v, ok := r.DPHE[k].(float64); !ok || v <= 0 {
 			t.Errorf("dphe %s = %v", k, r.DPHE[k])
