@@ -162,6 +162,11 @@ var rules = []rule{
 		forbidden: map[string]func(string) bool{"serve": inModule("serve")},
 	},
 	{
+		why:       "collaborative training is a library the federation calls: it knows nothing of the federation",
+		subject:   func(p pkg) bool { return under(p.path, "collab") },
+		forbidden: map[string]func(string) bool{"fed/...": fed},
+	},
+	{
 		why:       "nothing but a command imports the command package",
 		subject:   func(p pkg) bool { return p.name != "main" && p.path != cliPath },
 		forbidden: map[string]func(string) bool{cliPath: cli},
@@ -229,6 +234,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "tagging", name: "tagging"}, module + "/serve"},
 		{pkg{path: "fed/dphefed", name: "dphefed"}, module + "/fed/keygen"},
 		{pkg{path: "fed/keygen", name: "keygen"}, module + "/fed/coord"},
+		{pkg{path: "collab", name: "collab"}, module + "/fed/strategy"},
 	}
 	for _, tc := range tests {
 		caught := false

@@ -13,7 +13,7 @@ import (
 // benchCommands lists the constructors of `veil bench` subcommands.
 // Each lives in its own file; add a line here when adding one.
 var benchCommands = []func(*env) *cobra.Command{
-	newBenchFacesCmd, newBenchDetectCmd, newBenchPaillierCmd, newBenchDPHECmd, newBenchSecaggCmd, newBenchTrainCmd, newBenchFedCmd, newBenchUnlinkCmd, newBenchMetricCmd, newBenchTaggingCmd}
+	newBenchFacesCmd, newBenchDetectCmd, newBenchPaillierCmd, newBenchDPHECmd, newBenchSecaggCmd, newBenchTrainCmd, newBenchFedCmd, newBenchUnlinkCmd, newBenchMetricCmd, newBenchTaggingCmd, newBenchCollabCmd}
 
 func newBenchCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{

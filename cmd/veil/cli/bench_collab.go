@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/veil-privacy/veil/collab"
+	"github.com/veil-privacy/veil/internal/datadir"
+)
+
+func newBenchCollabCmd(e *env) *cobra.Command {
+	var data string
+	var h headFlags
+	var asJSON bool
+	var o collab.Options
+	cmd := &cobra.Command{
+		Use:   "collab",
+		Short: "Collaborative tagging (Irene): do held-out users' suggestions improve with a shared ψ trained from other users' tags?",
+		Long: `Simulates --users users from LFW's development training identities (each
+person with at least 5 photos in 1 to --max-users-per-person users' libraries,
+at most --photos-per-user of their photos in each; each single-photo person a
+stranger in one library) and --held-out users from the development test
+identities (each person in one library), who never train.
+
+The shared ψ (a head on the 128-d descriptor, initialised to the identity) is
+trained on the training users' pooled data, each person of a library under a
+hashed tag (HMAC under that library's own key, into --classes classes), with
+Irene's noisy bootstrapping (Eq. 2, --alpha), under DP-SGD when --epsilon > 0
+(unit: one person of one library; every user's ledger is charged first); then
+MT-LMNN over the training users gives the shared W₀.
+
+For held-out users who name 1 or 3 photos per person, reported under methods:
+plain (descriptors at the library's thresholds), local_lmnn (each user's own
+LMNN, as veil library learn), shared_bootstrap (ψ), shared_w0 (W₀ on ψ) and
+per_user_metric (each user's own LMNN on ψ): precision, coverage of named
+people's other faces and the strangers' rate, with the library's suggestion
+rule; a shared space's thresholds are chosen on the training users only, by
+the criterion veil bench tagging --tune uses.`,
+		Example: `  nice veil bench collab --json
+  veil bench collab --epsilon 0 --users 16 --json   # no DP`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			start := time.Now()
+			lfwDir := data
+			if lfwDir == "" {
+				lfwDir = filepath.Join(datadir.Default(), "lfw")
+			}
+			var err error
+			if o.Engine, err = e.engine(); err != nil {
+				return err
+			}
+			var splits [2]*collab.Split
+			for i, f := range []string{"peopleDevTrain.txt", "peopleDevTest.txt"} {
+				s, err := loadTagSplit(e, &h, lfwDir, f)
+				if err != nil {
+					return err
+				}
+				splits[i] = &collab.Split{Descs: s.descs, Identity: s.identity, Stranger: s.stranger}
+			}
+			if !h.quiet {
+				o.Progress = func(s string) { fmt.Fprintln(e.stderr, s) }
+			}
+			rep, err := collab.Run(cmd.Context(), splits[0], splits[1], o)
+			if err != nil {
+				return err
+			}
+			rep.WallS["command"] = time.Since(start).Seconds()
+			if asJSON {
+				return writeJSON(e.stdout, rep)
+			}
+			for _, m := range collab.Methods {
+				r := rep.Methods[m]
+				for i, s := range []collab.Score{r.Named1, r.Named3} {
+					fmt.Fprintf(e.stdout, "%-17s %d named: precision %.2f%%, coverage %.2f%%, strangers %.2f%%\n",
+						m, 1+2*i, 100*s.Precision, 100*s.Coverage, 100*s.StrangersRate)
+				}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&data, "data", "", "LFW folder (default: <data>/lfw)")
+	fl.StringVar(&h.models, "models", "", "folder of face-api's weight files (default: $VEIL_MODELS, else models/ of the checkout)")
+	fl.StringVar(&h.cache, "cache", "", "descriptor cache folder, shared with veil verify and veil train (default $VEIL_CACHE, else the user's cache folder)")
+	fl.BoolVar(&h.noCache, "no-cache", false, "do not read or write the descriptor cache")
+	fl.BoolVarP(&h.quiet, "quiet", "q", false, "no progress output")
+	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fl.IntVar(&o.Users, "users", 24, "simulated training users")
+	fl.IntVar(&o.HeldOut, "held-out", 4, "held-out users (development test identities)")
+	fl.IntVar(&o.MaxUsersPerPerson, "max-users-per-person", 4, "a training person is in 1 to this many users' libraries")
+	fl.IntVar(&o.PhotosPerUser, "photos-per-user", 10, "at most this many photos of a person in one training library")
+	fl.IntVar(&o.Trials, "trials", 3, "random choices of the named photos per figure")
+	fl.IntVar(&o.Classes, "classes", 1024, "hashed-tag classes n")
+	fl.Float64Var(&o.Alpha, "alpha", 0.9, "Eq. 2's α: weight of the tags against min-entropy")
+	fl.IntVar(&o.Hidden, "hidden", 0, "ψ's hidden width (0: linear)")
+	fl.IntVar(&o.Epochs, "epochs", 20, "bootstrapping epochs")
+	fl.IntVar(&o.Batch, "batch", 64, "bootstrapping batch (expected units per step under DP)")
+	fl.Float64Var(&o.LearningRate, "lr", 1e-3, "bootstrapping learning rate (Adam)")
+	fl.Float64Var(&o.Epsilon, "epsilon", 8, "DP target ε per person of a library for bootstrapping (0: no DP)")
+	fl.Float64Var(&o.Delta, "delta", 1e-5, "δ of the DP guarantee")
+	fl.Float64Var(&o.Budget, "budget", 0, "each training user's ledger budget ε (default: --epsilon)")
+	fl.IntVar(&o.Iterations, "iterations", 100, "iterations of every LMNN and MT-LMNN fit")
+	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the simulation, named photos and initial weights (privacy noise uses a CSPRNG)")
+	h.detector, h.align, h.minScore = "tiny", "both", 0.5
+	return cmd
+}

@@ -1,0 +1,625 @@
+package collab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/internal/engine"
+	"github.com/veil-privacy/veil/metric"
+	"github.com/veil-privacy/veil/tagging"
+)
+
+// Split is one LFW identity list laid out as in veil bench tagging: the
+// people with at least 5 photos (who get named) and the people with one
+// photo (strangers); one face per photo.
+type Split struct {
+	Descs    [][]float32
+	Identity []int  // per face: its person
+	Stranger []bool // per person
+}
+
+// Options configures the experiment. Zero fields take the defaults in
+// brackets.
+type Options struct {
+	// Users is the number of simulated training users [24] and HeldOut of
+	// held-out users [4].
+	Users, HeldOut int
+	// MaxUsersPerPerson: a training person is in 1…this many users'
+	// libraries, uniformly [4].
+	MaxUsersPerPerson int
+	// PhotosPerUser caps a person's photos in one training library [10].
+	PhotosPerUser int
+	// Trials is the number of random choices of the named photos averaged
+	// (pooled) per figure [3].
+	Trials int
+	// Classes is the number of hashed-tag classes n [1024]; Alpha Eq. 2's α [0.9].
+	Classes int
+	Alpha   float64
+	// Hidden is ψ's hidden width (0: linear).
+	Hidden int
+	// Epochs, Batch, LearningRate drive bootstrapping [20, 64, 1e-3].
+	Epochs, Batch int
+	LearningRate  float64
+	// Epsilon is the DP target per person of a library for bootstrapping
+	// (0: no DP), Delta its δ [1e-5]; each training user's ledger has
+	// budget Budget [Epsilon] and is charged before training.
+	Epsilon, Delta, Budget float64
+	// Iterations bound every LMNN and MT-LMNN fit [100].
+	Iterations int
+	// Workers for the metric fits [GOMAXPROCS].
+	Workers int
+	// Seed seeds the simulation, the named photos and the initial
+	// weights (not privacy noise, which comes from a CSPRNG).
+	Seed uint64
+	// Engine runs ψ's training (nil: a private default).
+	Engine *engine.Engine
+	// Progress, if set, gets a line per stage.
+	Progress func(string)
+}
+
+func (o *Options) defaults() error {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.Users, 24)
+	def(&o.HeldOut, 4)
+	def(&o.MaxUsersPerPerson, 4)
+	def(&o.PhotosPerUser, 10)
+	def(&o.Trials, 3)
+	def(&o.Classes, 1024)
+	def(&o.Iterations, 100)
+	if o.Alpha == 0 {
+		o.Alpha = 0.9
+	}
+	if o.Delta == 0 {
+		o.Delta = 1e-5
+	}
+	if o.Budget == 0 {
+		o.Budget = o.Epsilon
+	}
+	switch {
+	case o.Users < 2 || o.HeldOut < 1:
+		return fmt.Errorf("collab: need at least 2 training users and 1 held-out user, got %d and %d", o.Users, o.HeldOut)
+	case o.MaxUsersPerPerson < 1 || o.MaxUsersPerPerson > o.Users:
+		return fmt.Errorf("collab: a person's users must be 1…%d, got %d", o.Users, o.MaxUsersPerPerson)
+	case o.PhotosPerUser < 4:
+		return fmt.Errorf("collab: at least 4 photos of a person per library (3 named and one to suggest), got %d", o.PhotosPerUser)
+	case o.Trials < 1 || o.Iterations < 1:
+		return errors.New("collab: trials and iterations must be at least 1")
+	case o.Epsilon < 0 || o.Budget < 0 || math.IsNaN(o.Epsilon):
+		return errors.New("collab: ε and the budget must not be negative")
+	case o.Epsilon > 0 && o.Budget < o.Epsilon:
+		return fmt.Errorf("collab: the users' budget %g is below the training's ε %g: every ledger would refuse", o.Budget, o.Epsilon)
+	}
+	return nil
+}
+
+// MethodReport is one method's figures for held-out users.
+type MethodReport struct {
+	Named1 Score `json:"named_1"`
+	Named3 Score `json:"named_3"`
+	// EpsilonPerUser is ε per person of a user's library spent by what
+	// the method shares (0: nothing leaves the library; null: shared
+	// without a DP bound).
+	EpsilonPerUser *float64 `json:"epsilon_per_user"`
+	// Train is the setting chosen on the training users (3 named photos),
+	// with their figures; absent for methods whose threshold each user
+	// carries over from its base space.
+	Train *Score `json:"train_users_named_3,omitempty"`
+	// Fitted counts the held-out libraries (of all trials) that learned
+	// their own metric; the others had too few names and stayed in the
+	// base space.
+	Fitted *[2]int `json:"metric_fitted_named_1_3,omitempty"`
+}
+
+// Report is the experiment's outcome.
+type Report struct {
+	Methods        map[string]*MethodReport `json:"methods"`
+	EpsilonUnit    string                   `json:"epsilon_unit"`
+	Delta          float64                  `json:"delta"`
+	Users          int                      `json:"users"`
+	HeldOutUsers   int                      `json:"held_out_users"`
+	TrainingPeople int                      `json:"training_people"`
+	// PersonLibraries counts (person, library) pairs of the training users:
+	// the units of bootstrapping.
+	PersonLibraries int `json:"person_libraries"`
+	// ClassesShared is the share of hashed-tag classes holding more than
+	// one person-of-a-library (collisions Eq. 2 must absorb).
+	ClassesShared float64            `json:"classes_shared"`
+	Classes       int                `json:"classes"`
+	Trials        int                `json:"trials"`
+	Bootstrap     *BootstrapReport   `json:"bootstrap"`
+	WallS         map[string]float64 `json:"wall_s"`
+}
+
+// Method names, in report order.
+var Methods = []string{"plain", "local_lmnn", "shared_bootstrap", "shared_w0", "per_user_metric"}
+
+// simulate lays the split's people out as libraries. Training users: each
+// named person in 1…maxUsers random users' libraries, each holding an
+// independent random subset of at most perUser of the person's photos;
+// each stranger in one random library. Held-out users: the people dealt
+// out, each person (all photos) in exactly one library.
+func simulate(s *Split, users, maxUsers, perUser int, disjoint bool, rng *rand.Rand) []*Library {
+	libs := make([]*Library, users)
+	local := make([]map[int]int, users)
+	for u := range libs {
+		libs[u] = &Library{Stranger: map[int]bool{}}
+		local[u] = map[int]int{}
+	}
+	byPerson := make([][]int, len(s.Stranger))
+	for i, p := range s.Identity {
+		byPerson[p] = append(byPerson[p], i)
+	}
+	put := func(u, p int, faces []int) {
+		l := libs[u]
+		q, ok := local[u][p]
+		if !ok {
+			q = len(local[u])
+			local[u][p] = q
+			if s.Stranger[p] {
+				l.Stranger[q] = true
+			}
+		}
+		for _, i := range faces {
+			l.Descs = append(l.Descs, s.Descs[i])
+			l.Person = append(l.Person, q)
+		}
+	}
+	next := 0
+	for _, p := range rng.Perm(len(byPerson)) {
+		faces := byPerson[p]
+		if len(faces) == 0 {
+			continue
+		}
+		if s.Stranger[p] || disjoint {
+			u := rng.IntN(users)
+			if disjoint && !s.Stranger[p] {
+				u = next % users
+				next++
+			}
+			put(u, p, faces)
+			continue
+		}
+		k := 1 + rng.IntN(maxUsers)
+		for _, u := range rng.Perm(users)[:k] {
+			f := append([]int(nil), faces...)
+			rng.Shuffle(len(f), func(i, j int) { f[i], f[j] = f[j], f[i] })
+			put(u, p, f[:min(len(f), perUser)])
+		}
+	}
+	return libs
+}
+
+// chooseNamed draws named photos of every non-stranger person of a library.
+func chooseNamed(l *Library, named int, rng *rand.Rand) []bool {
+	by := map[int][]int{}
+	for i, p := range l.Person {
+		if !l.Stranger[p] {
+			by[p] = append(by[p], i)
+		}
+	}
+	isNamed := make([]bool, len(l.Descs))
+	for p := range len(l.Person) {
+		faces, ok := by[p]
+		if !ok {
+			continue
+		}
+		rng.Shuffle(len(faces), func(i, j int) { faces[i], faces[j] = faces[j], faces[i] })
+		for _, i := range faces[:min(named, len(faces))] {
+			isNamed[i] = true
+		}
+	}
+	return isNamed
+}
+
+// space maps descriptors; nil is the identity.
+type space func([]float32) ([]float32, error)
+
+func mapAll(sp space, xs [][]float32) ([][]float32, error) {
+	if sp == nil {
+		return xs, nil
+	}
+	out := make([][]float32, len(xs))
+	for i, x := range xs {
+		y, err := sp(x)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = y
+	}
+	return out, nil
+}
+
+func metricSpace(m *metric.Metric, base space) space {
+	return func(x []float32) ([]float32, error) {
+		if base != nil {
+			var err error
+			if x, err = base(x); err != nil {
+				return nil, err
+			}
+		}
+		y := m.Transform(nil, to64(x))
+		out := make([]float32, len(y))
+		for i, v := range y {
+			out[i] = float32(v)
+		}
+		return out, nil
+	}
+}
+
+func to64(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
+
+// trialRNG is the generator of one library's named photos in one trial.
+func trialRNG(seed uint64, trial, lib, named int) *rand.Rand {
+	return rand.New(rand.NewPCG(seed^uint64(named)<<48, uint64(trial)<<32|uint64(lib)))
+}
+
+// querySets computes every library's queries in a space, per trial.
+func querySets(libs []*Library, sp space, named, trials int, seed uint64) ([][]query, error) {
+	var out [][]query
+	for li, l := range libs {
+		xs, err := mapAll(sp, l.Descs)
+		if err != nil {
+			return nil, err
+		}
+		for t := range trials {
+			qs, err := queries(l, xs, chooseNamed(l, named, trialRNG(seed, t, li, named)))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, qs)
+		}
+	}
+	return out, nil
+}
+
+func scoreAt(sets [][]query, d, m float64) Score {
+	var c Counts
+	for _, qs := range sets {
+		c.count(qs, d, m)
+	}
+	return c.score(d, m)
+}
+
+// tuned is a space with its suggestion setting chosen on the training users.
+type tuned struct {
+	sp       space
+	dist, mg float64
+	train    Score
+}
+
+// tune chooses a space's setting on the training users with 3 named
+// photos, over a grid scaled to the space (the ratio of the median
+// nearest-named distance to plain descriptors').
+func tune(train []*Library, sp space, plainMedian float64, o *Options) (tuned, error) {
+	sets, err := querySets(train, sp, 3, o.Trials, o.Seed)
+	if err != nil {
+		return tuned{}, err
+	}
+	scale := 1.0
+	if sp != nil {
+		scale = medianNearest(sets) / plainMedian
+	}
+	s := choose(sets, scale)
+	return tuned{sp: sp, dist: s.Distance, mg: s.Margin, train: s}, nil
+}
+
+// heldOut scores held-out users in a tuned space.
+func heldOut(libs []*Library, t tuned, named int, o *Options) (Score, error) {
+	sets, err := querySets(libs, t.sp, named, o.Trials, o.Seed)
+	if err != nil {
+		return Score{}, err
+	}
+	return scoreAt(sets, t.dist, t.mg), nil
+}
+
+// ownMetric scores held-out users who each learn an LMNN metric from
+// their named faces on top of base (the library's LearnMetric: the
+// distance carried over by metric.MatchThreshold, the margin scaled
+// alike); a library with too few names stays in base. It returns the
+// score and how many libraries learned one.
+func ownMetric(ctx context.Context, libs []*Library, base tuned, named int, o *Options) (Score, int, error) {
+	lm, err := metric.NewLMNN(metric.Options{Solver: metric.Solver{Iterations: o.Iterations, Workers: o.Workers}})
+	if err != nil {
+		return Score{}, 0, err
+	}
+	var c Counts
+	fitted := 0
+	for li, l := range libs {
+		xs, err := mapAll(base.sp, l.Descs)
+		if err != nil {
+			return Score{}, 0, err
+		}
+		for t := range o.Trials {
+			isNamed := chooseNamed(l, named, trialRNG(o.Seed, t, li, named))
+			var d metric.Data
+			var unnamedX [][]float64
+			per := map[int]int{}
+			for i, x := range xs {
+				if isNamed[i] {
+					d.X = append(d.X, to64(x))
+					d.Labels = append(d.Labels, l.Person[i])
+					per[l.Person[i]]++
+				} else {
+					unnamedX = append(unnamedX, to64(x))
+				}
+			}
+			two := false
+			for _, n := range per {
+				two = two || n >= 2
+			}
+			dist, mg := base.dist, base.mg
+			ys := xs
+			if len(per) >= 2 && two {
+				m, _, err := lm.Fit(ctx, d, nil)
+				if err != nil {
+					return Score{}, 0, fmt.Errorf("collab: a held-out library's metric: %w", err)
+				}
+				nd, err := metric.MatchThreshold(m, d.X, unnamedX, base.dist)
+				if err != nil {
+					return Score{}, 0, err
+				}
+				mg = base.mg * nd / base.dist
+				dist = nd
+				if ys, err = mapAll(metricSpace(m, nil), xs); err != nil {
+					return Score{}, 0, err
+				}
+				fitted++
+			}
+			qs, err := queries(l, ys, isNamed)
+			if err != nil {
+				return Score{}, 0, err
+			}
+			c.count(qs, dist, mg)
+		}
+	}
+	return c.score(0, 0), fitted, nil
+}
+
+// pooled builds the training users' hashed-tag data: every person of a
+// library (all its faces: a mature library's names and accepted
+// suggestions) under its class, hashed with the library's own key.
+func pooled(train []*Library, classes int, rng *rand.Rand) (*Tagged, float64, error) {
+	data := &Tagged{}
+	count := map[int]int{}
+	for _, l := range train {
+		var key [32]byte
+		for i := range key {
+			key[i] = byte(rng.Uint32())
+		}
+		by := map[int][][]float32{}
+		for i, p := range l.Person {
+			if !l.Stranger[p] {
+				by[p] = append(by[p], l.Descs[i])
+			}
+		}
+		for p := range len(l.Person) {
+			descs, ok := by[p]
+			if !ok {
+				continue
+			}
+			c, err := tagging.HashedTag(key[:], strconv.Itoa(p), classes)
+			if err != nil {
+				return nil, 0, err
+			}
+			count[c]++
+			if err := data.Add(c, descs); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	shared := 0
+	for _, n := range count {
+		if n > 1 {
+			shared++
+		}
+	}
+	return data, ratio(shared, len(count)), nil
+}
+
+// Run runs the experiment on LFW's development training identities
+// (train: the simulated users who train) and test identities (test: the
+// held-out users).
+func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	say := func(f string, a ...any) {
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf(f, a...))
+		}
+	}
+	wall := map[string]float64{}
+	t0 := time.Now()
+	rng := rand.New(rand.NewPCG(o.Seed, 0xc011ab))
+	users := simulate(train, o.Users, o.MaxUsersPerPerson, o.PhotosPerUser, false, rng)
+	held := simulate(test, o.HeldOut, 1, math.MaxInt, true, rng)
+	rep := &Report{Methods: map[string]*MethodReport{}, EpsilonUnit: "one person of one user's library (all their faces in it)",
+		Delta: o.Delta, Users: o.Users, HeldOutUsers: o.HeldOut, Classes: o.Classes, Trials: o.Trials, WallS: wall}
+	for _, s := range train.Stranger {
+		if !s {
+			rep.TrainingPeople++
+		}
+	}
+	zero := 0.0
+	// plain: the library's thresholds, as chosen by veil bench tagging --tune.
+	def := tagging.DefaultSuggestOptions()
+	plain := tuned{dist: def.Distance, mg: def.Margin}
+	plainSets, err := querySets(users, nil, 3, o.Trials, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	pt := scoreAt(plainSets, plain.dist, plain.mg)
+	plain.train = pt
+	plainMedian := medianNearest(plainSets)
+	addHeld := func(name string, t tuned, eps *float64) error {
+		r := &MethodReport{EpsilonPerUser: eps}
+		if t.train.Known > 0 {
+			tr := t.train
+			r.Train = &tr
+		}
+		var err error
+		if r.Named1, err = heldOut(held, t, 1, &o); err != nil {
+			return err
+		}
+		if r.Named3, err = heldOut(held, t, 3, &o); err != nil {
+			return err
+		}
+		rep.Methods[name] = r
+		return nil
+	}
+	addOwn := func(name string, base tuned, eps *float64) error {
+		r := &MethodReport{EpsilonPerUser: eps, Fitted: &[2]int{}}
+		var err error
+		if r.Named1, r.Fitted[0], err = ownMetric(ctx, held, base, 1, &o); err != nil {
+			return err
+		}
+		if r.Named3, r.Fitted[1], err = ownMetric(ctx, held, base, 3, &o); err != nil {
+			return err
+		}
+		rep.Methods[name] = r
+		return nil
+	}
+	if err := addHeld("plain", plain, &zero); err != nil {
+		return nil, err
+	}
+	say("plain: held-out coverage %.3f / %.3f (1 / 3 named)", rep.Methods["plain"].Named1.Coverage, rep.Methods["plain"].Named3.Coverage)
+	t1 := time.Now()
+	if err := addOwn("local_lmnn", plain, &zero); err != nil {
+		return nil, err
+	}
+	wall["local_lmnn"] = time.Since(t1).Seconds()
+	say("local_lmnn: done in %.0f s", wall["local_lmnn"])
+
+	// Bootstrapping ψ on the pooled hashed-tag data.
+	data, shared, err := pooled(users, o.Classes, rng)
+	if err != nil {
+		return nil, err
+	}
+	rep.PersonLibraries, rep.ClassesShared = data.Units, shared
+	ψ, err := NewPsi(PsiOptions{Hidden: o.Hidden, Seed: o.Seed})
+	if err != nil {
+		return nil, err
+	}
+	bo := BootstrapOptions{Classes: o.Classes, Alpha: o.Alpha, Epochs: o.Epochs, Batch: o.Batch, LearningRate: o.LearningRate,
+		Seed: o.Seed, Engine: o.Engine, Progress: func(e int, l float64) { say("bootstrapping epoch %d: loss %.4f", e, l) }}
+	var eps *float64
+	if o.Epsilon > 0 {
+		bo.DP = &BootstrapDP{Epsilon: o.Epsilon, Delta: o.Delta}
+		led, err := dp.NewLedger(dp.LedgerOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for u := range users {
+			if err := led.SetBudget(userID(u), dp.Budget{Epsilon: o.Budget, Delta: o.Delta}); err != nil {
+				return nil, err
+			}
+		}
+		bo.Charge = func(ev dp.Event) error {
+			for u := range users {
+				if ok, err := led.CanCharge(userID(u), ev); err != nil || !ok {
+					return fmt.Errorf("user %d's ledger refuses (budget ε = %g): %w", u, o.Budget, errors.Join(err, dp.ErrBudgetExceeded))
+				}
+			}
+			for u := range users {
+				if _, err := led.Charge(userID(u), ev); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	t1 = time.Now()
+	br, err := Bootstrap(ctx, ψ, data, bo)
+	if err != nil {
+		return nil, err
+	}
+	wall["bootstrap"] = time.Since(t1).Seconds()
+	rep.Bootstrap = br
+	if o.Epsilon > 0 {
+		e := br.Epsilon
+		eps = &e
+	}
+	psiSpace := space(ψ.Apply)
+	sb, err := tune(users, psiSpace, plainMedian, &o)
+	if err != nil {
+		return nil, err
+	}
+	if err := addHeld("shared_bootstrap", sb, eps); err != nil {
+		return nil, err
+	}
+	say("shared_bootstrap: held-out coverage %.3f / %.3f", rep.Methods["shared_bootstrap"].Named1.Coverage, rep.Methods["shared_bootstrap"].Named3.Coverage)
+
+	// Tuning: MT-LMNN over the training users on ψ's output, W₀ kept.
+	t1 = time.Now()
+	w0, err := SharedMetric(ctx, users, ψ, &o)
+	if err != nil {
+		return nil, err
+	}
+	wall["mt_lmnn"] = time.Since(t1).Seconds()
+	sw, err := tune(users, metricSpace(w0, psiSpace), plainMedian, &o)
+	if err != nil {
+		return nil, err
+	}
+	// W₀ is exchanged without a DP bound in this version.
+	if err := addHeld("shared_w0", sw, nil); err != nil {
+		return nil, err
+	}
+	say("shared_w0: held-out coverage %.3f / %.3f", rep.Methods["shared_w0"].Named1.Coverage, rep.Methods["shared_w0"].Named3.Coverage)
+	if err := addOwn("per_user_metric", sb, eps); err != nil {
+		return nil, err
+	}
+	wall["total"] = time.Since(t0).Seconds()
+	return rep, nil
+}
+
+func userID(u int) string { return "user-" + strconv.Itoa(u) }
+
+// SharedMetric fits multi-task LMNN (Irene Eq. 7) with one task per
+// training library, on ψ's output of up to 3 named faces per person, and
+// returns the shared map V₀ (W₀ = V₀ᵀV₀): all a library would exchange.
+func SharedMetric(ctx context.Context, libs []*Library, ψ *Psi, o *Options) (*metric.Metric, error) {
+	mt, err := metric.NewMTLMNN(metric.MTOptions{Solver: metric.Solver{Iterations: o.Iterations, Workers: o.Workers}})
+	if err != nil {
+		return nil, err
+	}
+	var tasks []metric.Task
+	for li, l := range libs {
+		isNamed := chooseNamed(l, 3, trialRNG(o.Seed^0x3713, 0, li, 3))
+		var d metric.Data
+		for i, x := range l.Descs {
+			if !isNamed[i] {
+				continue
+			}
+			y, err := ψ.Apply(x)
+			if err != nil {
+				return nil, err
+			}
+			d.X = append(d.X, to64(y))
+			d.Labels = append(d.Labels, l.Person[i])
+		}
+		if len(d.X) > 0 {
+			tasks = append(tasks, metric.Task{Data: d})
+		}
+	}
+	m, _, err := mt.Fit(ctx, tasks, nil)
+	if err != nil {
+		return nil, fmt.Errorf("collab: MT-LMNN: %w", err)
+	}
+	return m.Shared, nil
+}

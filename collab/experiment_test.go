@@ -1,0 +1,163 @@
+package collab
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+)
+
+// synthSplit is a split of people around random centres: people with
+// faces photos, then strangers with one.
+func synthSplit(seed uint64, people, faces, strangers int) *Split {
+	l := synthLibrary(rand.New(rand.NewPCG(seed, 1)), people, faces, strangers)
+	s := &Split{Descs: l.Descs, Identity: l.Person, Stranger: make([]bool, people+strangers)}
+	for p := range l.Stranger {
+		s.Stranger[p] = true
+	}
+	return s
+}
+
+func TestSimulateSpreadsPeopleAsAsked(t *testing.T) {
+	s := synthSplit(1, 40, 8, 30)
+	users := simulate(s, 6, 3, 5, false, rand.New(rand.NewPCG(2, 3)))
+	strangers := 0
+	for _, l := range users {
+		per := map[int]int{}
+		for _, p := range l.Person {
+			per[p]++
+		}
+		for p, n := range per {
+			if l.Stranger[p] {
+				strangers++
+				if n != 1 {
+					t.Fatalf("a stranger with %d faces", n)
+				}
+			} else if n > 5 {
+				t.Fatalf("a person with %d photos in one library (cap 5)", n)
+			}
+		}
+	}
+	if strangers != 30 {
+		t.Fatalf("%d strangers placed, want each of the 30 in one library", strangers)
+	}
+	// Each named person is in 1…3 libraries: count libraries per split
+	// person through the descriptors' identity.
+	owner := map[*float32]int{}
+	for i, d := range s.Descs {
+		owner[&d[0]] = s.Identity[i]
+	}
+	libsOf := map[int]map[int]bool{}
+	for u, l := range users {
+		for _, d := range l.Descs {
+			p := owner[&d[0]]
+			if libsOf[p] == nil {
+				libsOf[p] = map[int]bool{}
+			}
+			libsOf[p][u] = true
+		}
+	}
+	for p := range 40 {
+		if n := len(libsOf[p]); n < 1 || n > 3 {
+			t.Fatalf("person %d in %d libraries, want 1…3", p, n)
+		}
+	}
+	held := simulate(s, 4, 1, 1<<30, true, rand.New(rand.NewPCG(4, 5)))
+	libsOf = map[int]map[int]bool{}
+	total := 0
+	for u, l := range held {
+		total += len(l.Descs)
+		for _, d := range l.Descs {
+			p := owner[&d[0]]
+			if libsOf[p] == nil {
+				libsOf[p] = map[int]bool{}
+			}
+			libsOf[p][u] = true
+		}
+	}
+	if total != len(s.Descs) {
+		t.Fatalf("held-out libraries hold %d faces, want all %d", total, len(s.Descs))
+	}
+	for p, us := range libsOf {
+		if len(us) != 1 {
+			t.Fatalf("held-out person %d in %d libraries", p, len(us))
+		}
+	}
+}
+
+// TestRunReportsEveryMethod runs a small experiment end to end on
+// synthetic people and checks the report: every method, both numbers of
+// named photos, rates in [0, 1], the ε of each method, and plain's figures
+// equal to the library's rule scored directly.
+func TestRunReportsEveryMethod(t *testing.T) {
+	train := synthSplit(5, 40, 8, 40)
+	test := synthSplit(6, 16, 8, 20)
+	o := Options{Users: 4, HeldOut: 2, MaxUsersPerPerson: 2, Trials: 1, Classes: 64, Epochs: 2, Batch: 16, Iterations: 5, Workers: 1, Seed: 7}
+	rep, err := Run(context.Background(), train, test, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range Methods {
+		r, ok := rep.Methods[m]
+		if !ok {
+			t.Fatalf("method %s missing", m)
+		}
+		for _, s := range []Score{r.Named1, r.Named3} {
+			for _, v := range []float64{s.Precision, s.Coverage, s.StrangersRate} {
+				if !(v >= 0 && v <= 1) {
+					t.Fatalf("%s: a rate %g outside [0, 1]: %+v", m, v, s)
+				}
+			}
+			if s.Known == 0 || s.Strangers == 0 {
+				t.Fatalf("%s scored no faces: %+v", m, s)
+			}
+		}
+	}
+	if e := rep.Methods["plain"].EpsilonPerUser; e == nil || *e != 0 {
+		t.Fatal("plain shares nothing: its ε must be 0")
+	}
+	if rep.Methods["shared_w0"].EpsilonPerUser != nil {
+		t.Fatal("W₀ is shared without DP: its ε must be reported as unbounded (null)")
+	}
+	if rep.Methods["shared_bootstrap"].EpsilonPerUser != nil {
+		t.Fatal("bootstrapping without DP reported an ε")
+	}
+	if rep.Methods["local_lmnn"].Fitted[0] != 0 {
+		t.Fatal("a library with one name per person learned a metric")
+	}
+	if rep.Methods["local_lmnn"].Fitted[1] == 0 {
+		t.Fatal("no library with three names per person learned a metric")
+	}
+	// plain, scored directly with the library's rule.
+	rng := rand.New(rand.NewPCG(o.Seed, 0xc011ab))
+	_ = simulate(train, o.Users, o.MaxUsersPerPerson, 10, false, rng)
+	held := simulate(test, o.HeldOut, 1, 1<<62, true, rng)
+	o2 := o
+	if err := o2.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := heldOut(held, tuned{dist: 0.5, mg: 0.04}, 3, &o2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != rep.Methods["plain"].Named3 {
+		t.Fatalf("plain with 3 named: report %+v, direct %+v", rep.Methods["plain"].Named3, got)
+	}
+	if rep.PersonLibraries < 40 || rep.Bootstrap == nil || rep.Bootstrap.Units != rep.PersonLibraries {
+		t.Fatalf("bootstrapping on %d person-libraries: %+v", rep.PersonLibraries, rep.Bootstrap)
+	}
+}
+
+func TestRunRefusesBadOptions(t *testing.T) {
+	s := synthSplit(1, 4, 5, 2)
+	for _, o := range []Options{
+		{Users: 1},
+		{MaxUsersPerPerson: 99},
+		{PhotosPerUser: 2},
+		{Epsilon: -1},
+		{Epsilon: 8, Budget: 4},
+	} {
+		if _, err := Run(context.Background(), s, s, o); err == nil {
+			t.Errorf("options %+v accepted", o)
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package collab
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gomlx/gomlx/core/graph"
+
+	"github.com/veil-privacy/veil/nn"
+)
+
+// PsiOptions configures ψ.
+type PsiOptions struct {
+	// Dim is the descriptor's size (default 128).
+	Dim int
+	// Hidden is the hidden width of r's MLP; 0 makes r linear.
+	Hidden int
+	// Seed seeds the initial weights of r's first layer (not privacy noise).
+	Seed uint64
+}
+
+// Psi is ψ(x) = x + r(x): r is W·x + b (linear), or W₂·ReLU(W₁·x + b₁) + b₂
+// (MLP); r's last layer starts at zero, so ψ starts as the identity.
+type Psi struct {
+	o      PsiOptions
+	params *nn.Params
+	layers []*nn.Dense
+	names  [][2]string // per layer: weight and bias names
+}
+
+// Parameter names of ψ's layers.
+const (
+	psiFC1 = "psi/fc1"
+	psiFC2 = "psi/fc2"
+)
+
+// NewPsi returns ψ at the identity.
+func NewPsi(o PsiOptions) (*Psi, error) {
+	if o.Dim == 0 {
+		o.Dim = 128
+	}
+	if o.Dim < 1 || o.Hidden < 0 {
+		return nil, fmt.Errorf("collab: ψ needs a positive dimension and a hidden width ≥ 0, got %d and %d", o.Dim, o.Hidden)
+	}
+	p := nn.NewParams()
+	ψ := &Psi{o: o, params: p}
+	add := func(name string, in, out int) error {
+		d, err := nn.NewDense(p, name, in, out, true)
+		if err != nil {
+			return err
+		}
+		ψ.layers = append(ψ.layers, d)
+		ψ.names = append(ψ.names, [2]string{name + "/w", name + "/b"})
+		return nil
+	}
+	if o.Hidden == 0 {
+		if err := add(psiFC1, o.Dim, o.Dim); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := add(psiFC1, o.Dim, o.Hidden); err != nil {
+			return nil, err
+		}
+		if err := add(psiFC2, o.Hidden, o.Dim); err != nil {
+			return nil, err
+		}
+	}
+	p.Init(o.Seed)
+	last := ψ.names[len(ψ.names)-1]
+	for _, n := range last {
+		i, _ := p.Index(n)
+		clear(p.Values(i))
+	}
+	return ψ, nil
+}
+
+// Options returns ψ's options, defaults filled in.
+func (ψ *Psi) Options() PsiOptions { return ψ.o }
+
+// Params are ψ's parameters (nn/train's Model).
+func (ψ *Psi) Params() *nn.Params { return ψ.params }
+
+// InputDims is [Dim] (nn/train's Model).
+func (ψ *Psi) InputDims() []int { return []int{ψ.o.Dim} }
+
+// UsesBatchNorm is false: ψ is safe under DP-SGD (nn/train's Model).
+func (ψ *Psi) UsesBatchNorm() bool { return false }
+
+// Embed builds ψ on a batch x [B, Dim] (nn/train's Model). The output is
+// not normalised, so the identity is exact.
+func (ψ *Psi) Embed(s *nn.Scope, x *graph.Node) *graph.Node {
+	y := ψ.layers[0].Apply(s, x)
+	if len(ψ.layers) == 2 {
+		y = ψ.layers[1].Apply(s, nn.ReLU(y))
+	}
+	return graph.Add(x, y)
+}
+
+// Weights returns a copy of ψ's parameters by name.
+func (ψ *Psi) Weights() map[string][]float32 {
+	out := map[string][]float32{}
+	for _, l := range ψ.names {
+		for _, n := range l {
+			i, _ := ψ.params.Index(n)
+			out[n] = slices.Clone(ψ.params.Values(i))
+		}
+	}
+	return out
+}
+
+// SetWeights replaces ψ's parameters (every one, of the right sizes).
+func (ψ *Psi) SetWeights(w map[string][]float32) error {
+	for _, l := range ψ.names {
+		for _, n := range l {
+			i, _ := ψ.params.Index(n)
+			v, ok := w[n]
+			if !ok || len(v) != len(ψ.params.Values(i)) {
+				return fmt.Errorf("collab: ψ weight %q missing or of the wrong size", n)
+			}
+		}
+	}
+	for _, l := range ψ.names {
+		for _, n := range l {
+			i, _ := ψ.params.Index(n)
+			copy(ψ.params.Values(i), w[n])
+		}
+	}
+	return nil
+}
+
+// Apply computes ψ(x) in Go (float64 sums), for a library to map its
+// descriptors without the engine.
+func (ψ *Psi) Apply(x []float32) ([]float32, error) {
+	if len(x) != ψ.o.Dim {
+		return nil, fmt.Errorf("collab: ψ takes %d values, got %d", ψ.o.Dim, len(x))
+	}
+	h := x
+	for li, l := range ψ.names {
+		wi, _ := ψ.params.Index(l[0])
+		bi, _ := ψ.params.Index(l[1])
+		w, b := ψ.params.Values(wi), ψ.params.Values(bi)
+		out := len(b)
+		y := make([]float32, out)
+		for o := range out {
+			s := float64(b[o])
+			for i, v := range h {
+				s += float64(v) * float64(w[i*out+o])
+			}
+			if li < len(ψ.names)-1 && s < 0 {
+				s = 0 // ReLU
+			}
+			y[o] = float32(s)
+		}
+		h = y
+	}
+	res := make([]float32, len(x))
+	for i := range x {
+		res[i] = x[i] + h[i]
+	}
+	return res, nil
+}
+
+// ApplyAll maps every descriptor.
+func (ψ *Psi) ApplyAll(xs [][]float32) ([][]float32, error) {
+	if ψ == nil {
+		return nil, errors.New("collab: no ψ")
+	}
+	out := make([][]float32, len(xs))
+	for i, x := range xs {
+		y, err := ψ.Apply(x)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = y
+	}
+	return out, nil
+}
