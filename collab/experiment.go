@@ -63,6 +63,10 @@ type Options struct {
 	Progress func(string)
 }
 
+// Validate reports the first option out of range (defaults filled in on a
+// copy).
+func (o Options) Validate() error { return o.defaults() }
+
 func (o *Options) defaults() error {
 	def := func(v *int, d int) {
 		if *v == 0 {

@@ -44,6 +44,9 @@ the criterion veil bench tagging --tune uses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
+			if err := o.Validate(); err != nil {
+				return err
+			}
 			lfwDir := data
 			if lfwDir == "" {
 				lfwDir = filepath.Join(datadir.Default(), "lfw")

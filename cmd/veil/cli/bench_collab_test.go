@@ -1,0 +1,22 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestBenchCollabRefusesBadFlagsBeforeLoading(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--users", "1"}, "training users"},
+		{[]string{"--photos-per-user", "2"}, "at least 4 photos"},
+		{[]string{"--epsilon", "8", "--budget", "2"}, "every ledger would refuse"},
+	} {
+		code, _, stderr := run(t, append([]string{"bench", "collab", "--data", t.TempDir()}, c.args...)...)
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q; want 1 and an error naming %q", c.args, code, stderr, c.want)
+		}
+	}
+}
