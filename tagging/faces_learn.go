@@ -136,11 +136,7 @@ type learnData struct {
 }
 
 func (l *Library) learnData() (*learnData, error) {
-	faces, err := l.Faces(FaceFilter{Descriptors: true})
-	if err != nil {
-		return nil, err
-	}
-	rej, err := l.Rejections()
+	faces, rej, err := l.decisions()
 	if err != nil {
 		return nil, err
 	}

@@ -98,11 +98,7 @@ func (l *Library) TrainingData(classes int) (*TrainingData, error) {
 		return nil, err
 	}
 	defer clear(key)
-	faces, err := l.Faces(FaceFilter{Descriptors: true})
-	if err != nil {
-		return nil, err
-	}
-	rej, err := l.Rejections()
+	faces, rej, err := l.decisions()
 	if err != nil {
 		return nil, err
 	}
@@ -170,4 +166,18 @@ func sortTagged(ps []TaggedPerson) {
 		}
 		return slices.Compare(first(a), first(b))
 	})
+}
+
+// decisions returns every face not removed, with its descriptor, and the
+// rejections (face id → people it is not).
+func (l *Library) decisions() ([]Face, map[int64][]int64, error) {
+	faces, err := l.Faces(FaceFilter{Descriptors: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	rej, err := l.Rejections()
+	if err != nil {
+		return nil, nil, err
+	}
+	return faces, rej, nil
 }
