@@ -112,11 +112,15 @@ type BootstrapOptions struct {
 
 // BootstrapReport says what a bootstrapping run did.
 type BootstrapReport struct {
-	Examples, Units, Steps int
+	Examples int `json:"examples"`
+	Units    int `json:"units"`
+	Steps    int `json:"steps"`
 	// Epsilon is ε per unit at Delta (0 without DP); NoiseMultiplier σ.
-	Epsilon, Delta, NoiseMultiplier float64
+	Epsilon         float64 `json:"epsilon"`
+	Delta           float64 `json:"delta"`
+	NoiseMultiplier float64 `json:"noise_multiplier"`
 	// Loss is the last epoch's mean loss.
-	Loss float64
+	Loss float64 `json:"loss"`
 }
 
 // Bootstrap trains ψ (in place) with Irene's noisy bootstrapping: a
