@@ -106,32 +106,48 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-// MethodReport is one method's figures for held-out users.
-type MethodReport struct {
+// Figures are held-out users' suggestions at one setting per space,
+// with 1 and 3 named photos per person.
+type Figures struct {
 	Named1 Score `json:"named_1"`
 	Named3 Score `json:"named_3"`
+	// Train is the setting chosen on the training users (3 named photos)
+	// and their figures there; absent for methods whose users each carry
+	// the threshold over from the base space (metric.MatchThreshold).
+	Train *Score `json:"train_users_named_3,omitempty"`
+	// Fitted counts the held-out libraries (over all trials) that learned
+	// their own metric, with 1 and 3 named photos; the others had too few
+	// names and stayed in the base space.
+	Fitted *[2]int `json:"metric_fitted_named_1_3,omitempty"`
+}
+
+// MethodReport is one method's figures for held-out users: at the setting
+// chosen by the matched goal (Report.Goal) and by the library's goal.
+type MethodReport struct {
+	Figures
 	// EpsilonPerUser is ε per person of a user's library spent by what
 	// the method shares (0: nothing leaves the library; null: shared
 	// without a DP bound).
 	EpsilonPerUser *float64 `json:"epsilon_per_user"`
-	// Train is the setting chosen on the training users (3 named photos),
-	// with their figures; absent for methods whose threshold each user
-	// carries over from its base space.
-	Train *Score `json:"train_users_named_3,omitempty"`
-	// Fitted counts the held-out libraries (of all trials) that learned
-	// their own metric; the others had too few names and stayed in the
-	// base space.
-	Fitted *[2]int `json:"metric_fitted_named_1_3,omitempty"`
+	// LibraryGoal is the same at the setting chosen by LibraryGoal.
+	LibraryGoal Figures `json:"library_goal"`
 }
 
 // Report is the experiment's outcome.
 type Report struct {
-	Methods        map[string]*MethodReport `json:"methods"`
-	EpsilonUnit    string                   `json:"epsilon_unit"`
-	Delta          float64                  `json:"delta"`
-	Users          int                      `json:"users"`
-	HeldOutUsers   int                      `json:"held_out_users"`
-	TrainingPeople int                      `json:"training_people"`
+	Methods map[string]*MethodReport `json:"methods"`
+	// Goal is the criterion of the methods' main figures, chosen on the
+	// training users: precision ≥ 99.5% and a strangers' rate no higher
+	// than plain descriptors' at the library's thresholds there.
+	Goal Goal `json:"goal"`
+	// PlainDefaults are plain descriptors at the library's thresholds
+	// (tagging.DefaultSuggestOptions): today's suggestions.
+	PlainDefaults  Figures `json:"plain_defaults"`
+	EpsilonUnit    string  `json:"epsilon_unit"`
+	Delta          float64 `json:"delta"`
+	Users          int     `json:"users"`
+	HeldOutUsers   int     `json:"held_out_users"`
+	TrainingPeople int     `json:"training_people"`
 	// PersonLibraries counts (person, library) pairs of the training users:
 	// the units of bootstrapping.
 	PersonLibraries int `json:"person_libraries"`
@@ -307,20 +323,24 @@ type tuned struct {
 	train    Score
 }
 
-// tune chooses a space's setting on the training users with 3 named
-// photos, over a grid scaled to the space (the ratio of the median
+// tune chooses a space's setting for each goal on the training users with
+// 3 named photos, over a grid scaled to the space (the ratio of the median
 // nearest-named distance to plain descriptors').
-func tune(train []*Library, sp space, plainMedian float64, o *Options) (tuned, error) {
+func tune(train []*Library, sp space, plainMedian float64, o *Options, goals []Goal) ([]tuned, error) {
 	sets, err := querySets(train, sp, 3, o.Trials, o.Seed)
 	if err != nil {
-		return tuned{}, err
+		return nil, err
 	}
 	scale := 1.0
 	if sp != nil {
 		scale = medianNearest(sets) / plainMedian
 	}
-	s := choose(sets, scale)
-	return tuned{sp: sp, dist: s.Distance, mg: s.Margin, train: s}, nil
+	out := make([]tuned, len(goals))
+	for i, g := range goals {
+		s := choose(sets, scale, g)
+		out[i] = tuned{sp: sp, dist: s.Distance, mg: s.Margin, train: s}
+	}
+	return out, nil
 }
 
 // heldOut scores held-out users in a tuned space.
@@ -461,54 +481,78 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 		}
 	}
 	zero := 0.0
-	// plain: the library's thresholds, as chosen by veil bench tagging --tune.
 	def := tagging.DefaultSuggestOptions()
-	plain := tuned{dist: def.Distance, mg: def.Margin}
 	plainSets, err := querySets(users, nil, 3, o.Trials, o.Seed)
 	if err != nil {
 		return nil, err
 	}
-	pt := scoreAt(plainSets, plain.dist, plain.mg)
-	plain.train = pt
 	plainMedian := medianNearest(plainSets)
-	addHeld := func(name string, t tuned, eps *float64) error {
-		r := &MethodReport{EpsilonPerUser: eps}
-		if t.train.Known > 0 {
-			tr := t.train
-			r.Train = &tr
-		}
+	defTrain := scoreAt(plainSets, def.Distance, def.Margin)
+	rep.Goal = Goal{Precision: 0.995, Strangers: defTrain.StrangersRate + 1e-9}
+	goals := []Goal{rep.Goal, LibraryGoal}
+	held1 := func(t tuned, withTrain bool) (Figures, error) {
+		var f Figures
 		var err error
-		if r.Named1, err = heldOut(held, t, 1, &o); err != nil {
+		if withTrain {
+			tr := t.train
+			f.Train = &tr
+		}
+		if f.Named1, err = heldOut(held, t, 1, &o); err != nil {
+			return f, err
+		}
+		f.Named3, err = heldOut(held, t, 3, &o)
+		return f, err
+	}
+	if rep.PlainDefaults, err = held1(tuned{dist: def.Distance, mg: def.Margin, train: defTrain}, true); err != nil {
+		return nil, err
+	}
+	addHeld := func(name string, ts []tuned, eps *float64) error {
+		r := &MethodReport{EpsilonPerUser: eps}
+		var err error
+		if r.Figures, err = held1(ts[0], true); err != nil {
 			return err
 		}
-		if r.Named3, err = heldOut(held, t, 3, &o); err != nil {
+		if r.LibraryGoal, err = held1(ts[1], true); err != nil {
 			return err
 		}
 		rep.Methods[name] = r
+		say("%s: held-out coverage %.3f / %.3f (1 / 3 named), strangers %.3f / %.3f", name, r.Named1.Coverage, r.Named3.Coverage, r.Named1.StrangersRate, r.Named3.StrangersRate)
 		return nil
 	}
-	addOwn := func(name string, base tuned, eps *float64) error {
-		r := &MethodReport{EpsilonPerUser: eps, Fitted: &[2]int{}}
+	own1 := func(base tuned) (Figures, error) {
+		f := Figures{Fitted: &[2]int{}}
 		var err error
-		if r.Named1, r.Fitted[0], err = ownMetric(ctx, held, base, 1, &o); err != nil {
+		if f.Named1, f.Fitted[0], err = ownMetric(ctx, held, base, 1, &o); err != nil {
+			return f, err
+		}
+		f.Named3, f.Fitted[1], err = ownMetric(ctx, held, base, 3, &o)
+		return f, err
+	}
+	addOwn := func(name string, bases []tuned, eps *float64) error {
+		r := &MethodReport{EpsilonPerUser: eps}
+		var err error
+		if r.Figures, err = own1(bases[0]); err != nil {
 			return err
 		}
-		if r.Named3, r.Fitted[1], err = ownMetric(ctx, held, base, 3, &o); err != nil {
+		if r.LibraryGoal, err = own1(bases[1]); err != nil {
 			return err
 		}
 		rep.Methods[name] = r
+		say("%s: held-out coverage %.3f / %.3f (1 / 3 named), strangers %.3f / %.3f", name, r.Named1.Coverage, r.Named3.Coverage, r.Named1.StrangersRate, r.Named3.StrangersRate)
 		return nil
+	}
+	plain, err := tune(users, nil, plainMedian, &o, goals)
+	if err != nil {
+		return nil, err
 	}
 	if err := addHeld("plain", plain, &zero); err != nil {
 		return nil, err
 	}
-	say("plain: held-out coverage %.3f / %.3f (1 / 3 named)", rep.Methods["plain"].Named1.Coverage, rep.Methods["plain"].Named3.Coverage)
 	t1 := time.Now()
 	if err := addOwn("local_lmnn", plain, &zero); err != nil {
 		return nil, err
 	}
 	wall["local_lmnn"] = time.Since(t1).Seconds()
-	say("local_lmnn: done in %.0f s", wall["local_lmnn"])
 
 	// Bootstrapping ψ on the pooled hashed-tag data.
 	data, shared, err := pooled(users, o.Classes, rng)
@@ -560,14 +604,13 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 		eps = &e
 	}
 	psiSpace := space(ψ.Apply)
-	sb, err := tune(users, psiSpace, plainMedian, &o)
+	sb, err := tune(users, psiSpace, plainMedian, &o, goals)
 	if err != nil {
 		return nil, err
 	}
 	if err := addHeld("shared_bootstrap", sb, eps); err != nil {
 		return nil, err
 	}
-	say("shared_bootstrap: held-out coverage %.3f / %.3f", rep.Methods["shared_bootstrap"].Named1.Coverage, rep.Methods["shared_bootstrap"].Named3.Coverage)
 
 	// Tuning: MT-LMNN over the training users on ψ's output, W₀ kept.
 	t1 = time.Now()
@@ -576,7 +619,7 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 		return nil, err
 	}
 	wall["mt_lmnn"] = time.Since(t1).Seconds()
-	sw, err := tune(users, metricSpace(w0, psiSpace), plainMedian, &o)
+	sw, err := tune(users, metricSpace(w0, psiSpace), plainMedian, &o, goals)
 	if err != nil {
 		return nil, err
 	}
@@ -584,7 +627,6 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 	if err := addHeld("shared_w0", sw, nil); err != nil {
 		return nil, err
 	}
-	say("shared_w0: held-out coverage %.3f / %.3f", rep.Methods["shared_w0"].Named1.Coverage, rep.Methods["shared_w0"].Named3.Coverage)
 	if err := addOwn("per_user_metric", sb, eps); err != nil {
 		return nil, err
 	}

@@ -101,7 +101,7 @@ func TestRunReportsEveryMethod(t *testing.T) {
 		if !ok {
 			t.Fatalf("method %s missing", m)
 		}
-		for _, s := range []Score{r.Named1, r.Named3} {
+		for _, s := range []Score{r.Named1, r.Named3, r.LibraryGoal.Named1, r.LibraryGoal.Named3} {
 			for _, v := range []float64{s.Precision, s.Coverage, s.StrangersRate} {
 				if !(v >= 0 && v <= 1) {
 					t.Fatalf("%s: a rate %g outside [0, 1]: %+v", m, v, s)
@@ -139,8 +139,13 @@ func TestRunReportsEveryMethod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != rep.Methods["plain"].Named3 {
-		t.Fatalf("plain with 3 named: report %+v, direct %+v", rep.Methods["plain"].Named3, got)
+	if got != rep.PlainDefaults.Named3 {
+		t.Fatalf("plain at the library's thresholds with 3 named: report %+v, direct %+v", rep.PlainDefaults.Named3, got)
+	}
+	// The main figures' setting meets the matched goal on the training
+	// users whenever plain's own setting can.
+	if tr := rep.Methods["plain"].Train; tr == nil || !rep.Goal.meets(*tr) {
+		t.Fatalf("plain's chosen setting %+v does not meet the goal %+v it was chosen by", tr, rep.Goal)
 	}
 	if rep.PersonLibraries < 40 || rep.Bootstrap == nil || rep.Bootstrap.Units != rep.PersonLibraries {
 		t.Fatalf("bootstrapping on %d person-libraries: %+v", rep.PersonLibraries, rep.Bootstrap)

@@ -111,29 +111,35 @@ func (c *Counts) count(qs []query, dist, margin float64) {
 	}
 }
 
-// Goal is the criterion veil bench tagging --tune chose the library's
-// thresholds by (cmd/veil/cli/bench_tagging.go, tagGoal): the largest
-// coverage with precision ≥ 98% and fewer than 5% of strangers' faces
-// suggested with 3 named photos; when no setting meets both, precision
-// first, then the fewest strangers, then coverage.
-var Goal = struct{ Precision, Strangers float64 }{0.98, 0.05}
+// Goal is a criterion for choosing a suggestion setting: the largest
+// coverage with precision at least Precision and a strangers' rate below
+// Strangers; when no setting meets both, precision first, then the fewest
+// strangers, then coverage.
+type Goal struct {
+	Precision float64 `json:"precision_at_least"`
+	Strangers float64 `json:"strangers_rate_below"`
+}
+
+// LibraryGoal is the criterion veil bench tagging --tune chose the
+// library's thresholds by (cmd/veil/cli/bench_tagging.go, tagGoal):
+// precision ≥ 98% and fewer than 5% of strangers' faces suggested, with 3
+// named photos.
+var LibraryGoal = Goal{Precision: 0.98, Strangers: 0.05}
+
+func (g Goal) meets(s Score) bool { return s.Precision >= g.Precision && s.StrangersRate < g.Strangers }
 
 // choose picks the setting over a grid of distances scale·[0.30, 0.65]
-// (step scale·0.01) and margins scale·[0, 0.10] by Goal, on sets of
-// queries (one per library and trial) pooled.
-func choose(sets [][]query, scale float64) Score {
+// (step scale·0.01) and margins scale·[0, 0.10] by g, on sets of queries
+// (one per library and trial) pooled.
+func choose(sets [][]query, scale float64, g Goal) Score {
 	var best Score
 	var bestFeasible, first = false, true
 	for di := 30; di <= 65; di++ {
 		for mi := 0; mi <= 10; mi++ {
 			d, m := scale*float64(di)/100, scale*float64(mi)/100
-			var c Counts
-			for _, qs := range sets {
-				c.count(qs, d, m)
-			}
-			s := c.score(d, m)
-			f := s.Precision >= Goal.Precision && s.StrangersRate < Goal.Strangers
-			if first || better(s, best, f, bestFeasible) {
+			s := scoreAt(sets, d, m)
+			f := g.meets(s)
+			if first || g.better(s, best, f, bestFeasible) {
 				best, bestFeasible, first = s, f, false
 			}
 		}
@@ -141,14 +147,14 @@ func choose(sets [][]query, scale float64) Score {
 	return best
 }
 
-func better(a, b Score, fa, fb bool) bool {
+func (g Goal) better(a, b Score, fa, fb bool) bool {
 	if fa != fb {
 		return fa
 	}
 	if fa {
 		return a.Coverage > b.Coverage
 	}
-	pa, pb := a.Precision >= Goal.Precision, b.Precision >= Goal.Precision
+	pa, pb := a.Precision >= g.Precision, b.Precision >= g.Precision
 	if pa != pb {
 		return pa
 	}

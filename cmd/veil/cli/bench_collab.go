@@ -37,8 +37,12 @@ plain (descriptors at the library's thresholds), local_lmnn (each user's own
 LMNN, as veil library learn), shared_bootstrap (ψ), shared_w0 (W₀ on ψ) and
 per_user_metric (each user's own LMNN on ψ): precision, coverage of named
 people's other faces and the strangers' rate, with the library's suggestion
-rule; a shared space's thresholds are chosen on the training users only, by
-the criterion veil bench tagging --tune uses.`,
+rule. Each space's thresholds are chosen on the training users only (3 named
+photos): the main figures at precision ≥ 99.5% with no more strangers
+suggested than plain descriptors at the library's thresholds (plain_defaults:
+today's suggestions); library_goal at veil bench tagging --tune's criterion
+(precision ≥ 98%, strangers < 5%). A user's own metric carries its base
+space's threshold over, as veil library learn does.`,
 		Example: `  nice veil bench collab --json
   veil bench collab --epsilon 0 --users 16 --json   # no DP`,
 		Args: cobra.NoArgs,
