@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ func newBenchCollabCmd(e *env) *cobra.Command {
 	var data string
 	var h headFlags
 	var asJSON bool
+	var plotPath string
 	var o collab.Options
 	cmd := &cobra.Command{
 		Use:   "collab",
@@ -43,13 +45,16 @@ suggested than plain descriptors at the library's thresholds (plain_defaults:
 today's suggestions); library_goal at veil bench tagging --tune's criterion
 (precision ≥ 98%, strangers < 5%). A user's own metric carries its base
 space's threshold over, as veil library learn does.`,
-		Example: `  nice veil bench collab --json
+		Example: `  nice veil bench collab --json --plot collab.png
   veil bench collab --epsilon 0 --users 16 --json   # no DP`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
 			if err := o.Validate(); err != nil {
 				return err
+			}
+			if ext := strings.ToLower(filepath.Ext(plotPath)); plotPath != "" && ext != ".png" && ext != ".svg" {
+				return fmt.Errorf("--plot %s: want a .png or .svg file", plotPath)
 			}
 			lfwDir := data
 			if lfwDir == "" {
@@ -75,6 +80,11 @@ space's threshold over, as veil library learn does.`,
 				return err
 			}
 			rep.WallS["command"] = time.Since(start).Seconds()
+			if plotPath != "" {
+				if err := collab.Plot(rep, plotPath); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				return writeJSON(e.stdout, rep)
 			}
@@ -95,6 +105,7 @@ space's threshold over, as veil library learn does.`,
 	fl.BoolVar(&h.noCache, "no-cache", false, "do not read or write the descriptor cache")
 	fl.BoolVarP(&h.quiet, "quiet", "q", false, "no progress output")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fl.StringVar(&plotPath, "plot", "", "also draw held-out users' coverage and strangers' rate per method into this .png or .svg file")
 	fl.IntVar(&o.Users, "users", 24, "simulated training users")
 	fl.IntVar(&o.HeldOut, "held-out", 4, "held-out users (development test identities)")
 	fl.IntVar(&o.MaxUsersPerPerson, "max-users-per-person", 4, "a training person is in 1 to this many users' libraries")

@@ -13,6 +13,7 @@ func TestBenchCollabRefusesBadFlagsBeforeLoading(t *testing.T) {
 		{[]string{"--users", "1"}, "training users"},
 		{[]string{"--photos-per-user", "2"}, "at least 4 photos"},
 		{[]string{"--epsilon", "8", "--budget", "2"}, "every ledger would refuse"},
+		{[]string{"--plot", "out.gif"}, "want a .png or .svg"},
 	} {
 		code, _, stderr := run(t, append([]string{"bench", "collab", "--data", t.TempDir()}, c.args...)...)
 		if code != 1 || !strings.Contains(stderr, c.want) {

@@ -1,0 +1,69 @@
+package collab
+
+import (
+	"fmt"
+	"image/color"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Plot draws the held-out users' coverage (bars) per method with 1 and 3
+// named photos, at the report's main goal, the strangers' rate of each in
+// the legend's second group, and writes it to path (its extension, .png or
+// .svg, picks the format).
+func Plot(rep *Report, path string) error {
+	ext := strings.ToLower(filepath.Ext(path))
+	if ext != ".png" && ext != ".svg" {
+		return fmt.Errorf("collab: plot %s: want a .png or .svg file", path)
+	}
+	p := plot.New()
+	p.Title.Text = "Held-out users' suggestions (coverage at precision ≥ 99.5%, strangers ≤ plain's)"
+	p.Y.Label.Text = "coverage / strangers' rate (%)"
+	p.Y.Min, p.Y.Max = 0, 100
+	w := vg.Points(9)
+	series := []struct {
+		label    string
+		value    func(*MethodReport) float64
+		offset   float64
+		colorIdx int
+	}{
+		{"coverage, 1 named", func(r *MethodReport) float64 { return 100 * r.Named1.Coverage }, -1.5, 0},
+		{"coverage, 3 named", func(r *MethodReport) float64 { return 100 * r.Named3.Coverage }, -0.5, 1},
+		{"strangers, 1 named", func(r *MethodReport) float64 { return 100 * r.Named1.StrangersRate }, 0.5, 2},
+		{"strangers, 3 named", func(r *MethodReport) float64 { return 100 * r.Named3.StrangersRate }, 1.5, 3},
+	}
+	colors := []struct{ r, g, b uint8 }{{0x1f, 0x77, 0xb4}, {0xae, 0xc7, 0xe8}, {0xd6, 0x27, 0x28}, {0xff, 0x98, 0x96}}
+	for _, s := range series {
+		var v plotter.Values
+		for _, m := range Methods {
+			r, ok := rep.Methods[m]
+			if !ok {
+				return fmt.Errorf("collab: plot: the report has no method %s", m)
+			}
+			v = append(v, s.value(r))
+		}
+		b, err := plotter.NewBarChart(v, w)
+		if err != nil {
+			return fmt.Errorf("collab: plot: %w", err)
+		}
+		c := colors[s.colorIdx]
+		b.Color = rgb(c.r, c.g, c.b)
+		b.LineStyle.Width = 0
+		b.Offset = vg.Length(s.offset) * w
+		p.Add(b)
+		p.Legend.Add(s.label, b)
+	}
+	p.Legend.Top = true
+	p.Legend.Left = false
+	p.NominalX(Methods...)
+	if err := p.Save(8*vg.Inch, 4.5*vg.Inch, path); err != nil {
+		return fmt.Errorf("collab: plot: %w", err)
+	}
+	return nil
+}
+
+func rgb(r, g, b uint8) color.RGBA { return color.RGBA{R: r, G: g, B: b, A: 255} }
