@@ -23,7 +23,7 @@ func Plot(rep *Report, path string) error {
 	p := plot.New()
 	p.Title.Text = "Held-out users' suggestions (coverage at precision ≥ 99.5%, strangers ≤ plain's)"
 	p.Y.Label.Text = "coverage / strangers' rate (%)"
-	p.Y.Min, p.Y.Max = 0, 100
+	p.Y.Min, p.Y.Max = 0, 118 // room for the legend above the bars
 	w := vg.Points(9)
 	series := []struct {
 		label    string
