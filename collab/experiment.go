@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/metric"
 	"github.com/veil-privacy/veil/tagging"
@@ -668,4 +669,30 @@ func SharedMetric(ctx context.Context, libs []*Library, ψ *Psi, o *Options) (*m
 		return nil, fmt.Errorf("collab: MT-LMNN: %w", err)
 	}
 	return m.Shared, nil
+}
+
+// MinImages is the number of photos that makes an LFW person one whom
+// users name (as veil bench tagging's); people with one photo are
+// strangers, the rest left out.
+const MinImages = 5
+
+// LoadSplit describes the people of one LFW people list (file) through
+// src: those with at least MinImages photos and the strangers with one.
+// Photos that gave no descriptor are left out.
+func LoadSplit(src *eval.LFWSource, file string) (*Split, error) {
+	people, err := src.People([]string{file}, func(n int) bool { return n == 1 || n >= MinImages }, "describing "+file)
+	if err != nil {
+		return nil, err
+	}
+	s := &Split{}
+	for _, p := range people {
+		s.Stranger = append(s.Stranger, len(p.Descriptors) == 1)
+		for _, d := range p.Descriptors {
+			if len(d) > 0 {
+				s.Descs = append(s.Descs, d)
+				s.Identity = append(s.Identity, len(s.Stranger)-1)
+			}
+		}
+	}
+	return s, nil
 }

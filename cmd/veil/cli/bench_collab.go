@@ -9,12 +9,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/veil-privacy/veil/collab"
-	"github.com/veil-privacy/veil/internal/datadir"
 )
 
 func newBenchCollabCmd(e *env) *cobra.Command {
-	var data string
-	var h headFlags
+	var f lfwFlags
 	var asJSON bool
 	var plotPath string
 	var o collab.Options
@@ -56,23 +54,21 @@ space's threshold over, as veil library learn does.`,
 			if ext := strings.ToLower(filepath.Ext(plotPath)); plotPath != "" && ext != ".png" && ext != ".svg" {
 				return fmt.Errorf("--plot %s: want a .png or .svg file", plotPath)
 			}
-			lfwDir := data
-			if lfwDir == "" {
-				lfwDir = filepath.Join(datadir.Default(), "lfw")
-			}
 			var err error
 			if o.Engine, err = e.engine(); err != nil {
 				return err
 			}
+			src, err := f.source(e)
+			if err != nil {
+				return err
+			}
 			var splits [2]*collab.Split
-			for i, f := range []string{"peopleDevTrain.txt", "peopleDevTest.txt"} {
-				s, err := loadTagSplit(e, &h, lfwDir, f)
-				if err != nil {
+			for i, file := range []string{"peopleDevTrain.txt", "peopleDevTest.txt"} {
+				if splits[i], err = collab.LoadSplit(src, file); err != nil {
 					return err
 				}
-				splits[i] = &collab.Split{Descs: s.descs, Identity: s.identity, Stranger: s.stranger}
 			}
-			if !h.quiet {
+			if !f.head.quiet {
 				o.Progress = func(s string) { fmt.Fprintln(e.stderr, s) }
 			}
 			rep, err := collab.Run(cmd.Context(), splits[0], splits[1], o)
@@ -98,12 +94,8 @@ space's threshold over, as veil library learn does.`,
 			return nil
 		},
 	}
+	f.register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&data, "data", "", "LFW folder (default: <data>/lfw)")
-	fl.StringVar(&h.models, "models", "", "folder of face-api's weight files (default: $VEIL_MODELS, else models/ of the checkout)")
-	fl.StringVar(&h.cache, "cache", "", "descriptor cache folder, shared with veil verify and veil train (default $VEIL_CACHE, else the user's cache folder)")
-	fl.BoolVar(&h.noCache, "no-cache", false, "do not read or write the descriptor cache")
-	fl.BoolVarP(&h.quiet, "quiet", "q", false, "no progress output")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fl.StringVar(&plotPath, "plot", "", "also draw held-out users' coverage and strangers' rate per method into this .png or .svg file")
 	fl.IntVar(&o.Users, "users", 24, "simulated training users")
@@ -122,6 +114,5 @@ space's threshold over, as veil library learn does.`,
 	fl.Float64Var(&o.Budget, "budget", 0, "each training user's ledger budget ε (default: --epsilon)")
 	fl.IntVar(&o.Iterations, "iterations", 100, "iterations of every LMNN and MT-LMNN fit")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the simulation, named photos and initial weights (privacy noise uses a CSPRNG)")
-	h.detector, h.align, h.minScore = "tiny", "both", 0.5
 	return cmd
 }
