@@ -14,7 +14,7 @@ import (
 // η = 0.1, x̃ = (1, 2)).
 func TestEASGDTwoClientsHandComputed(t *testing.T) {
 	o := EASGDOptions{Beta: 0.5, Period: 2, LearningRate: 0.1}
-	start := vec(1, 2)
+	start := one(1, 2)
 	centre, err := NewEASGDCentre(start)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestEASGDTwoClientsHandComputed(t *testing.T) {
 	}
 	step := func(c *EASGDClient, g ...float32) {
 		t.Helper()
-		if err := c.Step(vec(g...)); err != nil {
+		if err := c.Step(one(g...)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -54,12 +54,12 @@ func TestEASGDTwoClientsHandComputed(t *testing.T) {
 	if a.Due() {
 		t.Fatal("client due at clock 1 with λ = 2")
 	}
-	if err := a.Step(vec(1, 0)); err != nil { // clock 1: x^A = (0.8, 2)
+	if err := a.Step(one(1, 0)); err != nil { // clock 1: x^A = (0.8, 2)
 		t.Fatal(err)
 	}
 	step(b, 0, -2) // x^B = (1, 2.4)
 	// A must exchange at clock 2 before stepping again.
-	if err := a.Step(vec(1, 0)); err == nil {
+	if err := a.Step(one(1, 0)); err == nil {
 		t.Fatal("a client stepped past its period without exchanging")
 	}
 	exchange(a) // diff = 0.5·((0.8,2) − (1,2)) = (−0.1, 0)
@@ -81,15 +81,15 @@ func TestEASGDRefusesBadInput(t *testing.T) {
 		{Beta: 0.5, Period: 1, LearningRate: 0},
 		{Beta: 0.5, Period: 1, LearningRate: math.Inf(1)},
 	} {
-		if _, err := NewEASGDClient(o, vec(1)); err == nil {
+		if _, err := NewEASGDClient(o, one(1)); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}
 	}
-	c, err := NewEASGDCentre(vec(1, 2))
+	c, err := NewEASGDCentre(one(1, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []wire.Weights{vec(1), vec(float32(math.NaN()), 0)} {
+	for _, d := range []wire.Weights{one(1), one(float32(math.NaN()), 0)} {
 		if err := c.Apply(d); err == nil {
 			t.Errorf("difference %v accepted", d)
 		}
@@ -116,14 +116,14 @@ func TestStalenessWeights(t *testing.T) {
 // a 3-versions-stale update and checks the move by hand: model +
 // η·(1/K)·(1·Δ₁ + ½·Δ₂); an update past the limit is refused.
 func TestFedBuffStalenessWeightedBuffer(t *testing.T) {
-	f, err := NewFedBuff(FedBuffOptions{BufferSize: 2, MaxStaleness: 3, ServerLR: 1}, vec(0, 0))
+	f, err := NewFedBuff(FedBuffOptions{BufferSize: 2, MaxStaleness: 3, ServerLR: 1}, one(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Move the model three versions with fresh unit updates.
 	for v := range 3 {
 		for range 2 {
-			if _, err := f.Add(vec(1, 0), uint64(v)); err != nil {
+			if _, err := f.Add(one(1, 0), uint64(v)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -132,23 +132,23 @@ func TestFedBuffStalenessWeightedBuffer(t *testing.T) {
 		t.Fatalf("version %d, want 3", f.Version())
 	}
 	near(t, "model after three fresh buffers", f.Model(), 3, 0)
-	if moved, err := f.Add(vec(0, 2), 3); err != nil || moved {
+	if moved, err := f.Add(one(0, 2), 3); err != nil || moved {
 		t.Fatalf("first of the buffer: moved %v, %v", moved, err)
 	}
-	moved, err := f.Add(vec(0, 4), 0) // staleness 3: weight 1/√4 = ½
+	moved, err := f.Add(one(0, 4), 0) // staleness 3: weight 1/√4 = ½
 	if err != nil || !moved {
 		t.Fatalf("second of the buffer: moved %v, %v", moved, err)
 	}
 	near(t, "model after the stale buffer", f.Model(), 3, 0.5*(2+0.5*4))
 	before := f.Model()
-	_, err = f.Add(vec(9, 9), 0) // staleness 4 > 3
+	_, err = f.Add(one(9, 9), 0) // staleness 4 > 3
 	if !errors.Is(err, ErrStale) {
 		t.Fatalf("an update 4 versions old: %v, want ErrStale", err)
 	}
-	if _, err := f.Add(vec(9, 9), 99); err == nil {
+	if _, err := f.Add(one(9, 9), 99); err == nil {
 		t.Fatal("an update from a future version accepted")
 	}
-	if _, err := f.Add(vec(float32(math.Inf(1)), 0), 4); err == nil {
+	if _, err := f.Add(one(float32(math.Inf(1)), 0), 4); err == nil {
 		t.Fatal("an infinite update accepted")
 	}
 	if f.Buffered() != 0 {
