@@ -262,7 +262,7 @@ func (b *Bench) throughput(rep *BenchReport) error {
 // descriptors runs the descriptor network alone on batches of at least
 // 32 crops, on every core, and returns descriptors per second.
 func (b *Bench) descriptors(crops []*imaging.Float) (float64, error) {
-	desc, err := nets.NewDescriptor(b.o.Pipeline.Options().ModelDir)
+	desc, err := nets.NewDescriptor(b.o.Pipeline.Options().ModelDir, b.o.Pipeline.Options().Engine)
 	if err != nil {
 		return 0, err
 	}

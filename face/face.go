@@ -136,8 +136,10 @@ type Options struct {
 	// which otherwise runs both networks again, on the photo with a
 	// border, when the first pass found no face.
 	SinglePass bool
-	// Engine runs the SSD detector's GoMLX layers; nil means a new
-	// default engine of the pipeline's own (see engine.OrDefault).
+	// Engine runs the SSD detector's GoMLX layers, and its Parallelism
+	// bounds the goroutines every network's Go kernels use; nil means a
+	// new default engine of the pipeline's own (see engine.OrDefault) and
+	// one worker per GOMAXPROCS.
 	Engine *engine.Engine
 }
 
@@ -221,20 +223,20 @@ func NewPipeline(opt Options) (*Pipeline, error) {
 		}
 	}
 	if opt.Detector != SSD || opt.SecondDetector {
-		if p.tiny, err = nets.NewTiny(opt.ModelDir); err != nil {
+		if p.tiny, err = nets.NewTiny(opt.ModelDir, opt.Engine); err != nil {
 			return nil, err
 		}
 	}
-	if p.landmarks, err = nets.NewLandmarker(opt.ModelDir, opt.TinyLandmarks); err != nil {
+	if p.landmarks, err = nets.NewLandmarker(opt.ModelDir, opt.TinyLandmarks, opt.Engine); err != nil {
 		return nil, err
 	}
 	if opt.AgeGender {
-		if p.ageGender, err = nets.NewAgeGender(opt.ModelDir); err != nil {
+		if p.ageGender, err = nets.NewAgeGenderOn(opt.ModelDir, opt.Engine); err != nil {
 			return nil, err
 		}
 	}
 	if opt.Descriptors {
-		if p.desc, err = nets.NewDescriptor(opt.ModelDir); err != nil {
+		if p.desc, err = nets.NewDescriptor(opt.ModelDir, opt.Engine); err != nil {
 			return nil, err
 		}
 	}

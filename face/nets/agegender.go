@@ -7,6 +7,7 @@ import (
 
 	"github.com/veil-privacy/veil/face/tfjs"
 	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/engine"
 )
 
 // AgeGenderSize is the input height and width of the age/gender network.
@@ -103,9 +104,15 @@ func loadAgeGenderWeights(w *tfjs.Weights) (*agW, error) {
 	return a, nil
 }
 
-// NewAgeGender loads age_gender_model from modelDir, verifying the files'
-// sha256 sums.
+// NewAgeGender is NewAgeGenderOn with the default engine.
 func NewAgeGender(modelDir string) (*AgeGender, error) {
+	return NewAgeGenderOn(modelDir, nil)
+}
+
+// NewAgeGenderOn loads age_gender_model from modelDir, verifying the files'
+// sha256 sums. Its kernels run on up to eng.Parallelism() goroutines; nil
+// means the default (engine.Parallelism).
+func NewAgeGenderOn(modelDir string, eng *engine.Engine) (*AgeGender, error) {
 	w, err := LoadWeights(modelDir, "age_gender_model")
 	if err != nil {
 		return nil, err
@@ -114,14 +121,15 @@ func NewAgeGender(modelDir string) (*AgeGender, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := newAgeGenderKern(a)
+	par := newKernPar(eng)
+	k, err := newAgeGenderKern(a, par)
 	if err != nil {
 		return nil, err
 	}
 	return &AgeGender{
-		r:    newKernRunner("age_gender_model", AgeGenderSize, 3, k.forward),
-		feat: newKernRunner("age_gender_model features", AgeGenderSize, AgeGenderFeatures, k.forwardFeatures),
-		reg:  newKernRunner("age_gender_model region features", AgeGenderSize, AgeGenderRegionFeatures, k.forwardRegions),
+		r:    newKernRunner(par, "age_gender_model", AgeGenderSize, 3, k.forward),
+		feat: newKernRunner(par, "age_gender_model features", AgeGenderSize, AgeGenderFeatures, k.forwardFeatures),
+		reg:  newKernRunner(par, "age_gender_model region features", AgeGenderSize, AgeGenderRegionFeatures, k.forwardRegions),
 		w:    a,
 	}, nil
 }

@@ -39,8 +39,8 @@ func agPointwise(name string, s sepConv) (*kernMatmul, error) {
 }
 
 // newAgeGenderKern prepares one product per convolution.
-func newAgeGenderKern(a *agW) (*agKern, error) {
-	k := &agKern{w: a, pool: newKernWSPool()}
+func newAgeGenderKern(a *agW, par *kernPar) (*agKern, error) {
+	k := &agKern{w: a, pool: newKernWSPool(par)}
 	var err error
 	const p = "age_gender_model."
 	cw := a.convIn.w
@@ -178,7 +178,7 @@ func (k *agKern) reduction(ws *kernWS, mm agReductionMM, rb xcReduction, x []flo
 	kernMaxPoolSame(out, t, n, h, w, cout, 3, 2)
 	b := rb.expansion.b.F32
 	err = mm.expansion.run(ws, n*oh*ow, func(cols []float32) {
-		kernIm2col(cols, x, n, h, w, c, 1, 2, Same)
+		kernIm2col(ws.par, cols, x, n, h, w, c, 1, 2, Same)
 	}, func(v []float32) {
 		for i := 0; i < len(v); i += cout {
 			o, y := out[i:i+cout], v[i:i+cout]
@@ -211,7 +211,7 @@ func (k *agKern) featureMap(ws *kernWS, x []float32, n int) ([]float32, error) {
 	cout := a.convIn.w.Shape[3]
 	y := ws.buf(n * oh * ow * cout)
 	if err := k.convIn.run(ws, n*oh*ow, func(cols []float32) {
-		kernIm2col(cols, in, n, h, w, c, 3, 2, Same)
+		kernIm2col(ws.par, cols, in, n, h, w, c, 3, 2, Same)
 	}, func(v []float32) { kernBiasRelu(y, v, a.convIn.b.F32, true) }); err != nil {
 		return nil, err
 	}

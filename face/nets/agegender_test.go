@@ -126,7 +126,7 @@ func TestLandmarkAndAgeGenderErrors(t *testing.T) {
 	if _, err := NewAgeGender(dir); !errors.Is(err, ErrModelMissing) {
 		t.Errorf("NewAgeGender on empty dir: %v", err)
 	}
-	if _, err := NewLandmarker(dir, false); !errors.Is(err, ErrModelMissing) {
+	if _, err := NewLandmarker(dir, false, nil); !errors.Is(err, ErrModelMissing) {
 		t.Errorf("NewLandmarker on empty dir: %v", err)
 	}
 	if in, _ := LandmarkInput(nil); in != nil {
@@ -215,7 +215,7 @@ func TestRegionPool(t *testing.T) {
 func TestAgeGenderRegionFeatures(t *testing.T) {
 	a := testAgeGender(t)
 	in := loadFaRGB(t, "sample1_face0_landmark_input_112.rgb", AgeGenderSize)
-	k, err := newAgeGenderKern(a.w)
+	k, err := newAgeGenderKern(a.w, newKernPar(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/veil-privacy/veil/face/tfjs"
 	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/engine"
 )
 
 // DescriptorSize is the input height and width of the descriptor network.
@@ -116,7 +117,9 @@ func loadDescriptorWeights(w *tfjs.Weights) (*descriptorW, error) {
 
 // NewDescriptor loads face_recognition_model from modelDir (see
 // DefaultModelDir), verifying its files against the pinned sha256 sums.
-func NewDescriptor(modelDir string) (*Descriptor, error) {
+// Its kernels run on up to eng.Parallelism() goroutines; nil means the
+// default (engine.Parallelism).
+func NewDescriptor(modelDir string, eng *engine.Engine) (*Descriptor, error) {
 	w, err := LoadWeights(modelDir, "face_recognition_model")
 	if err != nil {
 		return nil, err
@@ -125,11 +128,12 @@ func NewDescriptor(modelDir string) (*Descriptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := newDescKern(dw)
+	par := newKernPar(eng)
+	k, err := newDescKern(dw, par)
 	if err != nil {
 		return nil, err
 	}
-	return &Descriptor{r: newKernRunner("descriptor", DescriptorSize, DescriptorDim, k.forward), w: dw}, nil
+	return &Descriptor{r: newKernRunner(par, "descriptor", DescriptorSize, DescriptorDim, k.forward), w: dw}, nil
 }
 
 // DescriptorInput applies face-api's preprocessing to a face crop: zero-pad

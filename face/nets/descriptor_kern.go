@@ -14,8 +14,8 @@ type descKern struct {
 }
 
 // newDescKern prepares one product per convolution.
-func newDescKern(w *descriptorW) (*descKern, error) {
-	k := &descKern{w: w, pool: newKernWSPool()}
+func newDescKern(w *descriptorW, par *kernPar) (*descKern, error) {
+	k := &descKern{w: w, pool: newKernWSPool(par)}
 	var err error
 	if k.conv0, err = newKernMatmul("descriptor.conv32_down", w.conv0.w.F32, 7*7*3, 32); err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func (k *descKern) pass(ws *kernWS, x []float32, n int) ([]float32, error) {
 	ow, _, _ := outSize(w, 7, 2, Valid)
 	y := ws.buf(n * oh * ow * 32)
 	if err := k.conv0.run(ws, n*oh*ow, func(cols []float32) {
-		kernIm2col(cols, a, n, h, w, c, 7, 2, Valid)
+		kernIm2col(ws.par, cols, a, n, h, w, c, 7, 2, Valid)
 	}, func(v []float32) { kernBiasRelu(y, v, k.w.conv0.b.F32, true) }); err != nil {
 		return nil, err
 	}
@@ -92,14 +92,14 @@ func (k *descKern) residual(ws *kernWS, x []float32, n, h, w, c int, bl descResi
 	m := n * h * w
 	t := ws.buf(m * c)
 	if err := mm[0].run(ws, m, func(cols []float32) {
-		kernIm2col(cols, x, n, h, w, c, 3, 1, Same)
+		kernIm2col(ws.par, cols, x, n, h, w, c, 3, 1, Same)
 	}, func(v []float32) { kernBiasRelu(t, v, bl.conv1.b.F32, true) }); err != nil {
 		return nil, err
 	}
 	out := ws.buf(m * c)
 	b := bl.conv2.b.F32
 	if err := mm[1].run(ws, m, func(cols []float32) {
-		kernIm2col(cols, t, n, h, w, c, 3, 1, Same)
+		kernIm2col(ws.par, cols, t, n, h, w, c, 3, 1, Same)
 	}, func(v []float32) {
 		for i := 0; i < len(v); i += c {
 			o, y, r := out[i:i+c], v[i:i+c], x[i:i+c]
@@ -124,7 +124,7 @@ func (k *descKern) down(ws *kernWS, x []float32, n, h, w, cin int, bl descResidu
 	m := n * oh * ow
 	t := ws.buf(m * cout)
 	if err := mm[0].run(ws, m, func(cols []float32) {
-		kernIm2col(cols, x, n, h, w, cin, 3, 2, Valid)
+		kernIm2col(ws.par, cols, x, n, h, w, cin, 3, 2, Valid)
 	}, func(v []float32) { kernBiasRelu(t, v, bl.conv1.b.F32, true) }); err != nil {
 		return nil, 0, 0, 0, err
 	}
@@ -134,7 +134,7 @@ func (k *descKern) down(ws *kernWS, x []float32, n, h, w, cin int, bl descResidu
 	out = ws.buf(n * ph * pw * cout)
 	b := bl.conv2.b.F32
 	if err := mm[1].run(ws, m, func(cols []float32) {
-		kernIm2col(cols, t, n, oh, ow, cout, 3, 1, Same)
+		kernIm2col(ws.par, cols, t, n, oh, ow, cout, 3, 1, Same)
 	}, func(v []float32) {
 		for img := range n {
 			for py := range ph {

@@ -27,9 +27,10 @@ const netMaxBatch = 4
 
 // netRunner executes one network graph on batches of square RGB inputs.
 type netRunner struct {
-	name   string // network name for errors
-	size   int    // input height and width
-	outLen int    // floats per input in the output
+	name   string   // network name for errors
+	size   int      // input height and width
+	outLen int      // floats per input in the output
+	par    *kernPar // how many goroutines run share the inputs
 	exec   *graph.Exec
 	// forward, when set, replaces exec: it maps n inputs (flat
 	// [n][size][size][3]) to their n·outLen outputs.
@@ -38,8 +39,8 @@ type netRunner struct {
 
 // newKernRunner wraps forward (see netRunner.forward) into a batching,
 // concurrency-safe runner.
-func newKernRunner(name string, size, outLen int, forward func(x []float32, n int) ([]float32, error)) *netRunner {
-	return &netRunner{name: name, size: size, outLen: outLen, forward: forward}
+func newKernRunner(par *kernPar, name string, size, outLen int, forward func(x []float32, n int) ([]float32, error)) *netRunner {
+	return &netRunner{par: par, name: name, size: size, outLen: outLen, forward: forward}
 }
 
 // newNetRunner wraps build, which maps an [N,size,size,3] float32 node to an
@@ -50,7 +51,7 @@ func newNetRunner(eng *engine.Engine, name string, size, outLen int, build func(
 		return nil, fmt.Errorf("nets: %s: creating executor: %w", name, err)
 	}
 	exec.SetMaxCache(16)
-	return &netRunner{name: name, size: size, outLen: outLen, exec: exec.WithName("nets." + name)}, nil
+	return &netRunner{par: newKernPar(eng), name: name, size: size, outLen: outLen, exec: exec.WithName("nets." + name)}, nil
 }
 
 // check validates one input.
@@ -68,7 +69,7 @@ func (r *netRunner) check(i int, in *imaging.Float) error {
 }
 
 // run returns the network's output for every input, in order. Inputs are
-// split evenly over engine.Parallelism() goroutines (the pure-Go backend
+// split evenly over r.par.workers goroutines (the pure-Go backend
 // runs one execution on about one core), and each share is run in chunks
 // of 4, 2 and 1.
 func (r *netRunner) run(inputs []*imaging.Float) ([][]float32, error) {
@@ -81,16 +82,18 @@ func (r *netRunner) run(inputs []*imaging.Float) ([][]float32, error) {
 	if len(inputs) == 0 {
 		return out, nil
 	}
-	workers := min(engine.Parallelism(), len(inputs))
+	workers := min(r.par.workers, len(inputs))
 	per := (len(inputs) + workers - 1) / workers
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
+	started := 0
 	for w := 0; w < workers; w++ {
 		lo, hi := w*per, min((w+1)*per, len(inputs))
 		if lo >= hi {
 			continue
 		}
 		wg.Add(1)
+		started++
 		go func(w, lo, hi int) {
 			defer wg.Done()
 			for lo < hi {
@@ -104,6 +107,9 @@ func (r *netRunner) run(inputs []*imaging.Float) ([][]float32, error) {
 		}(w, lo, hi)
 	}
 	wg.Wait()
+	if r.par.started != nil {
+		r.par.started(started)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

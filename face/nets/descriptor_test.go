@@ -83,7 +83,7 @@ var (
 // testDescriptor loads the descriptor once per test binary.
 func testDescriptor(t testing.TB) *Descriptor {
 	t.Helper()
-	descOnce.Do(func() { descNet, descErr = NewDescriptor(DefaultModelDir()) })
+	descOnce.Do(func() { descNet, descErr = NewDescriptor(DefaultModelDir(), nil) })
 	if descErr != nil {
 		t.Fatal(descErr)
 	}
@@ -220,7 +220,7 @@ func TestDescriptorErrors(t *testing.T) {
 	if out, err := d.Compute(nil); err != nil || len(out) != 0 {
 		t.Fatalf("empty input: %v, %v", out, err)
 	}
-	if _, err := NewDescriptor(t.TempDir()); !errors.Is(err, ErrModelMissing) {
+	if _, err := NewDescriptor(t.TempDir(), nil); !errors.Is(err, ErrModelMissing) {
 		t.Fatalf("missing model: err = %v, want ErrModelMissing", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/veil-privacy/veil/imaging"
 	"github.com/veil-privacy/veil/internal/engine"
+	"github.com/veil-privacy/veil/internal/vec"
 )
 
 // Detection is a face found by a detector, in pixels of the original image.
@@ -236,26 +238,49 @@ func detShared(be compute.Backend, dims ...int) (*tensors.Tensor, []float32, err
 	return t, flat, nil
 }
 
-// detParallel splits [0, n) into contiguous ranges and runs fn on them
-// concurrently, one goroutine per core (engine.Parallelism), when the total
-// work (n·perItem scalar operations) is large enough to pay for the
-// goroutines; otherwise it calls fn(0, n).
-func detParallel(n, perItem int, fn func(lo, hi int)) {
-	workers := min(engine.Parallelism(), n)
-	if workers <= 1 || n*perItem < 1<<17 {
-		fn(0, n)
+// kernPar is the parallelism of one network's Go kernels: each parallel
+// loop runs on at most workers goroutines, the Parallelism of the engine
+// the network was given (see newKernPar). Each index of a loop is computed
+// the same way whatever the split, so outputs do not depend on workers.
+type kernPar struct {
+	workers int
+	// started, when set (by tests), is called after each parallel loop
+	// with the number of goroutines the loop ran on.
+	started func(goroutines int)
+}
+
+// newKernPar returns the parallelism of eng, or, when eng is nil, the
+// default (engine.Parallelism, one worker per GOMAXPROCS).
+func newKernPar(eng *engine.Engine) *kernPar {
+	if eng == nil {
+		return &kernPar{workers: engine.Parallelism()}
+	}
+	return &kernPar{workers: eng.Parallelism()}
+}
+
+// kernParMinWork is the least total work (scalar operations) a loop must
+// hold to be split over goroutines.
+const kernParMinWork = 1 << 17
+
+// For splits [0, n) into contiguous ranges and runs fn on them
+// concurrently, on at most p.workers goroutines (see vec.ParallelFor), when
+// the total work (n·perItem scalar operations) is large enough to pay for
+// the goroutines; otherwise it calls fn(0, n).
+func (p *kernPar) For(n, perItem int, fn func(lo, hi int)) {
+	workers := p.workers
+	if n*perItem < kernParMinWork {
+		workers = 1
+	}
+	if p.started == nil {
+		vec.ParallelFor(n, workers, fn)
 		return
 	}
-	var wg sync.WaitGroup
-	for k := range workers {
-		lo, hi := n*k/workers, n*(k+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
+	var ranges atomic.Int64
+	vec.ParallelFor(n, workers, func(lo, hi int) {
+		ranges.Add(1)
+		fn(lo, hi)
+	})
+	p.started(int(ranges.Load()))
 }
 
 // detArena hands out the activation buffers of one pass (a detector's, or

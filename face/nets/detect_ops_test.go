@@ -60,9 +60,9 @@ func TestDepthwiseVariantsMatchReference(t *testing.T) {
 			}
 			got := tensors.MustCopyFlatData[float32](res[0])
 			kern := make([]float32, len(want))
-			kh, kw2 := ssdDepthwise3x3(kern, x, tc.h, tc.w, tc.c, tc.s, kw, b, true)
+			kh, kw2 := ssdDepthwise3x3(newKernPar(nil), kern, x, tc.h, tc.w, tc.c, tc.s, kw, b, true)
 			linear := make([]float32, len(want))
-			ssdDepthwise3x3(linear, x, tc.h, tc.w, tc.c, tc.s, kw, b, false)
+			ssdDepthwise3x3(newKernPar(nil), linear, x, tc.h, tc.w, tc.c, tc.s, kw, b, false)
 			if kh != oh || kw2 != ow || len(got) != len(want) || len(kern) != len(want) {
 				t.Fatalf("sizes: graph %d, kernel %dx%d (%d), want %dx%d (%d)", len(got), kh, kw2, len(kern), oh, ow, len(want))
 			}
@@ -120,7 +120,7 @@ func BenchmarkDetDepthwise(b *testing.B) {
 	b.Run("go-kernel", func(b *testing.B) {
 		out := make([]float32, len(x))
 		for b.Loop() {
-			ssdDepthwise3x3(out, x, H, H, C, 1, w, bias, true)
+			ssdDepthwise3x3(newKernPar(nil), out, x, H, H, C, 1, w, bias, true)
 		}
 	})
 }
@@ -188,7 +188,7 @@ func TestDetBiasRelu6(t *testing.T) {
 		}
 		b := randVec(r, c)
 		got := slices.Clone(x)
-		detBiasRelu6(got, b)
+		detBiasRelu6(newKernPar(nil), got, b)
 		for i, v := range x {
 			want := min(max(v+b[i%c], 0), 6)
 			if got[i] != want {

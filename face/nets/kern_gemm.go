@@ -39,11 +39,11 @@ func newKernGemm(w []float32, k, n int) *kernGemm {
 }
 
 // mul writes y = a·W for the [m, k] matrix a into y ([m, n]), spreading
-// the rows over the cores when the product is large enough.
-func (g *kernGemm) mul(y, a []float32, m int) {
+// the rows over par's workers when the product is large enough.
+func (g *kernGemm) mul(par *kernPar, y, a []float32, m int) {
 	a, y = a[:m*g.k], y[:m*g.n]
 	blocks := (m + kernGemmMR - 1) / kernGemmMR
-	detParallel(blocks, kernGemmMR*g.k*g.n/4, func(lo, hi int) {
+	par.For(blocks, kernGemmMR*g.k*g.n/4, func(lo, hi int) {
 		r0, r1 := lo*kernGemmMR, min(hi*kernGemmMR, m)
 		g.rows(y[r0*g.n:r1*g.n], a[r0*g.k:r1*g.k], r1-r0)
 	})

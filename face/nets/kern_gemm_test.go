@@ -33,7 +33,7 @@ func TestKernGemm(t *testing.T) {
 			for i := range y {
 				y[i] = float32(math.NaN()) // every value must be written
 			}
-			newKernGemm(w, k, n).mul(y, a, m)
+			newKernGemm(w, k, n).mul(newKernPar(nil), y, a, m)
 			for i := range m {
 				for j := range n {
 					s := 0.0

@@ -40,7 +40,7 @@ func (mm *kernMatmul) run(ws *kernWS, m int, fill func(cols []float32), use func
 	ws.prodBuf = grow(ws.prodBuf, m*mm.n)
 	cols, y := ws.colsBuf[:m*mm.k], ws.prodBuf[:m*mm.n]
 	fill(cols)
-	mm.gemm.mul(y, cols, m)
+	mm.gemm.mul(ws.par, y, cols, m)
 	use(y)
 	return nil
 }
@@ -57,7 +57,8 @@ func grow(b []float32, n int) []float32 {
 // and output matrices and the Go activation buffers. Reusing them avoids
 // allocating and zeroing tens of megabytes per pass.
 type kernWS struct {
-	n                int // batch size
+	par              *kernPar // the network's parallelism
+	n                int      // batch size
 	colsBuf, prodBuf []float32
 	acts             detArena // the activation buffers handed out by buf
 	zero             []float32
@@ -78,6 +79,7 @@ func (ws *kernWS) zeros(n int) []float32 {
 // kernWSPool keeps a few idle workspaces for reuse; it is safe for
 // concurrent use (each pass takes a workspace of its own).
 type kernWSPool struct {
+	par  *kernPar // handed to every workspace
 	mu   sync.Mutex
 	free []*kernWS
 }
@@ -88,8 +90,8 @@ type kernWSPool struct {
 // stay allocated with netMaxBatch = 4.
 const kernWSKeep = 2
 
-func newKernWSPool() *kernWSPool {
-	return &kernWSPool{}
+func newKernWSPool(par *kernPar) *kernWSPool {
+	return &kernWSPool{par: par}
 }
 
 // get returns a workspace for a batch of n inputs.
@@ -103,7 +105,7 @@ func (p *kernWSPool) get(n int) *kernWS {
 			return ws
 		}
 	}
-	return &kernWS{n: n}
+	return &kernWS{n: n, par: p.par}
 }
 
 // put returns ws to the pool; the caller must not use it or any buffer it
@@ -134,12 +136,12 @@ func kernNormalize(out, in []float32) {
 // fill) of the n images in ([n][h][w][c]) as rows of dst: one row per
 // output pixel, tap-major then channel, matching an HWIO filter reshaped to
 // [k·k·c, cout]. It returns the output size.
-func kernIm2col(dst, in []float32, n, h, w, c, k, s int, p Padding) (oh, ow int) {
+func kernIm2col(par *kernPar, dst, in []float32, n, h, w, c, k, s int, p Padding) (oh, ow int) {
 	oh, pt, _ := outSize(h, k, s, p)
 	ow, pl, _ := outSize(w, k, s, p)
 	row := k * k * c
 	dst = dst[:n*oh*ow*row]
-	detParallel(n*oh, ow*row, func(lo, hi int) {
+	par.For(n*oh, ow*row, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			img, oy := r/oh, r%oh
 			src := in[img*h*w*c : (img+1)*h*w*c]
@@ -261,7 +263,7 @@ func kernSepConv(ws *kernWS, mm *kernMatmul, dw, in []float32, n, h, w, c, st in
 	zero := ws.zeros(c)
 	err = mm.run(ws, n*oh*ow, func(cols []float32) {
 		for img := range n {
-			ssdDepthwise3x3(cols[img*oh*ow*c:(img+1)*oh*ow*c], in[img*h*w*c:(img+1)*h*w*c], h, w, c, st, dw, zero, false)
+			ssdDepthwise3x3(ws.par, cols[img*oh*ow*c:(img+1)*oh*ow*c], in[img*h*w*c:(img+1)*h*w*c], h, w, c, st, dw, zero, false)
 		}
 	}, use)
 	return oh, ow, err

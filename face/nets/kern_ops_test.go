@@ -114,7 +114,7 @@ func TestKernIm2col(t *testing.T) {
 		for i := range got {
 			got[i] = -1 // every value must be written
 		}
-		gh, gw := kernIm2col(got, in, tc.n, tc.h, tc.w, tc.c, tc.k, tc.s, tc.p)
+		gh, gw := kernIm2col(newKernPar(nil), got, in, tc.n, tc.h, tc.w, tc.c, tc.k, tc.s, tc.p)
 		if gh != oh || gw != ow {
 			t.Fatalf("%+v: output %d×%d, want %d×%d", tc, gh, gw, oh, ow)
 		}

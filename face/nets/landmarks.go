@@ -9,6 +9,7 @@ import (
 
 	"github.com/veil-privacy/veil/face/tfjs"
 	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/engine"
 )
 
 // LandmarkSize is the input height and width of the landmark networks.
@@ -179,8 +180,10 @@ func loadLandmarkWeights(w *tfjs.Weights, tiny bool) (*landmarkW, error) {
 }
 
 // NewLandmarker loads face_landmark_68_model, or face_landmark_68_tiny_model
-// when tiny is set, from modelDir, verifying the files' sha256 sums.
-func NewLandmarker(modelDir string, tiny bool) (*Landmarker, error) {
+// when tiny is set, from modelDir, verifying the files' sha256 sums. Its
+// kernels run on up to eng.Parallelism() goroutines; nil means the default
+// (engine.Parallelism).
+func NewLandmarker(modelDir string, tiny bool, eng *engine.Engine) (*Landmarker, error) {
 	model := "face_landmark_68_model"
 	if tiny {
 		model = "face_landmark_68_tiny_model"
@@ -193,11 +196,12 @@ func NewLandmarker(modelDir string, tiny bool) (*Landmarker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nets: %s: %w", model, err)
 	}
-	k, err := newLandmarkKern(model, lw)
+	par := newKernPar(eng)
+	k, err := newLandmarkKern(model, lw, par)
 	if err != nil {
 		return nil, err
 	}
-	return &Landmarker{r: newKernRunner(model, LandmarkSize, 136, k.forward), tiny: tiny, w: lw}, nil
+	return &Landmarker{r: newKernRunner(par, model, LandmarkSize, 136, k.forward), tiny: tiny, w: lw}, nil
 }
 
 // Tiny reports whether this is the tiny landmark network.

@@ -14,8 +14,8 @@ type landmarkKern struct {
 }
 
 // newLandmarkKern prepares one product per convolution.
-func newLandmarkKern(model string, w *landmarkW) (*landmarkKern, error) {
-	k := &landmarkKern{w: w, pool: newKernWSPool()}
+func newLandmarkKern(model string, w *landmarkW, par *kernPar) (*landmarkKern, error) {
+	k := &landmarkKern{w: w, pool: newKernWSPool(par)}
 	var err error
 	for i, bl := range w.blocks {
 		var mms []*kernMatmul
@@ -68,7 +68,7 @@ func (k *landmarkKern) pass(ws *kernWS, x []float32, n int) ([]float32, error) {
 			ow, _, _ = outSize(w, 3, 2, Same)
 			sum = ws.buf(n * oh * ow * cout)
 			err = k.conv0.run(ws, n*oh*ow, func(cols []float32) {
-				kernIm2col(cols, in, n, h, w, c, 3, 2, Same)
+				kernIm2col(ws.par, cols, in, n, h, w, c, 3, 2, Same)
 			}, func(v []float32) { kernBiasRelu(sum, v, bl.conv0B.F32, true) })
 		} else {
 			cout = bl.conv0.pw.Shape[3]

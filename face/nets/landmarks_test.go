@@ -21,7 +21,7 @@ func testLandmarker(t testing.TB, tiny bool) *Landmarker {
 	if tiny {
 		i = 1
 	}
-	lmOnce[i].Do(func() { lmNet[i], lmErr[i] = NewLandmarker(DefaultModelDir(), tiny) })
+	lmOnce[i].Do(func() { lmNet[i], lmErr[i] = NewLandmarker(DefaultModelDir(), tiny, nil) })
 	if lmErr[i] != nil {
 		t.Fatal(lmErr[i])
 	}

@@ -79,6 +79,7 @@ type SSD struct {
 	backend compute.Backend
 	anchors []float32 // [SSDAnchors][ymin, xmin, ymax, xmax]
 	arenas  detArenas // backbone activation buffers, reused across passes
+	par     *kernPar  // the backbone kernels' parallelism (eng's)
 }
 
 // ssdConv is a convolution with a per-channel bias (batch norm folded in).
@@ -98,7 +99,8 @@ type ssdParams struct {
 // NewSSD loads ssd_mobilenetv1_model from modelDir (verified against the
 // pinned sha256), folds the batch norms into the convolutions and prepares
 // the network. Its last layers run as a GoMLX graph on eng; nil means a
-// new default engine of its own (see engine.OrDefault).
+// new default engine of its own (see engine.OrDefault). Its Go kernels
+// run on up to eng.Parallelism() goroutines.
 func NewSSD(modelDir string, eng *engine.Engine) (*SSD, error) {
 	w, err := LoadWeights(modelDir, "ssd_mobilenetv1_model")
 	if err != nil {
@@ -113,7 +115,7 @@ func NewSSD(modelDir string, eng *engine.Engine) (*SSD, error) {
 		return nil, err
 	}
 	be := eng.Backend()
-	d := &SSD{p: p, backend: be, anchors: anchors}
+	d := &SSD{p: p, backend: be, anchors: anchors, par: newKernPar(eng)}
 	cw := p.conv0.w
 	d.first = newKernGemm(cw.F32, cw.Shape[0]*cw.Shape[1]*cw.Shape[2], cw.Shape[3])
 	for i := range d.pw {
@@ -257,9 +259,9 @@ func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 	w, _, _ := outSize(in.W, 3, 2, Same)
 	c := p.conv0.w.Shape[3]
 	cols := ar.get(h * w * 9 * in.C)
-	kernIm2col(cols, norm, 1, in.H, in.W, in.C, 3, 2, Same)
+	kernIm2col(d.par, cols, norm, 1, in.H, in.W, in.C, 3, 2, Same)
 	cur := ar.get(h * w * c)
-	d.first.mul(cur, cols, h*w)
+	d.first.mul(d.par, cur, cols, h*w)
 	bias := p.conv0.b.F32
 	var conv11 []float32
 	for i := 0; i < 13; i++ {
@@ -270,20 +272,20 @@ func (d *SSD) forward(in *imaging.Float) ([]float32, error) {
 		}
 		oh, _, _ := outSize(h, 3, s, Same)
 		ow, _, _ := outSize(w, 3, s, Same)
-		detBiasRelu6(cur, bias)
+		detBiasRelu6(d.par, cur, bias)
 		if i+1 == 12 {
 			// The input of block 12 is conv11, which feeds box predictor 0.
 			conv11 = cur
 		}
 		dw := ar.get(oh * ow * c)
-		ssdDepthwise3x3(dw, cur, h, w, c, s, p.dw[i].w.F32, p.dw[i].b.F32, true)
+		ssdDepthwise3x3(d.par, dw, cur, h, w, c, s, p.dw[i].w.F32, p.dw[i].b.F32, true)
 		cout := p.pw[i].w.Shape[3]
 		cur = ar.get(oh * ow * cout)
-		d.pw[i].mul(cur, dw, oh*ow)
+		d.pw[i].mul(d.par, cur, dw, oh*ow)
 		bias = p.pw[i].b.F32
 		h, w, c = oh, ow, cout
 	}
-	detBiasRelu6(cur, bias)
+	detBiasRelu6(d.par, cur, bias)
 	last, lastFlat, err := d.newShared(1, h, w, c)
 	if err != nil {
 		return nil, err

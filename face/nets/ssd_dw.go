@@ -10,7 +10,7 @@ package nets
 // padding and stride s of in ([h][w][c], row-major), with per-channel bias
 // b, followed by relu6 when relu6 is set. wt is [3][3][c]. It writes the
 // output into out, which must hold oh·ow·c values, and returns its size.
-func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32, relu6 bool) (oh, ow int) {
+func ssdDepthwise3x3(par *kernPar, out, in []float32, h, w, c, s int, wt, b []float32, relu6 bool) (oh, ow int) {
 	oh, pt, _ := outSize(h, 3, s, Same)
 	ow, pl, _ := outSize(w, 3, s, Same)
 	out = out[:oh*ow*c]
@@ -21,7 +21,7 @@ func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32, relu6 b
 		ox1 = min(ow, (w-3+pl)/s+1)
 	}
 	ox1 = max(ox0, ox1)
-	detParallel(oh, ow*c*9, func(lo, hi int) {
+	par.For(oh, ow*c*9, func(lo, hi int) {
 		var src, wk [9][]float32
 		pixel := func(oy, ox int) {
 			n := 0
@@ -64,9 +64,9 @@ func ssdDepthwise3x3(out, in []float32, h, w, c, s int, wt, b []float32, relu6 b
 
 // detBiasRelu6 adds the per-channel bias b to every pixel of x ([n][c]) and
 // applies relu6, in place.
-func detBiasRelu6(x, b []float32) {
+func detBiasRelu6(par *kernPar, x, b []float32) {
 	c := len(b)
-	detParallel(len(x)/c, c, func(lo, hi int) {
+	par.For(len(x)/c, c, func(lo, hi int) {
 		for i := lo * c; i < hi*c; i += c {
 			o := x[i : i+c]
 			detAdd(o, b)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/veil-privacy/veil/face/tfjs"
 	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/internal/engine"
 )
 
 // tinyAnchors are the five anchor sizes (width, height) of face-api's tiny
@@ -77,6 +78,7 @@ type Tiny struct {
 	seps   [5]tinySep
 	zeros  []float32 // depthwise bias (none): 512 zeros
 	arenas detArenas // activation buffers, reused across passes
+	par    *kernPar  // the kernels' parallelism (the engine's)
 }
 
 // tinySep holds one depthwise-separable block.
@@ -85,8 +87,9 @@ type tinySep struct {
 }
 
 // NewTiny loads tiny_face_detector_model from modelDir (verified against the
-// pinned sha256) and prepares the network.
-func NewTiny(modelDir string) (*Tiny, error) {
+// pinned sha256) and prepares the network. Its kernels run on up to
+// eng.Parallelism() goroutines; nil means the default (engine.Parallelism).
+func NewTiny(modelDir string, eng *engine.Engine) (*Tiny, error) {
 	w, err := LoadWeights(modelDir, "tiny_face_detector_model")
 	if err != nil {
 		return nil, err
@@ -95,7 +98,7 @@ func NewTiny(modelDir string) (*Tiny, error) {
 	conv0w := wi.get("conv0/filters", 3, 3, 3, 16)
 	conv0b := wi.get("conv0/bias", 16)
 	chans := []int{16, 32, 64, 128, 256, 512}
-	d := &Tiny{zeros: make([]float32, 512)}
+	d := &Tiny{zeros: make([]float32, 512), par: newKernPar(eng)}
 	for i := range d.seps {
 		cin, cout := chans[i], chans[i+1]
 		p := fmt.Sprintf("conv%d/", i+1)
@@ -126,14 +129,14 @@ func (d *Tiny) forward(in *imaging.Float) []float32 {
 	// previous block's pointwise output.
 	ar := d.arenas.get()
 	defer d.arenas.put(ar)
-	x, h, w := tinyConv0Pool(ar, in.Pix, in.H, in.W, d.conv0w, d.conv0b)
+	x, h, w := tinyConv0Pool(d.par, ar, in.Pix, in.H, in.W, d.conv0w, d.conv0b)
 	c := tinyConv0Out
 	for i := range d.seps {
 		dw := ar.get(h * w * c)
-		ssdDepthwise3x3(dw, x, h, w, c, 1, d.seps[i].dw.F32, d.zeros[:c], false)
+		ssdDepthwise3x3(d.par, dw, x, h, w, c, 1, d.seps[i].dw.F32, d.zeros[:c], false)
 		cout := d.seps[i].pw.Shape[3]
 		y := ar.get(h * w * cout)
-		d.pw[i].mul(y, dw, h*w)
+		d.pw[i].mul(d.par, y, dw, h*w)
 		c = cout
 		// Max-pool 2×2 (stride 2, the last one stride 1) of the pointwise
 		// output, then its bias and leaky ReLU: both are per-channel
@@ -146,11 +149,11 @@ func (d *Tiny) forward(in *imaging.Float) []float32 {
 		ph, _, _ := outSize(h, 2, s, Same)
 		pw, _, _ := outSize(w, 2, s, Same)
 		x = ar.get(ph * pw * c)
-		tinyPoolBiasLeaky(x, y, h, w, c, s, d.seps[i].bias.F32)
+		tinyPoolBiasLeaky(d.par, x, y, h, w, c, s, d.seps[i].bias.F32)
 		h, w = ph, pw
 	}
 	out := make([]float32, h*w*len(d.headB))
-	d.head.mul(out, x, h*w)
+	d.head.mul(d.par, out, x, h*w)
 	for p := 0; p < len(out); p += len(d.headB) {
 		detAdd(out[p:p+len(d.headB)], d.headB)
 	}
@@ -160,11 +163,11 @@ func (d *Tiny) forward(in *imaging.Float) []float32 {
 // tinyPoolBiasLeaky writes into out the 2×2 max-pool with stride s and
 // TensorFlow SAME padding (padded cells ignored) of in ([h][w][c]), plus the
 // per-channel bias b, through a leaky ReLU of slope 0.1.
-func tinyPoolBiasLeaky(out, in []float32, h, w, c, s int, b []float32) {
+func tinyPoolBiasLeaky(par *kernPar, out, in []float32, h, w, c, s int, b []float32) {
 	oh, _, _ := outSize(h, 2, s, Same)
 	ow, _, _ := outSize(w, 2, s, Same)
 	b = b[:c]
-	detParallel(oh, ow*c*4, func(lo, hi int) {
+	par.For(oh, ow*c*4, func(lo, hi int) {
 		for oy := lo; oy < hi; oy++ {
 			y0 := oy * s
 			y1 := min(y0+1, h-1)

@@ -19,14 +19,14 @@ const tinyConv0Out = 16
 // pixels × 3 channels, are 9 consecutive input values), and each pair of
 // convolution rows is pooled as soon as it is computed, so the 11 MB
 // convolution output of a 416-pixel input is never held.
-func tinyConv0Pool(ar *detArena, in []float32, h, w int, filter, bias []float32) (pooled []float32, ph, pw int) {
+func tinyConv0Pool(par *kernPar, ar *detArena, in []float32, h, w int, filter, bias []float32) (pooled []float32, ph, pw int) {
 	ch, cw := h-2, w-2 // conv0 output
 	ph, _, _ = outSize(ch, 2, 2, Same)
 	pw, _, _ = outSize(cw, 2, 2, Same)
 	// The input normalised as the graph did, (x − mean)/255, so that the
 	// products see the same operands.
 	norm := ar.get(len(in))
-	detParallel(h, w*3, func(lo, hi int) {
+	par.For(h, w*3, func(lo, hi int) {
 		for i := lo * w * 3; i < hi*w*3; i += 3 {
 			for c := range 3 {
 				norm[i+c] = (in[i+c] - tinyMeanRGB[c]) / 255
@@ -34,7 +34,7 @@ func tinyConv0Pool(ar *detArena, in []float32, h, w int, filter, bias []float32)
 		}
 	})
 	pooled = ar.get(ph * pw * tinyConv0Out)
-	detParallel(ph, 2*cw*27*tinyConv0Out, func(lo, hi int) {
+	par.For(ph, 2*cw*27*tinyConv0Out, func(lo, hi int) {
 		rows := make([]float32, 2*cw*tinyConv0Out)
 		r0, r1 := rows[:cw*tinyConv0Out], rows[cw*tinyConv0Out:]
 		for py := lo; py < hi; py++ {

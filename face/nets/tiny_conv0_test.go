@@ -74,7 +74,7 @@ func TestTinyConv0Pool(t *testing.T) {
 			in[i] = float32(rng.IntN(256))
 			in64[i] = float64(in[i])
 		}
-		got, ph, pw := tinyConv0Pool(&detArena{}, in, h, w, filter, bias)
+		got, ph, pw := tinyConv0Pool(newKernPar(nil), &detArena{}, in, h, w, filter, bias)
 		want, wph, wpw := tinyConv0PoolReference(in64, h, w, filter64, bias64)
 		if ph != wph || pw != wpw || len(got) != len(want) {
 			t.Fatalf("%d×%d: got %d×%d (%d values), want %d×%d (%d)", h, w, ph, pw, len(got), wph, wpw, len(want))

@@ -18,7 +18,7 @@ var (
 func loadTiny(t testing.TB) *Tiny {
 	t.Helper()
 	dir := detModelDir(t)
-	tinyOnce.Do(func() { tinyNet, tinyErr = NewTiny(dir) })
+	tinyOnce.Do(func() { tinyNet, tinyErr = NewTiny(dir, nil) })
 	if tinyErr != nil {
 		t.Fatal(tinyErr)
 	}
@@ -132,7 +132,7 @@ func TestTinyConcurrentRunsAgree(t *testing.T) {
 
 func TestMissingModelIsReported(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := NewTiny(dir); !errors.Is(err, ErrModelMissing) {
+	if _, err := NewTiny(dir, nil); !errors.Is(err, ErrModelMissing) {
 		t.Errorf("NewTiny on an empty folder: %v, want ErrModelMissing", err)
 	}
 	if _, err := NewSSD(dir, nil); !errors.Is(err, ErrModelMissing) {
