@@ -3,8 +3,9 @@
 // float32, with a 128-value row scan for face descriptors), the
 // federation's widening kernels (float32 values added, scaled, to a
 // float64 sum; a float32 vector's squared norm in float64), float32 and
-// float64 matrix products, a symmetric eigensolver (cyclic Jacobi) and a
-// parallel loop over index ranges.
+// float64 matrix products, a symmetric eigensolver (cyclic Jacobi), a square
+// singular value decomposition (one-sided Jacobi) and a parallel loop over
+// index ranges.
 //
 // One CPU-feature switch chooses the kernels: with GOEXPERIMENT=simd on
 // amd64, a CPU with AVX2 and FMA runs them in AVX2 registers with fused
