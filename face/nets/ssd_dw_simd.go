@@ -9,6 +9,13 @@ var (
 	detHasAVX512 = archsimd.X86.AVX512()
 )
 
+// Every archsimd kernel of the package clears the AVX registers' upper
+// halves (archsimd.ClearAVXUpperBits, VZEROUPPER) before scalar code runs,
+// as internal/vec's do: Go 1.26's compiler does not, and with the upper
+// state dirty every later SSE instruction (all scalar float arithmetic)
+// waits on it. Measured with BenchmarkSIMD* (kern_simd_bench_test.go): see
+// docs/results.md.
+
 // detDwPixel computes o = b + Σ_t src[t]·wk[t] element-wise, then relu6 if
 // relu6 is set, keeping
 // each 16 (AVX-512) or 8 (AVX2) channel accumulator in a register across the
@@ -42,6 +49,9 @@ func detDwPixel(o []float32, src, wk [][]float32, b []float32, relu6 bool) {
 			acc.StoreSlice(o[j:])
 		}
 	}
+	if detHasAVX2 || detHasAVX512 {
+		archsimd.ClearAVXUpperBits()
+	}
 	if j < n {
 		tail := make([][]float32, len(src))
 		wtail := make([][]float32, len(wk))
@@ -65,6 +75,7 @@ func detAdd(o, b []float32) {
 		x := archsimd.LoadFloat32x8Slice(o[i:])
 		x.Add(archsimd.LoadFloat32x8Slice(b[i:])).StoreSlice(o[i:])
 	}
+	archsimd.ClearAVXUpperBits()
 	detAddGeneric(o[i:], b[i:])
 }
 
@@ -79,6 +90,7 @@ func detRelu6(o []float32) {
 	for ; i+8 <= len(o); i += 8 {
 		archsimd.LoadFloat32x8Slice(o[i:]).Max(zero).Min(six).StoreSlice(o[i:])
 	}
+	archsimd.ClearAVXUpperBits()
 	detRelu6Generic(o[i:])
 }
 
@@ -127,5 +139,6 @@ func detDwRow(out, in []float32, w, c, s, x0 int, wt, b []float32, relu6 bool) b
 			acc.StoreSlice(out[p*c+j:])
 		}
 	}
+	archsimd.ClearAVXUpperBits()
 	return true
 }

@@ -44,6 +44,7 @@ func tinyConv0Row(out, in []float32, w int, filter []float32) {
 		d0.StoreSlice(o[48:])
 		d1.StoreSlice(o[56:])
 	}
+	archsimd.ClearAVXUpperBits() // see ssd_dw_simd.go
 	if ox < ow {
 		tinyConv0RowGeneric(out[ox*tinyConv0Out:], in[ox*3:], w, filter)
 	}
