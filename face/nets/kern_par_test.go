@@ -58,46 +58,44 @@ func parNets() []parNet {
 				return scores, err
 			}
 		}},
-		{"descriptor", func(t *testing.T, eng *engine.Engine) (*kernPar, func() ([]float32, error)) {
-			d, err := NewDescriptor(detModelDir(t), eng)
+		runnerNet("descriptor", DescriptorSize, func(dir string, eng *engine.Engine) (*netRunner, error) {
+			d, err := NewDescriptor(dir, eng)
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
-			ins := parInputs(5, DescriptorSize)
-			return d.r.par, func() ([]float32, error) {
-				out, err := d.Compute(ins)
-				return slices.Concat(out...), err
-			}
-		}},
-		{"landmarks", func(t *testing.T, eng *engine.Engine) (*kernPar, func() ([]float32, error)) {
-			l, err := NewLandmarker(detModelDir(t), false, eng)
+			return d.r, nil
+		}),
+		runnerNet("landmarks", LandmarkSize, func(dir string, eng *engine.Engine) (*netRunner, error) {
+			l, err := NewLandmarker(dir, false, eng)
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
-			ins := parInputs(5, LandmarkSize)
-			return l.r.par, func() ([]float32, error) {
-				out, err := l.Compute(ins)
-				var flat []float32
-				for _, pts := range out {
-					for _, p := range pts {
-						flat = append(flat, p[:]...)
-					}
-				}
-				return flat, err
-			}
-		}},
-		{"age_gender", func(t *testing.T, eng *engine.Engine) (*kernPar, func() ([]float32, error)) {
-			a, err := NewAgeGenderOn(detModelDir(t), eng)
+			return l.r, nil
+		}),
+		runnerNet("age_gender", AgeGenderSize, func(dir string, eng *engine.Engine) (*netRunner, error) {
+			a, err := NewAgeGenderOn(dir, eng)
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
-			ins := parInputs(5, AgeGenderSize)
-			return a.r.par, func() ([]float32, error) {
-				out, err := a.Features(ins)
-				return slices.Concat(out...), err
-			}
-		}},
+			return a.feat, nil
+		}),
 	}
+}
+
+// runnerNet is a parNet for a network behind a netRunner (load returns
+// it): one pass runs five inputs, so the runner splits them too.
+func runnerNet(name string, size int, load func(dir string, eng *engine.Engine) (*netRunner, error)) parNet {
+	return parNet{name, func(t *testing.T, eng *engine.Engine) (*kernPar, func() ([]float32, error)) {
+		r, err := load(detModelDir(t), eng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins := parInputs(5, size)
+		return r.par, func() ([]float32, error) {
+			out, err := r.run(ins)
+			return slices.Concat(out...), err
+		}
+	}}
 }
 
 // TestKernelsUseTheEnginesParallelism builds every network on engines that
