@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -470,15 +469,8 @@ type privacyDPLCReport struct {
 	Centres int `json:"centres,omitempty"`
 }
 
-func newPrivacyDPLCCmd(e *env) *cobra.Command {
-	var p dplc.Params
-	var ledgerFile, dataset, membersFile, ledgerDirFlag string
-	var budget dp.Budget
-	var diagnostics, asJSON bool
-	cmd := &cobra.Command{
-		Use:   "dplc CENTRES.json --dataset NAME",
-		Short: "Differentially private local clustering of class centres (PrivacyFace, private end to end)",
-		Long: `Release exactly --clusters noisy, normalised centres of spherical caps of
+// dplcHelp is veil privacy dplc's --help.
+const dplcHelp = `Release exactly --clusters noisy, normalised centres of spherical caps of
 angular radius --margin over a client's class centres, after PrivacyFace's
 Algorithm 1 but differentially private end to end: the whole run is
 (--epsilon, --delta)-DP for one class centre, that is one identity, added or
@@ -512,172 +504,164 @@ Each released centre comes with its mass, the norm of its noisy sum
 sum's norm plus centre_noise²·dimension, so a consumer can tell centres
 that are mostly noise. --diagnostics adds the number of input centres, each
 cluster's size and cosine to the exact mean: computed from the private
-centres without noise, they must not be shared.`,
+centres without noise, they must not be shared.`
+
+// dplcFlags are veil privacy dplc's flags.
+type dplcFlags struct {
+	p                                           dplc.Params
+	ledgerFile, dataset, membersFile, ledgerDir string
+	budget                                      dp.Budget
+	diagnostics, json                           bool
+}
+
+func newPrivacyDPLCCmd(e *env) *cobra.Command {
+	f := &dplcFlags{}
+	cmd := &cobra.Command{
+		Use:   "dplc CENTRES.json --dataset NAME",
+		Short: "Differentially private local clustering of class centres (PrivacyFace, private end to end)",
+		Long:  dplcHelp,
 		Example: `  veil privacy dplc centres.json --dataset lfw --members people.txt --budget-epsilon 4 --budget-delta 1e-5
   veil privacy dplc centres.json --dataset lfw --clusters 4 --epsilon 1 --json`,
 		Args: needArgs(1, 1, "file of class centres (or - for standard input)"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			err := checkFlags(
-				positive("epsilon", p.Epsilon),
-				openUnit("delta", p.Delta),
-				intIn("seed-bits", p.SeedBits, 1, dplc.MaxSeedBits),
-				intIn("clusters", p.Clusters, 1, 1<<max(p.SeedBits, 0)),
-				flagCheck{"margin", p.Margin > 0 && p.Margin < math.Pi, "an angle in radians strictly between 0 and π (3.14159…)", p.Margin},
-			)
-			if err != nil {
-				return err
-			}
-			if err := p.Validate(); err != nil {
-				return err
-			}
-			in, err := openInput(e, args[0])
-			if err != nil {
-				return err
-			}
-			centres, err := dplc.ReadCentres(in)
-			in.Close()
-			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
-			}
-			// Everything that can refuse the input is checked before the
-			// ledger is charged: a refused run costs nothing.
-			if err := dplc.CheckCentres(centres); err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
-			}
-			cal, err := dplc.Calibrate(p, len(centres[0]))
-			if err != nil {
-				return err
-			}
-			occ, err := dplc.OccupancyRatio(len(centres[0]), p.Margin)
-			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
-			}
-			if ledgerFile != "" {
-				return errors.New("--ledger FILE is gone: ledgers are now kept per data set in the ledger folder (--ledger-dir), shared with veil train and veil fed client; name the data set with --dataset (its old ledger file is not read)")
-			}
-			if dataset == "" {
-				return errors.New("--dataset is required: every release is charged to the privacy ledger of the data set it comes from (e.g. --dataset lfw)")
-			}
-			set := dp.DataSet{Name: dataset, Unit: dp.UnitIdentity}
-			if err := set.Validate(); err != nil {
-				return fmt.Errorf("--dataset: %w", err)
-			}
-			var members []string
-			if membersFile != "" {
-				if members, err = readMembers(membersFile); err != nil {
-					return err
-				}
-				if len(members) != len(centres) {
-					return fmt.Errorf("--members %s names %d people for %d centres: give one name per centre", membersFile, len(members), len(centres))
-				}
-			}
-			dir, err := ledgerDir(ledgerDirFlag)
-			if err != nil {
-				return err
-			}
-			setBudget := cmd.Flags().Changed("budget-epsilon") || cmd.Flags().Changed("budget-delta")
-			if setBudget && !(cmd.Flags().Changed("budget-epsilon") && cmd.Flags().Changed("budget-delta")) {
-				return errors.New("give both --budget-epsilon and --budget-delta")
-			}
-			// Charge before computing anything: the ledger is on disk before
-			// a single noisy value exists.
-			led, err := chargeDPLCLedger(dir, set, members, budget, setBudget, cal.Events)
-			if err != nil {
-				return err
-			}
-			res, err := dplc.Run(centres, p, nil)
-			if err != nil {
-				return err
-			}
-			if !reflect.DeepEqual(res.Events, cal.Events) { // calibration is deterministic; never print an uncharged release
-				return errors.New("dplc: the run's privacy charge differs from the one recorded in the ledger; nothing released")
-			}
-			rep := privacyDPLCReport{PrivacyUnit: "identity", Dimension: len(centres[0]), Clusters: []privacyDPLCCluster{},
-				Epsilon: p.Epsilon, Delta: p.Delta, AccountantEps: res.Epsilon, SeedNoise: res.SeedNoise, CentreNoise: res.CentreNoise,
-				Occupancy: occ, Ledger: led}
-			if diagnostics {
-				rep.Centres = len(centres)
-			}
-			for _, c := range res.Clusters {
-				pc := privacyDPLCCluster{Center: c.Center, Mass: c.Mass}
-				if diagnostics {
-					pc.Size = c.Size
-					var s float64
-					for i := range c.Center {
-						s += float64(c.Center[i]) * float64(c.Exact[i])
-					}
-					pc.Cosine = s
-				}
-				rep.Clusters = append(rep.Clusters, pc)
-			}
-			if asJSON {
-				return writeJSON(e.stdout, rep)
-			}
-			fmt.Fprintf(e.stdout, "released %d noisy cluster centres of dimension %d (privacy unit: one identity)\n", len(rep.Clusters), rep.Dimension)
-			for i, c := range rep.Clusters {
-				if diagnostics {
-					fmt.Fprintf(e.stdout, "  cluster %d: mass %.1f, size %d, cosine to exact mean %.3f\n", i+1, c.Mass, c.Size, c.Cosine)
-				} else {
-					fmt.Fprintf(e.stdout, "  cluster %d: mass %.1f\n", i+1, c.Mass)
-				}
-			}
-			_, err = fmt.Fprintf(e.stdout, "cost (ε, δ) = (%g, %g) (RDP accountant: ε = %s); the people of data set %q in this release have spent up to ε = %s of %g at δ = %g; cap occupancy ratio %.3g\n",
-				rep.Epsilon, rep.Delta, dp.FormatEpsilon(rep.AccountantEps), led.Dataset, dp.FormatEpsilon(led.SpentEpsilon), led.BudgetEpsilon, led.BudgetDelta, occ)
-			return err
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runPrivacyDPLC(e, cmd, f, args[0]) },
 	}
 	fl := cmd.Flags()
-	fl.Float64Var(&p.Margin, "margin", 1.3, "cluster margin ρ in radians, in (0, π)")
-	fl.IntVar(&p.Clusters, "clusters", 1, "number of centres released, exactly (at most 2^seed-bits)")
-	fl.IntVar(&p.SeedBits, "seed-bits", dplc.DefaultSeedBits, "hyperplanes of the public partition that seeds the caps (2^bits cells)")
-	fl.Float64Var(&p.Epsilon, "epsilon", 1, "ε of the whole run, per identity")
-	fl.Float64Var(&p.Delta, "delta", 1e-5, "δ of the whole run")
-	fl.StringVar(&ledgerFile, "ledger", "", "gone: use --dataset and --ledger-dir")
+	fl.Float64Var(&f.p.Margin, "margin", 1.3, "cluster margin ρ in radians, in (0, π)")
+	fl.IntVar(&f.p.Clusters, "clusters", 1, "number of centres released, exactly (at most 2^seed-bits)")
+	fl.IntVar(&f.p.SeedBits, "seed-bits", dplc.DefaultSeedBits, "hyperplanes of the public partition that seeds the caps (2^bits cells)")
+	fl.Float64Var(&f.p.Epsilon, "epsilon", 1, "ε of the whole run, per identity")
+	fl.Float64Var(&f.p.Delta, "delta", 1e-5, "δ of the whole run")
+	fl.StringVar(&f.ledgerFile, "ledger", "", "gone: use --dataset and --ledger-dir")
 	_ = fl.MarkHidden("ledger")
-	fl.StringVar(&dataset, "dataset", "", "the data set the centres come from, whose privacy ledger is charged (required; e.g. lfw)")
-	fl.StringVar(&membersFile, "members", "", "file naming the people of the centres, one per line (default: charge every member of the data set)")
-	addLedgerDirFlag(fl, &ledgerDirFlag)
-	fl.Float64Var(&budget.Epsilon, "budget-epsilon", 0, "set the data set's total ε budget (needed on its first charge; afterwards it can only be lowered)")
-	fl.Float64Var(&budget.Delta, "budget-delta", 0, "set the δ at which the data set's budget is counted (with --budget-epsilon)")
-	fl.BoolVar(&diagnostics, "diagnostics", false, "also print private diagnostics (number of centres, sizes, cosine to the exact mean)")
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	fl.StringVar(&f.dataset, "dataset", "", "the data set the centres come from, whose privacy ledger is charged (required; e.g. lfw)")
+	fl.StringVar(&f.membersFile, "members", "", "file naming the people of the centres, one per line (default: charge every member of the data set)")
+	addLedgerDirFlag(fl, &f.ledgerDir)
+	fl.Float64Var(&f.budget.Epsilon, "budget-epsilon", 0, "set the data set's total ε budget (needed on its first charge; afterwards it can only be lowered)")
+	fl.Float64Var(&f.budget.Delta, "budget-delta", 0, "set the δ at which the data set's budget is counted (with --budget-epsilon)")
+	fl.BoolVar(&f.diagnostics, "diagnostics", false, "also print private diagnostics (number of centres, sizes, cosine to the exact mean)")
+	fl.BoolVar(&f.json, "json", false, "print JSON")
 	return cmd
 }
 
-// chargeDPLCLedger charges events to the ledger of set in the ledger
-// folder dir for members (nil: every member of the data set), setting the
-// budget first when setBudget is true, and saves the ledger before
-// returning, under the folder's lock. A charge over budget is refused and
-// leaves the ledger as it was.
-func chargeDPLCLedger(dir string, set dp.DataSet, members []string, budget dp.Budget, setBudget bool, events []dp.Event) (privacyDPLCLedger, error) {
-	d, err := dp.OpenLedgerDir(dir)
+func runPrivacyDPLC(e *env, cmd *cobra.Command, f *dplcFlags, name string) error {
+	p := f.p
+	err := checkFlags(
+		positive("epsilon", p.Epsilon),
+		openUnit("delta", p.Delta),
+		intIn("seed-bits", p.SeedBits, 1, dplc.MaxSeedBits),
+		intIn("clusters", p.Clusters, 1, 1<<max(p.SeedBits, 0)),
+		flagCheck{"margin", p.Margin > 0 && p.Margin < math.Pi, "an angle in radians strictly between 0 and π (3.14159…)", p.Margin},
+	)
 	if err != nil {
-		return privacyDPLCLedger{}, err
-	}
-	var spent dp.MemberSpent
-	l, err := d.Update(set, func(l *dp.DataLedger) error {
-		if setBudget {
-			if err := l.SetBudget(budget); err != nil {
-				return fmt.Errorf("setting the budget of data set %q: %w", set.Name, err)
-			}
-		}
-		b, ok := l.Budget()
-		if !ok {
-			return fmt.Errorf("data set %q has no budget in the ledger folder %s: set one with --budget-epsilon and --budget-delta", set.Name, dir)
-		}
-		s, err := l.Charge(dp.Charge{Label: "veil privacy dplc", Members: members, Events: events})
-		if errors.Is(err, dp.ErrBudgetExceeded) {
-			return fmt.Errorf("refusing to release: this run would bring a member of data set %q to ε = %s at δ = %g, over its budget ε = %g: %w",
-				set.Name, dp.FormatEpsilon(s.Epsilon), b.Delta, b.Epsilon, dp.ErrBudgetExceeded)
-		}
-		spent = s
 		return err
-	})
-	if err != nil {
-		return privacyDPLCLedger{}, err
 	}
-	b, _ := l.Budget()
-	return privacyDPLCLedger{File: d.Path(set), Dataset: set.Name, SpentEpsilon: spent.Epsilon, BudgetEpsilon: b.Epsilon, BudgetDelta: b.Delta}, nil
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	centres, err := readDPLCCentres(e, name)
+	if err != nil {
+		return err
+	}
+	occ, err := dplc.OccupancyRatio(len(centres[0]), p.Margin)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	charge, err := f.charge(cmd, len(centres))
+	if err != nil {
+		return err
+	}
+	// Release charges the ledger before computing anything: the charge is
+	// on disk before a single noisy value exists.
+	res, led, err := dplc.Release(centres, p, charge, nil)
+	if err != nil {
+		return err
+	}
+	rep := dplcReport(res, p, led, centres, occ, f.diagnostics)
+	if f.json {
+		return writeJSON(e.stdout, rep)
+	}
+	fmt.Fprintf(e.stdout, "released %d noisy cluster centres of dimension %d (privacy unit: one identity)\n", len(rep.Clusters), rep.Dimension)
+	for i, c := range rep.Clusters {
+		if f.diagnostics {
+			fmt.Fprintf(e.stdout, "  cluster %d: mass %.1f, size %d, cosine to exact mean %.3f\n", i+1, c.Mass, c.Size, c.Cosine)
+		} else {
+			fmt.Fprintf(e.stdout, "  cluster %d: mass %.1f\n", i+1, c.Mass)
+		}
+	}
+	_, err = fmt.Fprintf(e.stdout, "cost (ε, δ) = (%g, %g) (RDP accountant: ε = %s); the people of data set %q in this release have spent up to ε = %s of %g at δ = %g; cap occupancy ratio %.3g\n",
+		rep.Epsilon, rep.Delta, dp.FormatEpsilon(rep.AccountantEps), rep.Ledger.Dataset, dp.FormatEpsilon(rep.Ledger.SpentEpsilon), rep.Ledger.BudgetEpsilon, rep.Ledger.BudgetDelta, occ)
+	return err
+}
+
+// readDPLCCentres reads the class centres of the file name (- for
+// standard input) and checks them, so that a refused input costs nothing.
+func readDPLCCentres(e *env, name string) ([][]float32, error) {
+	in, err := openInput(e, name)
+	if err != nil {
+		return nil, err
+	}
+	centres, err := dplc.ReadCentres(in)
+	in.Close()
+	if err == nil {
+		err = dplc.CheckCentres(centres)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return centres, nil
+}
+
+// charge checks the ledger's flags and returns the ledger a release of n
+// centres is charged to.
+func (f *dplcFlags) charge(cmd *cobra.Command, n int) (dplc.Charge, error) {
+	if f.ledgerFile != "" {
+		return dplc.Charge{}, errors.New("--ledger FILE is gone: ledgers are now kept per data set in the ledger folder (--ledger-dir), shared with veil train and veil fed client; name the data set with --dataset (its old ledger file is not read)")
+	}
+	if f.dataset == "" {
+		return dplc.Charge{}, errors.New("--dataset is required: every release is charged to the privacy ledger of the data set it comes from (e.g. --dataset lfw)")
+	}
+	if err := (dp.DataSet{Name: f.dataset, Unit: dp.UnitIdentity}).Validate(); err != nil {
+		return dplc.Charge{}, fmt.Errorf("--dataset: %w", err)
+	}
+	c := dplc.Charge{DataSet: f.dataset, Budget: f.budget}
+	var err error
+	if f.membersFile != "" {
+		if c.Members, err = readMembers(f.membersFile); err != nil {
+			return dplc.Charge{}, err
+		}
+		if len(c.Members) != n {
+			return dplc.Charge{}, fmt.Errorf("--members %s names %d people for %d centres: give one name per centre", f.membersFile, len(c.Members), n)
+		}
+	}
+	if c.Ledgers, err = ledgerDir(f.ledgerDir); err != nil {
+		return dplc.Charge{}, err
+	}
+	changed := cmd.Flags().Changed
+	c.SetBudget = changed("budget-epsilon") || changed("budget-delta")
+	if c.SetBudget && !(changed("budget-epsilon") && changed("budget-delta")) {
+		return dplc.Charge{}, errors.New("give both --budget-epsilon and --budget-delta")
+	}
+	return c, nil
+}
+
+// dplcReport is veil privacy dplc's report of a release at p from
+// centres; the private diagnostics only if asked.
+func dplcReport(res dplc.Result, p dplc.Params, led dplc.Charged, centres [][]float32, occ float64, diagnostics bool) privacyDPLCReport {
+	rep := privacyDPLCReport{PrivacyUnit: "identity", Dimension: len(centres[0]), Clusters: []privacyDPLCCluster{},
+		Epsilon: p.Epsilon, Delta: p.Delta, AccountantEps: res.Epsilon, SeedNoise: res.SeedNoise, CentreNoise: res.CentreNoise,
+		Occupancy: occ, Ledger: privacyDPLCLedger{File: led.File, Dataset: led.DataSet, SpentEpsilon: led.SpentEpsilon,
+			BudgetEpsilon: led.Budget.Epsilon, BudgetDelta: led.Budget.Delta}}
+	if diagnostics {
+		rep.Centres = len(centres)
+	}
+	for _, c := range res.Clusters {
+		pc := privacyDPLCCluster{Center: c.Center, Mass: c.Mass}
+		if diagnostics {
+			pc.Size, pc.Cosine = c.Size, c.CosineToExact()
+		}
+		rep.Clusters = append(rep.Clusters, pc)
+	}
+	return rep
 }
 
 // readMembers reads a file of member names, one per line (blank lines
