@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/internal/progress"
 	"github.com/veil-privacy/veil/tagging"
@@ -47,15 +48,8 @@ type libraryAddJSON struct {
 	PhotosPerSecond float64 `json:"photos_per_second"`
 }
 
-func newLibraryAddCmd(e *env) *cobra.Command {
-	var lf libraryFlags
-	var models string
-	var workers int
-	var asJSON, quiet, forget, rehash bool
-	cmd := &cobra.Command{
-		Use:   "add PATH...",
-		Short: "Add photos to the library: find, describe and record their faces",
-		Long: `Add scans the folders (recursively, following symbolic links) and files given
+// libraryAddHelp is veil library add's --help.
+const libraryAddHelp = `Add scans the folders (recursively, following symbolic links) and files given
 for JPEG and PNG photos and records each in the library with its faces: box, 68
 landmarks, detector score, how well the landmarks fit a face, descriptor and a
 96-pixel thumbnail (the last three, and the landmarks, encrypted). Photos stay
@@ -95,14 +89,29 @@ those faces (people stay, with fewer faces).
 
 Exit status: 0 when the run finished (files that could not be read are
 reported, not fatal); 2 on a wrong passphrase; 1 on bad input or an error of
-the library; 130 when interrupted (what was done is kept).`,
+the library; 130 when interrupted (what was done is kept).`
+
+// libraryAddFlags are veil library add's flags.
+type libraryAddFlags struct {
+	lf                          libraryFlags
+	models                      string
+	workers                     int
+	json, quiet, forget, rehash bool
+}
+
+func newLibraryAddCmd(e *env) *cobra.Command {
+	f := &libraryAddFlags{}
+	cmd := &cobra.Command{
+		Use:   "add PATH...",
+		Short: "Add photos to the library: find, describe and record their faces",
+		Long:  libraryAddHelp,
 		Example: `  veil library add --library lib ~/Pictures
   veil library add --library lib --json --quiet ~/Pictures/2024 ~/Desktop/scan.png
   VEIL_LIBRARY=lib veil library add ~/Pictures --forget-missing`,
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if workers < 0 {
-				return fmt.Errorf("--workers %d: want 0 (every core) or more", workers)
+			if f.workers < 0 {
+				return fmt.Errorf("--workers %d: want 0 (every core) or more", f.workers)
 			}
 			for _, a := range args {
 				if _, err := os.Stat(a); err != nil {
@@ -110,94 +119,112 @@ the library; 130 when interrupted (what was done is kept).`,
 				}
 			}
 			start := time.Now()
-			return withLibrary(e, &lf, func(l *tagging.Library) error {
-				p, err := e.pipeline(tagging.PipelineOptions(models))
-				if err != nil {
-					return err
-				}
-				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-				defer stop()
-				var reading, bar *progress.Bar
-				waited := false
-				opt := tagging.IndexOptions{Pipeline: p, Workers: workers, Rehash: rehash,
-					Waiting: func(pid int) {
-						waited = true
-						who := ""
-						if pid > 0 {
-							who = fmt.Sprintf(" (pid %d)", pid)
-						}
-						fmt.Fprintf(e.stderr, "another veil library add is indexing this library%s; waiting for it to finish (Ctrl-C to stop)\n", who)
-					},
-					Reading: func(done, total int) {
-						if done == 1 {
-							reading = progress.New(e.stderr, "reading", total, quiet || total < 1000)
-						}
-						reading.Add(1)
-						if done == total {
-							reading.Done()
-						}
-					},
-					Planned: func(analyse, rest int) {
-						bar = progress.New(e.stderr, "analysing", analyse, quiet)
-					},
-					Progress: func(pr tagging.IndexProgress) {
-						if pr.Analysed {
-							bar.Add(1)
-						}
-					}}
-				rep, err := l.Index(ctx, args, opt)
-				bar.Done()
-				interrupted := err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled)
-				if err != nil && (!interrupted || rep == nil) {
-					if interrupted && waited && rep == nil {
-						return &exitError{code: exitInterrupted, err: errors.New("interrupted while waiting for the other veil library add: nothing was added")}
-					}
-					if interrupted {
-						return &exitError{code: exitInterrupted, err: errors.New("interrupted while listing the photos: nothing was added")}
-					}
-					return err
-				}
-				out := libraryAddJSON{
-					PhotosAdded: rep.Added, PhotosSkipped: rep.Skipped(), PhotosFailed: len(rep.Errors),
-					Faces: rep.Faces, FacesAdded: rep.FacesAdded, FacesUpdated: rep.FacesUpdated, Errors: rep.Errors, WallS: time.Since(start).Seconds(),
-					PhotosFound: rep.Files, PhotosUnchanged: rep.Unchanged, PhotosMoved: rep.Moved,
-					PhotosDuplicate: rep.Duplicates, PhotosUpdated: rep.Updated, PhotosMissing: rep.Missing,
-					PhotosNewMissing: rep.NewlyMissing, PhotosReturned: rep.Returned, Interrupted: interrupted,
-				}
-				if out.Errors == nil {
-					out.Errors = []tagging.FileError{}
-				}
-				if s := rep.Wall.Seconds(); s > 0 {
-					out.PhotosPerSecond = float64(rep.Added+rep.Updated) / s
-				}
-				if forget && !interrupted {
-					if out.PhotosForgotten, out.FacesForgotten, err = l.ForgetMissing(context.Background()); err != nil {
-						return err
-					}
-					out.PhotosMissing = 0
-				}
-				if asJSON {
-					if err := writeJSON(e.stdout, out); err != nil {
-						return err
-					}
-				} else {
-					printLibraryAdd(e, &out)
-				}
-				if interrupted {
-					return &exitError{code: exitInterrupted, err: errors.New("interrupted: the photos recorded so far are kept; run the same command again to go on")}
-				}
-				return nil
-			})
+			return withLibrary(e, &f.lf, func(l *tagging.Library) error { return runLibraryAdd(cmd.Context(), e, f, l, args, start) })
 		},
 	}
-	lf.register(cmd)
-	cmd.Flags().StringVar(&models, "models", "", "folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
-	cmd.Flags().IntVar(&workers, "workers", 0, "photos analysed at once (0: one per core)")
-	cmd.Flags().BoolVar(&forget, "forget-missing", false, "delete the photos whose files are missing after this run, with their faces and the names given to them (people stay)")
-	cmd.Flags().BoolVar(&rehash, "rehash", false, "read and hash every file, even those whose size, modification time and inode are as recorded")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output on stderr")
+	f.lf.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.models, "models", "", "folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
+	fl.IntVar(&f.workers, "workers", 0, "photos analysed at once (0: one per core)")
+	fl.BoolVar(&f.forget, "forget-missing", false, "delete the photos whose files are missing after this run, with their faces and the names given to them (people stay)")
+	fl.BoolVar(&f.rehash, "rehash", false, "read and hash every file, even those whose size, modification time and inode are as recorded")
+	fl.BoolVar(&f.json, "json", false, "print JSON")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress output on stderr")
 	return cmd
+}
+
+// runLibraryAdd indexes paths into l (tagging.Library.Index) and reports.
+func runLibraryAdd(ctx context.Context, e *env, f *libraryAddFlags, l *tagging.Library, paths []string, start time.Time) error {
+	p, err := e.pipeline(tagging.PipelineOptions(f.models))
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opt, waited, done := f.indexOptions(e, p)
+	rep, err := l.Index(ctx, paths, opt)
+	done()
+	interrupted := err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled)
+	if err != nil && (!interrupted || rep == nil) {
+		if interrupted && *waited && rep == nil {
+			return &exitError{code: exitInterrupted, err: errors.New("interrupted while waiting for the other veil library add: nothing was added")}
+		}
+		if interrupted {
+			return &exitError{code: exitInterrupted, err: errors.New("interrupted while listing the photos: nothing was added")}
+		}
+		return err
+	}
+	out := libraryAddReport(rep, time.Since(start), interrupted)
+	if f.forget && !interrupted {
+		if out.PhotosForgotten, out.FacesForgotten, err = l.ForgetMissing(context.Background()); err != nil {
+			return err
+		}
+		out.PhotosMissing = 0
+	}
+	if f.json {
+		if err := writeJSON(e.stdout, out); err != nil {
+			return err
+		}
+	} else {
+		printLibraryAdd(e, &out)
+	}
+	if interrupted {
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted: the photos recorded so far are kept; run the same command again to go on")}
+	}
+	return nil
+}
+
+// indexOptions are the options of the index run, with its progress bars
+// on stderr; waited is set once the run waited for another, done ends the
+// bars.
+func (f *libraryAddFlags) indexOptions(e *env, p *face.Pipeline) (opt tagging.IndexOptions, waited *bool, done func()) {
+	var reading, bar *progress.Bar
+	waited = new(bool)
+	opt = tagging.IndexOptions{Pipeline: p, Workers: f.workers, Rehash: f.rehash,
+		Waiting: func(pid int) {
+			*waited = true
+			who := ""
+			if pid > 0 {
+				who = fmt.Sprintf(" (pid %d)", pid)
+			}
+			fmt.Fprintf(e.stderr, "another veil library add is indexing this library%s; waiting for it to finish (Ctrl-C to stop)\n", who)
+		},
+		Reading: func(n, total int) {
+			if n == 1 {
+				reading = progress.New(e.stderr, "reading", total, f.quiet || total < 1000)
+			}
+			reading.Add(1)
+			if n == total {
+				reading.Done()
+			}
+		},
+		Planned: func(analyse, rest int) {
+			bar = progress.New(e.stderr, "analysing", analyse, f.quiet)
+		},
+		Progress: func(pr tagging.IndexProgress) {
+			if pr.Analysed {
+				bar.Add(1)
+			}
+		}}
+	return opt, waited, func() { bar.Done() }
+}
+
+// libraryAddReport is veil library add's report of an index run.
+func libraryAddReport(rep *tagging.IndexReport, wall time.Duration, interrupted bool) libraryAddJSON {
+	out := libraryAddJSON{
+		PhotosAdded: rep.Added, PhotosSkipped: rep.Skipped(), PhotosFailed: len(rep.Errors),
+		Faces: rep.Faces, FacesAdded: rep.FacesAdded, FacesUpdated: rep.FacesUpdated, Errors: rep.Errors, WallS: wall.Seconds(),
+		PhotosFound: rep.Files, PhotosUnchanged: rep.Unchanged, PhotosMoved: rep.Moved,
+		PhotosDuplicate: rep.Duplicates, PhotosUpdated: rep.Updated, PhotosMissing: rep.Missing,
+		PhotosNewMissing: rep.NewlyMissing, PhotosReturned: rep.Returned, Interrupted: interrupted,
+	}
+	if out.Errors == nil {
+		out.Errors = []tagging.FileError{}
+	}
+	if s := rep.Wall.Seconds(); s > 0 {
+		out.PhotosPerSecond = float64(rep.Added+rep.Updated) / s
+	}
+	return out
 }
 
 func printLibraryAdd(e *env, o *libraryAddJSON) {
