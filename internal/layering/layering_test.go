@@ -104,6 +104,13 @@ var rules = []rule{
 		forbidden: map[string]func(string) bool{"fed/...": fed},
 	},
 	{
+		why:     "describing images is the face pipeline's and the cache's: no trainer, no model code, not the library or the federation",
+		subject: func(p pkg) bool { return p.path == "face/describer" },
+		forbidden: map[string]func(string) bool{
+			"nn/...": inModule("nn"), "training": inModule("training"), "tagging": tagging,
+		},
+	},
+	{
 		why:       "a checkpoint stores plain records (nn/record), it does not know the trainer",
 		subject:   func(p pkg) bool { return p.path == "nn/checkpoint" },
 		forbidden: map[string]func(string) bool{"nn/train": trainer},
@@ -218,6 +225,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "secagg/dphe", name: "dphe"}, "google.golang.org/grpc/credentials"},
 		{pkg{path: "secagg/quant", name: "quant"}, module + "/tagging"},
 		{pkg{path: "face/nets", name: "nets"}, module + "/fed/wire"},
+		{pkg{path: "face/describer", name: "describer"}, module + "/nn/arch"},
+		{pkg{path: "face/describer", name: "describer"}, module + "/training"},
 		{pkg{path: "training", name: "training"}, module + "/" + cliPath},
 		{pkg{path: "nn/checkpoint", name: "checkpoint"}, module + "/nn/train"},
 		{pkg{path: "internal/atomicfile", name: "atomicfile"}, module + "/internal/datadir"},

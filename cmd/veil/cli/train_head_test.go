@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"image"
-	"image/jpeg"
 	"math"
 	"os"
 	"path/filepath"
@@ -157,30 +155,5 @@ func TestTrainHeadOnAgeGenderFeatures(t *testing.T) {
 		"--loss", "cosface", "--resume", ckpt, "-q"}, strings.NewReader(""), &out, &errb)
 	if code == 0 || !strings.Contains(errb.String(), "another model") {
 		t.Errorf("resuming an age/gender head as a descriptor head: exit %d, %q", code, errb.String())
-	}
-}
-
-func TestAgeGenderFeaturesRefuseOtherFraming(t *testing.T) {
-	h := headFlags{features: arch.HeadAgeGender, noCache: true}
-	desc, dim, err := h.openInputs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dim != 2048 {
-		t.Errorf("input size %d, want 2048", dim)
-	}
-	var buf bytes.Buffer
-	if err := jpeg.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 120, 100)), nil); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "small.jpg")
-	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := desc(p); err == nil || !strings.Contains(err.Error(), "not a 250×250 deep-funnelled LFW image") {
-		t.Errorf("120×100 image: error %v, want one about LFW's framing", err)
-	}
-	if _, _, err := (&headFlags{features: "pixels"}).openInputs(); err == nil || !strings.Contains(err.Error(), "unknown --features") {
-		t.Errorf("unknown features: error %v", err)
 	}
 }

@@ -12,15 +12,11 @@ import (
 	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/face"
 	"github.com/veil-privacy/veil/face/desccache"
-	"github.com/veil-privacy/veil/imaging"
+	"github.com/veil-privacy/veil/face/describer"
 	"github.com/veil-privacy/veil/internal/atomicfile"
 	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/internal/progress"
 )
-
-// pipelineVersion changes whenever the code computing descriptors changes
-// in a way that alters them, so cached descriptors are not reused across it.
-const pipelineVersion = "veil-faces-4"
 
 // fallbackDescription says what verify does with images without a face.
 const fallbackDescription = "central face: of the faces scoring at least --min-score the one nearest the image centre is used; if none, the central detection scoring at least 0.1 (counted in low_score_faces); if none either, a central box of LFW's median face size (counted in no_face), in which landmarks and the descriptor are computed; in the last two cases the other detector's central face (found the same way) replaces it when its landmarks fit dlib's mean face better (counted in second_detector_faces)"
@@ -173,13 +169,13 @@ func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath, re
 					return err
 				}
 			}
-			if cache, err = desccache.Open(dir, descCacheSettings(opt)); err != nil {
+			if cache, err = desccache.Open(dir, describer.CacheSettings(opt)); err != nil {
 				return err
 			}
 		}
 		bar := progress.New(e.stderr, "describing", countImages(test, train), pf.quiet)
 		vo.Progress = func() { bar.Add(1) }
-		res, err = eval.Verify(vo, describer(p, cache))
+		res, err = eval.Verify(vo, describer.Pipeline(p, cache))
 		bar.Done()
 		if err != nil {
 			return err
@@ -247,50 +243,4 @@ func countImages(pfs ...*dataset.PairsFile) int {
 		}
 	}
 	return len(seen)
-}
-
-// describer returns the central face's descriptor of an image, through
-// the cache when there is one.
-func describer(p *face.Pipeline, cache *desccache.Cache) eval.Describer {
-	return cachedDescriber(cache, func(img *imaging.RGB) (eval.Described, error) {
-		f, err := p.Central(img)
-		if err != nil {
-			return eval.Described{}, err
-		}
-		return eval.Described{Descriptor: f.Descriptor, Fallback: f.Fallback, LowScore: f.LowScore, SecondDetector: f.SecondDetector}, nil
-	})
-}
-
-// cachedDescriber reads and decodes an image file (within the default
-// size limits) and returns describe's result for it, looked up in and
-// stored to cache (nil: no cache) by the file's bytes.
-func cachedDescriber(cache *desccache.Cache, describe func(img *imaging.RGB) (eval.Described, error)) eval.Describer {
-	lim := imaging.DefaultLimits()
-	return func(path string) (eval.Described, error) {
-		data, err := imaging.ReadFile(path, lim.MaxBytes)
-		if err != nil {
-			return eval.Described{}, err
-		}
-		var key string
-		if cache != nil {
-			key = cache.Key(data)
-			if e, ok := cache.Get(key); ok {
-				return eval.Described{Descriptor: e.Descriptor, Fallback: e.Fallback, LowScore: e.LowScore, SecondDetector: e.SecondDetector}, nil
-			}
-		}
-		img, _, err := imaging.Decode(data, lim)
-		if err != nil {
-			return eval.Described{}, err
-		}
-		d, err := describe(img)
-		if err != nil {
-			return eval.Described{}, err
-		}
-		if cache != nil {
-			if err := cache.Put(key, desccache.Entry{Descriptor: d.Descriptor, Fallback: d.Fallback, LowScore: d.LowScore, SecondDetector: d.SecondDetector}); err != nil {
-				return eval.Described{}, err
-			}
-		}
-		return d, nil
-	}
 }
