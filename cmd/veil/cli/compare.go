@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"path/filepath"
 
@@ -155,62 +156,104 @@ type compareReport struct {
 
 // runCompare compares the chosen faces of two photos and reports.
 func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
+	imgs, err := c.checkAndRead(pathA, pathB)
+	if err != nil {
+		return err
+	}
+	var r *headRunner
+	if c.head != "" {
+		if r, err = openHead(e, c.head, c.pf.models); err != nil {
+			return err
+		}
+	}
+	rep, opt, err := c.comparePhotos(e, r, [2]string{pathA, pathB}, imgs)
+	if err != nil {
+		return err
+	}
+	metric := eval.Euclidean
+	if r != nil {
+		info := r.info()
+		rep.Head, rep.Vectors, metric = &info, "head embedding", eval.CosineDistance
+	}
+	thr, err := c.compareThreshold(e, r, opt, rep)
+	if err != nil {
+		return err
+	}
+	if rep.Comparison, err = eval.Compare(rep.A.vector, rep.B.vector, metric, thr); err != nil {
+		return err
+	}
+	if rep.SameRight != nil {
+		rep.Meaning = fmt.Sprintf("at this threshold, on LFW's development test pairs, %.1f%% of same-person pairs are called the same person and %.1f%% of different-person pairs are called different",
+			100**rep.SameRight, 100**rep.DifferentRight)
+	}
+	if c.pf.json {
+		return writeJSON(e.stdout, rep)
+	}
+	printCompare(e.stdout, rep)
+	return nil
+}
+
+// checkAndRead checks the comparison's flags and reads both photos before
+// any network loads: a wrong path fails fast.
+func (c *compareFlags) checkAndRead(pathA, pathB string) ([2]*imaging.RGB, error) {
+	var imgs [2]*imaging.RGB
 	for _, f := range []struct {
 		name string
 		v    int
 	}{{"--face-a", c.faceA}, {"--face-b", c.faceB}} {
 		if f.v < 0 {
-			return fmt.Errorf("%s must be a face number (1, 2, …; 0 for the largest face), got %d", f.name, f.v)
+			return imgs, fmt.Errorf("%s must be a face number (1, 2, …; 0 for the largest face), got %d", f.name, f.v)
 		}
 	}
 	given := c.pf.cmd != nil && c.pf.cmd.Flags().Changed("threshold")
 	if c.threshold < 0 || given && c.threshold == 0 || math.IsNaN(c.threshold) || math.IsInf(c.threshold, 0) {
-		return fmt.Errorf("--threshold must be a positive distance, got %g", c.threshold)
+		return imgs, fmt.Errorf("--threshold must be a positive distance, got %g", c.threshold)
 	}
-	// Read both photos before loading any network: a wrong path fails fast.
-	var imgs [2]*imaging.RGB
 	for i, path := range []string{pathA, pathB} {
 		img, _, err := imaging.DecodeFile(path, imaging.DefaultLimits())
 		if err != nil {
-			return err // names the photo already
+			return imgs, err // names the photo already
 		}
 		imgs[i] = img
 	}
-	var r *headRunner
-	if c.head != "" {
-		var err error
-		if r, err = openHead(e, c.head, c.pf.models); err != nil {
-			return err
-		}
-	}
+	return imgs, nil
+}
+
+// comparePhotos describes the chosen face of each photo (by the pipeline,
+// with the fallback detector, and the head r if any) and returns the
+// report so far with the pipeline's options.
+func (c *compareFlags) comparePhotos(e *env, r *headRunner, paths [2]string, imgs [2]*imaging.RGB) (*compareReport, face.Options, error) {
 	opt, err := c.pf.options()
 	if err != nil {
-		return err
+		return nil, opt, err
 	}
 	opt.Descriptors = r == nil || r.needsDescriptors()
 	p, err := e.pipeline(opt)
 	if err != nil {
-		return err
+		return nil, opt, err
 	}
 	opt = p.Options()
 	pp, err := face.NewFallback(p)
 	if err != nil {
-		return err
+		return nil, opt, err
 	}
-	a, err := comparePhoto(pp, r, pathA, imgs[0], c.faceA, "--face-a")
+	a, err := comparePhoto(pp, r, paths[0], imgs[0], c.faceA, "--face-a")
 	if err != nil {
-		return err
+		return nil, opt, err
 	}
-	b, err := comparePhoto(pp, r, pathB, imgs[1], c.faceB, "--face-b")
+	b, err := comparePhoto(pp, r, paths[1], imgs[1], c.faceB, "--face-b")
 	if err != nil {
-		return err
+		return nil, opt, err
 	}
-	rep := compareReport{Vectors: "descriptor", A: *a, B: *b}
-	metric, thr := eval.Euclidean, c.threshold
-	if r != nil {
-		info := r.info()
-		rep.Head, rep.Vectors, metric = &info, "head embedding", eval.CosineDistance
-	}
+	return &compareReport{Vectors: "descriptor", A: *a, B: *b}, opt, nil
+}
+
+// compareThreshold is the distance threshold of the comparison and says
+// where it comes from in rep: --threshold; without a head, the one
+// measured for descriptors on LFW's development pairs; with one, the best
+// for the head on them.
+func (c *compareFlags) compareThreshold(e *env, r *headRunner, opt face.Options, rep *compareReport) (float64, error) {
+	thr := c.threshold
 	switch {
 	case c.threshold > 0:
 		rep.ThresholdSource = "--threshold"
@@ -225,23 +268,17 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 	default:
 		res, err := c.headThreshold(e, r)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		thr = res.Threshold
 		rep.SameRight, rep.DifferentRight = &res.SameRight, &res.DifferentRight
 		rep.ThresholdSource = fmt.Sprintf("best for this head on LFW's development training pairs (%d pairs)", res.TrainPairs)
 	}
-	if rep.Comparison, err = eval.Compare(a.vector, b.vector, metric, thr); err != nil {
-		return err
-	}
-	if rep.SameRight != nil {
-		rep.Meaning = fmt.Sprintf("at this threshold, on LFW's development test pairs, %.1f%% of same-person pairs are called the same person and %.1f%% of different-person pairs are called different",
-			100**rep.SameRight, 100**rep.DifferentRight)
-	}
-	if c.pf.json {
-		return writeJSON(e.stdout, rep)
-	}
-	w := e.stdout
+	return thr, nil
+}
+
+// printCompare prints veil compare's readable report.
+func printCompare(w io.Writer, rep *compareReport) {
 	if rep.Head != nil {
 		fmt.Fprintln(w, rep.Head.describe())
 	}
@@ -268,7 +305,6 @@ func runCompare(e *env, c *compareFlags, pathA, pathB string) error {
 	if rep.Meaning != "" {
 		fmt.Fprintf(w, "%s\n", rep.Meaning)
 	}
-	return nil
 }
 
 // detectorWords names a --detector value in a sentence: "the tiny

@@ -21,13 +21,8 @@ import (
 // fallbackDescription says what verify does with images without a face.
 const fallbackDescription = "central face: of the faces scoring at least --min-score the one nearest the image centre is used; if none, the central detection scoring at least 0.1 (counted in low_score_faces); if none either, a central box of LFW's median face size (counted in no_face), in which landmarks and the descriptor are computed; in the last two cases the other detector's central face (found the same way) replaces it when its landmarks fit dlib's mean face better (counted in second_detector_faces)"
 
-func newVerifyCmd(e *env) *cobra.Command {
-	c := &compareFlags{}
-	var imagesDir, pairsPath, trainPath, report string
-	cmd := &cobra.Command{
-		Use:   "verify --images DIR --pairs FILE [--train-pairs FILE] | verify PHOTO_A PHOTO_B",
-		Short: "Score face verification on LFW-style pairs (accuracy, ROC AUC, EER, TAR@FAR), or compare two photos",
-		Long: `Verify runs the Labeled Faces in the Wild protocol on a folder laid out as
+// verifyHelp is veil verify's --help.
+var verifyHelp = `Verify runs the Labeled Faces in the Wild protocol on a folder laid out as
 DIR/Name/Name_0001.jpg and a pairs file in LFW's format. Given two photos
 instead (veil verify a.jpg b.jpg), it does what veil compare does, with
 compare's defaults (--detector both): says whether they show the same person
@@ -68,7 +63,15 @@ reported as a cosine distance (1 − similarity).
 Descriptors are cached on disk, keyed by image content and pipeline settings
 (--cache, else $` + desccache.EnvCache + `, else the user's cache folder), so a
 second run is fast; entries are written atomically, so an interrupted run
-leaves a usable cache.`,
+leaves a usable cache.`
+
+func newVerifyCmd(e *env) *cobra.Command {
+	c := &compareFlags{}
+	var imagesDir, pairsPath, trainPath, report string
+	cmd := &cobra.Command{
+		Use:   "verify --images DIR --pairs FILE [--train-pairs FILE] | verify PHOTO_A PHOTO_B",
+		Short: "Score face verification on LFW-style pairs (accuracy, ROC AUC, EER, TAR@FAR), or compare two photos",
+		Long:  verifyHelp,
 		Example: `  veil verify --images ../shared/data/lfw/images_deepfunneled \
       --pairs ../shared/data/lfw/pairsDevTest.txt --train-pairs ../shared/data/lfw/pairsDevTrain.txt
   veil verify --images lfw --pairs pairs.txt --json
@@ -81,29 +84,7 @@ leaves a usable cache.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 2 {
-				for _, n := range []string{"images", "pairs", "train-pairs"} {
-					if cmd.Flags().Changed(n) {
-						return fmt.Errorf("--%s scores a pairs file; with two photos verify compares them (give one or the other)", n)
-					}
-				}
-				// Two photos: veil compare, with its default detector
-				// (the pairs protocol keeps tiny, whose central faces are
-				// the ones --detector both takes, and its cache).
-				if !cmd.Flags().Changed("detector") {
-					c.pf.detector = string(face.Both)
-				}
-				return runCompare(e, c, args[0], args[1])
-			}
-			for _, n := range []string{"face-a", "face-b", "threshold", "lfw"} {
-				if cmd.Flags().Changed(n) {
-					return fmt.Errorf("--%s applies to two photos (veil verify PHOTO_A PHOTO_B), not to --pairs", n)
-				}
-			}
-			if imagesDir == "" || pairsPath == "" {
-				return fmt.Errorf("give two photos to compare, or --images and --pairs to score a pairs file (see veil verify --help)")
-			}
-			return runVerifyPairs(e, c, imagesDir, pairsPath, trainPath, report)
+			return runVerify(e, cmd, c, args, imagesDir, pairsPath, trainPath, report)
 		},
 	}
 	// Verification sets are centred face crops: the tiny detector measured
@@ -121,22 +102,51 @@ leaves a usable cache.`,
 }
 
 // runVerifyPairs scores a pairs file (the LFW protocol).
+// runVerify compares two photos (args) as veil compare does, or scores a
+// pairs file.
+func runVerify(e *env, cmd *cobra.Command, c *compareFlags, args []string, imagesDir, pairsPath, trainPath, report string) error {
+	if len(args) == 2 {
+		for _, n := range []string{"images", "pairs", "train-pairs"} {
+			if cmd.Flags().Changed(n) {
+				return fmt.Errorf("--%s scores a pairs file; with two photos verify compares them (give one or the other)", n)
+			}
+		}
+		// Two photos: veil compare, with its default detector
+		// (the pairs protocol keeps tiny, whose central faces are
+		// the ones --detector both takes, and its cache).
+		if !cmd.Flags().Changed("detector") {
+			c.pf.detector = string(face.Both)
+		}
+		return runCompare(e, c, args[0], args[1])
+	}
+	for _, n := range []string{"face-a", "face-b", "threshold", "lfw"} {
+		if cmd.Flags().Changed(n) {
+			return fmt.Errorf("--%s applies to two photos (veil verify PHOTO_A PHOTO_B), not to --pairs", n)
+		}
+	}
+	if imagesDir == "" || pairsPath == "" {
+		return fmt.Errorf("give two photos to compare, or --images and --pairs to score a pairs file (see veil verify --help)")
+	}
+	return runVerifyPairs(e, c, imagesDir, pairsPath, trainPath, report)
+}
+
+// verifyReport is veil verify's report on a pairs file.
+type verifyReport struct {
+	*eval.VerifyResult
+	Detector string    `json:"detector,omitempty"`
+	Align    string    `json:"align,omitempty"`
+	Head     *headInfo `json:"head,omitempty"`
+	WallS    float64   `json:"wall_s"`
+}
+
 func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath, report string) error {
 	pf := &c.pf
 	if st, err := os.Stat(imagesDir); err != nil || !st.IsDir() {
 		return fmt.Errorf("--images %s is not a folder", imagesDir)
 	}
-	test, err := dataset.ReadPairsFile(pairsPath)
+	test, train, err := readVerifyPairs(pairsPath, trainPath)
 	if err != nil {
 		return err
-	}
-	var train *dataset.PairsFile
-	if trainPath != "" {
-		if train, err = dataset.ReadPairsFile(trainPath); err != nil {
-			return err
-		}
-	} else if test.Folds == 1 {
-		return fmt.Errorf("%s is a single set (no folds): give --train-pairs to choose the threshold", pairsPath)
 	}
 	opt, err := pf.options()
 	if err != nil {
@@ -149,46 +159,17 @@ func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath, re
 	var res *eval.VerifyResult
 	var head *headRunner
 	if c.head != "" {
-		if head, err = openHead(e, c.head, pf.models); err != nil {
-			return err
-		}
-		if res, err = verifyHead(e, head, c.headInputFlags(), vo); err != nil {
-			return err
+		if head, err = openHead(e, c.head, pf.models); err == nil {
+			res, err = verifyHead(e, head, c.headInputFlags(), vo)
 		}
 	} else {
-		p, err := e.pipeline(opt)
-		if err != nil {
-			return err
-		}
-		opt = p.Options()
-		var cache *desccache.Cache
-		if !c.noCache {
-			dir := c.cacheDir
-			if dir == "" {
-				if dir, err = desccache.DefaultDir(); err != nil {
-					return err
-				}
-			}
-			if cache, err = desccache.Open(dir, describer.CacheSettings(opt)); err != nil {
-				return err
-			}
-		}
-		bar := progress.New(e.stderr, "describing", countImages(test, train), pf.quiet)
-		vo.Progress = func() { bar.Add(1) }
-		res, err = eval.Verify(vo, describer.Pipeline(p, cache))
-		bar.Done()
-		if err != nil {
-			return err
-		}
+		res, opt, err = verifyPipeline(e, c, opt, vo)
+	}
+	if err != nil {
+		return err
 	}
 	res.Fallback = fallbackDescription
-	out := struct {
-		*eval.VerifyResult
-		Detector string    `json:"detector,omitempty"`
-		Align    string    `json:"align,omitempty"`
-		Head     *headInfo `json:"head,omitempty"`
-		WallS    float64   `json:"wall_s"`
-	}{VerifyResult: res, Detector: string(opt.Detector), Align: string(opt.Align), WallS: time.Since(start).Seconds()}
+	out := verifyReport{VerifyResult: res, Detector: string(opt.Detector), Align: string(opt.Align), WallS: time.Since(start).Seconds()}
 	// A head on age/gender features reads LFW's fixed face box: no
 	// detector, aligner or fallback is involved.
 	regions := head != nil && !head.needsDescriptors()
@@ -207,7 +188,49 @@ func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath, re
 	if pf.json {
 		return writeJSON(e.stdout, out)
 	}
-	w := e.stdout
+	printVerify(e.stdout, out, opt, regions)
+	return nil
+}
+
+// readVerifyPairs reads the pairs file to score and the one that chooses
+// the threshold, which a single-set file needs.
+func readVerifyPairs(pairsPath, trainPath string) (test, train *dataset.PairsFile, err error) {
+	if test, err = dataset.ReadPairsFile(pairsPath); err != nil {
+		return nil, nil, err
+	}
+	if trainPath != "" {
+		if train, err = dataset.ReadPairsFile(trainPath); err != nil {
+			return nil, nil, err
+		}
+	} else if test.Folds == 1 {
+		return nil, nil, fmt.Errorf("%s is a single set (no folds): give --train-pairs to choose the threshold", pairsPath)
+	}
+	return test, train, nil
+}
+
+// verifyPipeline scores the pairs of vo by the face pipeline's
+// descriptors, through the descriptor cache, and returns the pipeline's
+// options as it ran.
+func verifyPipeline(e *env, c *compareFlags, opt face.Options, vo eval.VerifyOptions) (*eval.VerifyResult, face.Options, error) {
+	p, err := e.pipeline(opt)
+	if err != nil {
+		return nil, opt, err
+	}
+	opt = p.Options()
+	cache, err := describer.Options{CacheDir: c.cacheDir, NoCache: c.noCache}.OpenCache(describer.CacheSettings(opt))
+	if err != nil {
+		return nil, opt, err
+	}
+	bar := progress.New(e.stderr, "describing", countImages(vo.Test, vo.Train), c.pf.quiet)
+	vo.Progress = func() { bar.Add(1) }
+	res, err := eval.Verify(vo, describer.Pipeline(p, cache))
+	bar.Done()
+	return res, opt, err
+}
+
+// printVerify prints veil verify's readable report.
+func printVerify(w io.Writer, out verifyReport, opt face.Options, regions bool) {
+	res := out.VerifyResult
 	if out.Head != nil {
 		fmt.Fprintln(w, out.Head.describe())
 	}
@@ -228,7 +251,6 @@ func runVerifyPairs(e *env, c *compareFlags, imagesDir, pairsPath, trainPath, re
 		fmt.Fprintf(w, "images whose face scored below %.2g (central detection ≥ 0.1 used): %d; with no detection at all (central box used): %d; face taken from the second detector: %d\n", opt.MinScore, res.LowScore, res.NoFace, res.SecondDetector)
 	}
 	fmt.Fprintf(w, "wall time %.1f s\n", out.WallS)
-	return nil
 }
 
 func countImages(pfs ...*dataset.PairsFile) int {
