@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 
 	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/eval"
@@ -58,6 +59,21 @@ type DataOptions struct {
 	// identities (LFW only), before any image is read or described: a
 	// federated client's own data, without describing everybody else's.
 	Part *DataPart
+}
+
+// DefaultFolders fills the data folders left empty with their places in
+// the data folder root (the commands' datadir.Default()): root/lfw,
+// root/mtfl, and root/mtfl/net_7876 for the centre images.
+func (d *DataOptions) DefaultFolders(root string) {
+	if d.LFW == "" {
+		d.LFW = filepath.Join(root, "lfw")
+	}
+	if d.MTFL == "" {
+		d.MTFL = filepath.Join(root, "mtfl")
+	}
+	if d.CentreImages == "" {
+		d.CentreImages = filepath.Join(root, "mtfl", "net_7876")
+	}
 }
 
 // DataPart is part Index (from 0) of the split of the training

@@ -34,16 +34,10 @@ type DataOptions struct {
 // training returns the options of package training that load the data
 // for o's model and optimiser, with the default folders filled in.
 func (d DataOptions) training(o *Options) training.Options {
-	def := datadir.Default()
 	t := training.Options{Model: o.Model, Optim: o.Optim, Describers: d.Describers, Progress: d.Progress,
 		Data: training.DataOptions{Set: "lfw", LFW: d.LFW, MinImages: d.MinImages, MaxPeople: d.MaxPeople,
 			CentreImages: d.CentreImages, CentreCount: d.CentreCount}}
-	if t.Data.LFW == "" {
-		t.Data.LFW = filepath.Join(def, "lfw")
-	}
-	if t.Data.CentreImages == "" {
-		t.Data.CentreImages = filepath.Join(def, "mtfl", "net_7876")
-	}
+	t.Data.DefaultFolders(datadir.Default())
 	return t
 }
 

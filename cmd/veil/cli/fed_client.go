@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -371,11 +370,8 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, []string, error) {
 	if f.describers != nil {
 		o.Describers = *f.describers
 	}
-	if o.Data.LFW == "" {
-		o.Data.LFW = filepath.Join(def, "lfw")
-	}
-	if o.Data.CentreImages == "" {
-		o.Data.CentreImages = filepath.Join(def, "mtfl", "net_7876")
+	o.Data.DefaultFolders(def)
+	if f.centreDir == "" {
 		if _, err := os.Stat(o.Data.CentreImages); err != nil {
 			return nil, nil, fmt.Errorf("the public face photos that centre the distillation targets are not at %s: "+
 				"give --centre-images DIR (MTFL's net_7876 folder) or set %s to the data folder", o.Data.CentreImages, datadir.EnvData)

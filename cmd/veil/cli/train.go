@@ -35,12 +35,8 @@ type trainFlags struct {
 	head                                                         headFlags
 }
 
-func newTrainCmd(e *env) *cobra.Command {
-	f := &trainFlags{}
-	cmd := &cobra.Command{
-		Use:   "train",
-		Short: "Train a face embedding network (LightFace) on LFW's training identities, optionally with DP-SGD",
-		Long: `Train LightFace on the LFW development training identities (peopleDevTrain.txt,
+// trainHelp is veil train's --help.
+const trainHelp = `Train LightFace on the LFW development training identities (peopleDevTrain.txt,
 identities with at least --min-images images) and report the verification
 accuracy of the embedding on the development test pairs (pairsDevTest.txt,
 threshold chosen on pairsDevTrain.txt). No training identity appears in the
@@ -99,13 +95,26 @@ marks its checkpoint public. --init CHECKPOINT starts a new run from such
 weights (fresh optimiser, step 0), and --freeze-blocks N keeps LightFace's
 first N of 14 convolution blocks fixed, so that DP-SGD clips and noises
 only the rest. Under --dp, --init accepts only public checkpoints: weights
-that have seen private data without accounting would void the guarantee.`,
+that have seen private data without accounting would void the guarantee.`
+
+func newTrainCmd(e *env) *cobra.Command {
+	f := &trainFlags{}
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Train a face embedding network (LightFace) on LFW's training identities, optionally with DP-SGD",
+		Long:  trainHelp,
 		Example: `  veil train --epochs 5
   veil train --model head --features agegender --loss distill --dp --target-epsilon 8 --epochs 20
   veil train --dp --noise-multiplier 1.1 --privacy-unit identity --checkpoint out/lightface-dp.ckpt --json`,
 		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTrain(e, cmd, f) },
 	}
+	f.register(cmd)
+	return cmd
+}
+
+// register adds veil train's flags.
+func (f *trainFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "lightface", "model: lightface or head")
 	fl.StringVar(&f.lossKind, "loss", "arcface", "loss: softmax, cosface, arcface, triplet, irene, or distill (LightFace, or the head on --features agegender, learns each training image's face-api descriptor: no identity labels)")
@@ -149,7 +158,6 @@ that have seen private data without accounting would void the guarantee.`,
 	fl.StringVar(&f.centreDir, "centre-images", "", "--loss distill: folder of public face photos (none of them in LFW) whose mean descriptor is subtracted from every target (default: <data>/mtfl/net_7876)")
 	fl.IntVar(&f.centreCount, "centre-count", 512, "--loss distill: how many of --centre-images (in name order) to average")
 	f.head.register(cmd)
-	return cmd
 }
 
 // check checks every flag's value on its own, naming the offending flag;
@@ -218,30 +226,9 @@ func (f *trainFlags) options(cmd *cobra.Command) (training.Options, error) {
 		return training.Options{}, err
 	}
 	changed := cmd.Flags().Changed
-	if f.trainSet == "mtfl" {
-		for _, n := range []string{"min-images", "max-people"} {
-			if changed(n) {
-				return training.Options{}, fmt.Errorf("train: --%s selects LFW identities; it does not apply to --train-set mtfl", n)
-			}
-		}
+	if err := f.conflicts(changed); err != nil {
+		return training.Options{}, err
 	}
-	if f.model != "head" && changed("features") {
-		return training.Options{}, errors.New("train: --features chooses --model head's input; LightFace reads images")
-	}
-	if f.model == "head" && changed("norm") {
-		return training.Options{}, errors.New("train: --norm applies to LightFace; the head has no normalisation layers")
-	}
-	if !f.dp {
-		for _, n := range []string{"noise-multiplier", "sampling-rate", "target-epsilon", "budget-epsilon", "privacy-unit", "max-per-identity"} {
-			if changed(n) {
-				return training.Options{}, fmt.Errorf("train: --%s needs --dp", n)
-			}
-		}
-	}
-	if f.dp && changed("sampling-rate") && !(f.q > 0 && f.q <= 1) {
-		return training.Options{}, fmt.Errorf("train: --sampling-rate must be in (0, 1], got %g", f.q)
-	}
-	def := datadir.Default()
 	o := training.Options{
 		Model: training.ModelOptions{Kind: f.model, Input: f.input, Width: f.width, Norm: f.norm, Loss: f.lossKind, Scale: f.scale, Margin: f.margin},
 		Data: training.DataOptions{Set: f.trainSet, LFW: f.data, MTFL: f.mtflDir, MinImages: f.minImages, MaxPeople: f.maxPeople, Crop: f.crop,
@@ -260,15 +247,7 @@ func (f *trainFlags) options(cmd *cobra.Command) (training.Options, error) {
 	if f.model == "head" || changed("features") {
 		o.Model.Features = f.head.features
 	}
-	if o.Data.LFW == "" {
-		o.Data.LFW = filepath.Join(def, "lfw")
-	}
-	if o.Data.MTFL == "" {
-		o.Data.MTFL = filepath.Join(def, "mtfl")
-	}
-	if o.Data.CentreImages == "" {
-		o.Data.CentreImages = filepath.Join(def, "mtfl", "net_7876")
-	}
+	o.Data.DefaultFolders(datadir.Default())
 	if o.Checkpoint == "" {
 		o.Checkpoint = defaultCheckpoint
 	}
@@ -294,6 +273,35 @@ func (f *trainFlags) options(cmd *cobra.Command) (training.Options, error) {
 		o.LedgerDir = dir
 	}
 	return o, nil
+}
+
+// conflicts refuses flags that do not apply with the others given
+// (changed says which were).
+func (f *trainFlags) conflicts(changed func(string) bool) error {
+	if f.trainSet == "mtfl" {
+		for _, n := range []string{"min-images", "max-people"} {
+			if changed(n) {
+				return fmt.Errorf("train: --%s selects LFW identities; it does not apply to --train-set mtfl", n)
+			}
+		}
+	}
+	if f.model != "head" && changed("features") {
+		return errors.New("train: --features chooses --model head's input; LightFace reads images")
+	}
+	if f.model == "head" && changed("norm") {
+		return errors.New("train: --norm applies to LightFace; the head has no normalisation layers")
+	}
+	if !f.dp {
+		for _, n := range []string{"noise-multiplier", "sampling-rate", "target-epsilon", "budget-epsilon", "privacy-unit", "max-per-identity"} {
+			if changed(n) {
+				return fmt.Errorf("train: --%s needs --dp", n)
+			}
+		}
+	}
+	if f.dp && changed("sampling-rate") && !(f.q > 0 && f.q <= 1) {
+		return fmt.Errorf("train: --sampling-rate must be in (0, 1], got %g", f.q)
+	}
+	return nil
 }
 
 func runTrain(e *env, cmd *cobra.Command, f *trainFlags) error {
