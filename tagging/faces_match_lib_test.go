@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/veil-privacy/veil/eval"
+	"github.com/veil-privacy/veil/face"
 )
 
 // lfwFace is a real descriptor of an LFW development-training image
@@ -268,5 +269,28 @@ func TestLibrarySuggestAndClusterOnLFW(t *testing.T) {
 		if m.Face != pair[0] && m.Face != pair[1] && truth[m.Face] != "Al_Gore" {
 			t.Fatalf("search matched face %d of %s", m.Face, truth[m.Face])
 		}
+	}
+	// SearchPhoto says the same with names and paths: the person, each
+	// matching face's photo path, the people and photos listed once.
+	ps, err := l.SearchPhoto([]face.Face{{Box: face.Box{X: 1, Y: 2, Width: 3, Height: 4}, Descriptor: gore[0].Descriptor}}, DefaultSuggestOptions(), SearchDistance, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.Faces) != 1 || ps.Faces[0].Person != "Al_Gore" || ps.Faces[0].Box.Width != 3 || len(ps.Faces[0].Matches) != len(res[0].Matches) ||
+		len(ps.People) != 1 || ps.People[0] != "Al_Gore" || len(ps.Photos) == 0 {
+		t.Fatalf("photo search: %+v", ps)
+	}
+	photos := map[string]bool{}
+	for i, m := range ps.Faces[0].Matches {
+		if m.Face != res[0].Matches[i].Face || m.Photo == "" {
+			t.Fatalf("match %d: %+v, want face %d with its photo's path", i, m, res[0].Matches[i].Face)
+		}
+		photos[m.Photo] = true
+	}
+	if len(photos) != len(ps.Photos) {
+		t.Fatalf("%d photos matched, %d listed", len(photos), len(ps.Photos))
+	}
+	if empty, err := l.SearchPhoto(nil, DefaultSuggestOptions(), SearchDistance, 0); err != nil || empty.Faces == nil || empty.People == nil || empty.Photos == nil {
+		t.Fatalf("a photo without faces: %+v, %v", empty, err)
 	}
 }

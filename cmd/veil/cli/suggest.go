@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"os"
-	"sort"
 
 	"github.com/spf13/cobra"
 
@@ -41,14 +40,8 @@ type jsonReviewGroup struct {
 	Distance float64 `json:"distance"`
 }
 
-func newSuggestCmd(e *env) *cobra.Command {
-	var lf libraryFlags
-	var sf suggestFlags
-	var asJSON, review, useMetric bool
-	cmd := &cobra.Command{
-		Use:   "suggest",
-		Short: "Suggest who the unnamed faces of a library are",
-		Long: `Suggest proposes, for every unnamed face of the library, the person whose
+// suggestHelp is veil suggest's --help.
+const suggestHelp = `Suggest proposes, for every unnamed face of the library, the person whose
 nearest named face is closest, when that face is within --distance and no other
 person is almost as close (--margin): otherwise it abstains. Faces of people you
 never named (strangers) are most of a real library: the defaults were chosen on
@@ -64,7 +57,16 @@ Naming or rejecting takes effect at the next run.
 --review groups the suggestions into questions that settle many faces at once:
 the faces of one cluster (veil faces clusters) suggested as the same person,
 largest groups first. Accept with veil suggest accept FACE..., or name them with
-veil faces name; reject a wrong one with veil faces reject.`,
+veil faces name; reject a wrong one with veil faces reject.`
+
+func newSuggestCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var sf suggestFlags
+	var asJSON, review, useMetric bool
+	cmd := &cobra.Command{
+		Use:   "suggest",
+		Short: "Suggest who the unnamed faces of a library are",
+		Long:  suggestHelp,
 		Example: `  veil suggest --library lib --json
   veil suggest --library lib --review`,
 		Args: cobra.NoArgs,
@@ -78,55 +80,10 @@ veil faces name; reject a wrong one with veil faces reject.`,
 				if err != nil {
 					return err
 				}
-				sugs, err := l.SuggestionsIn(space)
-				if err != nil {
-					return err
-				}
-				names := map[int64]string{}
-				js := make([]jsonSuggestion, len(sugs))
-				for i, s := range sugs {
-					names[s.Person] = s.Name
-					js[i] = jsonSuggestion{Face: s.Face, Person: s.Name, Distance: s.Distance}
-				}
 				if review {
-					clusters, err := l.StoredClusters()
-					if err != nil {
-						return err
-					}
-					plain := make([]match.Suggestion, len(sugs))
-					for i, s := range sugs {
-						plain[i] = s.Suggestion
-					}
-					q := match.ReviewQueue(plain, clusters)
-					jq := make([]jsonReviewGroup, len(q))
-					for i, g := range q {
-						jq[i] = jsonReviewGroup{Person: names[g.Person], Cluster: g.Cluster, Faces: g.Faces, Distance: g.Distance}
-					}
-					if asJSON {
-						return writeJSON(e.stdout, map[string]any{"review": jq})
-					}
-					if len(jq) == 0 {
-						fmt.Fprintln(e.stdout, "nothing to review")
-					}
-					for i, g := range jq {
-						if len(g.Faces) == 1 {
-							fmt.Fprintf(e.stdout, "%d. is this face %s? %v (distance %.3f)\n", i+1, g.Person, g.Faces, g.Distance)
-						} else {
-							fmt.Fprintf(e.stdout, "%d. are these %s %s? %v (farthest %.3f)\n", i+1, plural(len(g.Faces), "face"), g.Person, g.Faces, g.Distance)
-						}
-					}
-					return nil
+					return printReview(e, l, space, asJSON)
 				}
-				if asJSON {
-					return writeJSON(e.stdout, map[string]any{"suggestions": js})
-				}
-				if len(js) == 0 {
-					fmt.Fprintln(e.stdout, "no suggestions")
-				}
-				for _, s := range js {
-					fmt.Fprintf(e.stdout, "face %d: %s (distance %.3f)\n", s.Face, s.Person, s.Distance)
-				}
-				return nil
+				return printSuggestions(e, l, space, asJSON)
 			})
 		},
 	}
@@ -137,6 +94,54 @@ veil faces name; reject a wrong one with veil faces reject.`,
 	cmd.Flags().BoolVar(&useMetric, "use-metric", false, useMetricUsage)
 	cmd.AddCommand(newSuggestAcceptCmd(e))
 	return cmd
+}
+
+// printSuggestions prints the suggestions of space.
+func printSuggestions(e *env, l *tagging.Library, space tagging.Space, asJSON bool) error {
+	sugs, err := l.SuggestionsIn(space)
+	if err != nil {
+		return err
+	}
+	js := make([]jsonSuggestion, len(sugs))
+	for i, s := range sugs {
+		js[i] = jsonSuggestion{Face: s.Face, Person: s.Name, Distance: s.Distance}
+	}
+	if asJSON {
+		return writeJSON(e.stdout, map[string]any{"suggestions": js})
+	}
+	if len(js) == 0 {
+		fmt.Fprintln(e.stdout, "no suggestions")
+	}
+	for _, s := range js {
+		fmt.Fprintf(e.stdout, "face %d: %s (distance %.3f)\n", s.Face, s.Person, s.Distance)
+	}
+	return nil
+}
+
+// printReview prints the review queue of the suggestions of space.
+func printReview(e *env, l *tagging.Library, space tagging.Space, asJSON bool) error {
+	q, err := l.ReviewIn(space)
+	if err != nil {
+		return err
+	}
+	jq := make([]jsonReviewGroup, len(q))
+	for i, g := range q {
+		jq[i] = jsonReviewGroup{Person: g.Name, Cluster: g.Cluster, Faces: g.Faces, Distance: g.Distance}
+	}
+	if asJSON {
+		return writeJSON(e.stdout, map[string]any{"review": jq})
+	}
+	if len(jq) == 0 {
+		fmt.Fprintln(e.stdout, "nothing to review")
+	}
+	for i, g := range jq {
+		if len(g.Faces) == 1 {
+			fmt.Fprintf(e.stdout, "%d. is this face %s? %v (distance %.3f)\n", i+1, g.Person, g.Faces, g.Distance)
+		} else {
+			fmt.Fprintf(e.stdout, "%d. are these %s %s? %v (farthest %.3f)\n", i+1, plural(len(g.Faces), "face"), g.Person, g.Faces, g.Distance)
+		}
+	}
+	return nil
 }
 
 func newSuggestAcceptCmd(e *env) *cobra.Command {
@@ -241,21 +246,9 @@ photo is only read: nothing is added to the library.`,
 			if !(within > 0) {
 				return fmt.Errorf("--within must be positive")
 			}
-			lim := imaging.DefaultLimits()
-			st, err := os.Stat(args[0])
+			img, err := readSearchPhoto(args[0])
 			if err != nil {
 				return err
-			}
-			if st.Size() > lim.MaxBytes {
-				return fmt.Errorf("%s is %d bytes, over the %d limit", args[0], st.Size(), lim.MaxBytes)
-			}
-			data, err := os.ReadFile(args[0])
-			if err != nil {
-				return err
-			}
-			img, _, err := imaging.Decode(data, lim)
-			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
 			}
 			p, err := e.pipeline(tagging.PipelineOptions(models))
 			if err != nil {
@@ -265,72 +258,12 @@ photo is only read: nothing is added to the library.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			query := make([][]float32, len(found))
-			for i := range found {
-				query[i] = found[i].Descriptor
-			}
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
-				var res []match.SearchResult
-				var people map[int64]tagging.Person
-				if len(query) > 0 {
-					if res, people, err = l.SearchLibrary(query, o, within, limit); err != nil {
-						return err
-					}
-				}
-				photos, err := l.Photos()
+				res, err := l.SearchPhoto(found, o, within, limit)
 				if err != nil {
 					return err
 				}
-				path := map[int64]string{}
-				for _, ph := range photos {
-					path[ph.ID] = ph.Path
-				}
-				name := func(id int64) *string {
-					if id == 0 {
-						return nil
-					}
-					n := people[id].Name
-					return &n
-				}
-				out := make([]jsonSearchFace, len(res))
-				seenPeople, seenPhotos := map[string]bool{}, map[string]bool{}
-				var allPeople, allPhotos []string
-				for i, r := range res {
-					out[i] = jsonSearchFace{Number: i + 1, Box: found[i].Box, Person: name(r.Person), Distance: r.Distance, Matches: []jsonSearchMatch{}}
-					if r.Person != 0 && !seenPeople[people[r.Person].Name] {
-						seenPeople[people[r.Person].Name] = true
-						allPeople = append(allPeople, people[r.Person].Name)
-					}
-					for _, m := range r.Matches {
-						out[i].Matches = append(out[i].Matches, jsonSearchMatch{Face: m.Face, Photo: path[m.Photo], Person: name(m.Person), Distance: m.Distance})
-						if !seenPhotos[path[m.Photo]] {
-							seenPhotos[path[m.Photo]] = true
-							allPhotos = append(allPhotos, path[m.Photo])
-						}
-					}
-				}
-				sort.Strings(allPeople)
-				if allPeople == nil {
-					allPeople = []string{}
-				}
-				if allPhotos == nil {
-					allPhotos = []string{}
-				}
-				if asJSON {
-					return writeJSON(e.stdout, map[string]any{"faces": out, "people": allPeople, "photos": allPhotos})
-				}
-				fmt.Fprintf(e.stdout, "%d face(s) in %s\n", len(out), args[0])
-				for _, f := range out {
-					who := "nobody known"
-					if f.Person != nil {
-						who = fmt.Sprintf("%s (distance %.3f)", *f.Person, f.Distance)
-					}
-					fmt.Fprintf(e.stdout, "face %d at %.0f,%.0f %.0fx%.0f: %s; %d matching face(s) in the library\n", f.Number, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, who, len(f.Matches))
-					for _, m := range f.Matches {
-						fmt.Fprintf(e.stdout, "  %.3f face %d in %s\n", m.Distance, m.Face, m.Photo)
-					}
-				}
-				return nil
+				return printSearch(e, args[0], res, asJSON)
 			})
 		},
 	}
@@ -341,6 +274,60 @@ photo is only read: nothing is added to the library.`,
 	cmd.Flags().IntVar(&limit, "limit", 20, "at most this many matching faces per face of the photo (0: all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// readSearchPhoto reads and decodes the photo veil search looks up,
+// within the default size limits.
+func readSearchPhoto(path string) (*imaging.RGB, error) {
+	lim := imaging.DefaultLimits()
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > lim.MaxBytes {
+		return nil, fmt.Errorf("%s is %d bytes, over the %d limit", path, st.Size(), lim.MaxBytes)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	img, _, err := imaging.Decode(data, lim)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return img, nil
+}
+
+// printSearch prints what the faces of the photo at path match.
+func printSearch(e *env, path string, res *tagging.PhotoSearch, asJSON bool) error {
+	name := func(id int64, n string) *string {
+		if id == 0 {
+			return nil
+		}
+		return &n
+	}
+	out := make([]jsonSearchFace, len(res.Faces))
+	for i, f := range res.Faces {
+		out[i] = jsonSearchFace{Number: i + 1, Box: f.Box, Person: name(f.PersonID, f.Person), Distance: f.Distance, Matches: []jsonSearchMatch{}}
+		for _, m := range f.Matches {
+			out[i].Matches = append(out[i].Matches, jsonSearchMatch{Face: m.Face, Photo: m.Photo, Person: name(m.PersonID, m.Person), Distance: m.Distance})
+		}
+	}
+	if asJSON {
+		return writeJSON(e.stdout, map[string]any{"faces": out, "people": res.People, "photos": res.Photos})
+	}
+	fmt.Fprintf(e.stdout, "%d face(s) in %s\n", len(out), path)
+	for _, f := range out {
+		who := "nobody known"
+		if f.Person != nil {
+			who = fmt.Sprintf("%s (distance %.3f)", *f.Person, f.Distance)
+		}
+		fmt.Fprintf(e.stdout, "face %d at %.0f,%.0f %.0fx%.0f: %s; %d matching face(s) in the library\n", f.Number, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, who, len(f.Matches))
+		for _, m := range f.Matches {
+			fmt.Fprintf(e.stdout, "  %.3f face %d in %s\n", m.Distance, m.Face, m.Photo)
+		}
+	}
+	return nil
 }
 
 // printWithoutSuggestion says, of each face veil suggest accept left alone,
