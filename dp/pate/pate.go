@@ -47,6 +47,26 @@ func NoisyArgmax(votes []float64, gamma float64, src *dp.Source) (int, error) {
 	return best, nil
 }
 
+// NoisyLabels draws the label of each histogram (NoisyArgmax), all from
+// one source (nil: a fresh crypto/rand-seeded one).
+func NoisyLabels(hists [][]float64, gamma float64, src *dp.Source) ([]int, error) {
+	if src == nil {
+		var err error
+		if src, err = dp.NewSource(); err != nil {
+			return nil, err
+		}
+	}
+	labels := make([]int, len(hists))
+	for i, h := range hists {
+		l, err := NoisyArgmax(h, gamma, src)
+		if err != nil {
+			return nil, err
+		}
+		labels[i] = l
+	}
+	return labels, nil
+}
+
 func checkGamma(g float64) error {
 	if math.IsNaN(g) || math.IsInf(g, 0) || g <= 0 {
 		return fmt.Errorf("pate: γ must be a positive finite number, got %g", g)

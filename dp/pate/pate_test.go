@@ -289,3 +289,24 @@ func TestMomentConditionBoundary(t *testing.T) {
 		}
 	}
 }
+
+// TestNoisyLabelsDrawEachFromOneSource: NoisyLabels is NoisyArgmax on
+// each histogram in turn from the same stream, and refuses a bad
+// histogram.
+func TestNoisyLabelsDrawEachFromOneSource(t *testing.T) {
+	hists := [][]float64{{9, 1, 0}, {0, 2, 8}, {5, 5}}
+	got, err := NoisyLabels(hists, 0.3, seeded(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := seeded(3)
+	for i, h := range hists {
+		want, err := NoisyArgmax(h, 0.3, src)
+		if err != nil || got[i] != want {
+			t.Fatalf("label %d = %d, want %d (%v)", i, got[i], want, err)
+		}
+	}
+	if _, err := NoisyLabels([][]float64{{1}}, 0.3, nil); err == nil {
+		t.Error("a one-class histogram accepted")
+	}
+}

@@ -152,10 +152,28 @@ func (p *privacySchedule) check(cmd *cobra.Command) error {
 	return checkPositiveFlag("clip", p.clip)
 }
 
-// sgd returns DP-SGD's settings at noise multiplier sigma; ok is false
-// without --dimension. The expected batch size does not enter the account.
-func (p *privacySchedule) sgd(q, sigma float64) (dp.SGDConfig, bool) {
-	return dp.SGDConfig{ClipNorm: p.clip, NoiseMultiplier: sigma, SamplingRate: q, ExpectedBatchSize: 1, Dimension: p.dimension}, p.dimension > 0
+// checkWith checks the flags of a schedule's command: the sampling rate
+// q and steps, the positive value of the flag name, δ, the unit, then the
+// mechanism's.
+func (p *privacySchedule) checkWith(cmd *cobra.Command, q float64, steps int, name string, v, delta float64, unit string) error {
+	if err := checkScheduleFlags(q, steps); err != nil {
+		return err
+	}
+	if err := checkPositiveFlag(name, v); err != nil {
+		return err
+	}
+	if err := checkDeltaFlag(delta); err != nil {
+		return err
+	}
+	if err := checkUnit(unit); err != nil {
+		return err
+	}
+	return p.check(cmd)
+}
+
+// schedule is the mechanism the flags describe.
+func (p *privacySchedule) schedule() dp.Schedule {
+	return dp.Schedule{Mechanism: p.mechanism, Dimension: p.dimension, Clip: p.clip}
 }
 
 // describe names the mechanism for the text output.
@@ -169,46 +187,8 @@ func (p *privacySchedule) describe() string {
 	return "discrete Gaussian, before DP-SGD's rounding: give --dimension for the trainer's exact charge"
 }
 
-// epsilon accounts steps at rate q and multiplier sigma by RDP; the
-// effective multiplier is returned with --dimension.
-func (p *privacySchedule) epsilon(q, sigma float64, steps int, delta float64) (eps, order, mu float64, err error) {
-	if p.mechanism == "gaussian" {
-		eps, order, err = dp.ScheduleEpsilon(q, sigma, steps, delta)
-		return eps, order, 0, err
-	}
-	if cfg, ok := p.sgd(q, sigma); ok {
-		if mu, err = cfg.EffectiveNoiseMultiplier(); err != nil {
-			return 0, 0, 0, err
-		}
-		eps, order, err = dp.SGDEpsilon(cfg, steps, delta)
-		return eps, order, mu, err
-	}
-	eps, order, err = dp.DiscreteScheduleEpsilon(q, sigma, steps, delta)
-	return eps, order, 0, err
-}
-
-// noise is the smallest multiplier meeting target.
-func (p *privacySchedule) noise(q float64, steps int, target, delta float64) (float64, error) {
-	if p.mechanism == "gaussian" {
-		return dp.NoiseMultiplier(q, steps, target, delta)
-	}
-	if cfg, ok := p.sgd(q, 1); ok {
-		return dp.SGDNoiseMultiplier(cfg, steps, target, delta)
-	}
-	return dp.DiscreteNoiseMultiplier(q, steps, target, delta)
-}
-
-func newPrivacyEpsilonCmd(e *env) *cobra.Command {
-	var q, sigma floatFlag
-	var delta, pldInterval float64
-	var steps int
-	var accountant, unit string
-	var sched privacySchedule
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "epsilon",
-		Short: "ε spent by a DP-SGD schedule (Poisson-subsampled discrete or continuous Gaussian)",
-		Long: `Print the ε for which --steps steps of the Poisson-subsampled Gaussian
+// privacyEpsilonHelp is veil privacy epsilon's --help.
+const privacyEpsilonHelp = `Print the ε for which --steps steps of the Poisson-subsampled Gaussian
 mechanism with sampling rate --sampling-rate and noise multiplier
 --noise-multiplier (noise standard deviation over the clipping norm) are
 (ε, --delta)-differentially private.
@@ -229,28 +209,28 @@ accounts the continuous Gaussian, as the papers and Opacus do.
 
 The ε is per --unit: with identity (the default), each sampled record must
 hold all of one person's faces and be clipped as one; with example, a person
-with k images is protected only at about k times the ε.`,
+with k images is protected only at about k times the ε.`
+
+func newPrivacyEpsilonCmd(e *env) *cobra.Command {
+	var q, sigma floatFlag
+	var delta, pldInterval float64
+	var steps int
+	var accountant, unit string
+	var sched privacySchedule
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "epsilon",
+		Short: "ε spent by a DP-SGD schedule (Poisson-subsampled discrete or continuous Gaussian)",
+		Long:  privacyEpsilonHelp,
 		Example: `  veil privacy epsilon --sampling-rate 0.1268 --noise-multiplier 1.3242 --steps 160 --dimension 557824 --clip 1
   veil privacy epsilon --sampling-rate 0.004267 --noise-multiplier 1.1 --steps 14062 --mechanism gaussian
   veil privacy epsilon --sampling-rate 0.01 --noise-multiplier 1 --steps 1000 --mechanism gaussian --accountant pld --json`,
 		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkScheduleFlags(q.v, steps); err != nil {
-				return err
-			}
-			if err := checkPositiveFlag("noise-multiplier", sigma.v); err != nil {
-				return err
-			}
-			if err := checkDeltaFlag(delta); err != nil {
-				return err
-			}
-			if err := checkUnit(unit); err != nil {
+			if err := sched.checkWith(cmd, q.v, steps, "noise-multiplier", sigma.v, delta, unit); err != nil {
 				return err
 			}
 			if err := checkFlags(oneOf("accountant", accountant, "rdp", "pld"), positive("pld-interval", pldInterval)); err != nil {
-				return err
-			}
-			if err := sched.check(cmd); err != nil {
 				return err
 			}
 			rep := privacyEpsilonReport{PrivacyUnit: unit, Accountant: accountant, Mechanism: sched.mechanism, SamplingRate: q.v,
@@ -258,33 +238,8 @@ with k images is protected only at about k times the ε.`,
 			if sched.dimension > 0 {
 				rep.Clip = sched.clip
 			}
-			switch accountant {
-			case "rdp":
-				eps, order, mu, err := sched.epsilon(q.v, sigma.v, steps, delta)
-				if err != nil {
-					return err
-				}
-				rep.Epsilon, rep.Order, rep.EffectiveNoiseMultiplier = eps, &order, mu
-			case "pld":
-				if sched.mechanism != "gaussian" {
-					return errors.New("--accountant pld accounts the continuous Gaussian only: add --mechanism gaussian, or use --accountant rdp for the discrete Gaussian the trainer runs")
-				}
-				ev, err := dp.SubsampledGaussianEvent(q.v, sigma.v, steps)
-				if err != nil {
-					return err
-				}
-				eps, err := dp.PLDEpsilon([]dp.Event{ev}, delta, dp.PLDOptions{Interval: pldInterval})
-				switch {
-				case errors.Is(err, dp.ErrPLDTooLarge):
-					return fmt.Errorf("%w; try --pld-interval %g, or --accountant rdp", err, 10*pldInterval)
-				case errors.Is(err, dp.ErrPLDTailMass):
-					return fmt.Errorf("%w; --accountant rdp has no such limit", err)
-				case err != nil:
-					return err
-				}
-				rep.Epsilon = eps
-			default:
-				return fmt.Errorf("--accountant must be rdp or pld, got %q", accountant)
+			if err := rep.account(sched.schedule(), pldInterval); err != nil {
+				return err
 			}
 			if asJSON {
 				return writeJSON(e.stdout, rep)
@@ -340,17 +295,43 @@ type privacyNoiseReport struct {
 	Delta           float64 `json:"delta"`
 }
 
-func newPrivacyNoiseCmd(e *env) *cobra.Command {
-	var q, eps floatFlag
-	var delta float64
-	var steps int
-	var unit string
-	var sched privacySchedule
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "noise",
-		Short: "Smallest noise multiplier for which a DP-SGD schedule meets a target ε (RDP)",
-		Long: `Print the smallest noise multiplier σ (relative precision 1e-4, rounded up)
+// account fills in the ε of the schedule r describes, by r.Accountant:
+// RDP (with the order) of s's mechanism, or the PLD of the continuous
+// Gaussian on a grid pldInterval wide.
+func (r *privacyEpsilonReport) account(s dp.Schedule, pldInterval float64) error {
+	switch r.Accountant {
+	case "rdp":
+		eps, order, mu, err := s.Epsilon(r.SamplingRate, r.NoiseMultiplier, r.Steps, r.Delta)
+		if err != nil {
+			return err
+		}
+		r.Epsilon, r.Order, r.EffectiveNoiseMultiplier = eps, &order, mu
+	case "pld":
+		if s.Mechanism != dp.MechanismGaussian {
+			return errors.New("--accountant pld accounts the continuous Gaussian only: add --mechanism gaussian, or use --accountant rdp for the discrete Gaussian the trainer runs")
+		}
+		ev, err := dp.SubsampledGaussianEvent(r.SamplingRate, r.NoiseMultiplier, r.Steps)
+		if err != nil {
+			return err
+		}
+		eps, err := dp.PLDEpsilon([]dp.Event{ev}, r.Delta, dp.PLDOptions{Interval: pldInterval})
+		switch {
+		case errors.Is(err, dp.ErrPLDTooLarge):
+			return fmt.Errorf("%w; try --pld-interval %g, or --accountant rdp", err, 10*pldInterval)
+		case errors.Is(err, dp.ErrPLDTailMass):
+			return fmt.Errorf("%w; --accountant rdp has no such limit", err)
+		case err != nil:
+			return err
+		}
+		r.Epsilon = eps
+	default:
+		return fmt.Errorf("--accountant must be rdp or pld, got %q", r.Accountant)
+	}
+	return nil
+}
+
+// privacyNoiseHelp is veil privacy noise's --help.
+const privacyNoiseHelp = `Print the smallest noise multiplier σ (relative precision 1e-4, rounded up)
 for which --steps steps at sampling rate --sampling-rate are
 (--epsilon, --delta)-DP by the RDP accountant, and the ε it actually gives,
 per --unit (see veil privacy epsilon --help).
@@ -361,31 +342,31 @@ and clip norm) the σ is exactly the one veil train --target-epsilon picks.
 --mechanism gaussian calibrates the continuous Gaussian.
 
 A target no amount of noise can reach (0.000536 or below at δ = 1e-5) is
-refused with the reason.`,
+refused with the reason.`
+
+func newPrivacyNoiseCmd(e *env) *cobra.Command {
+	var q, eps floatFlag
+	var delta float64
+	var steps int
+	var unit string
+	var sched privacySchedule
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "noise",
+		Short: "Smallest noise multiplier for which a DP-SGD schedule meets a target ε (RDP)",
+		Long:  privacyNoiseHelp,
 		Example: `  veil privacy noise --epsilon 8 --sampling-rate 0.1268 --steps 160 --dimension 557824 --clip 1
   veil privacy noise --epsilon 0.1 --sampling-rate 0.01 --steps 1000 --delta 1e-6 --mechanism gaussian --json`,
 		Args: needArgs(0, 0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkScheduleFlags(q.v, steps); err != nil {
+			if err := sched.checkWith(cmd, q.v, steps, "epsilon", eps.v, delta, unit); err != nil {
 				return err
 			}
-			if err := checkPositiveFlag("epsilon", eps.v); err != nil {
-				return err
-			}
-			if err := checkDeltaFlag(delta); err != nil {
-				return err
-			}
-			if err := checkUnit(unit); err != nil {
-				return err
-			}
-			if err := sched.check(cmd); err != nil {
-				return err
-			}
-			sigma, err := sched.noise(q.v, steps, eps.v, delta)
+			sigma, err := sched.schedule().NoiseMultiplier(q.v, steps, eps.v, delta)
 			if err != nil {
 				return err
 			}
-			got, order, _, err := sched.epsilon(q.v, sigma, steps, delta)
+			got, order, _, err := sched.schedule().Epsilon(q.v, sigma, steps, delta)
 			if err != nil {
 				return err
 			}
@@ -698,14 +679,8 @@ type privacyPATEReport struct {
 	Labels      []int   `json:"labels,omitempty"`
 }
 
-func newPrivacyPATECmd(e *env) *cobra.Command {
-	var gamma, delta float64
-	var unit string
-	var labels, asJSON bool
-	cmd := &cobra.Command{
-		Use:   "pate HISTOGRAMS.json",
-		Short: "Privacy of noisy-vote labels (PATE / LightFace Section 4)",
-		Long: `Analyse the noisy-vote aggregation arg max_j (n_j + Lap(1/γ)) over a file of
+// privacyPATEHelp is veil privacy pate's --help.
+const privacyPATEHelp = `Analyse the noisy-vote aggregation arg max_j (n_j + Lap(1/γ)) over a file of
 vote histograms, one per released label: the data-dependent moments bound
 (LightFace Theorems 3–4), the data-independent one (Theorem 2) and the
 paper's strong-composition figure, each as ε at --delta. --labels also
@@ -717,7 +692,16 @@ all the faces of its people, so one person changes one teacher's vote.
 
 Input file (use - for standard input): a JSON array with one array of
 non-negative vote counts per answer (at least 2 classes each), e.g.
-  [[48, 1, 1], [20, 25, 5]]`,
+  [[48, 1, 1], [20, 25, 5]]`
+
+func newPrivacyPATECmd(e *env) *cobra.Command {
+	var gamma, delta float64
+	var unit string
+	var labels, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "pate HISTOGRAMS.json",
+		Short: "Privacy of noisy-vote labels (PATE / LightFace Section 4)",
+		Long:  privacyPATEHelp,
 		Example: `  veil privacy pate votes.json
   veil privacy pate --gamma 0.05 --labels --json votes.json`,
 		Args: needArgs(1, 1, "file of vote histograms (or - for standard input)"),
@@ -744,16 +728,8 @@ non-negative vote counts per answer (at least 2 classes each), e.g.
 			}
 			rep := privacyPATEReport{Analysis: a, PrivacyUnit: unit, Gamma: gamma}
 			if labels {
-				src, err := dp.NewSource()
-				if err != nil {
+				if rep.Labels, err = pate.NoisyLabels(hists, gamma, nil); err != nil {
 					return err
-				}
-				for _, h := range hists {
-					l, err := pate.NoisyArgmax(h, gamma, src)
-					if err != nil {
-						return err
-					}
-					rep.Labels = append(rep.Labels, l)
 				}
 			}
 			if asJSON {
