@@ -114,6 +114,35 @@ func (e *env) printLedger(r ledgerReport, history bool) {
 	}
 }
 
+// readLedgers reports the ledgers of the folder p, those of the data set
+// name and of unit only when they are not empty.
+func readLedgers(p, name, unit string) ([]ledgerReport, error) {
+	d, err := dp.OpenLedgerDir(p)
+	if err != nil {
+		return nil, err
+	}
+	sets, err := d.List()
+	if err != nil {
+		return nil, err
+	}
+	out := []ledgerReport{}
+	for _, s := range sets {
+		if name != "" && s.Name != name || unit != "" && s.Unit != unit {
+			continue
+		}
+		l, err := d.Read(s)
+		if err != nil {
+			return nil, err
+		}
+		r, err := reportLedger(d, l)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 func newPrivacyLedgerShowCmd(e *env) *cobra.Command {
 	var dir, unit string
 	var asJSON, history bool
@@ -139,32 +168,18 @@ never names.`,
 			if err != nil {
 				return err
 			}
-			d, err := dp.OpenLedgerDir(p)
-			if err != nil {
-				return err
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
 			}
-			sets, err := d.List()
+			ledgers, err := readLedgers(p, name, unit)
 			if err != nil {
 				return err
 			}
 			out := struct {
 				LedgerDir string         `json:"ledger_dir"`
 				Ledgers   []ledgerReport `json:"ledgers"`
-			}{LedgerDir: p, Ledgers: []ledgerReport{}}
-			for _, s := range sets {
-				if len(args) == 1 && s.Name != args[0] || unit != "" && s.Unit != unit {
-					continue
-				}
-				l, err := d.Read(s)
-				if err != nil {
-					return err
-				}
-				r, err := reportLedger(d, l)
-				if err != nil {
-					return err
-				}
-				out.Ledgers = append(out.Ledgers, r)
-			}
+			}{LedgerDir: p, Ledgers: ledgers}
 			if len(args) == 1 && len(out.Ledgers) == 0 {
 				return fmt.Errorf("no ledger for data set %q in %s", args[0], p)
 			}
@@ -188,14 +203,8 @@ never names.`,
 	return cmd
 }
 
-func newPrivacyLedgerResetCmd(e *env) *cobra.Command {
-	var dir, unit, reason string
-	var budget dp.Budget
-	var keep, asJSON bool
-	cmd := &cobra.Command{
-		Use:   "reset DATASET --reason TEXT",
-		Short: "The owner's explicit reset of a data set's ledger (recorded in its history)",
-		Long: `Reset the ledger of DATASET (in --unit): forget its charges, so that every
+// ledgerResetHelp is veil privacy ledger reset's --help.
+const ledgerResetHelp = `Reset the ledger of DATASET (in --unit): forget its charges, so that every
 member starts again at ε = 0, or with --keep-charges keep them and only
 change the budget. --budget-epsilon and --budget-delta set the new budget
 (any ε, any δ; default: the current one). This is the only way to raise a
@@ -203,7 +212,33 @@ budget or change its δ once anything is charged: it is the owner's
 decision, and the ledger's history keeps it for good, with the time, the
 --reason and the worst ε the reset forgave. The releases already made
 are not undone by a reset: their privacy loss is real; the reset only
-stops counting it.`,
+stops counting it.`
+
+// resetLedger resets the ledger of set in the folder p, which must
+// exist, and reports it.
+func resetLedger(p string, set dp.DataSet, o dp.ResetOptions) (ledgerReport, error) {
+	d, err := dp.OpenLedgerDir(p)
+	if err != nil {
+		return ledgerReport{}, err
+	}
+	if _, err := d.Read(set); err != nil {
+		return ledgerReport{}, err
+	}
+	l, err := d.Update(set, func(l *dp.DataLedger) error { return l.Reset(o) })
+	if err != nil {
+		return ledgerReport{}, err
+	}
+	return reportLedger(d, l)
+}
+
+func newPrivacyLedgerResetCmd(e *env) *cobra.Command {
+	var dir, unit, reason string
+	var budget dp.Budget
+	var keep, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "reset DATASET --reason TEXT",
+		Short: "The owner's explicit reset of a data set's ledger (recorded in its history)",
+		Long:  ledgerResetHelp,
 		Example: `  veil privacy ledger reset lfw --reason "new consent, budget raised" --budget-epsilon 8 --keep-charges
   veil privacy ledger reset lfw --unit example --reason "data set replaced" --json`,
 		Args: needArgs(1, 1, "data set name"),
@@ -228,21 +263,7 @@ stops counting it.`,
 			if err != nil {
 				return err
 			}
-			d, err := dp.OpenLedgerDir(p)
-			if err != nil {
-				return err
-			}
-			set := dp.DataSet{Name: args[0], Unit: unit}
-			if _, err := d.Read(set); err != nil {
-				return err
-			}
-			l, err := d.Update(set, func(l *dp.DataLedger) error {
-				return l.Reset(dp.ResetOptions{Reason: reason, Budget: nb, KeepCharges: keep})
-			})
-			if err != nil {
-				return err
-			}
-			r, err := reportLedger(d, l)
+			r, err := resetLedger(p, dp.DataSet{Name: args[0], Unit: unit}, dp.ResetOptions{Reason: reason, Budget: nb, KeepCharges: keep})
 			if err != nil {
 				return err
 			}
