@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -307,27 +308,45 @@ func reportImages(e *env, pf *pipelineFlags, paths []string, results []processed
 			return err
 		}
 	} else {
-		for _, ir := range doc.Images {
-			if ir.Error != "" {
-				continue
+		printImages(e.stdout, doc.Images)
+	}
+	verb := ""
+	if embed {
+		verb = "describe"
+	}
+	return imagesOutcome(e, failed, noFace, len(paths), verb)
+}
+
+// printImages prints the faces found in each image read.
+func printImages(w io.Writer, images []imageResult) {
+	for _, ir := range images {
+		if ir.Error != "" {
+			continue
+		}
+		fmt.Fprintf(w, "%s (%dx%d): %d face(s)\n", ir.Path, ir.Width, ir.Height, len(ir.Faces))
+		for _, f := range ir.Faces {
+			fmt.Fprintf(w, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f (%s", f.Number, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, f.Detector)
+			if f.SSDScore != nil {
+				fmt.Fprintf(w, "; ssd %.3f, tiny %.3f", *f.SSDScore, *f.TinyScore)
 			}
-			fmt.Fprintf(e.stdout, "%s (%dx%d): %d face(s)\n", ir.Path, ir.Width, ir.Height, len(ir.Faces))
-			for _, f := range ir.Faces {
-				fmt.Fprintf(e.stdout, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f (%s", f.Number, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, f.Detector)
-				if f.SSDScore != nil {
-					fmt.Fprintf(e.stdout, "; ssd %.3f, tiny %.3f", *f.SSDScore, *f.TinyScore)
-				}
-				fmt.Fprint(e.stdout, ")")
-				if f.Age != nil {
-					fmt.Fprintf(e.stdout, " age=%.1f gender=%s (%.2f)", *f.Age, f.Gender, *f.GenderProb)
-				}
-				if len(f.Descriptor) > 0 {
-					fmt.Fprintf(e.stdout, " descriptor=[%.4f %.4f %.4f ...]", f.Descriptor[0], f.Descriptor[1], f.Descriptor[2])
-				}
-				fmt.Fprintln(e.stdout)
+			fmt.Fprint(w, ")")
+			if f.Age != nil {
+				fmt.Fprintf(w, " age=%.1f gender=%s (%.2f)", *f.Age, f.Gender, *f.GenderProb)
 			}
+			if len(f.Descriptor) > 0 {
+				fmt.Fprintf(w, " descriptor=[%.4f %.4f %.4f ...]", f.Descriptor[0], f.Descriptor[1], f.Descriptor[2])
+			}
+			fmt.Fprintln(w)
 		}
 	}
+}
+
+// imagesOutcome reports on stderr the images of a run over n images in
+// which no face was found and those that failed, and returns the
+// command's exit status: exitFailed if any failed, else exitNoFace if a
+// face was needed (verb: what was to be done with it, "" if none was
+// needed) and some image had none.
+func imagesOutcome(e *env, failed, noFace []string, n int, verb string) error {
 	for _, p := range noFace {
 		fmt.Fprintf(e.stderr, "veil: %s: no face found\n", p)
 	}
@@ -335,10 +354,10 @@ func reportImages(e *env, pf *pipelineFlags, paths []string, results []processed
 		for _, f := range failed {
 			fmt.Fprintf(e.stderr, "veil: %s\n", f)
 		}
-		return &exitError{code: exitFailed, err: fmt.Errorf("%d of %d images failed", len(failed), len(paths))}
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d of %d images failed", len(failed), n)}
 	}
-	if embed && len(noFace) > 0 {
-		return &exitError{code: exitNoFace, err: fmt.Errorf("no face to describe in %d of %d images", len(noFace), len(paths))}
+	if verb != "" && len(noFace) > 0 {
+		return &exitError{code: exitNoFace, err: fmt.Errorf("no face to %s in %d of %d images", verb, len(noFace), n)}
 	}
 	return nil
 }

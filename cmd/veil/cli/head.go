@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/veil-privacy/veil/dataset"
@@ -133,6 +134,22 @@ type headFace struct {
 
 // runEmbedHead is `veil embed --head CKPT`: every face of every image
 // through the head. Exit statuses are embed's.
+// printEmbedHead prints the head and the embeddings of the faces of each
+// image read.
+func printEmbedHead(w io.Writer, head headInfo, images []headImage) {
+	fmt.Fprintln(w, head.describe())
+	for _, im := range images {
+		if im.Error != "" {
+			continue
+		}
+		fmt.Fprintf(w, "%s (%dx%d): %d face(s)\n", im.Path, im.Width, im.Height, len(im.Faces))
+		for _, f := range im.Faces {
+			fmt.Fprintf(w, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f embedding=[%.4f %.4f %.4f ...] (%d values)\n",
+				f.Number, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, f.Embedding[0], f.Embedding[1], f.Embedding[2], len(f.Embedding))
+		}
+	}
+}
+
 func runEmbedHead(e *env, pf *pipelineFlags, headPath string, paths []string) error {
 	r, err := openHead(e, headPath, pf.models)
 	if err != nil {
@@ -183,31 +200,9 @@ func runEmbedHead(e *env, pf *pipelineFlags, headPath string, paths []string) er
 			return err
 		}
 	} else {
-		fmt.Fprintln(e.stdout, doc.Head.describe())
-		for _, im := range doc.Images {
-			if im.Error != "" {
-				continue
-			}
-			fmt.Fprintf(e.stdout, "%s (%dx%d): %d face(s)\n", im.Path, im.Width, im.Height, len(im.Faces))
-			for _, f := range im.Faces {
-				fmt.Fprintf(e.stdout, "  face %d: box x=%.1f y=%.1f w=%.1f h=%.1f score=%.3f embedding=[%.4f %.4f %.4f ...] (%d values)\n",
-					f.Number, f.Box.X, f.Box.Y, f.Box.Width, f.Box.Height, f.Score, f.Embedding[0], f.Embedding[1], f.Embedding[2], len(f.Embedding))
-			}
-		}
+		printEmbedHead(e.stdout, doc.Head, doc.Images)
 	}
-	for _, p := range noFace {
-		fmt.Fprintf(e.stderr, "veil: %s: no face found\n", p)
-	}
-	if len(failed) > 0 {
-		for _, f := range failed {
-			fmt.Fprintf(e.stderr, "veil: %s\n", f)
-		}
-		return &exitError{code: exitFailed, err: fmt.Errorf("%d of %d images failed", len(failed), len(paths))}
-	}
-	if len(noFace) > 0 {
-		return &exitError{code: exitNoFace, err: fmt.Errorf("no face to embed in %d of %d images", len(noFace), len(paths))}
-	}
-	return nil
+	return imagesOutcome(e, failed, noFace, len(paths), "embed")
 }
 
 // verifyHead runs the verification protocol opt on a head's embeddings of

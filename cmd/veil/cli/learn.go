@@ -27,15 +27,8 @@ type jsonLearn struct {
 	Due      bool `json:"retrain_due"`
 }
 
-func newLibraryLearnCmd(e *env) *cobra.Command {
-	var lf libraryFlags
-	var cold, status, asJSON bool
-	var use string
-	var iterations, workers int
-	cmd := &cobra.Command{
-		Use:   "learn",
-		Short: "Learn the library's own face metric from your names and rejections",
-		Long: `Learn fits the library's own distance between faces (LMNN, as in Irene) to your
+// libraryLearnHelp is veil library learn's --help.
+const libraryLearnHelp = `Learn fits the library's own distance between faces (LMNN, as in Irene) to your
 decisions: faces you named are pulled towards the other faces of their person,
 and faces you rejected ("not this person") pushed away from them.
 
@@ -59,7 +52,17 @@ With the metric on, veil suggest learns a new one first whenever the names have
 grown by a quarter since the last one (and by at least 20; the first after 20
 names).
 
---status only shows the metric, the setting and whether a new metric is due.`,
+--status only shows the metric, the setting and whether a new metric is due.`
+
+func newLibraryLearnCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var cold, status, asJSON bool
+	var use string
+	var iterations, workers int
+	cmd := &cobra.Command{
+		Use:   "learn",
+		Short: "Learn the library's own face metric from your names and rejections",
+		Long:  libraryLearnHelp,
 		Example: `  veil library learn --library lib
   veil library learn --library lib --use-metric on
   veil library learn --library lib --status --json`,

@@ -385,15 +385,8 @@ holds a library.`,
 	return cmd
 }
 
-func newLibraryRekeyCmd(e *env) *cobra.Command {
-	var lf libraryFlags
-	var kf kdfFlags
-	var newKeyFile string
-	var quiet bool
-	cmd := &cobra.Command{
-		Use:   "rekey",
-		Short: "Change the library's key and passphrase",
-		Long: `Rekey replaces the random key of the library in --library DIR by a new one,
+// libraryRekeyHelp is veil library rekey's --help.
+const libraryRekeyHelp = `Rekey replaces the random key of the library in --library DIR by a new one,
 re-encrypts every encrypted field and re-authenticates every row under it, and
 locks it with a new passphrase. The current passphrase comes from --key-file,
 else $VEIL_PASSPHRASE, else the terminal; the new one from --new-key-file, else
@@ -410,7 +403,17 @@ you run veil library rekey again with the same current passphrase: it goes on
 where it stopped.
 
 Exit status: 0 when the key was changed; 2 on a wrong current passphrase
-(nothing changed); 130 when interrupted (run it again); 1 on other errors.`,
+(nothing changed); 130 when interrupted (run it again); 1 on other errors.`
+
+func newLibraryRekeyCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var kf kdfFlags
+	var newKeyFile string
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "rekey",
+		Short: "Change the library's key and passphrase",
+		Long:  libraryRekeyHelp,
 		Example: `  veil library rekey --library lib
   VEIL_PASSPHRASE=old VEIL_NEW_PASSPHRASE=new veil library rekey --library lib`,
 		Args: cobra.NoArgs,

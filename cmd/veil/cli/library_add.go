@@ -253,13 +253,8 @@ func printLibraryAdd(e *env, o *libraryAddJSON) {
 	}
 }
 
-func newLibraryStatusCmd(e *env) *cobra.Command {
-	var lf libraryFlags
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Count the library's photos, faces and people; list failed and missing files and photos without a face",
-		Long: `Status counts the photos of the library (and those missing: their files were
+// libraryStatusHelp is veil library status's --help.
+const libraryStatusHelp = `Status counts the photos of the library (and those missing: their files were
 gone at the last veil library add), the faces (named, named by you, drawn by
 hand, removed as false), the people (and hidden ones), and lists the files that
 could not be read with the reason, the missing photos, and the photos in which
@@ -269,7 +264,15 @@ prints the library's schema version. It decrypts nothing but needs the passphras
 check it.
 
 Exit status: 0 on success; 2 on a wrong passphrase; 1 when the library cannot
-be opened otherwise.`,
+be opened otherwise.`
+
+func newLibraryStatusCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Count the library's photos, faces and people; list failed and missing files and photos without a face",
+		Long:  libraryStatusHelp,
 		Example: `  veil library status --library lib
   veil library status --library lib --json`,
 		Args: cobra.NoArgs,
