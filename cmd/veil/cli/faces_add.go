@@ -10,14 +10,8 @@ import (
 	"github.com/veil-privacy/veil/tagging"
 )
 
-func newFacesAddCmd(e *env) *cobra.Command {
-	var lf libraryFlags
-	var box, person, models string
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "add PHOTO --box X,Y,W,H",
-		Short: "Add a face the detector missed, by its box",
-		Long: `Add records a face you point out in a photo of the library, where the
+// facesAddHelp is veil faces add's --help.
+const facesAddHelp = `Add records a face you point out in a photo of the library, where the
 detector found none: --box gives its left, top, width and height in pixels of
 the photo as displayed (EXIF orientation applied, as veil faces list prints
 boxes). The face's 68 landmarks and descriptor are computed in that box, as for
@@ -32,7 +26,16 @@ and unchanged since it was added.
 
 Exit status: 0 when the face was added; 2 on a wrong passphrase; 1 on a
 malformed box, a box outside the photo or over another face, a photo not in the
-library, or bad input.`,
+library, or bad input.`
+
+func newFacesAddCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var box, person, models string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "add PHOTO --box X,Y,W,H",
+		Short: "Add a face the detector missed, by its box",
+		Long:  facesAddHelp,
 		Example: `  veil faces add --library lib ~/Pictures/party.jpg --box 410,120,96,110
   veil faces add --library lib party.jpg --box 410,120,96,110 --person "Ada Lovelace" --json`,
 		Args: exactArgs(1),

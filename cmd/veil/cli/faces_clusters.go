@@ -9,16 +9,8 @@ import (
 	"github.com/veil-privacy/veil/tagging/cluster"
 )
 
-func newFacesClustersCmd(e *env) *cobra.Command {
-	var lf libraryFlags
-	var algorithm string
-	var distance float64
-	var rebuild, asJSON bool
-	var minSize int
-	cmd := &cobra.Command{
-		Use:   "clusters",
-		Short: "Group the unnamed faces of a library so a whole group can be named at once",
-		Long: `Clusters groups the library's unnamed faces by likeness and prints the groups,
+// facesClustersHelp is veil faces clusters's --help.
+const facesClustersHelp = `Clusters groups the library's unnamed faces by likeness and prints the groups,
 largest first, so that you can name a whole group with one veil faces name.
 Every unnamed face is in exactly one cluster (a face like no other is a cluster
 of its own). The list shows clusters of two faces or more and counts the single
@@ -31,7 +23,18 @@ faces join the cluster they are closest to or form new ones. --rebuild groups
 every unnamed face afresh (new ids). Clustering never names anybody.
 
 The algorithm and its distance were chosen by measurement on LFW (veil bench
-tagging --tune): see tagging/thresholds.go.`,
+tagging --tune): see tagging/thresholds.go.`
+
+func newFacesClustersCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var algorithm string
+	var distance float64
+	var rebuild, asJSON bool
+	var minSize int
+	cmd := &cobra.Command{
+		Use:   "clusters",
+		Short: "Group the unnamed faces of a library so a whole group can be named at once",
+		Long:  facesClustersHelp,
 		Example: `  veil faces clusters --library lib --json
   veil faces clusters --library lib --min-size 3`,
 		Args: cobra.NoArgs,
@@ -54,32 +57,7 @@ tagging --tune): see tagging/thresholds.go.`,
 				if err != nil {
 					return err
 				}
-				if minSize == 0 { // not given
-					minSize = 2
-					if asJSON {
-						minSize = 1
-					}
-				}
-				shown := []tagging.ClusterGroup{}
-				singles := 0
-				for _, g := range groups {
-					if len(g.Faces) >= minSize {
-						shown = append(shown, g)
-					} else if len(g.Faces) == 1 {
-						singles++
-					}
-				}
-				if asJSON {
-					return writeJSON(e.stdout, map[string]any{"clusters": shown})
-				}
-				fmt.Fprintf(e.stdout, "%s of unnamed faces (%d shown, at least %s each)\n", plural(len(groups), "cluster"), len(shown), plural(minSize, "face"))
-				for _, g := range shown {
-					fmt.Fprintf(e.stdout, "cluster %d: %s %v\n", g.ID, plural(len(g.Faces), "face"), g.Faces)
-				}
-				if singles > 0 {
-					fmt.Fprintf(e.stdout, "and %s: veil faces clusters --min-size 1 lists them\n", plural(singles, "single face"))
-				}
-				return nil
+				return printClusters(e, groups, minSize, asJSON)
 			})
 		},
 	}
@@ -90,4 +68,35 @@ tagging --tune): see tagging/thresholds.go.`,
 	cmd.Flags().IntVar(&minSize, "min-size", 0, "show only clusters of at least this many faces (default: 2 in the list, which counts the single faces; 1 with --json)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// printClusters lists the clusters of at least minSize faces (0: not
+// given, 2 in the list, which counts the single faces, and 1 in JSON).
+func printClusters(e *env, groups []tagging.ClusterGroup, minSize int, asJSON bool) error {
+	if minSize == 0 { // not given
+		minSize = 2
+		if asJSON {
+			minSize = 1
+		}
+	}
+	shown := []tagging.ClusterGroup{}
+	singles := 0
+	for _, g := range groups {
+		if len(g.Faces) >= minSize {
+			shown = append(shown, g)
+		} else if len(g.Faces) == 1 {
+			singles++
+		}
+	}
+	if asJSON {
+		return writeJSON(e.stdout, map[string]any{"clusters": shown})
+	}
+	fmt.Fprintf(e.stdout, "%s of unnamed faces (%d shown, at least %s each)\n", plural(len(groups), "cluster"), len(shown), plural(minSize, "face"))
+	for _, g := range shown {
+		fmt.Fprintf(e.stdout, "cluster %d: %s %v\n", g.ID, plural(len(g.Faces), "face"), g.Faces)
+	}
+	if singles > 0 {
+		fmt.Fprintf(e.stdout, "and %s: veil faces clusters --min-size 1 lists them\n", plural(singles, "single face"))
+	}
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 
 	"github.com/spf13/cobra"
 
@@ -13,15 +12,8 @@ import (
 	"github.com/veil-privacy/veil/tagging"
 )
 
-func newFacesShowCmd(e *env) *cobra.Command {
-	var lf libraryFlags
-	var out, person string
-	var cluster, limit int
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "show [FACE...]",
-		Short: "Write a picture of faces with their ids, to see whom to name",
-		Long: `Show writes a contact sheet (an image, --out, default faces.png) of face
+// facesShowHelp is veil faces show's --help.
+const facesShowHelp = `Show writes a contact sheet (an image, --out, default faces.png) of face
 thumbnails, each with its face id under it, so you can see who a face is
 before naming it with veil faces name. Give face ids, or --cluster N (a
 cluster as veil faces clusters printed it), or --person NAME (the faces
@@ -32,7 +24,17 @@ The sheet shows faces of your photos in the clear: keep it where you keep
 the photos, and delete it when done.
 
 Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown face,
-cluster or person, or bad input.`,
+cluster or person, or bad input.`
+
+func newFacesShowCmd(e *env) *cobra.Command {
+	var lf libraryFlags
+	var out, person string
+	var cluster, limit int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show [FACE...]",
+		Short: "Write a picture of faces with their ids, to see whom to name",
+		Long:  facesShowHelp,
 		Example: `  veil faces show 12 15 31 --library lib
   veil faces show --cluster 4 --out cluster4.png --library lib
   veil faces show --person "Ada Lovelace" --library lib`,
@@ -60,55 +62,14 @@ cluster or person, or bad input.`,
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
 				switch {
 				case cmd.Flags().Changed("cluster"):
-					if ids, err = clusterFaces(l, cluster); err != nil {
-						return err
-					}
+					ids, err = l.ClusterFaces(cluster)
 				case person != "":
-					fs, err := l.Faces(tagging.FaceFilter{Person: person})
-					if err != nil {
-						return err
-					}
-					if len(fs) == 0 {
-						return fmt.Errorf("%s has no faces", person)
-					}
-					for _, f := range fs {
-						ids = append(ids, f.ID)
-					}
+					ids, err = l.PersonFaces(person)
 				}
-				total := len(ids)
-				ids = ids[:min(len(ids), limit)]
-				tiles := make([]imaging.Tile, 0, len(ids))
-				for _, id := range ids {
-					jpg, err := l.FaceThumbnail(id)
-					if err != nil {
-						return err
-					}
-					img, _, err := imaging.Decode(jpg, imaging.DefaultLimits())
-					if err != nil {
-						return fmt.Errorf("the thumbnail of face %d: %w", id, err)
-					}
-					tiles = append(tiles, imaging.Tile{Image: img, Label: int(id)})
-				}
-				sheet, err := imaging.ContactSheet(tiles, imaging.DefaultSheetOptions())
 				if err != nil {
 					return err
 				}
-				var b bytes.Buffer
-				if err := sheet.Encode(&b, format); err != nil {
-					return err
-				}
-				if err := os.WriteFile(out, b.Bytes(), 0o600); err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(e.stdout, map[string]any{"out": out, "faces": ids, "selected": total})
-				}
-				msg := fmt.Sprintf("wrote %s: %s", out, plural(len(ids), "face"))
-				if total > len(ids) {
-					msg += fmt.Sprintf(" of %d (--limit)", total)
-				}
-				fmt.Fprintln(e.stdout, msg)
-				return nil
+				return writeFacesSheet(e, l, ids, limit, out, format, asJSON)
 			})
 		},
 	}
@@ -121,21 +82,29 @@ cluster or person, or bad input.`,
 	return cmd
 }
 
-// clusterFaces returns the ids of the faces of a stored cluster, in order.
-func clusterFaces(l *tagging.Library, cluster int) ([]int64, error) {
-	of, err := l.StoredClusters()
+// writeFacesSheet writes the contact sheet of the first limit faces of ids
+// to out (0600: it shows faces in the clear) and reports it.
+func writeFacesSheet(e *env, l *tagging.Library, ids []int64, limit int, out string, format imaging.Format, asJSON bool) error {
+	total := len(ids)
+	ids = ids[:min(len(ids), limit)]
+	sheet, err := l.ContactSheet(ids, imaging.DefaultSheetOptions())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var ids []int64
-	for f, c := range of {
-		if c == cluster {
-			ids = append(ids, f)
-		}
+	var b bytes.Buffer
+	if err := sheet.Encode(&b, format); err != nil {
+		return err
 	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("no cluster %d (veil faces clusters lists the clusters)", cluster)
+	if err := os.WriteFile(out, b.Bytes(), 0o600); err != nil {
+		return err
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids, nil
+	if asJSON {
+		return writeJSON(e.stdout, map[string]any{"out": out, "faces": ids, "selected": total})
+	}
+	msg := fmt.Sprintf("wrote %s: %s", out, plural(len(ids), "face"))
+	if total > len(ids) {
+		msg += fmt.Sprintf(" of %d (--limit)", total)
+	}
+	fmt.Fprintln(e.stdout, msg)
+	return nil
 }

@@ -97,6 +97,15 @@ func toJSONLibraryFace(f tagging.Face) jsonLibraryFace {
 	return jf
 }
 
+// facesListHelp is veil faces list's --help.
+const facesListHelp = `List prints the faces of the library (not those removed as false faces): id,
+photo (the path as it was added), box, detector score, person and source
+(detected, or manual for a face drawn by hand). --photo, --person and --unknown
+(faces nobody is assigned to) select; at most one of them.
+
+Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown photo or
+person or bad input.`
+
 func newFacesListCmd(e *env) *cobra.Command {
 	var lf libraryFlags
 	var photo, person string
@@ -104,13 +113,7 @@ func newFacesListCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the faces of the library",
-		Long: `List prints the faces of the library (not those removed as false faces): id,
-photo (the path as it was added), box, detector score, person and source
-(detected, or manual for a face drawn by hand). --photo, --person and --unknown
-(faces nobody is assigned to) select; at most one of them.
-
-Exit status: 0 on success; 2 on a wrong passphrase; 1 on an unknown photo or
-person or bad input.`,
+		Long:  facesListHelp,
 		Example: `  veil faces list --library lib --unknown --json
   veil faces list --library lib --person "Ada Lovelace"
   veil faces list --library lib --photo ~/Pictures/2024/beach.jpg`,
