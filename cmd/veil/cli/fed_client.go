@@ -20,7 +20,6 @@ import (
 	"github.com/veil-privacy/veil/fed/local"
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/fed/wire"
-	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/nn/train"
 	"github.com/veil-privacy/veil/training"
 )
@@ -353,47 +352,28 @@ func localTrainer(e *env, f *clientFlags) (client.Trainer, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	def := datadir.Default()
-	o := training.Options{
-		Model: training.ModelOptions{Kind: "head", Features: f.head.features, Loss: "distill"},
-		Data:  training.DataOptions{Set: "lfw", LFW: f.data, MinImages: f.minImages, MaxPeople: f.maxPeople, CentreImages: f.centreDir, CentreCount: f.centreCount},
-		Optim: training.OptimOptions{Batch: 32, MicroBatch: f.microBatch, Optimizer: f.optimizer, LearningRate: 0.01,
-			WeightDecay: f.weightDecay, Seed: f.seed},
-		Describers: training.Describers{Inputs: f.head.openInputs, Teacher: f.head.openDescriber},
-	}
-	if o.Optim.Engine, err = e.engine(); err != nil {
+	m := training.ModelOptions{Kind: "head", Features: f.head.features, Loss: "distill"}
+	o := training.OptimOptions{Batch: 32, MicroBatch: f.microBatch, Optimizer: f.optimizer, LearningRate: 0.01,
+		WeightDecay: f.weightDecay, Seed: f.seed}
+	if o.Engine, err = e.engine(); err != nil {
 		return nil, nil, err
 	}
-	f.head.engine = o.Optim.Engine
+	f.head.engine = o.Engine
 	// Only this client's identities are read and described.
-	o.Data.Part = &training.DataPart{Index: k - 1, Options: dataset.PartitionOptions{Clients: n, Alpha: f.alpha, Seed: f.partitionSeed}}
+	d := local.DataOptions{LFW: f.data, MinImages: f.minImages, MaxPeople: f.maxPeople, CentreImages: f.centreDir, CentreCount: f.centreCount,
+		Part:       &training.DataPart{Index: k - 1, Options: dataset.PartitionOptions{Clients: n, Alpha: f.alpha, Seed: f.partitionSeed}},
+		Describers: training.Describers{Inputs: f.head.openInputs, Teacher: f.head.openDescriber}}
 	if f.describers != nil {
-		o.Describers = *f.describers
-	}
-	o.Data.DefaultFolders(def)
-	if f.centreDir == "" {
-		if _, err := os.Stat(o.Data.CentreImages); err != nil {
-			return nil, nil, fmt.Errorf("the public face photos that centre the distillation targets are not at %s: "+
-				"give --centre-images DIR (MTFL's net_7876 folder) or set %s to the data folder", o.Data.CentreImages, datadir.EnvData)
-		}
-	}
-	if f.data == "" {
-		if _, err := os.Stat(o.Data.LFW); err != nil {
-			return nil, nil, fmt.Errorf("no data at %s: give --data DIR (an LFW-layout folder) or set %s to the data folder", o.Data.LFW, datadir.EnvData)
-		}
-	}
-	if err := o.ValidateData(); err != nil {
-		return nil, nil, err
+		d.Describers = *f.describers
 	}
 	draw := &trainProgress{w: e.stderr, quiet: f.head.quiet}
-	o.Progress = draw.event
-	data, err := training.LoadData(&o)
+	d.Progress = draw.event
+	data, err := local.LoadData(m, o, d)
 	draw.finish()
 	if err != nil {
 		return nil, nil, err
 	}
-	tr, err := local.New(local.Options{Model: o.Model, Optim: o.Optim, Data: data, MaxPerIdentity: f.maxPerIdentity,
-		MinNoiseMultiplier: f.minNoise})
+	tr, err := local.New(local.Options{Model: m, Optim: o, Data: data, MaxPerIdentity: f.maxPerIdentity, MinNoiseMultiplier: f.minNoise})
 	if err != nil {
 		return nil, nil, err
 	}
