@@ -282,7 +282,7 @@ func TestLibrarySuggestAndClusterOnLFW(t *testing.T) {
 	}
 	photos := map[string]bool{}
 	for i, m := range ps.Faces[0].Matches {
-		if m.Face != res[0].Matches[i].Face || m.Photo == "" {
+		if m.Face != res[0].Matches[i].Face || m.PhotoID != res[0].Matches[i].Photo || m.Photo == "" {
 			t.Fatalf("match %d: %+v, want face %d with its photo's path", i, m, res[0].Matches[i].Face)
 		}
 		photos[m.Photo] = true

@@ -35,8 +35,9 @@ type SearchedFace struct {
 // SearchMatch is a library face matching a face of a searched photo.
 type SearchMatch struct {
 	Face int64
-	// Photo is the path of the face's photo.
-	Photo string
+	// PhotoID is the face's photo, Photo its path.
+	PhotoID int64
+	Photo   string
 	// PersonID is the face's person (0: none), Person the name.
 	PersonID int64
 	Person   string
@@ -79,7 +80,7 @@ func (l *Library) SearchPhoto(found []face.Face, o match.SuggestOptions, dist fl
 		}
 		for _, m := range r.Matches {
 			p := path[m.Photo]
-			sf.Matches = append(sf.Matches, SearchMatch{Face: m.Face, Photo: p, PersonID: m.Person, Person: people[m.Person].Name, Distance: m.Distance})
+			sf.Matches = append(sf.Matches, SearchMatch{Face: m.Face, PhotoID: m.Photo, Photo: p, PersonID: m.Person, Person: people[m.Person].Name, Distance: m.Distance})
 			if !seenPhotos[p] {
 				seenPhotos[p] = true
 				out.Photos = append(out.Photos, p)
