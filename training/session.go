@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/veil-privacy/veil/dp"
@@ -355,4 +356,32 @@ func (s *Session) Local(ctx context.Context, start Weights, firstEpoch, epochs i
 	}
 	u.Weights, u.Privacy, u.Steps = s.Weights(), s.Privacy(), s.Steps()-before
 	return u, nil
+}
+
+// ClippedSum draws a Poisson sample of d's units (a client's part of the
+// data) at the session's sampling rate and returns the sum of their
+// clipped gradients at the session's current weights, without noise: a
+// client's half of a distributed DP-SGD step (package fed/ddp), which the
+// client must noise before anything leaves it. seed seeds augmentation.
+func (s *Session) ClippedSum(d *Data, seed uint64) ([]float32, error) {
+	if s.mech == nil {
+		return nil, errors.New("train: a clipped gradient sum needs DP-SGD's mechanism (clip, sampling rate)")
+	}
+	if d == nil || d.Train == nil {
+		return nil, errors.New("train: no data to sample")
+	}
+	var aug *rand.Rand
+	if s.optim.Augment {
+		aug = rand.New(rand.NewPCG(seed, 0xd5a9))
+	}
+	sum, _, err := s.tr.ClippedSum(d.Train, aug)
+	return sum, err
+}
+
+// ApplyReleased takes the optimiser step with a released noisy gradient
+// sum (ClippedSum's layout) divided by expectedBatch, as DP-SGD's step
+// does after its noise; mechanism and epsilon go into the weights' privacy
+// record (train.Trainer.ApplyReleased).
+func (s *Session) ApplyReleased(released []float32, expectedBatch float64, mechanism string, epsilon float64) error {
+	return s.tr.ApplyReleased(released, 1/expectedBatch, mechanism, epsilon)
 }

@@ -37,6 +37,11 @@ type Privacy struct {
 	// accountant of the mechanism that ran (dp.DPSGD.Event). It bounds what
 	// the weights reveal only when Bounded.
 	Epsilon float64 `json:"epsilon"`
+	// Mechanism names the mechanism the steps released, with its trust
+	// assumption, when it is not the trainer's own central DP-SGD ("");
+	// e.g. distributed DP-SGD under secure aggregation (package fed/ddp),
+	// whose ε assumes enough honest clients in every sum.
+	Mechanism string `json:"mechanism,omitempty"`
 	// NonPrivateSteps counts optimiser steps taken without DP-SGD, in this
 	// run or in any run the weights were resumed from. It never decreases:
 	// such steps may have seen private data with no noise, so the weights

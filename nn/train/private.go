@@ -219,12 +219,28 @@ func (p *private) checkData(d Data) (Identified, error) {
 		}
 		return nil, nil
 	}
-	id, ok := d.(Identified)
-	if !ok {
-		return nil, errors.New("train: identity-level DP-SGD needs data that say which person each example shows")
+	id, err := p.identified(d)
+	if err != nil {
+		return nil, err
 	}
 	if m := id.Identities(); m != p.opts.DatasetSize {
 		return nil, fmt.Errorf("train: DP-SGD was set up for %d identities, the data have %d: the expected batch q·N and the sampling rate would not describe the mechanism that runs", p.opts.DatasetSize, m)
+	}
+	return id, nil
+}
+
+// identified returns d as Identified under UnitIdentity (nil under
+// UnitExample), refusing empty data.
+func (p *private) identified(d Data) (Identified, error) {
+	if d.Len() == 0 {
+		return nil, errors.New("train: empty training set")
+	}
+	if p.opts.Unit == UnitExample {
+		return nil, nil
+	}
+	id, ok := d.(Identified)
+	if !ok {
+		return nil, errors.New("train: identity-level DP-SGD needs data that say which person each example shows")
 	}
 	return id, nil
 }
@@ -300,6 +316,95 @@ func (t *Trainer) DPStep(d Data, aug *rand.Rand) (StepResult, error) {
 			return StepResult{}, fmt.Errorf("%w: the next step would spend ε=%.3f > %.3f (per %s)", ErrBudget, eps, p.opts.MaxEpsilon, p.opts.Unit)
 		}
 	}
+	sums, res, states, err := t.clippedSum(d, id, aug)
+	if err != nil {
+		return StepResult{}, err
+	}
+	if err := p.agg.NoiseSums(sums...); err != nil {
+		return StepResult{}, fmt.Errorf("train: DP-SGD noise: %w", err)
+	}
+	t.apply(sums, 1/(p.opts.SamplingRate*float64(p.opts.DatasetSize)))
+	t.finish(states)
+	t.privacy.Steps++
+	eps, err := p.epsilon(t.privacy.Steps)
+	if err != nil {
+		return res, err
+	}
+	t.privacy.Epsilon = eps
+	return res, nil
+}
+
+// ClippedSum is the first half of a DP-SGD step, for distributed DP-SGD
+// (package fed/ddp): it draws a Poisson sample of d's units with the
+// trainer's CSPRNG at the trainer's rate q and returns the sum of their
+// gradients, each unit's clipped to C, with no noise and no optimiser
+// step, as one vector of NumTrainable values (the trainable parameters in
+// declaration order). The sum is not private: only a mechanism that adds noise to it
+// (each client's share, summed under secure aggregation) may release it.
+// d may be any client's data: its size is not checked against
+// DPOptions.DatasetSize, which only sets DPStep's divisor. The trainer's
+// parameters are those the gradients are taken at; states are discarded
+// (the trainer refuses batch normalisation under DP).
+func (t *Trainer) ClippedSum(d Data, aug *rand.Rand) ([]float32, StepResult, error) {
+	p := t.dp
+	if p == nil {
+		return nil, StepResult{}, errors.New("train: ClippedSum needs DP options (unit, clip, sampling rate)")
+	}
+	id, err := p.identified(d)
+	if err != nil {
+		return nil, StepResult{}, err
+	}
+	sums, res, _, err := t.clippedSum(d, id, aug)
+	if err != nil {
+		return nil, StepResult{}, err
+	}
+	flat := make([]float32, 0, t.NumTrainable())
+	for _, s := range sums {
+		flat = append(flat, s...)
+	}
+	return flat, res, nil
+}
+
+// ApplyReleased is the second half of a distributed DP-SGD step: the
+// optimiser update with the released noisy gradient sum released·scale, in
+// ClippedSum's layout (scale
+// is 1 over the expected batch), exactly the update DPStep makes after
+// its noise. The release must already be accounted (by the clients'
+// ledgers); the trainer's privacy record counts the step and stores
+// mechanism, which names what was released and its trust assumption, and
+// epsilon, the caller's ε after this step at DPOptions.Delta.
+func (t *Trainer) ApplyReleased(released []float32, scale float64, mechanism string, epsilon float64) error {
+	if t.dp == nil {
+		return errors.New("train: ApplyReleased needs DP options")
+	}
+	if len(released) != t.NumTrainable() {
+		return fmt.Errorf("train: a released sum of %d values, the trainer has %d trainable", len(released), t.NumTrainable())
+	}
+	sums := make([][]float32, len(t.grads))
+	off := 0
+	for k, i := range t.grads {
+		n := t.params.Spec(i).Size()
+		sums[k] = released[off : off+n]
+		off += n
+	}
+	if !(scale > 0) || math.IsInf(scale, 0) {
+		return fmt.Errorf("train: the scale of a released sum must be positive and finite, got %g", scale)
+	}
+	if mechanism == "" || !(epsilon > 0) || math.IsInf(epsilon, 0) {
+		return errors.New("train: a released sum needs the mechanism that released it and its ε")
+	}
+	t.apply(sums, scale)
+	t.finish(nil)
+	t.privacy.Steps++
+	t.privacy.Epsilon = epsilon
+	t.privacy.Mechanism = mechanism
+	return nil
+}
+
+// clippedSum samples d's units and returns the clipped sum of their
+// gradients (no noise), the step's statistics and the states.
+func (t *Trainer) clippedSum(d Data, id Identified, aug *rand.Rand) ([][]float32, StepResult, [][]float32, error) {
+	p := t.dp
 	// Sample, then lay the sample out in micro-batches: layout[k] are the
 	// positions in idx of micro-batch k's examples, slots their groups.
 	var idx []int
@@ -323,7 +428,7 @@ func (t *Trainer) DPStep(d Data, aug *rand.Rand) (StepResult, error) {
 		}
 		people, err := p.sampleIdentities(id, limit)
 		if err != nil {
-			return StepResult{}, err
+			return nil, StepResult{}, nil, err
 		}
 		// First-fit decreasing: larger people first, each into the first
 		// micro-batch with room.
@@ -353,10 +458,10 @@ func (t *Trainer) DPStep(d Data, aug *rand.Rand) (StepResult, error) {
 	if n > 0 {
 		x, labels, err := d.Batch(idx, aug)
 		if err != nil {
-			return StepResult{}, err
+			return nil, StepResult{}, nil, err
 		}
 		if len(x) != n*t.per || len(labels) != n {
-			return StepResult{}, fmt.Errorf("train: the data returned %d values and %d labels for %d examples of %d values", len(x), len(labels), n, t.per)
+			return nil, StepResult{}, nil, fmt.Errorf("train: the data returned %d values and %d labels for %d examples of %d values", len(x), len(labels), n, t.per)
 		}
 		for k, l := range layout {
 			m := t.newMicro()
@@ -374,22 +479,11 @@ func (t *Trainer) DPStep(d Data, aug *rand.Rand) (StepResult, error) {
 	// noise is added all the same.
 	sums, totalLoss, totalW, states, err := t.run(ms)
 	if err != nil {
-		return StepResult{}, err
+		return nil, StepResult{}, nil, err
 	}
-	if err := p.agg.NoiseSums(sums...); err != nil {
-		return StepResult{}, fmt.Errorf("train: DP-SGD noise: %w", err)
-	}
-	t.apply(sums, 1/(p.opts.SamplingRate*float64(p.opts.DatasetSize)))
-	t.finish(states)
 	res := StepResult{Examples: n}
 	if totalW > 0 {
 		res.Loss = totalLoss / totalW
 	}
-	t.privacy.Steps++
-	eps, err := p.epsilon(t.privacy.Steps)
-	if err != nil {
-		return res, err
-	}
-	t.privacy.Epsilon = eps
-	return res, nil
+	return sums, res, states, nil
 }

@@ -147,6 +147,13 @@ func (q *Quantizer) Mechanism(honest int) (dp.DistributedDiscreteGaussian, error
 
 func padLen(d int) int { return 1 << bits.Len(uint(d-1)) }
 
+// Padded returns D', the length of cfg's encodings (cfg's Dim padded to a
+// multiple of the block size).
+func (cfg Config) Padded() int {
+	D, _ := layout(cfg)
+	return D
+}
+
 // layout returns the padded length D' and the block size B of cfg.
 func layout(cfg Config) (D, B int) {
 	if cfg.Block == 0 {
