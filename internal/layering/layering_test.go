@@ -138,6 +138,14 @@ var rules = []rule{
 		},
 	},
 	{
+		why:     "fed/ddp is distributed DP-SGD's mathematics, which a federated client imports: no engine, no model code, no network, no storage, no coordinator",
+		subject: func(p pkg) bool { return p.path == "fed/ddp" },
+		forbidden: map[string]func(string) bool{
+			"the engine (gomlx)": engine, "nn/...": inModule("nn"), "training": inModule("training"), "gRPC": grpc, "SQLite": sqlite,
+			"fed/coord": inModule("fed/coord"), "fed/client": inModule("fed/client"),
+		},
+	},
+	{
 		why: "leaf utilities and plain records stand on the standard library alone",
 		subject: func(p pkg) bool {
 			return p.path == "internal/atomicfile" || p.path == "internal/vec" || p.path == "nn/record"
@@ -244,6 +252,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "fed/dphefed", name: "dphefed"}, module + "/fed/keygen"},
 		{pkg{path: "fed/keygen", name: "keygen"}, module + "/fed/coord"},
 		{pkg{path: "collab", name: "collab"}, module + "/fed/strategy"},
+		{pkg{path: "fed/ddp", name: "ddp"}, module + "/nn/train"},
+		{pkg{path: "fed/ddp", name: "ddp"}, module + "/fed/client"},
 	}
 	for _, tc := range tests {
 		caught := false
@@ -270,6 +280,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "fed/client", name: "client"}, module + "/dp"},
 		{pkg{path: "serve", name: "serve"}, module + "/tagging"},
 		{pkg{path: "cmd/veil/cli", name: "cli"}, module + "/serve"},
+		{pkg{path: "fed/ddp", name: "ddp"}, module + "/secagg/quant"},
 	} {
 		for _, r := range rules {
 			if !r.subject(tc.subject) {
