@@ -25,6 +25,7 @@ type fedSimFlags struct {
 	seed, partitionSeed                                                              uint64
 	roundTimeout                                                                     time.Duration
 	head                                                                             headFlags
+	secagg                                                                           fedSimSecagg
 }
 
 func newFedSimCmd(e *env) *cobra.Command {
@@ -120,6 +121,7 @@ func fedSimCmd(e *env) (*cobra.Command, *fedSimFlags) {
 	fl.BoolVar(&f.json, "json", false, "print a JSON report")
 	fl.BoolVar(&f.alone, "alone", false, "instead of federating, train each client alone on its own identities (same rounds, epochs and budget) and report each one's accuracy, their mean and the best")
 	registerFedHead(cmd, &f.head)
+	f.secagg.register(fl)
 	return cmd, f
 }
 
@@ -143,6 +145,9 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 	if !quiet {
 		start := time.Now()
 		so.Progress = func(s string) { fmt.Fprintf(e.stderr, "[%5.0fs] %s\n", time.Since(start).Seconds(), s) }
+	}
+	if f.secagg.mode == "masking" {
+		return f.secagg.run(cmd, e, f, so)
 	}
 	if f.alone {
 		rep, err := sim.Alone(cmd.Context(), so)
@@ -170,6 +175,9 @@ func runFedSim(e *env, cmd *cobra.Command, f *fedSimFlags) error {
 // options checks the flags (changed says which were given) and returns
 // the simulation's options, all but its data, and the options of its data.
 func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, sim.DataOptions, error) {
+	if err := f.secagg.check(changed, f.clients); err != nil {
+		return sim.Options{}, sim.DataOptions{}, err
+	}
 	if f.noDP {
 		for _, n := range []string{"target-epsilon", "delta", "clip", "privacy-unit", "max-per-identity"} {
 			if changed(n) {
