@@ -165,7 +165,11 @@ func (m Mechanism) rdp(alpha float64, memo map[int]float64) (float64, error) {
 		}
 		gLo = (a - 1) * lo
 	}
-	return ((a+1-alpha)*gLo + (alpha-a)*gHi) / (alpha - 1), nil
+	full, err := m.unsampled().RDP(alpha)
+	if err != nil {
+		return 0, err
+	}
+	return math.Min(full, ((a+1-alpha)*gLo+(alpha-a)*gHi)/(alpha-1)), nil
 }
 
 // Curve returns the RDP of one round at orders (nil: dp.DefaultOrders()).

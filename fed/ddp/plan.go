@@ -108,8 +108,16 @@ func (p Plan) quantConfig() quant.Config {
 func (p Plan) Padded() int { return p.quantConfig().Padded() }
 
 // Sensitivity is the L2 norm, on the lattice, of what one unit can change
-// in a client's rounded encoding: C/γ + √D'.
-func (p Plan) Sensitivity() float64 { return p.Scale + math.Sqrt(float64(p.Padded())) }
+// in a client's rounded encoding: C/γ + √D' (package documentation, Step
+// 2), with C/γ raised by FloatSlack for the floating-point clip.
+func (p Plan) Sensitivity() float64 {
+	return p.Scale*(1+FloatSlack) + math.Sqrt(float64(p.Padded()))
+}
+
+// FloatSlack is the relative margin the sensitivity allows a unit's
+// clipped gradient, clipped and summed in floating point, over C: float32
+// rounding of a norm over a million values stays far below it.
+const FloatSlack = 1e-4
 
 // Mechanism is the round's mechanism for a client that trusts honest
 // clients' noise to be in every sum.
