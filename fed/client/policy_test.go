@@ -17,6 +17,7 @@ import (
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/client"
 	"github.com/veil-privacy/veil/fed/client/clienttest"
+	"github.com/veil-privacy/veil/fed/ddp"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/wire"
 )
@@ -334,16 +335,20 @@ func TestPolicyValidate(t *testing.T) {
 		t.Error("the zero policy is valid")
 	}
 	for name, edit := range map[string]func(*client.Policy){
-		"unit":        func(p *client.Policy) { p.Unit = "person" },
-		"no unit":     func(p *client.Policy) { p.Unit = "" },
-		"budget":      func(p *client.Policy) { p.Budget.Epsilon = 0 },
-		"delta":       func(p *client.Policy) { p.Budget.Delta = 1 },
-		"noise":       func(p *client.Policy) { p.MinNoiseMultiplier = -1 },
-		"noise NaN":   func(p *client.Policy) { p.MinNoiseMultiplier = math.NaN() },
-		"clip":        func(p *client.Policy) { p.MaxClip = 0 },
-		"clip inf":    func(p *client.Policy) { p.MaxClip = math.Inf(1) },
-		"rate":        func(p *client.Policy) { p.MaxSamplingRate = 0 },
-		"rate over 1": func(p *client.Policy) { p.MaxSamplingRate = 1.5 },
+		"unit":                       func(p *client.Policy) { p.Unit = "person" },
+		"no unit":                    func(p *client.Policy) { p.Unit = "" },
+		"budget":                     func(p *client.Policy) { p.Budget.Epsilon = 0 },
+		"delta":                      func(p *client.Policy) { p.Budget.Delta = 1 },
+		"noise":                      func(p *client.Policy) { p.MinNoiseMultiplier = -1 },
+		"noise NaN":                  func(p *client.Policy) { p.MinNoiseMultiplier = math.NaN() },
+		"clip":                       func(p *client.Policy) { p.MaxClip = 0 },
+		"clip inf":                   func(p *client.Policy) { p.MaxClip = math.Inf(1) },
+		"rate":                       func(p *client.Policy) { p.MaxSamplingRate = 0 },
+		"rate over 1":                func(p *client.Policy) { p.MaxSamplingRate = 1.5 },
+		"honest < 0":                 func(p *client.Policy) { p.MinHonest = -1 },
+		"colluders without honest":   func(p *client.Policy) { p.MaxColluders = 1 },
+		"distributed without rounds": func(p *client.Policy) { p.MinHonest = 3 },
+		"wrap 1":                     func(p *client.Policy) { p.MinHonest, p.DistributedRounds, p.MaxWrapProb = 3, 10, 1 },
 	} {
 		p := good
 		edit(&p)
@@ -354,5 +359,46 @@ func TestPolicyValidate(t *testing.T) {
 			LedgerDir: t.TempDir(), DataSet: "client-1", Trainer: &planTrainer{}}); err == nil {
 			t.Errorf("%s: client.New accepted %+v", name, p)
 		}
+	}
+}
+
+// A coordinator's distributed DP plan is checked against the owner's own
+// T, colluders and rounds (fed/ddp): a plan that trusts more clients than
+// the owner does, or adds less noise than the owner's T needs, is refused;
+// an owner who trusts no one takes part in no distributed round.
+func TestDistributedPlanIsCheckedAgainstTheOwnersTrust(t *testing.T) {
+	p := policy()
+	if _, err := p.Distributed(); err == nil {
+		t.Error("a policy trusting no honest client gave a distributed policy")
+	}
+	p.MinHonest, p.MaxColluders, p.DistributedRounds = 6, 1, 40
+	dpol, err := p.Distributed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := ddp.Plan{Unit: p.Unit, Delta: p.Budget.Delta, Clip: p.MaxClip, SamplingRate: 0.05, Rounds: 40, Clients: 8, Threshold: 7,
+		Noise: 1, Dim: 2000, Block: 512, Scale: 1 << 16, Bits: 32, WrapProb: 1e-9, ExpectedBatch: 20}
+	if plan.Noise, err = ddp.RequiredNoise(dpol, plan); err != nil {
+		t.Fatal(err)
+	}
+	if err := ddp.CheckPlan(dpol, plan); err != nil {
+		t.Fatalf("the owner's own plan is refused: %v", err)
+	}
+	weak := plan
+	weak.Threshold = 6 // one colluder could leave only 5 honest shares
+	if err := ddp.CheckPlan(dpol, weak); !errors.Is(err, ddp.ErrPolicy) {
+		t.Errorf("a threshold below T + colluders: %v", err)
+	}
+	// The coordinator calibrates the share for the 8 clients it selects
+	// rather than the owner's 6: less noise than the owner needs.
+	claimed := dpol
+	claimed.MinHonest, claimed.MaxColluders = 8, 0
+	weak = plan
+	weak.Threshold = 8
+	if weak.Noise, err = ddp.RequiredNoise(claimed, weak); err != nil {
+		t.Fatal(err)
+	}
+	if err := ddp.CheckPlan(dpol, weak); !errors.Is(err, ddp.ErrPolicy) {
+		t.Errorf("a share calibrated to the coordinator's count of honest clients: %v", err)
 	}
 }
