@@ -115,6 +115,9 @@ type Report struct {
 	// Mechanism names what was released each round, with its assumption.
 	Mechanism  string `json:"mechanism"`
 	Assumption string `json:"assumption"`
+	// Model is the final weights' privacy record (the trainer's): its
+	// steps, the worst client's ε and the mechanism with its assumption.
+	Model train.Privacy `json:"model_privacy"`
 	// Parameters is d, Padded D', Bits b.
 	Parameters int     `json:"parameters"`
 	Padded     int     `json:"padded"`
@@ -386,6 +389,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		rep.EpsilonPerClient[c.name] = sp.Epsilon
 	}
+	rep.Model = s.Privacy()
 	if rep.DevAccuracy, rep.Threshold0, err = s.Evaluate(); err != nil {
 		return nil, err
 	}
