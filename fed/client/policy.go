@@ -39,29 +39,36 @@ type Policy struct {
 	// round runs; a lower cap refuses rounds whose batch would sample more
 	// of the client's units per step.
 	MaxSamplingRate float64
-	// MinHonest is T for distributed DP-SGD under secure aggregation
-	// (package fed/ddp): the owner trusts that every unmasked sum holds at
-	// least T honest clients' noise shares, and the client's share is
-	// calibrated so that T of them give its budget over
-	// DistributedRounds rounds. 0 (the default): the client takes part in
-	// no distributed round, only in rounds where its own noise is all of
-	// its protection (local DP, which assumes nothing of others).
+	// DDP is the owner's policy for distributed DP-SGD rounds (package
+	// fed/ddp); its zero value takes part in none.
+	DDP DDPPolicy
+	// AllowNoDP lets the client take part in rounds without DP, which give
+	// its data no privacy guarantee (non-private baselines such as veil fed
+	// sim --no-dp). Off by default: such a round is refused.
+	AllowNoDP bool
+}
+
+// DDPPolicy is what the owner trusts and plans for distributed DP-SGD:
+// rounds of one DP-SGD step whose noise is the sum of the clients' shares
+// under secure aggregation (package fed/ddp). Without it (MinHonest 0) the
+// client's own noise is all of its protection (local DP), which assumes
+// nothing of other clients.
+type DDPPolicy struct {
+	// MinHonest is T: the owner trusts that every unmasked sum holds at
+	// least T honest clients' noise shares; the client's share is
+	// calibrated so that T of them give its budget over Rounds rounds.
 	MinHonest int
 	// MaxColluders is how many clients of a round the owner assumes may
 	// collude with the coordinator and add no noise: a distributed round
 	// must unmask no sum of fewer than MinHonest + MaxColluders clients.
 	MaxColluders int
-	// DistributedRounds is how many rounds the client calibrates its
-	// required noise share for (its whole budget over that many rounds;
-	// the ledger refuses rounds beyond the budget).
-	DistributedRounds int
-	// MaxWrapProb caps the probability that a distributed round's sum
-	// wraps modulo 2^b (accuracy only; 0: ddp.DefaultMaxWrapProb).
+	// Rounds is how many rounds the client calibrates its required noise
+	// share for (its whole budget over that many rounds; its ledger refuses
+	// rounds beyond the budget).
+	Rounds int
+	// MaxWrapProb caps the probability that a round's sum wraps modulo
+	// 2^b (accuracy only; 0: ddp.DefaultMaxWrapProb).
 	MaxWrapProb float64
-	// AllowNoDP lets the client take part in rounds without DP, which give
-	// its data no privacy guarantee (non-private baselines such as veil fed
-	// sim --no-dp). Off by default: such a round is refused.
-	AllowNoDP bool
 }
 
 // Defaults of a policy (DefaultPolicy).
@@ -99,20 +106,23 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("policy: the largest clip must be positive and finite, got %g", p.MaxClip)
 	case !(p.MaxSamplingRate > 0 && p.MaxSamplingRate <= 1):
 		return fmt.Errorf("policy: the largest sampling rate must be in (0, 1], got %g", p.MaxSamplingRate)
-	case p.MinHonest < 0 || p.MaxColluders < 0 || p.DistributedRounds < 0:
-		return fmt.Errorf("policy: the honest clients, colluders and distributed rounds must not be negative, got %d, %d and %d", p.MinHonest, p.MaxColluders, p.DistributedRounds)
-	case p.MinHonest == 0 && (p.MaxColluders > 0 || p.DistributedRounds > 0 || p.MaxWrapProb != 0):
-		return errors.New("policy: distributed DP settings (colluders, rounds, wrap probability) need the honest clients the owner trusts (MinHonest)")
-	case p.MinHonest > 0 && p.DistributedRounds < 1:
-		return errors.New("policy: distributed DP needs the rounds its noise share is calibrated for (DistributedRounds)")
-	case !(p.MaxWrapProb >= 0 && p.MaxWrapProb < 1):
-		return fmt.Errorf("policy: the largest wrap probability must be in [0, 1), got %g", p.MaxWrapProb)
+	}
+	d := p.DDP
+	switch {
+	case d.MinHonest < 0 || d.MaxColluders < 0 || d.Rounds < 0:
+		return fmt.Errorf("policy: distributed DP's honest clients, colluders and rounds must not be negative, got %d, %d and %d", d.MinHonest, d.MaxColluders, d.Rounds)
+	case d.MinHonest == 0 && (d.MaxColluders > 0 || d.Rounds > 0 || d.MaxWrapProb != 0):
+		return errors.New("policy: distributed DP settings (colluders, rounds, wrap probability) need the honest clients the owner trusts (DDP.MinHonest)")
+	case d.MinHonest > 0 && d.Rounds < 1:
+		return errors.New("policy: distributed DP needs the rounds its noise share is calibrated for (DDP.Rounds)")
+	case !(d.MaxWrapProb >= 0 && d.MaxWrapProb < 1):
+		return fmt.Errorf("policy: distributed DP's largest wrap probability must be in [0, 1), got %g", d.MaxWrapProb)
 	}
 	return nil
 }
 
 // Distributed returns the policy for distributed DP-SGD rounds (package
-// fed/ddp), or an error when the owner set none (MinHonest 0). The
+// fed/ddp), or an error when the owner set none (DDP.MinHonest 0). The
 // client's round handling checks a distributed round's plan with
 // ddp.CheckPlan(p.Distributed(), plan) before it plans, charges or touches
 // its data, and charges ddp.Accept's event.
@@ -120,11 +130,12 @@ func (p Policy) Distributed() (ddp.Policy, error) {
 	if err := p.Validate(); err != nil {
 		return ddp.Policy{}, err
 	}
-	if p.MinHonest == 0 {
-		return ddp.Policy{}, errors.New("policy: this client takes part in no distributed DP round: its owner trusts no honest clients (MinHonest 0)")
+	d := p.DDP
+	if d.MinHonest == 0 {
+		return ddp.Policy{}, errors.New("policy: this client takes part in no distributed DP round: its owner trusts no honest clients (DDP.MinHonest 0)")
 	}
 	return ddp.Policy{Unit: p.Unit, Budget: p.Budget, MaxClip: p.MaxClip, MaxSamplingRate: p.MaxSamplingRate,
-		MinHonest: p.MinHonest, MaxColluders: p.MaxColluders, Rounds: p.DistributedRounds, MaxWrapProb: p.MaxWrapProb}, nil
+		MinHonest: d.MinHonest, MaxColluders: d.MaxColluders, Rounds: d.Rounds, MaxWrapProb: d.MaxWrapProb}, nil
 }
 
 // ErrPolicy is what a round outside the client's policy is refused with

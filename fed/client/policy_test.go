@@ -345,10 +345,10 @@ func TestPolicyValidate(t *testing.T) {
 		"clip inf":                   func(p *client.Policy) { p.MaxClip = math.Inf(1) },
 		"rate":                       func(p *client.Policy) { p.MaxSamplingRate = 0 },
 		"rate over 1":                func(p *client.Policy) { p.MaxSamplingRate = 1.5 },
-		"honest < 0":                 func(p *client.Policy) { p.MinHonest = -1 },
-		"colluders without honest":   func(p *client.Policy) { p.MaxColluders = 1 },
-		"distributed without rounds": func(p *client.Policy) { p.MinHonest = 3 },
-		"wrap 1":                     func(p *client.Policy) { p.MinHonest, p.DistributedRounds, p.MaxWrapProb = 3, 10, 1 },
+		"honest < 0":                 func(p *client.Policy) { p.DDP.MinHonest = -1 },
+		"colluders without honest":   func(p *client.Policy) { p.DDP.MaxColluders = 1 },
+		"distributed without rounds": func(p *client.Policy) { p.DDP.MinHonest = 3 },
+		"wrap 1":                     func(p *client.Policy) { p.DDP = client.DDPPolicy{MinHonest: 3, Rounds: 10, MaxWrapProb: 1} },
 	} {
 		p := good
 		edit(&p)
@@ -371,7 +371,7 @@ func TestDistributedPlanIsCheckedAgainstTheOwnersTrust(t *testing.T) {
 	if _, err := p.Distributed(); err == nil {
 		t.Error("a policy trusting no honest client gave a distributed policy")
 	}
-	p.MinHonest, p.MaxColluders, p.DistributedRounds = 6, 1, 40
+	p.DDP = client.DDPPolicy{MinHonest: 6, MaxColluders: 1, Rounds: 40}
 	dpol, err := p.Distributed()
 	if err != nil {
 		t.Fatal(err)
