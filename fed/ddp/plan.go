@@ -56,6 +56,20 @@ type Plan struct {
 	ExpectedBatch float64
 }
 
+// checkUnitClipRate checks what a plan and a policy share: the unit, a
+// (largest) clip and a (largest) sampling rate.
+func checkUnitClipRate(what, unit string, clip, q float64) error {
+	switch {
+	case unit != dp.UnitIdentity && unit != dp.UnitExample:
+		return fmt.Errorf("ddp: %s: privacy unit %q (want identity or example)", what, unit)
+	case !(clip > 0) || math.IsInf(clip, 0):
+		return fmt.Errorf("ddp: %s: the clip must be positive and finite, got %g", what, clip)
+	case !(q > 0 && q <= 1):
+		return fmt.Errorf("ddp: %s: the sampling rate must be in (0, 1], got %g", what, q)
+	}
+	return nil
+}
+
 // DefaultSumClip is the default Plan.SumClip, in units of C.
 const DefaultSumClip = 64
 
@@ -70,15 +84,12 @@ func (p Plan) sumClip() float64 {
 
 // Validate checks the plan's own consistency (not any client's policy).
 func (p Plan) Validate() error {
+	if err := checkUnitClipRate("plan", p.Unit, p.Clip, p.SamplingRate); err != nil {
+		return err
+	}
 	switch {
-	case p.Unit != dp.UnitIdentity && p.Unit != dp.UnitExample:
-		return fmt.Errorf("ddp: plan: privacy unit %q (want identity or example)", p.Unit)
 	case !(p.Delta > 0 && p.Delta < 1):
 		return fmt.Errorf("ddp: plan: δ must be in (0, 1), got %g", p.Delta)
-	case !(p.Clip > 0) || math.IsInf(p.Clip, 0):
-		return fmt.Errorf("ddp: plan: the clip must be positive and finite, got %g", p.Clip)
-	case !(p.SamplingRate > 0 && p.SamplingRate <= 1):
-		return fmt.Errorf("ddp: plan: the sampling rate must be in (0, 1], got %g", p.SamplingRate)
 	case p.Rounds < 1:
 		return fmt.Errorf("ddp: plan: at least one round, got %d", p.Rounds)
 	case p.Threshold < 1 || p.Threshold > p.Clients:
@@ -177,13 +188,10 @@ func (pol Policy) Validate() error {
 	if err := pol.Budget.Validate(); err != nil {
 		return fmt.Errorf("ddp: policy: %w", err)
 	}
+	if err := checkUnitClipRate("policy", pol.Unit, pol.MaxClip, pol.MaxSamplingRate); err != nil {
+		return err
+	}
 	switch {
-	case pol.Unit != dp.UnitIdentity && pol.Unit != dp.UnitExample:
-		return fmt.Errorf("ddp: policy: privacy unit %q (want identity or example)", pol.Unit)
-	case !(pol.MaxClip > 0) || math.IsInf(pol.MaxClip, 0):
-		return fmt.Errorf("ddp: policy: the largest clip must be positive and finite, got %g", pol.MaxClip)
-	case !(pol.MaxSamplingRate > 0 && pol.MaxSamplingRate <= 1):
-		return fmt.Errorf("ddp: policy: the largest sampling rate must be in (0, 1], got %g", pol.MaxSamplingRate)
 	case pol.MinHonest < 1:
 		return fmt.Errorf("ddp: policy: distributed DP needs at least one trusted honest client (MinHonest), got %d", pol.MinHonest)
 	case pol.MaxColluders < 0:
