@@ -216,7 +216,7 @@ func (m Mechanism) Label() string {
 
 // Assumption states, in words, what the ε of distributed DP-SGD assumes.
 func Assumption(honest int) string {
-	return fmt.Sprintf("assumes at least %d honest clients (each adds its noise share) among the surviving inputs of every unmasked sum, i.e. the coordinator colludes with at most the sum's other clients, and secure aggregation reveals only sums", honest)
+	return fmt.Sprintf("assumes at least %d honest clients, each adding its noise share, among the surviving inputs of every unmasked sum (the coordinator colludes with none of those %d), and that secure aggregation reveals nothing but such sums", honest, honest)
 }
 
 // Epsilon returns ε at δ after rounds rounds, over dp.DefaultOrders().
