@@ -148,7 +148,7 @@ var rules = []rule{
 	{
 		why: "leaf utilities and plain records stand on the standard library alone",
 		subject: func(p pkg) bool {
-			return p.path == "internal/atomicfile" || p.path == "internal/vec" || p.path == "nn/record"
+			return p.path == "internal/atomicfile" || p.path == "internal/vec" || p.path == "nn/record" || p.path == "tagging/psimodel"
 		},
 		forbidden: map[string]func(string) bool{"a package of the module": anyOurs},
 	},
