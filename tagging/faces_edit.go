@@ -68,8 +68,13 @@ type FaceFilter struct {
 	IDs []int64
 	// Removed includes faces the user removed as false detections.
 	Removed bool
-	// Descriptors decrypts each face's descriptor into Face.Descriptor.
+	// Descriptors decrypts each face's descriptor into Face.Descriptor:
+	// in the space of the adopted model version (models.go), if any.
 	Descriptors bool
+	// Raw, with Descriptors, gives the descriptors as computed from the
+	// photo, whatever model version is adopted (training and measuring
+	// models need these).
+	Raw bool
 }
 
 // Errors of the face and people operations, for errors.Is.
@@ -118,6 +123,9 @@ func (l *Library) Faces(f FaceFilter) ([]Face, error) {
 		faces.score, faces.fit, faces.source, faces.person_id, faces.assigned_by, faces.removed, ` + l.macColumn("faces")
 	if f.Descriptors {
 		q += `, faces.descriptor`
+		if !f.Raw {
+			q += `, faces.projected`
+		}
 	}
 	q += ` FROM faces JOIN photos ON photos.id = faces.photo_id`
 	if len(where) > 0 {
@@ -134,12 +142,15 @@ func (l *Library) Faces(f FaceFilter) ([]Face, error) {
 		var fc Face
 		var person sql.NullInt64
 		var by sql.NullString
-		var desc, mac []byte
+		var desc, proj, mac []byte
 		var removed int64
 		dest := []any{&fc.ID, &fc.PhotoID, &fc.Photo, &fc.Box.X, &fc.Box.Y, &fc.Box.Width, &fc.Box.Height,
 			&fc.Score, &fc.Fit, &fc.Source, &person, &by, &removed, &mac}
 		if f.Descriptors {
 			dest = append(dest, &desc)
+			if !f.Raw {
+				dest = append(dest, &proj)
+			}
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("reading faces: %w", err)
@@ -151,7 +162,12 @@ func (l *Library) Faces(f FaceFilter) ([]Face, error) {
 			}
 		}
 		fc.PersonID, fc.AssignedBy, fc.Removed = person.Int64, by.String, removed != 0
-		if f.Descriptors && desc != nil {
+		switch {
+		case f.Descriptors && proj != nil:
+			if fc.Descriptor, err = l.sealedDescriptor(fc.ID, "projected", proj); err != nil {
+				return nil, err
+			}
+		case f.Descriptors && desc != nil:
 			if fc.Descriptor, err = l.descriptor(fc.ID, desc); err != nil {
 				return nil, err
 			}
@@ -194,7 +210,12 @@ func (l *Library) Face(id int64) (Face, error) {
 
 // descriptor unseals and decodes a face's stored descriptor.
 func (l *Library) descriptor(faceID int64, sealed []byte) ([]float32, error) {
-	plain, err := l.Unseal("faces", "descriptor", faceID, sealed)
+	return l.sealedDescriptor(faceID, "descriptor", sealed)
+}
+
+// sealedDescriptor unseals and decodes a descriptor column of a face.
+func (l *Library) sealedDescriptor(faceID int64, column string, sealed []byte) ([]float32, error) {
+	plain, err := l.Unseal("faces", column, faceID, sealed)
 	if err != nil {
 		return nil, err
 	}

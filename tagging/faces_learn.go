@@ -136,7 +136,7 @@ type learnData struct {
 }
 
 func (l *Library) learnData() (*learnData, error) {
-	faces, rej, err := l.decisions()
+	faces, rej, err := l.decisions(false)
 	if err != nil {
 		return nil, err
 	}
@@ -490,7 +490,11 @@ type Space struct {
 // exists, else plain descriptors with DefaultSuggestOptions. Callers pass
 // the library's UseMetric setting, or true for --use-metric.
 func (l *Library) SuggestSpace(use bool) (Space, error) {
-	plain := Space{Options: DefaultSuggestOptions()}
+	o, err := l.scaledOptions(DefaultSuggestOptions())
+	if err != nil {
+		return Space{}, err
+	}
+	plain := Space{Options: o}
 	if !use {
 		return plain, nil
 	}
@@ -501,7 +505,7 @@ func (l *Library) SuggestSpace(use bool) (Space, error) {
 	if err != nil {
 		return Space{}, err
 	}
-	o := plain.Options
+	o = DefaultSuggestOptions()
 	// The margin scales with the distance, as the carried-over distance
 	// scales the plain one.
 	o.Margin *= info.Distance / SuggestDistance

@@ -172,7 +172,7 @@ func (l *Library) insertFaces(ctx context.Context, tx *sql.Tx, photoID int64, fa
 // sealFaceTx writes face id's sealed columns (landmarks, descriptor,
 // thumbnail) from f, each bound to the row.
 func (l *Library) sealFaceTx(ctx context.Context, tx *sql.Tx, id int64, f NewFace) error {
-	var lm, desc, thumb []byte
+	var lm, desc, proj, thumb []byte
 	var err error
 	if f.Landmarks != nil {
 		if lm, err = l.Seal("faces", "landmarks", id, EncodeLandmarks(f.Landmarks)); err != nil {
@@ -183,13 +183,23 @@ func (l *Library) sealFaceTx(ctx context.Context, tx *sql.Tx, id int64, f NewFac
 		if desc, err = l.Seal("faces", "descriptor", id, EncodeDescriptor(f.Descriptor)); err != nil {
 			return err
 		}
+		// Under an adopted model version, the new face is projected too.
+		m, err := l.activeModelTx(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if m != nil {
+			if proj, err = l.sealProjected(m, id, f.Descriptor); err != nil {
+				return err
+			}
+		}
 	}
 	if f.Thumbnail != nil {
 		if thumb, err = l.Seal("faces", "thumbnail", id, f.Thumbnail); err != nil {
 			return err
 		}
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE faces SET landmarks = ?, descriptor = ?, thumbnail = ? WHERE id = ?`, lm, desc, thumb, id)
+	_, err = tx.ExecContext(ctx, `UPDATE faces SET landmarks = ?, descriptor = ?, projected = ?, thumbnail = ? WHERE id = ?`, lm, desc, proj, thumb, id)
 	return err
 }
 

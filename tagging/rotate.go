@@ -65,7 +65,7 @@ const (
 // re-encrypts.
 var sealedColumns = map[string][]string{
 	"photos": {"digest"},
-	"faces":  {"landmarks", "descriptor", "thumbnail"},
+	"faces":  {"landmarks", "descriptor", "thumbnail", "projected"},
 	"people": {"name"},
 	"metric": {"blob"},
 }

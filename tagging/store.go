@@ -133,6 +133,8 @@ type Library struct {
 	// on; tests make older libraries): every transaction then re-MACs
 	// the rows it touched.
 	authenticated bool
+	// models caches the parsed active model version (models.go).
+	models modelCache
 }
 
 // kdfFunc turns a passphrase and a key header into the key-encryption key.

@@ -98,7 +98,7 @@ func (l *Library) TrainingData(classes int) (*TrainingData, error) {
 		return nil, err
 	}
 	defer clear(key)
-	faces, rej, err := l.decisions()
+	faces, rej, err := l.decisions(true)
 	if err != nil {
 		return nil, err
 	}
@@ -169,9 +169,11 @@ func sortTagged(ps []TaggedPerson) {
 }
 
 // decisions returns every face not removed, with its descriptor, and the
-// rejections (face id → people it is not).
-func (l *Library) decisions() ([]Face, map[int64][]int64, error) {
-	faces, err := l.Faces(FaceFilter{Descriptors: true})
+// rejections (face id → people it is not). raw gives the descriptors as
+// computed (a shared model trains on them, whatever version the library
+// adopted); else in the adopted version's space (the learned metric's).
+func (l *Library) decisions(raw bool) ([]Face, map[int64][]int64, error) {
+	faces, err := l.Faces(FaceFilter{Descriptors: true, Raw: raw})
 	if err != nil {
 		return nil, nil, err
 	}
