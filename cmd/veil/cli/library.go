@@ -37,6 +37,7 @@ var libraryCommands = []func(*env) *cobra.Command{
 	newLibraryAddCmd,
 	newLibraryStatusCmd,
 	newLibraryLearnCmd,
+	newLibraryModelCmd,
 }
 
 func newLibraryCmd(e *env) *cobra.Command {
