@@ -1,6 +1,7 @@
 package tagging
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/veil-privacy/veil/tagging/match"
@@ -170,8 +171,22 @@ func (l *Library) acceptSuggested(faceIDs []int64, sugs []LibrarySuggestion) (ap
 }
 
 // SearchLibrary looks the descriptors of a query photo's faces up in the
-// whole library (Search; hidden people are not suggested).
+// whole library (Search; hidden people are not suggested). The query's
+// descriptors are as computed from the photo: under an adopted model
+// version they are mapped into its space, and o and dist scaled to it,
+// as the library's own descriptors are (models.go).
 func (l *Library) SearchLibrary(query [][]float32, o match.SuggestOptions, dist float64, limit int) ([]match.SearchResult, map[int64]Person, error) {
+	ctx := context.Background()
+	v, scale, err := activeModel(ctx, l.db, &l.keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v != 0 {
+		if query, err = l.ProjectQuery(ctx, query); err != nil {
+			return nil, nil, err
+		}
+		o.Distance, o.Margin, dist = o.Distance*scale, o.Margin*scale, dist*scale
+	}
 	faces, err := l.Faces(FaceFilter{Descriptors: true})
 	if err != nil {
 		return nil, nil, err

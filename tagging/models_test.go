@@ -230,6 +230,15 @@ func TestAdoptionRefusesWorseAcceptsBetter(t *testing.T) {
 	if _, err := l.SuggestionsIn(s); err != nil {
 		t.Fatal(err)
 	}
+	// Search takes a query photo's raw descriptors and finds the face
+	// they came from at distance 0 in the adopted space.
+	res, _, err := l.SearchLibrary([][]float32{raw[fs[2].ID]}, DefaultSuggestOptions(), SearchDistance, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) == 0 || len(res[0].Matches) == 0 || res[0].Matches[0].Face != fs[2].ID || res[0].Matches[0].Distance > 1e-6 {
+		t.Fatalf("search under the adopted model: %+v", res)
+	}
 	// A face added now is projected too.
 	nx := slices.Clone(raw[fs[2].ID])
 	_, nids, err := l.AddPhoto(PhotoRecord{Path: "/new.jpg", SHA256: sha256.Sum256([]byte("/new.jpg")), Size: 1, Width: 9, Height: 9},
