@@ -710,3 +710,56 @@ func (l *Library) ProjectQuery(ctx context.Context, xs [][]float32) ([][]float32
 	}
 	return out, nil
 }
+
+// resealModels re-seals the model versions, the decisions and the active
+// setting from oldK to newK in tx: RotateKey's last transaction, which
+// installs the new key (the tables are small and not row-authenticated,
+// so they are converted there, with the key switch, in one step).
+func resealModels(ctx context.Context, tx *sql.Tx, oldK, newK *subKeys) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'models'`).Scan(&n); err != nil || n == 0 {
+		return err // a library from before schema 6 has none
+	}
+	for _, c := range [][2]string{{"models", "blob"}, {"model_log", "record"}} {
+		rows, err := tx.QueryContext(ctx, `SELECT id, `+c[1]+` FROM `+c[0]+` ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		type row struct {
+			id     int64
+			sealed []byte
+		}
+		var rs []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.id, &r.sealed); err != nil {
+				rows.Close()
+				return err
+			}
+			rs = append(rs, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			aad := fieldAAD(c[0], c[1], r.id)
+			plain, err := openWith(oldK.seal, r.sealed, aad)
+			if err != nil {
+				return fmt.Errorf("%s %d: %w", c[0], r.id, ErrTampered)
+			}
+			sealed, err := sealWith(newK.seal, plain, aad)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE `+c[0]+` SET `+c[1]+` = ? WHERE id = ?`, sealed, r.id); err != nil {
+				return err
+			}
+		}
+	}
+	v, scale, err := activeModel(ctx, tx, oldK)
+	if err != nil {
+		return err
+	}
+	return setActiveModel(ctx, tx, newK, v, scale)
+}

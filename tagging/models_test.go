@@ -413,3 +413,46 @@ func TestMigrationAddsModels(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRotateKeyKeepsModels: after RotateKey, the model versions, the
+// decisions, the active setting and the projected descriptors all read
+// under the new key.
+func TestRotateKeyKeepsModels(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	l, err := Create(dir, []byte(testPass), cheapKDF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := nuisanceWorld(t, l, 6, 5, 4, 3)
+	better := importModel(t, l, removeDirection(v))
+	if d, err := l.UseModel(ctx, better); err != nil || !d.Adopted {
+		t.Fatalf("%+v, %v", d, err)
+	}
+	want := faceDescriptors(t, l, false)
+	l.Close()
+	const newTestPass = "a new passphrase for the rotation"
+	if err := RotateKey(ctx, dir, []byte(testPass), func() ([]byte, error) { return []byte(newTestPass), nil }, cheapKDF, nil); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(dir, []byte(newTestPass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if a, err := l.ActiveModel(ctx); err != nil || a != better {
+		t.Fatalf("active model after rotation: %d, %v", a, err)
+	}
+	if ms, err := l.Models(ctx); err != nil || len(ms) != 1 {
+		t.Fatalf("models after rotation: %v, %v", ms, err)
+	}
+	if log, err := l.ModelLog(ctx); err != nil || len(log) != 1 {
+		t.Fatalf("decisions after rotation: %v, %v", log, err)
+	}
+	if got := faceDescriptors(t, l, false); !equalDescs(got, want) {
+		t.Fatal("projected descriptors changed in the rotation")
+	}
+	if d, err := l.RollbackModel(ctx); err != nil || d.To != 0 {
+		t.Fatalf("rollback after rotation: %+v, %v", d, err)
+	}
+}

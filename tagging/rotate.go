@@ -267,7 +267,7 @@ func rotateKey(ctx context.Context, dir string, old []byte, newPassphrase func()
 	if err != nil {
 		return err
 	}
-	if err := finishRotation(ctx, db, &newKeys, &oldState, &rs, hdr, wrapped); err != nil {
+	if err := finishRotation(ctx, db, &oldKeys, &newKeys, &oldState, &rs, hdr, wrapped); err != nil {
 		return err
 	}
 	var busy, frames, ckpt int
@@ -441,8 +441,9 @@ func colIndex(t authTable, c string) int {
 }
 
 // finishRotation installs the new key: the table sums under it, the new
-// header and wrapped key, in one transaction that also ends the rotation.
-func finishRotation(ctx context.Context, db *sql.DB, newKeys *subKeys, oldState *integrityState, rs *rotationState, hdr, wrapped []byte) error {
+// header and wrapped key, and the model versions re-sealed (resealModels),
+// in one transaction that also ends the rotation.
+func finishRotation(ctx context.Context, db *sql.DB, oldKeys, newKeys *subKeys, oldState *integrityState, rs *rotationState, hdr, wrapped []byte) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -453,6 +454,9 @@ func finishRotation(ctx context.Context, db *sql.DB, newKeys *subKeys, oldState 
 		return fmt.Errorf("%w: the rows converted are not the rows the library had", ErrModified)
 	}
 	st.schema, st.useMetric, st.seed = oldState.schema, oldState.useMetric, oldState.seed
+	if err := resealModels(ctx, tx, oldKeys, newKeys); err != nil {
+		return err
+	}
 	if err := writeIntegrityState(ctx, tx, newKeys, &st); err != nil {
 		return err
 	}
