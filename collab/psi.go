@@ -129,36 +129,15 @@ func (ψ *Psi) SetWeights(w map[string][]float32) error {
 	return nil
 }
 
-// Apply computes ψ(x) in Go (float64 sums), for a library to map its
-// descriptors without the engine.
+// Apply computes ψ(x) in Go (float64 sums, package tagging/psimodel's
+// Apply on ψ's weights), for a library to map its descriptors without the
+// engine. It fails when x has the wrong size or ψ(x) is not finite.
 func (ψ *Psi) Apply(x []float32) ([]float32, error) {
-	if len(x) != ψ.o.Dim {
-		return nil, fmt.Errorf("collab: ψ takes %d values, got %d", ψ.o.Dim, len(x))
+	y, err := ψ.view().Apply(x)
+	if err != nil {
+		return nil, fmt.Errorf("collab: %w", err)
 	}
-	h := x
-	for li, l := range ψ.names {
-		wi, _ := ψ.params.Index(l[0])
-		bi, _ := ψ.params.Index(l[1])
-		w, b := ψ.params.Values(wi), ψ.params.Values(bi)
-		out := len(b)
-		y := make([]float32, out)
-		for o := range out {
-			s := float64(b[o])
-			for i, v := range h {
-				s += float64(v) * float64(w[i*out+o])
-			}
-			if li < len(ψ.names)-1 && s < 0 {
-				s = 0 // ReLU
-			}
-			y[o] = float32(s)
-		}
-		h = y
-	}
-	res := make([]float32, len(x))
-	for i := range x {
-		res[i] = x[i] + h[i]
-	}
-	return res, nil
+	return y, nil
 }
 
 // ApplyAll maps every descriptor.

@@ -2,23 +2,30 @@ package collab
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/veil-privacy/veil/tagging/psimodel"
 )
 
-// Model returns ψ in the library's model-file format (package
-// tagging/psimodel): the weights copied, layer by layer.
-func (ψ *Psi) Model() (*psimodel.Model, error) {
+// view is ψ as a psimodel.Model sharing ψ's weights (no copy).
+func (ψ *Psi) view() *psimodel.Model {
 	m := &psimodel.Model{Dim: ψ.o.Dim}
 	for _, l := range ψ.names {
 		wi, _ := ψ.params.Index(l[0])
 		bi, _ := ψ.params.Index(l[1])
-		b := append([]float32(nil), ψ.params.Values(bi)...)
-		w := append([]float32(nil), ψ.params.Values(wi)...)
-		if len(b) == 0 || len(w)%len(b) != 0 {
-			return nil, fmt.Errorf("collab: ψ layer %q has %d weights for %d outputs", l[0], len(w), len(b))
-		}
-		m.Layers = append(m.Layers, psimodel.Layer{In: len(w) / len(b), Out: len(b), W: w, B: b})
+		w, b := ψ.params.Values(wi), ψ.params.Values(bi)
+		m.Layers = append(m.Layers, psimodel.Layer{In: len(w) / max(len(b), 1), Out: len(b), W: w, B: b})
+	}
+	return m
+}
+
+// Model returns ψ in the library's model-file format (package
+// tagging/psimodel): the weights copied, layer by layer.
+func (ψ *Psi) Model() (*psimodel.Model, error) {
+	m := ψ.view()
+	for i := range m.Layers {
+		m.Layers[i].W = slices.Clone(m.Layers[i].W)
+		m.Layers[i].B = slices.Clone(m.Layers[i].B)
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("collab: %w", err)

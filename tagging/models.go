@@ -546,25 +546,8 @@ func (l *Library) switchModel(ctx context.Context, m *psimodel.Model, d ModelDec
 				return err
 			}
 		} else {
-			rows, err := tx.QueryContext(ctx, `SELECT id, descriptor FROM faces WHERE descriptor IS NOT NULL ORDER BY id`)
+			fs, err := readIDBlobs(ctx, tx, `SELECT id, descriptor FROM faces WHERE descriptor IS NOT NULL ORDER BY id`)
 			if err != nil {
-				return err
-			}
-			type face struct {
-				id     int64
-				sealed []byte
-			}
-			var fs []face
-			for rows.Next() {
-				var f face
-				if err := rows.Scan(&f.id, &f.sealed); err != nil {
-					rows.Close()
-					return err
-				}
-				fs = append(fs, f)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
 				return err
 			}
 			for _, f := range fs {
@@ -721,25 +704,8 @@ func resealModels(ctx context.Context, tx *sql.Tx, oldK, newK *subKeys) error {
 		return err // a library from before schema 6 has none
 	}
 	for _, c := range [][2]string{{"models", "blob"}, {"model_log", "record"}} {
-		rows, err := tx.QueryContext(ctx, `SELECT id, `+c[1]+` FROM `+c[0]+` ORDER BY id`)
+		rs, err := readIDBlobs(ctx, tx, `SELECT id, `+c[1]+` FROM `+c[0]+` ORDER BY id`)
 		if err != nil {
-			return err
-		}
-		type row struct {
-			id     int64
-			sealed []byte
-		}
-		var rs []row
-		for rows.Next() {
-			var r row
-			if err := rows.Scan(&r.id, &r.sealed); err != nil {
-				rows.Close()
-				return err
-			}
-			rs = append(rs, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for _, r := range rs {
@@ -762,4 +728,28 @@ func resealModels(ctx context.Context, tx *sql.Tx, oldK, newK *subKeys) error {
 		return err
 	}
 	return setActiveModel(ctx, tx, newK, v, scale)
+}
+
+// idBlob is a row's id and one of its sealed columns.
+type idBlob struct {
+	id     int64
+	sealed []byte
+}
+
+// readIDBlobs reads every (id, sealed column) row a query selects.
+func readIDBlobs(ctx context.Context, tx *sql.Tx, query string) ([]idBlob, error) {
+	rows, err := tx.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []idBlob
+	for rows.Next() {
+		var r idBlob
+		if err := rows.Scan(&r.id, &r.sealed); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
