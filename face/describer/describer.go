@@ -102,7 +102,7 @@ func (o Options) AgeGender() (eval.Describer, error) {
 	if dir == "" {
 		dir = nets.DefaultModelDir()
 	}
-	a, err := nets.NewAgeGender(dir)
+	a, err := nets.NewAgeGenderOn(dir, o.Engine)
 	if err != nil {
 		return nil, err
 	}

@@ -104,11 +104,6 @@ func loadAgeGenderWeights(w *tfjs.Weights) (*agW, error) {
 	return a, nil
 }
 
-// NewAgeGender is NewAgeGenderOn with the default engine.
-func NewAgeGender(modelDir string) (*AgeGender, error) {
-	return NewAgeGenderOn(modelDir, nil)
-}
-
 // NewAgeGenderOn loads age_gender_model from modelDir, verifying the files'
 // sha256 sums. Its kernels run on up to eng.Parallelism() goroutines; nil
 // means the default (engine.Parallelism).

@@ -18,7 +18,7 @@ var (
 
 func testAgeGender(t testing.TB) *AgeGender {
 	t.Helper()
-	agOnce.Do(func() { agNet, agErr = NewAgeGender(DefaultModelDir()) })
+	agOnce.Do(func() { agNet, agErr = NewAgeGenderOn(DefaultModelDir(), nil) })
 	if agErr != nil {
 		t.Fatal(agErr)
 	}
@@ -123,8 +123,8 @@ func TestLandmarkAndAgeGenderErrors(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if _, err := NewAgeGender(dir); !errors.Is(err, ErrModelMissing) {
-		t.Errorf("NewAgeGender on empty dir: %v", err)
+	if _, err := NewAgeGenderOn(dir, nil); !errors.Is(err, ErrModelMissing) {
+		t.Errorf("NewAgeGenderOn on empty dir: %v", err)
 	}
 	if _, err := NewLandmarker(dir, false, nil); !errors.Is(err, ErrModelMissing) {
 		t.Errorf("NewLandmarker on empty dir: %v", err)

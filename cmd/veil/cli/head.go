@@ -42,7 +42,7 @@ func openHead(e *env, path, models string) (*headRunner, error) {
 		if models == "" {
 			models = nets.DefaultModelDir()
 		}
-		if r.ag, err = nets.NewAgeGender(models); err != nil {
+		if r.ag, err = nets.NewAgeGenderOn(models, eng); err != nil {
 			return nil, err
 		}
 	}

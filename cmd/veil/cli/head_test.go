@@ -14,6 +14,7 @@ import (
 	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/imaging"
 	"github.com/veil-privacy/veil/internal/datadir"
+	"github.com/veil-privacy/veil/internal/engine"
 	"github.com/veil-privacy/veil/nn/arch"
 	"github.com/veil-privacy/veil/nn/checkpoint"
 	"github.com/veil-privacy/veil/nn/loss"
@@ -181,8 +182,14 @@ func TestTrainedHeadIsUsable(t *testing.T) {
 			tr := trainerFrom(t, ckpt)
 			var ag *nets.AgeGender
 			if features == arch.HeadAgeGender {
-				var err error
-				if ag, err = nets.NewAgeGender(models); err != nil {
+				// The networks run on an engine made as the command makes
+				// its own (the backend of VEIL_BACKEND, default
+				// parallelism).
+				eng, err := engine.New(engine.Options{Backend: os.Getenv(engine.EnvBackend)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ag, err = nets.NewAgeGenderOn(models, eng); err != nil {
 					t.Fatal(err)
 				}
 			}
