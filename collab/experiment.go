@@ -696,3 +696,23 @@ func LoadSplit(src *eval.LFWSource, file string) (*Split, error) {
 	}
 	return s, nil
 }
+
+// DevTrainFile and DevTestFile are LFW's development people lists: the
+// training users' people and the held-out users' (veil bench collab).
+const (
+	DevTrainFile = "peopleDevTrain.txt"
+	DevTestFile  = "peopleDevTest.txt"
+)
+
+// LoadDevSplits describes the people of LFW's development lists through
+// src (LoadSplit of DevTrainFile, then of DevTestFile): the splits Run
+// takes as its training and held-out users' people.
+func LoadDevSplits(src *eval.LFWSource) (train, test *Split, err error) {
+	if train, err = LoadSplit(src, DevTrainFile); err != nil {
+		return nil, nil, err
+	}
+	if test, err = LoadSplit(src, DevTestFile); err != nil {
+		return nil, nil, err
+	}
+	return train, test, nil
+}

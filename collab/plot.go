@@ -1,6 +1,7 @@
 package collab
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
 	"path/filepath"
@@ -11,14 +12,26 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
+// ErrPlotFormat is CheckPlotPath's error: Plot writes only PNG and SVG.
+var ErrPlotFormat = errors.New("want a .png or .svg file")
+
+// CheckPlotPath says whether Plot can write path: its extension (in any
+// case) must be .png or .svg. A command checks its flag with it before the
+// experiment's long run.
+func CheckPlotPath(path string) error {
+	if ext := strings.ToLower(filepath.Ext(path)); ext != ".png" && ext != ".svg" {
+		return ErrPlotFormat
+	}
+	return nil
+}
+
 // Plot draws the held-out users' coverage (bars) per method with 1 and 3
 // named photos, at the report's main goal, the strangers' rate of each in
 // the legend's second group, and writes it to path (its extension, .png or
 // .svg, picks the format).
 func Plot(rep *Report, path string) error {
-	ext := strings.ToLower(filepath.Ext(path))
-	if ext != ".png" && ext != ".svg" {
-		return fmt.Errorf("collab: plot %s: want a .png or .svg file", path)
+	if err := CheckPlotPath(path); err != nil {
+		return fmt.Errorf("collab: plot %s: %w", path, err)
 	}
 	p := plot.New()
 	p.Title.Text = "Held-out users' suggestions (coverage at precision ≥ 99.5%, strangers ≤ plain's)"

@@ -1,6 +1,7 @@
 package collab
 
 import (
+	"errors"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -37,5 +38,28 @@ func TestPlotWritesAPNG(t *testing.T) {
 	delete(rep.Methods, "shared_w0")
 	if err := Plot(rep, path); err == nil {
 		t.Fatal("a report without a method plotted")
+	}
+}
+
+func TestCheckPlotPath(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		ok   bool
+	}{
+		{"collab.png", true},
+		{"out/collab.SVG", true},
+		{"collab.Png", true},
+		{"collab.gif", false},
+		{"collab", false},
+		{"png", false},
+		{"collab.png.txt", false},
+	} {
+		err := CheckPlotPath(c.path)
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrPlotFormat)) {
+			t.Errorf("CheckPlotPath(%q) = %v, want ok %v", c.path, err, c.ok)
+		}
+		if perr := Plot(&Report{}, filepath.Join(t.TempDir(), c.path)); !c.ok && !errors.Is(perr, ErrPlotFormat) {
+			t.Errorf("Plot to %q: %v, want ErrPlotFormat", c.path, perr)
+		}
 	}
 }

@@ -1,9 +1,8 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,15 +10,8 @@ import (
 	"github.com/veil-privacy/veil/collab"
 )
 
-func newBenchCollabCmd(e *env) *cobra.Command {
-	var f lfwFlags
-	var asJSON bool
-	var plotPath string
-	var o collab.Options
-	cmd := &cobra.Command{
-		Use:   "collab",
-		Short: "Collaborative tagging (Irene): do held-out users' suggestions improve with a shared ψ trained from other users' tags?",
-		Long: `Simulates --users users from LFW's development training identities (each
+// benchCollabLong is veil bench collab's help text.
+const benchCollabLong = `Simulates --users users from LFW's development training identities (each
 person with at least 5 photos in 1 to --max-users-per-person users' libraries,
 at most --photos-per-user of their photos in each; each single-photo person a
 stranger in one library) and --held-out users from the development test
@@ -42,62 +34,34 @@ photos): the main figures at precision ≥ 99.5% with no more strangers
 suggested than plain descriptors at the library's thresholds (plain_defaults:
 today's suggestions); library_goal at veil bench tagging --tune's criterion
 (precision ≥ 98%, strangers < 5%). A user's own metric carries its base
-space's threshold over, as veil library learn does.`,
+space's threshold over, as veil library learn does.`
+
+// benchCollabFlags are veil bench collab's flags besides the experiment's
+// options.
+type benchCollabFlags struct {
+	lfw      lfwFlags
+	asJSON   bool
+	plotPath string
+}
+
+func newBenchCollabCmd(e *env) *cobra.Command {
+	var f benchCollabFlags
+	var o collab.Options
+	cmd := &cobra.Command{
+		Use:   "collab",
+		Short: "Collaborative tagging (Irene): do held-out users' suggestions improve with a shared ψ trained from other users' tags?",
+		Long:  benchCollabLong,
 		Example: `  nice veil bench collab --json --plot collab.png
   veil bench collab --epsilon 0 --users 16 --json   # no DP`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			start := time.Now()
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			if ext := strings.ToLower(filepath.Ext(plotPath)); plotPath != "" && ext != ".png" && ext != ".svg" {
-				return fmt.Errorf("--plot %s: want a .png or .svg file", plotPath)
-			}
-			var err error
-			if o.Engine, err = e.engine(); err != nil {
-				return err
-			}
-			src, err := f.source(e)
-			if err != nil {
-				return err
-			}
-			var splits [2]*collab.Split
-			for i, file := range []string{"peopleDevTrain.txt", "peopleDevTest.txt"} {
-				if splits[i], err = collab.LoadSplit(src, file); err != nil {
-					return err
-				}
-			}
-			if !f.head.quiet {
-				o.Progress = func(s string) { fmt.Fprintln(e.stderr, s) }
-			}
-			rep, err := collab.Run(cmd.Context(), splits[0], splits[1], o)
-			if err != nil {
-				return err
-			}
-			rep.WallS["command"] = time.Since(start).Seconds()
-			if plotPath != "" {
-				if err := collab.Plot(rep, plotPath); err != nil {
-					return err
-				}
-			}
-			if asJSON {
-				return writeJSON(e.stdout, rep)
-			}
-			for _, m := range collab.Methods {
-				r := rep.Methods[m]
-				for i, s := range []collab.Score{r.Named1, r.Named3} {
-					fmt.Fprintf(e.stdout, "%-17s %d named: precision %.2f%%, coverage %.2f%%, strangers %.2f%%\n",
-						m, 1+2*i, 100*s.Precision, 100*s.Coverage, 100*s.StrangersRate)
-				}
-			}
-			return nil
+			return runBenchCollab(cmd.Context(), e, &f, o)
 		},
 	}
-	f.register(cmd)
+	f.lfw.register(cmd)
 	fl := cmd.Flags()
-	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	fl.StringVar(&plotPath, "plot", "", "also draw held-out users' coverage and strangers' rate per method into this .png or .svg file")
+	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	fl.StringVar(&f.plotPath, "plot", "", "also draw held-out users' coverage and strangers' rate per method into this .png or .svg file")
 	fl.IntVar(&o.Users, "users", 24, "simulated training users")
 	fl.IntVar(&o.HeldOut, "held-out", 4, "held-out users (development test identities)")
 	fl.IntVar(&o.MaxUsersPerPerson, "max-users-per-person", 4, "a training person is in 1 to this many users' libraries")
@@ -115,4 +79,54 @@ space's threshold over, as veil library learn does.`,
 	fl.IntVar(&o.Iterations, "iterations", 100, "iterations of every LMNN and MT-LMNN fit")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the simulation, named photos and initial weights (privacy noise uses a CSPRNG)")
 	return cmd
+}
+
+// runBenchCollab checks the flags, loads LFW's development splits, runs
+// the experiment and prints its report.
+func runBenchCollab(ctx context.Context, e *env, f *benchCollabFlags, o collab.Options) error {
+	start := time.Now()
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if f.plotPath != "" {
+		if err := collab.CheckPlotPath(f.plotPath); err != nil {
+			return fmt.Errorf("--plot %s: %w", f.plotPath, err)
+		}
+	}
+	var err error
+	if o.Engine, err = e.engine(); err != nil {
+		return err
+	}
+	src, err := f.lfw.source(e)
+	if err != nil {
+		return err
+	}
+	train, test, err := collab.LoadDevSplits(src)
+	if err != nil {
+		return err
+	}
+	if !f.lfw.head.quiet {
+		o.Progress = func(s string) { fmt.Fprintln(e.stderr, s) }
+	}
+	rep, err := collab.Run(ctx, train, test, o)
+	if err != nil {
+		return err
+	}
+	rep.WallS["command"] = time.Since(start).Seconds()
+	if f.plotPath != "" {
+		if err := collab.Plot(rep, f.plotPath); err != nil {
+			return err
+		}
+	}
+	if f.asJSON {
+		return writeJSON(e.stdout, rep)
+	}
+	for _, m := range collab.Methods {
+		r := rep.Methods[m]
+		for i, s := range []collab.Score{r.Named1, r.Named3} {
+			fmt.Fprintf(e.stdout, "%-17s %d named: precision %.2f%%, coverage %.2f%%, strangers %.2f%%\n",
+				m, 1+2*i, 100*s.Precision, 100*s.Coverage, 100*s.StrangersRate)
+		}
+	}
+	return nil
 }
