@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/veil-privacy/veil/fed/fedbench"
 )
 
 func TestBenchFedInProcess(t *testing.T) {
@@ -14,9 +16,9 @@ func TestBenchFedInProcess(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	var rep struct {
-		benchFedResult
-		Runs            []benchFedResult `json:"runs"`
-		TLSUpdatesRatio float64          `json:"tls_updates_ratio"`
+		fedbench.Result
+		Runs            []fedbench.Result `json:"runs"`
+		TLSUpdatesRatio float64           `json:"tls_updates_ratio"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
@@ -31,8 +33,8 @@ func TestBenchFedInProcess(t *testing.T) {
 			t.Errorf("no %q at the top level of %s", k, out.String())
 		}
 	}
-	if len(rep.Runs) != 2 || rep.Runs[0].TLS || !rep.Runs[1].TLS || !rep.TLS || rep.benchFedResult != rep.Runs[1] {
-		t.Fatalf("runs %+v, top %+v: want a run without TLS, then one with, on top", rep.Runs, rep.benchFedResult)
+	if len(rep.Runs) != 2 || rep.Runs[0].TLS || !rep.Runs[1].TLS || !rep.TLS || rep.Result != rep.Runs[1] {
+		t.Fatalf("runs %+v, top %+v: want a run without TLS, then one with, on top", rep.Runs, rep.Result)
 	}
 	for _, r := range rep.Runs {
 		if r.Clients != 3 || r.Params != 1000 || r.Rounds != 2 || r.PayloadBytes != 4000 || !(r.UpdatesPerS > 0) || !(r.RoundS > 0) ||
