@@ -11,31 +11,11 @@ func run(t testing.TB, s Settings) (*ServeReport, *DriveReport) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	addr := make(chan string, 1)
-	type served struct {
-		r   *ServeReport
-		err error
-	}
-	done := make(chan served, 1)
-	go func() {
-		r, err := Serve(ctx, s, "127.0.0.1:0", func(a string) { addr <- a })
-		done <- served{r, err}
-	}()
-	var a string
-	select {
-	case a = <-addr:
-	case sv := <-done:
-		t.Fatalf("the coordinator stopped: %v", sv.err)
-	}
-	dr, err := Drive(ctx, s, a)
+	sr, dr, err := serveAndDrive(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv := <-done
-	if sv.err != nil {
-		t.Fatal(sv.err)
-	}
-	return sv.r, dr
+	return sr, dr
 }
 
 func TestBenchRounds(t *testing.T) {

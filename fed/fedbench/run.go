@@ -188,6 +188,17 @@ func mean(v []float64) float64 {
 // InProcess runs the coordinator (Serve) and the clients (Drive) in this
 // process; the peak resident set is the whole process's.
 func InProcess(ctx context.Context, s Settings) (Result, error) {
+	sr, dr, err := serveAndDrive(ctx, s)
+	if err != nil {
+		return Result{}, err
+	}
+	r := ResultOf(s, sr, dr)
+	r.PeakRSSMB, r.PeakRSSOf = float64(selfPeakRSS())/(1<<20), "this whole process (--in-process: coordinator and clients)"
+	return r, nil
+}
+
+// serveAndDrive runs Serve and Drive for s in this process.
+func serveAndDrive(ctx context.Context, s Settings) (*ServeReport, *DriveReport, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	addr := make(chan string, 1)
@@ -204,21 +215,19 @@ func InProcess(ctx context.Context, s Settings) (Result, error) {
 	select {
 	case a = <-addr:
 	case sv := <-done:
-		return Result{}, fmt.Errorf("the coordinator stopped: %w", sv.err)
+		return nil, nil, fmt.Errorf("the coordinator stopped: %w", sv.err)
 	}
 	dr, err := Drive(ctx, s, a)
 	if err != nil {
 		cancel()
 		<-done
-		return Result{}, err
+		return nil, nil, err
 	}
 	sv := <-done
 	if sv.err != nil {
-		return Result{}, sv.err
+		return nil, nil, sv.err
 	}
-	r := ResultOf(s, sv.r, dr)
-	r.PeakRSSMB, r.PeakRSSOf = float64(selfPeakRSS())/(1<<20), "this whole process (--in-process: coordinator and clients)"
-	return r, nil
+	return sv.r, dr, nil
 }
 
 // child runs the coordinator as a child process (the command line of
