@@ -353,7 +353,12 @@ type RoundConfig struct {
 	Seed  uint64 `protobuf:"varint,12,opt,name=seed,proto3" json:"seed,omitempty"`
 	// rounds is the run's planned number of rounds: a client calibrating its
 	// own noise spreads its budget over them.
-	Rounds        uint64 `protobuf:"varint,13,opt,name=rounds,proto3" json:"rounds,omitempty"`
+	Rounds uint64 `protobuf:"varint,13,opt,name=rounds,proto3" json:"rounds,omitempty"`
+	// secagg, when set, is the round's secure aggregation: the client sends
+	// no update in plaintext, only a masked, quantised vector (SubmitMasked)
+	// and the messages of the protocol's phases (SecAggSend), and the
+	// coordinator learns only the sum of the surviving clients' vectors.
+	Secagg        *SecAggConfig `protobuf:"bytes,14,opt,name=secagg,proto3" json:"secagg,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -479,6 +484,776 @@ func (x *RoundConfig) GetRounds() uint64 {
 	return 0
 }
 
+func (x *RoundConfig) GetSecagg() *SecAggConfig {
+	if x != nil {
+		return x.Secagg
+	}
+	return nil
+}
+
+// SecAggConfig is a round's secure aggregation. mode "masking" is SecAgg+
+// masking (package secagg/masking): the fields from round_id to
+// graph_seed are its masking.Params, whose digest every key advertisement
+// signs, so the coordinator cannot give clients different settings.
+type SecAggConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// mode is "masking".
+	Mode string `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	// round_id is the round's 32 fresh random bytes (masking.Params.RoundID).
+	RoundId []byte `protobuf:"bytes,2,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
+	// roster lists the round's clients by masking id, ascending.
+	Roster []*SecAggMember `protobuf:"bytes,3,rep,name=roster,proto3" json:"roster,omitempty"`
+	// degree is k, each client's number of neighbours in the graph.
+	Degree uint32 `protobuf:"varint,4,opt,name=degree,proto3" json:"degree,omitempty"`
+	// threshold is t, the Shamir threshold: no round with fewer than t
+	// surviving clients is unmasked.
+	Threshold uint32 `protobuf:"varint,5,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	// length is the number of values modulo 2^32 each client masks: the
+	// quantiser's padded length.
+	Length uint32 `protobuf:"varint,6,opt,name=length,proto3" json:"length,omitempty"`
+	// graph_seed chooses the communication graph (32 bytes).
+	GraphSeed []byte `protobuf:"bytes,7,opt,name=graph_seed,json=graphSeed,proto3" json:"graph_seed,omitempty"`
+	// quant is how a client turns its update into integers.
+	Quant *QuantConfig `protobuf:"bytes,8,opt,name=quant,proto3" json:"quant,omitempty"`
+	// min_honest is T, the least number of honest, surviving clients the
+	// coordinator's charge of the distributed noise assumes. A client
+	// computes its noise share from its own policy's T, never from this.
+	MinHonest uint32 `protobuf:"varint,9,opt,name=min_honest,json=minHonest,proto3" json:"min_honest,omitempty"`
+	// Deadlines of the phases (Unix ms): key adverts, shares, masked
+	// vectors (the round's deadline_unix_ms bounds the unmasking).
+	AdvertsDeadlineUnixMs int64 `protobuf:"varint,10,opt,name=adverts_deadline_unix_ms,json=advertsDeadlineUnixMs,proto3" json:"adverts_deadline_unix_ms,omitempty"`
+	SharesDeadlineUnixMs  int64 `protobuf:"varint,11,opt,name=shares_deadline_unix_ms,json=sharesDeadlineUnixMs,proto3" json:"shares_deadline_unix_ms,omitempty"`
+	MaskedDeadlineUnixMs  int64 `protobuf:"varint,12,opt,name=masked_deadline_unix_ms,json=maskedDeadlineUnixMs,proto3" json:"masked_deadline_unix_ms,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *SecAggConfig) Reset() {
+	*x = SecAggConfig{}
+	mi := &file_fed_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggConfig) ProtoMessage() {}
+
+func (x *SecAggConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggConfig.ProtoReflect.Descriptor instead.
+func (*SecAggConfig) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SecAggConfig) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *SecAggConfig) GetRoundId() []byte {
+	if x != nil {
+		return x.RoundId
+	}
+	return nil
+}
+
+func (x *SecAggConfig) GetRoster() []*SecAggMember {
+	if x != nil {
+		return x.Roster
+	}
+	return nil
+}
+
+func (x *SecAggConfig) GetDegree() uint32 {
+	if x != nil {
+		return x.Degree
+	}
+	return 0
+}
+
+func (x *SecAggConfig) GetThreshold() uint32 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *SecAggConfig) GetLength() uint32 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *SecAggConfig) GetGraphSeed() []byte {
+	if x != nil {
+		return x.GraphSeed
+	}
+	return nil
+}
+
+func (x *SecAggConfig) GetQuant() *QuantConfig {
+	if x != nil {
+		return x.Quant
+	}
+	return nil
+}
+
+func (x *SecAggConfig) GetMinHonest() uint32 {
+	if x != nil {
+		return x.MinHonest
+	}
+	return 0
+}
+
+func (x *SecAggConfig) GetAdvertsDeadlineUnixMs() int64 {
+	if x != nil {
+		return x.AdvertsDeadlineUnixMs
+	}
+	return 0
+}
+
+func (x *SecAggConfig) GetSharesDeadlineUnixMs() int64 {
+	if x != nil {
+		return x.SharesDeadlineUnixMs
+	}
+	return 0
+}
+
+func (x *SecAggConfig) GetMaskedDeadlineUnixMs() int64 {
+	if x != nil {
+		return x.MaskedDeadlineUnixMs
+	}
+	return 0
+}
+
+// SecAggMember is one client of a secure round: its masking id and its
+// certificate's name.
+type SecAggMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Client        string                 `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggMember) Reset() {
+	*x = SecAggMember{}
+	mi := &file_fed_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggMember) ProtoMessage() {}
+
+func (x *SecAggMember) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggMember.ProtoReflect.Descriptor instead.
+func (*SecAggMember) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SecAggMember) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SecAggMember) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+// QuantConfig is a round's quantisation (secagg/quant.Config). The rotation
+// seed is quant.RotationSeed(round_id): fresh per round, chosen before any
+// client's data is used.
+type QuantConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dim is the number of real values of an update (the model's).
+	Dim uint32 `protobuf:"varint,1,opt,name=dim,proto3" json:"dim,omitempty"`
+	// block is the Walsh-Hadamard block size (0: one block).
+	Block uint32 `protobuf:"varint,2,opt,name=block,proto3" json:"block,omitempty"`
+	// clip is the L2 norm each update is clipped to before rotation.
+	Clip float64 `protobuf:"fixed64,3,opt,name=clip,proto3" json:"clip,omitempty"`
+	// gamma is the lattice step (the scale is 1/gamma).
+	Gamma float64 `protobuf:"fixed64,4,opt,name=gamma,proto3" json:"gamma,omitempty"`
+	// beta is the conditional rounding parameter.
+	Beta float64 `protobuf:"fixed64,5,opt,name=beta,proto3" json:"beta,omitempty"`
+	// bits is b: the sum lives in Z_(2^b).
+	Bits uint32 `protobuf:"varint,6,opt,name=bits,proto3" json:"bits,omitempty"`
+	// noise is the per-client discrete Gaussian σ share, in lattice units,
+	// that the coordinator proposes; a client adds at least what its own
+	// policy requires.
+	Noise uint64 `protobuf:"varint,7,opt,name=noise,proto3" json:"noise,omitempty"`
+	// wrap_prob is the accepted probability that the sum wraps.
+	WrapProb      float64 `protobuf:"fixed64,8,opt,name=wrap_prob,json=wrapProb,proto3" json:"wrap_prob,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuantConfig) Reset() {
+	*x = QuantConfig{}
+	mi := &file_fed_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuantConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuantConfig) ProtoMessage() {}
+
+func (x *QuantConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuantConfig.ProtoReflect.Descriptor instead.
+func (*QuantConfig) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *QuantConfig) GetDim() uint32 {
+	if x != nil {
+		return x.Dim
+	}
+	return 0
+}
+
+func (x *QuantConfig) GetBlock() uint32 {
+	if x != nil {
+		return x.Block
+	}
+	return 0
+}
+
+func (x *QuantConfig) GetClip() float64 {
+	if x != nil {
+		return x.Clip
+	}
+	return 0
+}
+
+func (x *QuantConfig) GetGamma() float64 {
+	if x != nil {
+		return x.Gamma
+	}
+	return 0
+}
+
+func (x *QuantConfig) GetBeta() float64 {
+	if x != nil {
+		return x.Beta
+	}
+	return 0
+}
+
+func (x *QuantConfig) GetBits() uint32 {
+	if x != nil {
+		return x.Bits
+	}
+	return 0
+}
+
+func (x *QuantConfig) GetNoise() uint64 {
+	if x != nil {
+		return x.Noise
+	}
+	return 0
+}
+
+func (x *QuantConfig) GetWrapProb() float64 {
+	if x != nil {
+		return x.WrapProb
+	}
+	return 0
+}
+
+// SecAggPhase is a phase's message the coordinator pushes to one client
+// of a secure round, the moment the phase opens.
+type SecAggPhase struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Round uint64                 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*SecAggPhase_Adverts
+	//	*SecAggPhase_Shares
+	//	*SecAggPhase_Unmask
+	Msg           isSecAggPhase_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggPhase) Reset() {
+	*x = SecAggPhase{}
+	mi := &file_fed_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggPhase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggPhase) ProtoMessage() {}
+
+func (x *SecAggPhase) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggPhase.ProtoReflect.Descriptor instead.
+func (*SecAggPhase) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SecAggPhase) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *SecAggPhase) GetMsg() isSecAggPhase_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *SecAggPhase) GetAdverts() *SecAggAdverts {
+	if x != nil {
+		if x, ok := x.Msg.(*SecAggPhase_Adverts); ok {
+			return x.Adverts
+		}
+	}
+	return nil
+}
+
+func (x *SecAggPhase) GetShares() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*SecAggPhase_Shares); ok {
+			return x.Shares
+		}
+	}
+	return nil
+}
+
+func (x *SecAggPhase) GetUnmask() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*SecAggPhase_Unmask); ok {
+			return x.Unmask
+		}
+	}
+	return nil
+}
+
+type isSecAggPhase_Msg interface {
+	isSecAggPhase_Msg()
+}
+
+type SecAggPhase_Adverts struct {
+	// The signed key adverts of the client's neighbours, with their
+	// certificates, which the client verifies against its authority.
+	Adverts *SecAggAdverts `protobuf:"bytes,2,opt,name=adverts,proto3,oneof"`
+}
+
+type SecAggPhase_Shares struct {
+	// The encrypted shares addressed to the client (masking.EncodeShares).
+	Shares []byte `protobuf:"bytes,3,opt,name=shares,proto3,oneof"`
+}
+
+type SecAggPhase_Unmask struct {
+	// The unmasking request (masking.UnmaskRequest's encoding).
+	Unmask []byte `protobuf:"bytes,4,opt,name=unmask,proto3,oneof"`
+}
+
+func (*SecAggPhase_Adverts) isSecAggPhase_Msg() {}
+
+func (*SecAggPhase_Shares) isSecAggPhase_Msg() {}
+
+func (*SecAggPhase_Unmask) isSecAggPhase_Msg() {}
+
+// SecAggAdverts relays key adverts (masking.EncodeAdverts) and the
+// advertisers' certificates (DER), by masking id.
+type SecAggAdverts struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Adverts       []byte                 `protobuf:"bytes,1,opt,name=adverts,proto3" json:"adverts,omitempty"`
+	Certs         []*SecAggCert          `protobuf:"bytes,2,rep,name=certs,proto3" json:"certs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggAdverts) Reset() {
+	*x = SecAggAdverts{}
+	mi := &file_fed_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggAdverts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggAdverts) ProtoMessage() {}
+
+func (x *SecAggAdverts) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggAdverts.ProtoReflect.Descriptor instead.
+func (*SecAggAdverts) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SecAggAdverts) GetAdverts() []byte {
+	if x != nil {
+		return x.Adverts
+	}
+	return nil
+}
+
+func (x *SecAggAdverts) GetCerts() []*SecAggCert {
+	if x != nil {
+		return x.Certs
+	}
+	return nil
+}
+
+// SecAggCert is a client's certificate (DER), by masking id.
+type SecAggCert struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Der           []byte                 `protobuf:"bytes,2,opt,name=der,proto3" json:"der,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggCert) Reset() {
+	*x = SecAggCert{}
+	mi := &file_fed_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggCert) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggCert) ProtoMessage() {}
+
+func (x *SecAggCert) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggCert.ProtoReflect.Descriptor instead.
+func (*SecAggCert) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SecAggCert) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SecAggCert) GetDer() []byte {
+	if x != nil {
+		return x.Der
+	}
+	return nil
+}
+
+// SecAggMessage is a client's message of a secure round's phase.
+type SecAggMessage struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ProtocolVersion uint32                 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	Round           uint64                 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*SecAggMessage_Advert
+	//	*SecAggMessage_Shares
+	//	*SecAggMessage_Unmask
+	Msg           isSecAggMessage_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecAggMessage) Reset() {
+	*x = SecAggMessage{}
+	mi := &file_fed_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggMessage) ProtoMessage() {}
+
+func (x *SecAggMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggMessage.ProtoReflect.Descriptor instead.
+func (*SecAggMessage) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SecAggMessage) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
+func (x *SecAggMessage) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *SecAggMessage) GetMsg() isSecAggMessage_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *SecAggMessage) GetAdvert() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*SecAggMessage_Advert); ok {
+			return x.Advert
+		}
+	}
+	return nil
+}
+
+func (x *SecAggMessage) GetShares() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*SecAggMessage_Shares); ok {
+			return x.Shares
+		}
+	}
+	return nil
+}
+
+func (x *SecAggMessage) GetUnmask() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*SecAggMessage_Unmask); ok {
+			return x.Unmask
+		}
+	}
+	return nil
+}
+
+type isSecAggMessage_Msg interface {
+	isSecAggMessage_Msg()
+}
+
+type SecAggMessage_Advert struct {
+	// masking.KeyAdvert's encoding, signed by the client's certificate key.
+	Advert []byte `protobuf:"bytes,3,opt,name=advert,proto3,oneof"`
+}
+
+type SecAggMessage_Shares struct {
+	// masking.EncodeShares of the client's shares for its neighbours.
+	Shares []byte `protobuf:"bytes,4,opt,name=shares,proto3,oneof"`
+}
+
+type SecAggMessage_Unmask struct {
+	// masking.UnmaskResponse's encoding.
+	Unmask []byte `protobuf:"bytes,5,opt,name=unmask,proto3,oneof"`
+}
+
+func (*SecAggMessage_Advert) isSecAggMessage_Msg() {}
+
+func (*SecAggMessage_Shares) isSecAggMessage_Msg() {}
+
+func (*SecAggMessage_Unmask) isSecAggMessage_Msg() {}
+
+// SecAggAck says whether a secure round's message was accepted.
+type SecAggAck struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ProtocolVersion uint32                 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	Accepted        bool                   `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Reason          string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SecAggAck) Reset() {
+	*x = SecAggAck{}
+	mi := &file_fed_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecAggAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecAggAck) ProtoMessage() {}
+
+func (x *SecAggAck) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecAggAck.ProtoReflect.Descriptor instead.
+func (*SecAggAck) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SecAggAck) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
+func (x *SecAggAck) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *SecAggAck) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// MaskedHeader opens a masked vector's stream (UpdateHeader.masked): the
+// payload that follows is the masking.MaskedInput encoding, total_bytes
+// long.
+type MaskedHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TotalBytes    uint64                 `protobuf:"varint,1,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MaskedHeader) Reset() {
+	*x = MaskedHeader{}
+	mi := &file_fed_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MaskedHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MaskedHeader) ProtoMessage() {}
+
+func (x *MaskedHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MaskedHeader.ProtoReflect.Descriptor instead.
+func (*MaskedHeader) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MaskedHeader) GetTotalBytes() uint64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
 // JoinRequest announces a client; its identity is its certificate's
 // subject. The first join enrols the client with the privacy budget it
 // declares; later joins must declare the same budget.
@@ -495,7 +1270,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_fed_proto_msgTypes[5]
+	mi := &file_fed_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +1282,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[5]
+	mi := &file_fed_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +1295,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{5}
+	return file_fed_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JoinRequest) GetProtocolVersion() uint32 {
@@ -565,7 +1340,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_fed_proto_msgTypes[6]
+	mi := &file_fed_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +1352,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[6]
+	mi := &file_fed_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +1365,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{6}
+	return file_fed_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JoinResponse) GetProtocolVersion() uint32 {
@@ -638,7 +1413,7 @@ type PollRequest struct {
 
 func (x *PollRequest) Reset() {
 	*x = PollRequest{}
-	mi := &file_fed_proto_msgTypes[7]
+	mi := &file_fed_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +1425,7 @@ func (x *PollRequest) String() string {
 func (*PollRequest) ProtoMessage() {}
 
 func (x *PollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[7]
+	mi := &file_fed_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +1438,7 @@ func (x *PollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollRequest.ProtoReflect.Descriptor instead.
 func (*PollRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{7}
+	return file_fed_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PollRequest) GetProtocolVersion() uint32 {
@@ -690,7 +1465,7 @@ type PollResponse struct {
 
 func (x *PollResponse) Reset() {
 	*x = PollResponse{}
-	mi := &file_fed_proto_msgTypes[8]
+	mi := &file_fed_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +1477,7 @@ func (x *PollResponse) String() string {
 func (*PollResponse) ProtoMessage() {}
 
 func (x *PollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[8]
+	mi := &file_fed_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +1490,7 @@ func (x *PollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollResponse.ProtoReflect.Descriptor instead.
 func (*PollResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{8}
+	return file_fed_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PollResponse) GetProtocolVersion() uint32 {
@@ -791,7 +1566,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_fed_proto_msgTypes[9]
+	mi := &file_fed_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +1578,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[9]
+	mi := &file_fed_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +1591,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{9}
+	return file_fed_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubscribeRequest) GetProtocolVersion() uint32 {
@@ -837,6 +1612,7 @@ type Push struct {
 	//
 	//	*Push_Task
 	//	*Push_Done
+	//	*Push_Secagg
 	Msg           isPush_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -844,7 +1620,7 @@ type Push struct {
 
 func (x *Push) Reset() {
 	*x = Push{}
-	mi := &file_fed_proto_msgTypes[10]
+	mi := &file_fed_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +1632,7 @@ func (x *Push) String() string {
 func (*Push) ProtoMessage() {}
 
 func (x *Push) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[10]
+	mi := &file_fed_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1645,7 @@ func (x *Push) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Push.ProtoReflect.Descriptor instead.
 func (*Push) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{10}
+	return file_fed_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Push) GetProtocolVersion() uint32 {
@@ -904,6 +1680,15 @@ func (x *Push) GetDone() string {
 	return ""
 }
 
+func (x *Push) GetSecagg() *SecAggPhase {
+	if x != nil {
+		if x, ok := x.Msg.(*Push_Secagg); ok {
+			return x.Secagg
+		}
+	}
+	return nil
+}
+
 type isPush_Msg interface {
 	isPush_Msg()
 }
@@ -916,9 +1701,16 @@ type Push_Done struct {
 	Done string `protobuf:"bytes,3,opt,name=done,proto3,oneof"`
 }
 
+type Push_Secagg struct {
+	// A secure round's phase message for this client.
+	Secagg *SecAggPhase `protobuf:"bytes,4,opt,name=secagg,proto3,oneof"`
+}
+
 func (*Push_Task) isPush_Msg() {}
 
 func (*Push_Done) isPush_Msg() {}
+
+func (*Push_Secagg) isPush_Msg() {}
 
 // ModelRequest asks for a model version's weights.
 type ModelRequest struct {
@@ -931,7 +1723,7 @@ type ModelRequest struct {
 
 func (x *ModelRequest) Reset() {
 	*x = ModelRequest{}
-	mi := &file_fed_proto_msgTypes[11]
+	mi := &file_fed_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1735,7 @@ func (x *ModelRequest) String() string {
 func (*ModelRequest) ProtoMessage() {}
 
 func (x *ModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[11]
+	mi := &file_fed_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1748,7 @@ func (x *ModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRequest.ProtoReflect.Descriptor instead.
 func (*ModelRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{11}
+	return file_fed_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ModelRequest) GetProtocolVersion() uint32 {
@@ -983,16 +1775,19 @@ type UpdateHeader struct {
 	ModelVersion    string                 `protobuf:"bytes,3,opt,name=model_version,json=modelVersion,proto3" json:"model_version,omitempty"`
 	// examples is the local example count (FedAvg's weight); 0 under DP,
 	// where the count itself is private.
-	Examples      uint64         `protobuf:"varint,4,opt,name=examples,proto3" json:"examples,omitempty"`
-	Dp            *DPParams      `protobuf:"bytes,5,opt,name=dp,proto3" json:"dp,omitempty"`
-	Weights       *WeightsHeader `protobuf:"bytes,6,opt,name=weights,proto3" json:"weights,omitempty"`
+	Examples uint64         `protobuf:"varint,4,opt,name=examples,proto3" json:"examples,omitempty"`
+	Dp       *DPParams      `protobuf:"bytes,5,opt,name=dp,proto3" json:"dp,omitempty"`
+	Weights  *WeightsHeader `protobuf:"bytes,6,opt,name=weights,proto3" json:"weights,omitempty"`
+	// masked, in a secure round, replaces weights: the payload is the
+	// client's masked vector (SubmitMasked).
+	Masked        *MaskedHeader `protobuf:"bytes,7,opt,name=masked,proto3" json:"masked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateHeader) Reset() {
 	*x = UpdateHeader{}
-	mi := &file_fed_proto_msgTypes[12]
+	mi := &file_fed_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1799,7 @@ func (x *UpdateHeader) String() string {
 func (*UpdateHeader) ProtoMessage() {}
 
 func (x *UpdateHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[12]
+	mi := &file_fed_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1812,7 @@ func (x *UpdateHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateHeader.ProtoReflect.Descriptor instead.
 func (*UpdateHeader) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{12}
+	return file_fed_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpdateHeader) GetProtocolVersion() uint32 {
@@ -1062,6 +1857,13 @@ func (x *UpdateHeader) GetWeights() *WeightsHeader {
 	return nil
 }
 
+func (x *UpdateHeader) GetMasked() *MaskedHeader {
+	if x != nil {
+		return x.Masked
+	}
+	return nil
+}
+
 // UpdateChunk is one message of an update stream.
 type UpdateChunk struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1076,7 +1878,7 @@ type UpdateChunk struct {
 
 func (x *UpdateChunk) Reset() {
 	*x = UpdateChunk{}
-	mi := &file_fed_proto_msgTypes[13]
+	mi := &file_fed_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1890,7 @@ func (x *UpdateChunk) String() string {
 func (*UpdateChunk) ProtoMessage() {}
 
 func (x *UpdateChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[13]
+	mi := &file_fed_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1903,7 @@ func (x *UpdateChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChunk.ProtoReflect.Descriptor instead.
 func (*UpdateChunk) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{13}
+	return file_fed_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateChunk) GetPart() isUpdateChunk_Part {
@@ -1159,7 +1961,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_fed_proto_msgTypes[14]
+	mi := &file_fed_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1973,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[14]
+	mi := &file_fed_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1986,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{14}
+	return file_fed_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubmitResponse) GetProtocolVersion() uint32 {
@@ -1234,7 +2036,7 @@ type DeclineRequest struct {
 
 func (x *DeclineRequest) Reset() {
 	*x = DeclineRequest{}
-	mi := &file_fed_proto_msgTypes[15]
+	mi := &file_fed_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +2048,7 @@ func (x *DeclineRequest) String() string {
 func (*DeclineRequest) ProtoMessage() {}
 
 func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[15]
+	mi := &file_fed_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +2061,7 @@ func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineRequest.ProtoReflect.Descriptor instead.
 func (*DeclineRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{15}
+	return file_fed_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeclineRequest) GetProtocolVersion() uint32 {
@@ -1293,7 +2095,7 @@ type DeclineResponse struct {
 
 func (x *DeclineResponse) Reset() {
 	*x = DeclineResponse{}
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +2107,7 @@ func (x *DeclineResponse) String() string {
 func (*DeclineResponse) ProtoMessage() {}
 
 func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +2120,7 @@ func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineResponse.ProtoReflect.Descriptor instead.
 func (*DeclineResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{16}
+	return file_fed_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeclineResponse) GetProtocolVersion() uint32 {
@@ -1338,7 +2140,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fed_proto_msgTypes[17]
+	mi := &file_fed_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +2152,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[17]
+	mi := &file_fed_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +2165,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{17}
+	return file_fed_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatusRequest) GetProtocolVersion() uint32 {
@@ -1387,7 +2189,7 @@ type ClientStatus struct {
 
 func (x *ClientStatus) Reset() {
 	*x = ClientStatus{}
-	mi := &file_fed_proto_msgTypes[18]
+	mi := &file_fed_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +2201,7 @@ func (x *ClientStatus) String() string {
 func (*ClientStatus) ProtoMessage() {}
 
 func (x *ClientStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[18]
+	mi := &file_fed_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +2214,7 @@ func (x *ClientStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientStatus.ProtoReflect.Descriptor instead.
 func (*ClientStatus) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{18}
+	return file_fed_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ClientStatus) GetId() string {
@@ -1466,7 +2268,7 @@ type RoundStatus struct {
 
 func (x *RoundStatus) Reset() {
 	*x = RoundStatus{}
-	mi := &file_fed_proto_msgTypes[19]
+	mi := &file_fed_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +2280,7 @@ func (x *RoundStatus) String() string {
 func (*RoundStatus) ProtoMessage() {}
 
 func (x *RoundStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[19]
+	mi := &file_fed_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +2293,7 @@ func (x *RoundStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStatus.ProtoReflect.Descriptor instead.
 func (*RoundStatus) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{19}
+	return file_fed_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RoundStatus) GetRound() uint64 {
@@ -1542,7 +2344,7 @@ type Withdrawal struct {
 
 func (x *Withdrawal) Reset() {
 	*x = Withdrawal{}
-	mi := &file_fed_proto_msgTypes[20]
+	mi := &file_fed_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +2356,7 @@ func (x *Withdrawal) String() string {
 func (*Withdrawal) ProtoMessage() {}
 
 func (x *Withdrawal) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[20]
+	mi := &file_fed_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +2369,7 @@ func (x *Withdrawal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Withdrawal.ProtoReflect.Descriptor instead.
 func (*Withdrawal) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{20}
+	return file_fed_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Withdrawal) GetClient() string {
@@ -1603,7 +2405,7 @@ type Evaluation struct {
 
 func (x *Evaluation) Reset() {
 	*x = Evaluation{}
-	mi := &file_fed_proto_msgTypes[21]
+	mi := &file_fed_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +2417,7 @@ func (x *Evaluation) String() string {
 func (*Evaluation) ProtoMessage() {}
 
 func (x *Evaluation) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[21]
+	mi := &file_fed_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +2430,7 @@ func (x *Evaluation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evaluation.ProtoReflect.Descriptor instead.
 func (*Evaluation) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{21}
+	return file_fed_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Evaluation) GetRound() uint64 {
@@ -1689,7 +2491,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fed_proto_msgTypes[22]
+	mi := &file_fed_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +2503,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[22]
+	mi := &file_fed_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +2516,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{22}
+	return file_fed_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StatusResponse) GetProtocolVersion() uint32 {
@@ -1784,7 +2586,7 @@ const file_fed_proto_rawDesc = "" +
 	"\rsampling_rate\x18\x03 \x01(\x01R\fsamplingRate\x12\x14\n" +
 	"\x05steps\x18\x04 \x01(\x04R\x05steps\x12\x14\n" +
 	"\x05delta\x18\x05 \x01(\x01R\x05delta\x12!\n" +
-	"\fprivacy_unit\x18\x06 \x01(\tR\vprivacyUnit\"\xb3\x03\n" +
+	"\fprivacy_unit\x18\x06 \x01(\tR\vprivacyUnit\"\xe6\x03\n" +
 	"\vRoundConfig\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x12#\n" +
@@ -1800,7 +2602,63 @@ const file_fed_proto_rawDesc = "" +
 	" \x01(\x01R\rmaxUpdateNorm\x12\x14\n" +
 	"\x05batch\x18\v \x01(\rR\x05batch\x12\x12\n" +
 	"\x04seed\x18\f \x01(\x04R\x04seed\x12\x16\n" +
-	"\x06rounds\x18\r \x01(\x04R\x06rounds\"\xa5\x01\n" +
+	"\x06rounds\x18\r \x01(\x04R\x06rounds\x121\n" +
+	"\x06secagg\x18\x0e \x01(\v2\x19.veil.fed.v1.SecAggConfigR\x06secagg\"\xd3\x03\n" +
+	"\fSecAggConfig\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x19\n" +
+	"\bround_id\x18\x02 \x01(\fR\aroundId\x121\n" +
+	"\x06roster\x18\x03 \x03(\v2\x19.veil.fed.v1.SecAggMemberR\x06roster\x12\x16\n" +
+	"\x06degree\x18\x04 \x01(\rR\x06degree\x12\x1c\n" +
+	"\tthreshold\x18\x05 \x01(\rR\tthreshold\x12\x16\n" +
+	"\x06length\x18\x06 \x01(\rR\x06length\x12\x1d\n" +
+	"\n" +
+	"graph_seed\x18\a \x01(\fR\tgraphSeed\x12.\n" +
+	"\x05quant\x18\b \x01(\v2\x18.veil.fed.v1.QuantConfigR\x05quant\x12\x1d\n" +
+	"\n" +
+	"min_honest\x18\t \x01(\rR\tminHonest\x127\n" +
+	"\x18adverts_deadline_unix_ms\x18\n" +
+	" \x01(\x03R\x15advertsDeadlineUnixMs\x125\n" +
+	"\x17shares_deadline_unix_ms\x18\v \x01(\x03R\x14sharesDeadlineUnixMs\x125\n" +
+	"\x17masked_deadline_unix_ms\x18\f \x01(\x03R\x14maskedDeadlineUnixMs\"6\n" +
+	"\fSecAggMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
+	"\x06client\x18\x02 \x01(\tR\x06client\"\xba\x01\n" +
+	"\vQuantConfig\x12\x10\n" +
+	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x14\n" +
+	"\x05block\x18\x02 \x01(\rR\x05block\x12\x12\n" +
+	"\x04clip\x18\x03 \x01(\x01R\x04clip\x12\x14\n" +
+	"\x05gamma\x18\x04 \x01(\x01R\x05gamma\x12\x12\n" +
+	"\x04beta\x18\x05 \x01(\x01R\x04beta\x12\x12\n" +
+	"\x04bits\x18\x06 \x01(\rR\x04bits\x12\x14\n" +
+	"\x05noise\x18\a \x01(\x04R\x05noise\x12\x1b\n" +
+	"\twrap_prob\x18\b \x01(\x01R\bwrapProb\"\x96\x01\n" +
+	"\vSecAggPhase\x12\x14\n" +
+	"\x05round\x18\x01 \x01(\x04R\x05round\x126\n" +
+	"\aadverts\x18\x02 \x01(\v2\x1a.veil.fed.v1.SecAggAdvertsH\x00R\aadverts\x12\x18\n" +
+	"\x06shares\x18\x03 \x01(\fH\x00R\x06shares\x12\x18\n" +
+	"\x06unmask\x18\x04 \x01(\fH\x00R\x06unmaskB\x05\n" +
+	"\x03msg\"X\n" +
+	"\rSecAggAdverts\x12\x18\n" +
+	"\aadverts\x18\x01 \x01(\fR\aadverts\x12-\n" +
+	"\x05certs\x18\x02 \x03(\v2\x17.veil.fed.v1.SecAggCertR\x05certs\".\n" +
+	"\n" +
+	"SecAggCert\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x10\n" +
+	"\x03der\x18\x02 \x01(\fR\x03der\"\xa5\x01\n" +
+	"\rSecAggMessage\x12)\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
+	"\x05round\x18\x02 \x01(\x04R\x05round\x12\x18\n" +
+	"\x06advert\x18\x03 \x01(\fH\x00R\x06advert\x12\x18\n" +
+	"\x06shares\x18\x04 \x01(\fH\x00R\x06shares\x12\x18\n" +
+	"\x06unmask\x18\x05 \x01(\fH\x00R\x06unmaskB\x05\n" +
+	"\x03msg\"j\n" +
+	"\tSecAggAck\x12)\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x1a\n" +
+	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"/\n" +
+	"\fMaskedHeader\x12\x1f\n" +
+	"\vtotal_bytes\x18\x01 \x01(\x04R\n" +
+	"totalBytes\"\xa5\x01\n" +
 	"\vJoinRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12%\n" +
 	"\x0ebudget_epsilon\x18\x02 \x01(\x01R\rbudgetEpsilon\x12!\n" +
@@ -1821,22 +2679,24 @@ const file_fed_proto_rawDesc = "" +
 	"\x04done\x18\x04 \x01(\tH\x00R\x04doneB\a\n" +
 	"\x05reply\"=\n" +
 	"\x10SubscribeRequest\x12)\n" +
-	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"~\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"\xb2\x01\n" +
 	"\x04Push\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12.\n" +
 	"\x04task\x18\x02 \x01(\v2\x18.veil.fed.v1.RoundConfigH\x00R\x04task\x12\x14\n" +
-	"\x04done\x18\x03 \x01(\tH\x00R\x04doneB\x05\n" +
+	"\x04done\x18\x03 \x01(\tH\x00R\x04done\x122\n" +
+	"\x06secagg\x18\x04 \x01(\v2\x18.veil.fed.v1.SecAggPhaseH\x00R\x06secaggB\x05\n" +
 	"\x03msg\"^\n" +
 	"\fModelRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12#\n" +
-	"\rmodel_version\x18\x02 \x01(\tR\fmodelVersion\"\xed\x01\n" +
+	"\rmodel_version\x18\x02 \x01(\tR\fmodelVersion\"\xa0\x02\n" +
 	"\fUpdateHeader\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x12#\n" +
 	"\rmodel_version\x18\x03 \x01(\tR\fmodelVersion\x12\x1a\n" +
 	"\bexamples\x18\x04 \x01(\x04R\bexamples\x12%\n" +
 	"\x02dp\x18\x05 \x01(\v2\x15.veil.fed.v1.DPParamsR\x02dp\x124\n" +
-	"\aweights\x18\x06 \x01(\v2\x1a.veil.fed.v1.WeightsHeaderR\aweights\"`\n" +
+	"\aweights\x18\x06 \x01(\v2\x1a.veil.fed.v1.WeightsHeaderR\aweights\x121\n" +
+	"\x06masked\x18\a \x01(\v2\x19.veil.fed.v1.MaskedHeaderR\x06masked\"`\n" +
 	"\vUpdateChunk\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x19.veil.fed.v1.UpdateHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
@@ -1885,7 +2745,7 @@ const file_fed_proto_rawDesc = "" +
 	"\rmodel_version\x18\x03 \x01(\tR\fmodelVersion\x123\n" +
 	"\aclients\x18\x04 \x03(\v2\x19.veil.fed.v1.ClientStatusR\aclients\x120\n" +
 	"\x06rounds\x18\x05 \x03(\v2\x18.veil.fed.v1.RoundStatusR\x06rounds\x12@\n" +
-	"\x0flast_evaluation\x18\x06 \x01(\v2\x17.veil.fed.v1.EvaluationR\x0elastEvaluation2\xe3\x03\n" +
+	"\x0flast_evaluation\x18\x06 \x01(\v2\x17.veil.fed.v1.EvaluationR\x0elastEvaluation2\xee\x04\n" +
 	"\vCoordinator\x12;\n" +
 	"\x04Join\x12\x18.veil.fed.v1.JoinRequest\x1a\x19.veil.fed.v1.JoinResponse\x12;\n" +
 	"\x04Poll\x12\x18.veil.fed.v1.PollRequest\x1a\x19.veil.fed.v1.PollResponse\x12?\n" +
@@ -1893,7 +2753,10 @@ const file_fed_proto_rawDesc = "" +
 	"\rDownloadModel\x12\x19.veil.fed.v1.ModelRequest\x1a\x19.veil.fed.v1.WeightsChunk0\x01\x12G\n" +
 	"\fSubmitUpdate\x12\x18.veil.fed.v1.UpdateChunk\x1a\x1b.veil.fed.v1.SubmitResponse(\x01\x12D\n" +
 	"\aDecline\x12\x1b.veil.fed.v1.DeclineRequest\x1a\x1c.veil.fed.v1.DeclineResponse\x12A\n" +
-	"\x06Status\x12\x1a.veil.fed.v1.StatusRequest\x1a\x1b.veil.fed.v1.StatusResponseB(Z&github.com/veil-privacy/veil/fed/fedpbb\x06proto3"
+	"\x06Status\x12\x1a.veil.fed.v1.StatusRequest\x1a\x1b.veil.fed.v1.StatusResponse\x12@\n" +
+	"\n" +
+	"SecAggSend\x12\x1a.veil.fed.v1.SecAggMessage\x1a\x16.veil.fed.v1.SecAggAck\x12G\n" +
+	"\fSubmitMasked\x12\x18.veil.fed.v1.UpdateChunk\x1a\x1b.veil.fed.v1.SubmitResponse(\x01B(Z&github.com/veil-privacy/veil/fed/fedpbb\x06proto3"
 
 var (
 	file_fed_proto_rawDescOnce sync.Once
@@ -1907,64 +2770,84 @@ func file_fed_proto_rawDescGZIP() []byte {
 	return file_fed_proto_rawDescData
 }
 
-var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_fed_proto_goTypes = []any{
 	(*TensorSpec)(nil),       // 0: veil.fed.v1.TensorSpec
 	(*WeightsHeader)(nil),    // 1: veil.fed.v1.WeightsHeader
 	(*WeightsChunk)(nil),     // 2: veil.fed.v1.WeightsChunk
 	(*DPParams)(nil),         // 3: veil.fed.v1.DPParams
 	(*RoundConfig)(nil),      // 4: veil.fed.v1.RoundConfig
-	(*JoinRequest)(nil),      // 5: veil.fed.v1.JoinRequest
-	(*JoinResponse)(nil),     // 6: veil.fed.v1.JoinResponse
-	(*PollRequest)(nil),      // 7: veil.fed.v1.PollRequest
-	(*PollResponse)(nil),     // 8: veil.fed.v1.PollResponse
-	(*SubscribeRequest)(nil), // 9: veil.fed.v1.SubscribeRequest
-	(*Push)(nil),             // 10: veil.fed.v1.Push
-	(*ModelRequest)(nil),     // 11: veil.fed.v1.ModelRequest
-	(*UpdateHeader)(nil),     // 12: veil.fed.v1.UpdateHeader
-	(*UpdateChunk)(nil),      // 13: veil.fed.v1.UpdateChunk
-	(*SubmitResponse)(nil),   // 14: veil.fed.v1.SubmitResponse
-	(*DeclineRequest)(nil),   // 15: veil.fed.v1.DeclineRequest
-	(*DeclineResponse)(nil),  // 16: veil.fed.v1.DeclineResponse
-	(*StatusRequest)(nil),    // 17: veil.fed.v1.StatusRequest
-	(*ClientStatus)(nil),     // 18: veil.fed.v1.ClientStatus
-	(*RoundStatus)(nil),      // 19: veil.fed.v1.RoundStatus
-	(*Withdrawal)(nil),       // 20: veil.fed.v1.Withdrawal
-	(*Evaluation)(nil),       // 21: veil.fed.v1.Evaluation
-	(*StatusResponse)(nil),   // 22: veil.fed.v1.StatusResponse
+	(*SecAggConfig)(nil),     // 5: veil.fed.v1.SecAggConfig
+	(*SecAggMember)(nil),     // 6: veil.fed.v1.SecAggMember
+	(*QuantConfig)(nil),      // 7: veil.fed.v1.QuantConfig
+	(*SecAggPhase)(nil),      // 8: veil.fed.v1.SecAggPhase
+	(*SecAggAdverts)(nil),    // 9: veil.fed.v1.SecAggAdverts
+	(*SecAggCert)(nil),       // 10: veil.fed.v1.SecAggCert
+	(*SecAggMessage)(nil),    // 11: veil.fed.v1.SecAggMessage
+	(*SecAggAck)(nil),        // 12: veil.fed.v1.SecAggAck
+	(*MaskedHeader)(nil),     // 13: veil.fed.v1.MaskedHeader
+	(*JoinRequest)(nil),      // 14: veil.fed.v1.JoinRequest
+	(*JoinResponse)(nil),     // 15: veil.fed.v1.JoinResponse
+	(*PollRequest)(nil),      // 16: veil.fed.v1.PollRequest
+	(*PollResponse)(nil),     // 17: veil.fed.v1.PollResponse
+	(*SubscribeRequest)(nil), // 18: veil.fed.v1.SubscribeRequest
+	(*Push)(nil),             // 19: veil.fed.v1.Push
+	(*ModelRequest)(nil),     // 20: veil.fed.v1.ModelRequest
+	(*UpdateHeader)(nil),     // 21: veil.fed.v1.UpdateHeader
+	(*UpdateChunk)(nil),      // 22: veil.fed.v1.UpdateChunk
+	(*SubmitResponse)(nil),   // 23: veil.fed.v1.SubmitResponse
+	(*DeclineRequest)(nil),   // 24: veil.fed.v1.DeclineRequest
+	(*DeclineResponse)(nil),  // 25: veil.fed.v1.DeclineResponse
+	(*StatusRequest)(nil),    // 26: veil.fed.v1.StatusRequest
+	(*ClientStatus)(nil),     // 27: veil.fed.v1.ClientStatus
+	(*RoundStatus)(nil),      // 28: veil.fed.v1.RoundStatus
+	(*Withdrawal)(nil),       // 29: veil.fed.v1.Withdrawal
+	(*Evaluation)(nil),       // 30: veil.fed.v1.Evaluation
+	(*StatusResponse)(nil),   // 31: veil.fed.v1.StatusResponse
 }
 var file_fed_proto_depIdxs = []int32{
 	0,  // 0: veil.fed.v1.WeightsHeader.tensors:type_name -> veil.fed.v1.TensorSpec
 	1,  // 1: veil.fed.v1.WeightsChunk.header:type_name -> veil.fed.v1.WeightsHeader
 	3,  // 2: veil.fed.v1.RoundConfig.dp:type_name -> veil.fed.v1.DPParams
-	4,  // 3: veil.fed.v1.PollResponse.task:type_name -> veil.fed.v1.RoundConfig
-	4,  // 4: veil.fed.v1.Push.task:type_name -> veil.fed.v1.RoundConfig
-	3,  // 5: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
-	1,  // 6: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
-	12, // 7: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
-	20, // 8: veil.fed.v1.RoundStatus.withdrawals:type_name -> veil.fed.v1.Withdrawal
-	18, // 9: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
-	19, // 10: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
-	21, // 11: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
-	5,  // 12: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
-	7,  // 13: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
-	9,  // 14: veil.fed.v1.Coordinator.Subscribe:input_type -> veil.fed.v1.SubscribeRequest
-	11, // 15: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
-	13, // 16: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
-	15, // 17: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
-	17, // 18: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
-	6,  // 19: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
-	8,  // 20: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
-	10, // 21: veil.fed.v1.Coordinator.Subscribe:output_type -> veil.fed.v1.Push
-	2,  // 22: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
-	14, // 23: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
-	16, // 24: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
-	22, // 25: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	5,  // 3: veil.fed.v1.RoundConfig.secagg:type_name -> veil.fed.v1.SecAggConfig
+	6,  // 4: veil.fed.v1.SecAggConfig.roster:type_name -> veil.fed.v1.SecAggMember
+	7,  // 5: veil.fed.v1.SecAggConfig.quant:type_name -> veil.fed.v1.QuantConfig
+	9,  // 6: veil.fed.v1.SecAggPhase.adverts:type_name -> veil.fed.v1.SecAggAdverts
+	10, // 7: veil.fed.v1.SecAggAdverts.certs:type_name -> veil.fed.v1.SecAggCert
+	4,  // 8: veil.fed.v1.PollResponse.task:type_name -> veil.fed.v1.RoundConfig
+	4,  // 9: veil.fed.v1.Push.task:type_name -> veil.fed.v1.RoundConfig
+	8,  // 10: veil.fed.v1.Push.secagg:type_name -> veil.fed.v1.SecAggPhase
+	3,  // 11: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
+	1,  // 12: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
+	13, // 13: veil.fed.v1.UpdateHeader.masked:type_name -> veil.fed.v1.MaskedHeader
+	21, // 14: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
+	29, // 15: veil.fed.v1.RoundStatus.withdrawals:type_name -> veil.fed.v1.Withdrawal
+	27, // 16: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
+	28, // 17: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
+	30, // 18: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
+	14, // 19: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
+	16, // 20: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
+	18, // 21: veil.fed.v1.Coordinator.Subscribe:input_type -> veil.fed.v1.SubscribeRequest
+	20, // 22: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
+	22, // 23: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
+	24, // 24: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
+	26, // 25: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
+	11, // 26: veil.fed.v1.Coordinator.SecAggSend:input_type -> veil.fed.v1.SecAggMessage
+	22, // 27: veil.fed.v1.Coordinator.SubmitMasked:input_type -> veil.fed.v1.UpdateChunk
+	15, // 28: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
+	17, // 29: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
+	19, // 30: veil.fed.v1.Coordinator.Subscribe:output_type -> veil.fed.v1.Push
+	2,  // 31: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
+	23, // 32: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
+	25, // 33: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
+	31, // 34: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
+	12, // 35: veil.fed.v1.Coordinator.SecAggSend:output_type -> veil.fed.v1.SecAggAck
+	23, // 36: veil.fed.v1.Coordinator.SubmitMasked:output_type -> veil.fed.v1.SubmitResponse
+	28, // [28:37] is the sub-list for method output_type
+	19, // [19:28] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_fed_proto_init() }
@@ -1977,15 +2860,26 @@ func file_fed_proto_init() {
 		(*WeightsChunk_Data)(nil),
 	}
 	file_fed_proto_msgTypes[8].OneofWrappers = []any{
+		(*SecAggPhase_Adverts)(nil),
+		(*SecAggPhase_Shares)(nil),
+		(*SecAggPhase_Unmask)(nil),
+	}
+	file_fed_proto_msgTypes[11].OneofWrappers = []any{
+		(*SecAggMessage_Advert)(nil),
+		(*SecAggMessage_Shares)(nil),
+		(*SecAggMessage_Unmask)(nil),
+	}
+	file_fed_proto_msgTypes[17].OneofWrappers = []any{
 		(*PollResponse_Task)(nil),
 		(*PollResponse_RetryAfterMs)(nil),
 		(*PollResponse_Done)(nil),
 	}
-	file_fed_proto_msgTypes[10].OneofWrappers = []any{
+	file_fed_proto_msgTypes[19].OneofWrappers = []any{
 		(*Push_Task)(nil),
 		(*Push_Done)(nil),
+		(*Push_Secagg)(nil),
 	}
-	file_fed_proto_msgTypes[13].OneofWrappers = []any{
+	file_fed_proto_msgTypes[22].OneofWrappers = []any{
 		(*UpdateChunk_Header)(nil),
 		(*UpdateChunk_Data)(nil),
 	}
@@ -1995,7 +2889,7 @@ func file_fed_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fed_proto_rawDesc), len(file_fed_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,8 @@ const (
 	Coordinator_SubmitUpdate_FullMethodName  = "/veil.fed.v1.Coordinator/SubmitUpdate"
 	Coordinator_Decline_FullMethodName       = "/veil.fed.v1.Coordinator/Decline"
 	Coordinator_Status_FullMethodName        = "/veil.fed.v1.Coordinator/Status"
+	Coordinator_SecAggSend_FullMethodName    = "/veil.fed.v1.Coordinator/SecAggSend"
+	Coordinator_SubmitMasked_FullMethodName  = "/veil.fed.v1.Coordinator/SubmitMasked"
 )
 
 // CoordinatorClient is the client API for Coordinator service.
@@ -57,6 +59,12 @@ type CoordinatorClient interface {
 	SubmitUpdate(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UpdateChunk, SubmitResponse], error)
 	Decline(ctx context.Context, in *DeclineRequest, opts ...grpc.CallOption) (*DeclineResponse, error)
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// SecAggSend carries a client's key advert, shares or unmasking
+	// response in a secure round.
+	SecAggSend(ctx context.Context, in *SecAggMessage, opts ...grpc.CallOption) (*SecAggAck, error)
+	// SubmitMasked streams a client's masked vector in a secure round: an
+	// UpdateHeader with masked set, then the payload in chunks.
+	SubmitMasked(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UpdateChunk, SubmitResponse], error)
 }
 
 type coordinatorClient struct {
@@ -158,6 +166,29 @@ func (c *coordinatorClient) Status(ctx context.Context, in *StatusRequest, opts 
 	return out, nil
 }
 
+func (c *coordinatorClient) SecAggSend(ctx context.Context, in *SecAggMessage, opts ...grpc.CallOption) (*SecAggAck, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SecAggAck)
+	err := c.cc.Invoke(ctx, Coordinator_SecAggSend_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) SubmitMasked(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UpdateChunk, SubmitResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Coordinator_ServiceDesc.Streams[3], Coordinator_SubmitMasked_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[UpdateChunk, SubmitResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Coordinator_SubmitMaskedClient = grpc.ClientStreamingClient[UpdateChunk, SubmitResponse]
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility.
@@ -175,6 +206,12 @@ type CoordinatorServer interface {
 	SubmitUpdate(grpc.ClientStreamingServer[UpdateChunk, SubmitResponse]) error
 	Decline(context.Context, *DeclineRequest) (*DeclineResponse, error)
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// SecAggSend carries a client's key advert, shares or unmasking
+	// response in a secure round.
+	SecAggSend(context.Context, *SecAggMessage) (*SecAggAck, error)
+	// SubmitMasked streams a client's masked vector in a secure round: an
+	// UpdateHeader with masked set, then the payload in chunks.
+	SubmitMasked(grpc.ClientStreamingServer[UpdateChunk, SubmitResponse]) error
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -205,6 +242,12 @@ func (UnimplementedCoordinatorServer) Decline(context.Context, *DeclineRequest) 
 }
 func (UnimplementedCoordinatorServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedCoordinatorServer) SecAggSend(context.Context, *SecAggMessage) (*SecAggAck, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SecAggSend not implemented")
+}
+func (UnimplementedCoordinatorServer) SubmitMasked(grpc.ClientStreamingServer[UpdateChunk, SubmitResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method SubmitMasked not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 func (UnimplementedCoordinatorServer) testEmbeddedByValue()                     {}
@@ -328,6 +371,31 @@ func _Coordinator_Status_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_SecAggSend_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SecAggMessage)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).SecAggSend(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_SecAggSend_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).SecAggSend(ctx, req.(*SecAggMessage))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_SubmitMasked_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(CoordinatorServer).SubmitMasked(&grpc.GenericServerStream[UpdateChunk, SubmitResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Coordinator_SubmitMaskedServer = grpc.ClientStreamingServer[UpdateChunk, SubmitResponse]
+
 // Coordinator_ServiceDesc is the grpc.ServiceDesc for Coordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -351,6 +419,10 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Status",
 			Handler:    _Coordinator_Status_Handler,
 		},
+		{
+			MethodName: "SecAggSend",
+			Handler:    _Coordinator_SecAggSend_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -366,6 +438,11 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "SubmitUpdate",
 			Handler:       _Coordinator_SubmitUpdate_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "SubmitMasked",
+			Handler:       _Coordinator_SubmitMasked_Handler,
 			ClientStreams: true,
 		},
 	},
