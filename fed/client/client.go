@@ -51,6 +51,7 @@ import (
 
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/fed/wire"
 )
 
@@ -128,6 +129,19 @@ type Options struct {
 	// Clock makes the client's timers (default: the system's); tests
 	// inject one to see that no timer runs while the client waits.
 	Clock Clock
+	// Identity is the client's certificate and key and the authority it
+	// trusts: it signs the client's key adverts in securely aggregated
+	// rounds and checks its neighbours' (required for those rounds).
+	Identity *pki.Identity
+	// DropSecure, if set, is asked before the client answers each phase
+	// (2: adverts, 3: shares, 4: unmasking) of a secure round; true makes
+	// it drop out of the round there. Tests and simulations inject
+	// drop-outs with it.
+	DropSecure func(round uint64, phase int) bool
+	// Quantised, if set, is shown the client's quantised update before
+	// it is masked (its own data, for tests that check the coordinator's
+	// unmasked sum exactly).
+	Quantised func(round uint64, x []uint32)
 }
 
 // Clock is the time the client waits on: its reconnection backoff and a
@@ -161,7 +175,8 @@ type Client struct {
 	ledger *dp.LedgerDir
 	set    dp.DataSet
 	id     string
-	last   *sent // the last round's update, kept to send again
+	last   *sent        // the last round's update, kept to send again
+	sec    *secureRound // the secure round the client is in
 }
 
 // sent is the update trained for a round, and whether the coordinator has
@@ -247,6 +262,10 @@ func (c *Client) follow(ctx context.Context) (healthy bool, err error) {
 			if err := c.round(ctx, m.Task); err != nil {
 				return true, err
 			}
+		case *fedpb.Push_Secagg:
+			if err := c.secPhase(ctx, m.Secagg); err != nil {
+				return true, err
+			}
 		default:
 			return true, errors.New("client: the coordinator pushed an empty message")
 		}
@@ -255,6 +274,11 @@ func (c *Client) follow(ctx context.Context) (healthy bool, err error) {
 
 // round takes part in one round.
 func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
+	if s := c.sec; s != nil && s.task.GetRound() == task.GetRound() && proto.Equal(s.task, task) {
+		// Pushed again after a reconnection: the advert again (the
+		// coordinator acknowledges one it has).
+		return c.sendSecure(ctx, &fedpb.SecAggMessage{Round: task.GetRound(), Msg: &fedpb.SecAggMessage_Advert{Advert: s.advert}})
+	}
 	if l := c.last; l != nil && l.round == task.GetRound() && l.version == task.GetModelVersion() {
 		if !l.answered {
 			c.o.Progress(fmt.Sprintf("round %d: sending the update again", task.GetRound()))
@@ -278,6 +302,19 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 		c.o.Progress(fmt.Sprintf("refused: %v", err))
 		c.decline(ctx, task, err)
 		return fmt.Errorf("client: %w", err)
+	}
+	var sec *secureRound
+	if task.GetSecagg() != nil {
+		var err error
+		if sec, err = c.prepareSecure(task); err != nil {
+			var pe *PolicyError
+			if errors.As(err, &pe) {
+				c.o.Progress(fmt.Sprintf("refused: %v", err))
+				c.decline(ctx, task, err)
+				return fmt.Errorf("client: %w", err)
+			}
+			return err
+		}
 	}
 	s, err := c.Spent()
 	if err != nil {
@@ -328,6 +365,24 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 	if err != nil {
 		return err
 	}
+	if sec != nil {
+		// Trained once the shares arrive (secPhase); the advert now.
+		sec.plan, sec.model = plan, model
+		c.sec = sec
+		c.o.Progress(fmt.Sprintf("round %d: securely aggregated; key advert sent", task.GetRound()))
+		return c.sendSecure(ctx, &fedpb.SecAggMessage{Round: task.GetRound(), Msg: &fedpb.SecAggMessage_Advert{Advert: sec.advert}})
+	}
+	up, err := c.train(ctx, model, task, plan)
+	if err != nil {
+		return err
+	}
+	c.last = &sent{round: task.GetRound(), version: task.GetModelVersion(), up: up}
+	return c.submit(ctx, task, up)
+}
+
+// train runs the trainer on task from model with the checked plan and
+// checks that the update states exactly that plan.
+func (c *Client) train(ctx context.Context, model wire.Weights, task *fedpb.RoundConfig, plan *fedpb.DPParams) (Update, error) {
 	c.o.Progress(fmt.Sprintf("round %d: training", task.GetRound()))
 	var run *fedpb.DPParams
 	if plan != nil {
@@ -335,19 +390,18 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 	}
 	up, err := c.o.Trainer.Train(ctx, model, task, run)
 	if err != nil {
-		return c.trainingFailed(ctx, task, fmt.Errorf("client: training in round %d: %w: %w", task.GetRound(), ErrTrainingFailed, err))
+		return up, c.trainingFailed(ctx, task, fmt.Errorf("client: training in round %d: %w: %w", task.GetRound(), ErrTrainingFailed, err))
 	}
 	// The update states the DP it ran, and the coordinator charges that:
 	// it must be the plan the client checked and charged.
 	if plan != nil && !proto.Equal(up.DP, plan) {
-		return c.trainingFailed(ctx, task, fmt.Errorf("client: round %d: %w: the trainer's update states DP %v, not the plan %v this client checked and charged; not sending it",
+		return up, c.trainingFailed(ctx, task, fmt.Errorf("client: round %d: %w: the trainer's update states DP %v, not the plan %v this client checked and charged; not sending it",
 			task.GetRound(), ErrTrainingFailed, up.DP, plan))
 	}
 	if plan == nil && up.DP != nil {
-		return c.trainingFailed(ctx, task, fmt.Errorf("client: round %d: %w: the trainer's update states DP but the round ran without", task.GetRound(), ErrTrainingFailed))
+		return up, c.trainingFailed(ctx, task, fmt.Errorf("client: round %d: %w: the trainer's update states DP but the round ran without", task.GetRound(), ErrTrainingFailed))
 	}
-	c.last = &sent{round: task.GetRound(), version: task.GetModelVersion(), up: up}
-	return c.submit(ctx, task, up)
+	return up, nil
 }
 
 // DeclineReason is the reason a client gives the coordinator for

@@ -46,6 +46,25 @@ type Policy struct {
 	// its data no privacy guarantee (non-private baselines such as veil fed
 	// sim --no-dp). Off by default: such a round is refused.
 	AllowNoDP bool
+	// SecAgg is what the owner requires of secure aggregation.
+	SecAgg SecAggPolicy
+}
+
+// SecAggPolicy is the owner's policy on secure aggregation.
+type SecAggPolicy struct {
+	// Require refuses every round that is not securely aggregated (the
+	// coordinator would see this client's update in plaintext).
+	Require bool
+	// MinHonest is T, the least number of honest, surviving clients the
+	// owner assumes in a secure round (at least 2 when Require is set; 0
+	// takes part only in rounds whose threshold is at least 2): a round
+	// whose threshold t is below T is refused, and the client's noise
+	// share is worked out from this T (NoiseShare), never from what the
+	// coordinator says.
+	MinHonest int
+	// MinBits is the smallest modulus, in bits, the client accepts (0:
+	// 16): fewer bits make the sum wrap sooner.
+	MinBits int
 }
 
 // DDPPolicy is what the owner trusts and plans for distributed DP-SGD:
@@ -106,6 +125,10 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("policy: the largest clip must be positive and finite, got %g", p.MaxClip)
 	case !(p.MaxSamplingRate > 0 && p.MaxSamplingRate <= 1):
 		return fmt.Errorf("policy: the largest sampling rate must be in (0, 1], got %g", p.MaxSamplingRate)
+	case p.SecAgg.MinHonest < 0 || p.SecAgg.MinHonest == 1 || (p.SecAgg.Require && p.SecAgg.MinHonest < 2):
+		return fmt.Errorf("policy: the minimum honest clients of secure aggregation must be at least 2 (or 0 when not required), got %d", p.SecAgg.MinHonest)
+	case p.SecAgg.MinBits != 0 && (p.SecAgg.MinBits < 8 || p.SecAgg.MinBits > 32):
+		return fmt.Errorf("policy: the smallest secure aggregation modulus must be 8 to 32 bits, got %d", p.SecAgg.MinBits)
 	}
 	d := p.DDP
 	switch {
@@ -154,6 +177,10 @@ const (
 	SettingClip         Setting = "clip"
 	SettingSamplingRate Setting = "sampling rate"
 	SettingSteps        Setting = "steps"
+	SettingSecAgg       Setting = "secagg"
+	SettingThreshold    Setting = "secagg threshold"
+	SettingBits         Setting = "secagg bits"
+	SettingSecAggNoise  Setting = "secagg noise"
 )
 
 // PolicyError is a round refused by the client's policy: which setting,
@@ -183,6 +210,9 @@ func refuse(round uint64, s Setting, format string, a ...any) error {
 // round states.
 func (p Policy) CheckRound(task *fedpb.RoundConfig) error {
 	n, d := task.GetRound(), task.GetDp()
+	if err := p.checkSecAgg(task); err != nil {
+		return err
+	}
 	if d == nil {
 		if p.AllowNoDP {
 			return nil
@@ -232,4 +262,54 @@ func (p Policy) check(n uint64, verb string, d *fedpb.DPParams) error {
 		return refuse(n, SettingSamplingRate, "%s sampling rate q = %g; this client accepts q ≤ %g", verb, d.GetSamplingRate(), p.MaxSamplingRate)
 	}
 	return nil
+}
+
+// checkSecAgg checks a round's secure aggregation against p: present when
+// the owner requires it; a known mode with a threshold t of at least the
+// owner's T (and at least 2) and a modulus of at least MinBits bits.
+func (p Policy) checkSecAgg(task *fedpb.RoundConfig) error {
+	n, sa := task.GetRound(), task.GetSecagg()
+	if sa == nil {
+		if p.SecAgg.Require {
+			return refuse(n, SettingSecAgg, "is not securely aggregated (the coordinator would see this client's update); this client requires secure aggregation")
+		}
+		return nil
+	}
+	minBits := p.SecAgg.MinBits
+	if minBits == 0 {
+		minBits = 16
+	}
+	switch t := int(sa.GetThreshold()); {
+	case sa.GetMode() != "masking":
+		return refuse(n, SettingSecAgg, "asks for secure aggregation mode %q; this client speaks masking", sa.GetMode())
+	case t < max(2, p.SecAgg.MinHonest):
+		return refuse(n, SettingThreshold, "asks for threshold t = %d; this client assumes at least T = %d honest clients and needs t ≥ T", t, max(2, p.SecAgg.MinHonest))
+	case int(sa.GetQuant().GetBits()) < minBits:
+		return refuse(n, SettingBits, "asks for a modulus of 2^%d; this client accepts at least 2^%d", sa.GetQuant().GetBits(), minBits)
+	}
+	return nil
+}
+
+// NoiseShare is the discrete Gaussian σ, in lattice units of round cfg,
+// this client adds to its quantised update: enough that the sum of any
+// T of its owner's policy (MinHonest, at least 2) honest clients' shares
+// carries noise of standard deviation σ_target = z·C (z the policy's least
+// noise multiplier, C the round's quantisation clip), i.e.
+// ⌈z·C/(γ·√T)⌉, and never less than the coordinator proposes. T comes
+// from the policy, never from the coordinator or the roster's size.
+//
+// It is the one place the distributed noise is decided: the distributed
+// DP-SGD work (its trainer and the charge of the distributed mechanism)
+// replaces it with its own share and charge.
+func (p Policy) NoiseShare(cfg *fedpb.SecAggConfig) (uint64, error) {
+	q := cfg.GetQuant()
+	T := max(2, p.SecAgg.MinHonest)
+	if !(q.GetGamma() > 0) || !(q.GetClip() > 0) || math.IsInf(q.GetGamma(), 0) || math.IsInf(q.GetClip(), 0) {
+		return 0, fmt.Errorf("the round's quantisation has clip %g and γ %g", q.GetClip(), q.GetGamma())
+	}
+	s := math.Ceil(p.MinNoiseMultiplier * q.GetClip() / (q.GetGamma() * math.Sqrt(float64(T))))
+	if !(s <= 1<<31) {
+		return 0, fmt.Errorf("a noise share of %g lattice units is beyond the quantiser's 2^31", s)
+	}
+	return max(uint64(s), q.GetNoise()), nil
 }

@@ -83,24 +83,45 @@ func startHarness(t *testing.T, o coord.Options, dir string) *harness {
 // given the coordinator before its loop runs.
 func startHarnessAt(t *testing.T, o coord.Options, dir, addr string, setup func(*coord.Coordinator)) *harness {
 	t.Helper()
-	h := &harness{dir: dir, state: o.StatePath}
-	var err error
-	if h.ca, err = pki.Load(dir); err != nil {
-		if h.ca, err = pki.Init(dir, "test"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.ca.Issue(pki.IssueOptions{Name: "coordinator", Role: pki.Server}); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range []string{"client-1", "client-2", "client-3", "client-4"} {
-			if _, err := h.ca.Issue(pki.IssueOptions{Name: n, Role: pki.Client}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := h.ca.Issue(pki.IssueOptions{Name: "operator", Role: pki.Operator}); err != nil {
+	return startHarnessOpts(t, o, dir, addr, setup, nil)
+}
+
+// startHarnessWith starts a harness on loopback whose gRPC server has the
+// extra options too.
+func startHarnessWith(t *testing.T, o coord.Options, dir string, extra []grpc.ServerOption, setup func(*coord.Coordinator)) *harness {
+	t.Helper()
+	return startHarnessOpts(t, o, dir, "127.0.0.1:0", setup, extra)
+}
+
+// testCA loads the test authority in dir, or makes it with the
+// coordinator's, four clients' and the operator's certificates.
+func testCA(t *testing.T, dir string) *pki.CA {
+	t.Helper()
+	ca, err := pki.Load(dir)
+	if err == nil {
+		return ca
+	}
+	if ca, err = pki.Init(dir, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.Issue(pki.IssueOptions{Name: "coordinator", Role: pki.Server}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"client-1", "client-2", "client-3", "client-4"} {
+		if _, err := ca.Issue(pki.IssueOptions{Name: n, Role: pki.Client}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if _, err := ca.Issue(pki.IssueOptions{Name: "operator", Role: pki.Operator}); err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+func startHarnessOpts(t *testing.T, o coord.Options, dir, addr string, setup func(*coord.Coordinator), extra []grpc.ServerOption) *harness {
+	t.Helper()
+	h := &harness{dir: dir, state: o.StatePath, ca: testCA(t, dir)}
+	var err error
 	if h.co, err = coord.New(o); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +135,7 @@ func startHarnessAt(t *testing.T, o coord.Options, dir, addr string, setup func(
 		t.Fatal(err)
 	}
 	// As veil fed coordinator serves: with the coordinator's codec.
-	srv := grpc.NewServer(append(h.co.ServerOptions(), grpc.Creds(credentials.NewTLS(pki.ServerTLS(id, rev))))...)
+	srv := grpc.NewServer(append(append(h.co.ServerOptions(), grpc.Creds(credentials.NewTLS(pki.ServerTLS(id, rev)))), extra...)...)
 	fedpb.RegisterCoordinatorServer(srv, h.co.Service(rev))
 	if setup != nil {
 		setup(h.co)

@@ -109,6 +109,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, if non-nil, is told what happens.
 	Metrics Observer
+	// SecAgg, if non-nil, makes every round securely aggregated: the
+	// coordinator never holds an individual update in plaintext (see
+	// SecAggOptions and secagg.go).
+	SecAgg *SecAggOptions
 }
 
 // Observer is told of the coordinator's events (metrics).
@@ -202,6 +206,11 @@ func (o *Options) validate() error {
 			return fmt.Errorf("coordinator: privacy unit %q (want identity or example)", u)
 		}
 	}
+	if o.SecAgg != nil {
+		if err := o.SecAgg.validate(o); err != nil {
+			return err
+		}
+	}
 	if o.Available == 0 {
 		o.Available = 10 * time.Second
 	}
@@ -273,6 +282,9 @@ type Coordinator struct {
 	// default, is left to notice deadlines and revocations).
 	wake chan struct{}
 	tick time.Duration
+	// onSecureSum, set by tests, is shown each secure round's unmasked
+	// sum (the aggregate, before decoding).
+	onSecureSum func(round uint64, sum []uint32)
 
 	mu sync.Mutex
 	// changed is closed (and replaced) whenever a round opens or closes
@@ -315,6 +327,9 @@ type openRound struct {
 	// to the state file (a batch that left the round open); only the
 	// loop's goroutine reads or sets it.
 	sumStored bool
+	// sec, in a securely aggregated round, runs the aggregation; sum
+	// then stays empty.
+	sec secureRound
 }
 
 type pending struct {
@@ -500,6 +515,19 @@ func (c *Coordinator) restore() error {
 	}
 	c.round = &openRound{n: n, cfg: cfg, deadline: time.UnixMilli(deadline), selected: selected, counted: counts, withdrawn: withdrawn, sum: sum, started: time.Now(),
 		sumStored: sumB != nil}
+	if sa := cfg.GetSecagg(); sa != nil {
+		if c.o.SecAgg == nil {
+			return fmt.Errorf("coordinator: the open round %d is securely aggregated (%s): restart with the same secure aggregation", n, sa.GetMode())
+		}
+		m, err := c.maskingFromConfig(n, sa, time.UnixMilli(deadline))
+		if err == nil {
+			err = m.restore(context.Background(), c.st.db)
+		}
+		if err != nil {
+			return err
+		}
+		c.round.sec = m
+	}
 	c.log.Info("continuing the open round", "round", n, "updates", updates, "selected", len(selected), "withdrawn", len(withdrawn))
 	return nil
 }
@@ -635,7 +663,11 @@ func (c *Coordinator) advance(ctx context.Context) error {
 		if err := c.dropRevoked(ctx, r); err != nil {
 			return err
 		}
-		if c.waitingFor(r) > 0 && now.Before(r.deadline) {
+		if r.sec != nil {
+			if done, err := r.sec.step(ctx, now); err != nil || !done {
+				return err
+			}
+		} else if c.waitingFor(r) > 0 && now.Before(r.deadline) {
 			return nil
 		}
 		// The next round starts in the same step, without waiting for a
@@ -722,6 +754,14 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 		cfg.Dp = proto.Clone(t.DP).(*fedpb.DPParams)
 	}
 	c.mu.Unlock()
+	var sec *maskingRound
+	if c.o.SecAgg != nil {
+		var err error
+		if sec, err = c.beginMasking(n, sel, time.Now(), deadline); err != nil {
+			return fmt.Errorf("coordinator: starting round %d: %w", n, err)
+		}
+		cfg.Secagg = sec.cfg
+	}
 	cfgB, err := proto.Marshal(cfg)
 	if err != nil {
 		return err
@@ -736,6 +776,9 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 				return err
 			}
 		}
+		if sec != nil {
+			return sec.begin(tx)
+		}
 		return nil
 	})
 	if err != nil {
@@ -743,6 +786,9 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 	}
 	r := &openRound{n: n, cfg: cfg, deadline: deadline, selected: map[string]bool{}, counted: map[string]bool{}, withdrawn: map[string]string{},
 		sum: strategy.NewSum(c.model), started: time.Now()}
+	if sec != nil {
+		r.sec = sec
+	}
 	for _, id := range sel {
 		r.selected[id] = true
 	}
@@ -765,8 +811,20 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 	}
 	sum := r.sum
 	c.mu.Unlock()
-	cl := c.aggregate(r, sum, counted, withdrawn)
-	err := c.st.tx(ctx, func(tx *sql.Tx) error { return c.closeTx(tx, r, sum, cl) })
+	var cl closing
+	if r.sec != nil {
+		cl, sum = c.closeSecure(r, withdrawn)
+	} else {
+		cl = c.aggregate(r, sum, counted, withdrawn)
+	}
+	err := c.st.tx(ctx, func(tx *sql.Tx) error {
+		if r.sec != nil {
+			if err := r.sec.erase(tx); err != nil {
+				return err
+			}
+		}
+		return c.closeTx(tx, r, sum, cl)
+	})
 	if err != nil {
 		return fmt.Errorf("coordinator: closing round %d: %w", r.n, err)
 	}

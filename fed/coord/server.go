@@ -228,18 +228,32 @@ func (s *service) Subscribe(req *fedpb.SubscribeRequest, stream grpc.ServerStrea
 		c.mu.Unlock()
 	}()
 	var pushed uint64 // the round whose task this stream has pushed
+	var phase int     // and the secure aggregation phase pushed in it
 	for {
 		var push *fedpb.Push
 		c.mu.Lock()
 		changed := c.changed
-		switch r := c.round; {
+		r := c.round
+		withdrawn := r != nil && r.withdrawn[id] != ""
+		switch {
 		case c.done:
 			push = &fedpb.Push{ProtocolVersion: fedpb.ProtocolVersion, Msg: &fedpb.Push_Done{Done: fmt.Sprintf("the run is over after %d rounds", c.completed)}}
 		case r != nil && r.n != pushed && r.selected[id] && !r.counted[id] && r.withdrawn[id] == "" && time.Now().Before(r.deadline):
 			push = &fedpb.Push{ProtocolVersion: fedpb.ProtocolVersion, Msg: &fedpb.Push_Task{Task: r.cfg}}
-			pushed = r.n
+			pushed, phase = r.n, 0
 		}
 		c.mu.Unlock()
+		if push == nil && r != nil && r.sec != nil && !withdrawn {
+			// A secure round's phase message, once the client has its task
+			// (on this stream, or sent before it was counted).
+			if pushed != r.n {
+				pushed, phase = r.n, 0
+			}
+			if m, p := r.sec.push(id, phase); m != nil {
+				push = &fedpb.Push{ProtocolVersion: fedpb.ProtocolVersion, Msg: &fedpb.Push_Secagg{Secagg: m}}
+				phase = p
+			}
+		}
 		if push != nil {
 			if _, err := s.who(ctx); err != nil {
 				return err
@@ -392,6 +406,9 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	}
 	if err := c.check(id, h); err != nil {
 		return reply(err)
+	}
+	if c.secure() {
+		return reply(refuse("secagg", "round %d is securely aggregated: it takes masked vectors only (SubmitMasked), never an update in plaintext", h.GetRound()))
 	}
 	c.receiving.Add(1)
 	received := false

@@ -25,7 +25,7 @@ import (
 
 // schemaVersion is the version of the database layout this build writes;
 // migrations bring older files up to it.
-const schemaVersion = 2
+const schemaVersion = 3
 
 var migrations = []string{
 	// 1: the first layout.
@@ -66,6 +66,17 @@ var migrations = []string{
 	// restart.
 	`ALTER TABLE round_clients ADD COLUMN withdrawn TEXT NOT NULL DEFAULT '';
 	ALTER TABLE clients ADD COLUMN serial TEXT NOT NULL DEFAULT '';`,
+	// 3: a secure round's phase and the messages it accepted (key
+	// adverts with their certificates, shares, masked vectors, unmasking
+	// responses), kept until the round closes so a restarted coordinator
+	// finishes it (see maskingRound).
+	`CREATE TABLE secagg_rounds (round INTEGER PRIMARY KEY, phase INTEGER NOT NULL);
+	CREATE TABLE secagg (
+		round INTEGER NOT NULL,
+		client TEXT NOT NULL,
+		kind TEXT NOT NULL,
+		data BLOB NOT NULL,
+		PRIMARY KEY (round, client, kind));`,
 }
 
 // store is the coordinator's state in one SQLite file (WAL): enrolled

@@ -131,6 +131,13 @@ var rules = []rule{
 		},
 	},
 	{
+		why:     "fed/secround is what a coordinator and a client share of a secure round: neither side's code, no network, no storage",
+		subject: func(p pkg) bool { return p.path == "fed/secround" },
+		forbidden: map[string]func(string) bool{
+			"fed/coord": inModule("fed/coord"), "fed/client": inModule("fed/client"), "SQLite": sqlite, "the engine (gomlx)": engine,
+		},
+	},
+	{
 		why:     "the key generator is its own party: not the coordinator, its store or the engine",
 		subject: func(p pkg) bool { return p.path == "fed/keygen" },
 		forbidden: map[string]func(string) bool{

@@ -1,0 +1,280 @@
+package client
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/secround"
+	"github.com/veil-privacy/veil/fed/wire"
+	"github.com/veil-privacy/veil/secagg/masking"
+	"github.com/veil-privacy/veil/secagg/quant"
+)
+
+// A securely aggregated round (RoundConfig.secagg, mode masking) runs in
+// four phases after the task: the client checks the round against its
+// owner's policy (the threshold, the modulus, and that the sum of the
+// roster's encodings with its own noise share cannot wrap) before it
+// plans, charges or trains, then sends its key advert signed by its
+// certificate's key; on the neighbours' adverts (each checked against
+// the certificate relayed with it, which must be the authority's client
+// certificate of the name the roster gives) it sends its encrypted
+// shares; on the shares addressed to it, it trains, quantises the update
+// with its noise share (SecureInput), masks it and streams the masked
+// vector; on the unmasking request it sends its shares of the survivors'
+// self-mask seeds and of the dropped clients' mask keys. Its update never
+// leaves it otherwise.
+//
+// A phase message pushed again (after a reconnection, or a restarted
+// coordinator) is answered with the same answer; a different message for
+// a phase already answered is refused (ErrSecAgg), as is anything the
+// masking state machine refuses: a substituted or unsigned advert, a
+// replayed or forged share, an unmasking request that would reveal a
+// client's input.
+
+// ErrSecAgg is what a client refuses a secure round's message with.
+var ErrSecAgg = errors.New("secure aggregation refused")
+
+// secureRound is the client's state in a secure round.
+type secureRound struct {
+	task  *fedpb.RoundConfig
+	plan  *fedpb.DPParams
+	model wire.Weights
+	mc    *masking.Client
+	dir   *secround.Directory
+	q     *quant.Quantizer
+	// advert is this client's signed advert; seen and sent the phase
+	// messages answered (by phase 2–4: adverts, shares, unmask) and the
+	// answers.
+	advert []byte
+	seen   [5]*fedpb.SecAggPhase
+	sent   [5][]byte
+}
+
+// prepareSecure checks task's secure aggregation against what this client
+// can run, before anything is charged: a roster naming it, an identity to
+// sign with, valid masking parameters, and a quantiser at its own noise
+// share whose sum over the roster cannot wrap.
+func (c *Client) prepareSecure(task *fedpb.RoundConfig) (*secureRound, error) {
+	sa := task.GetSecagg()
+	n := task.GetRound()
+	if c.o.Identity == nil {
+		return nil, refuse(n, SettingSecAgg, "is securely aggregated and this client has no identity to sign its key advert with")
+	}
+	signer, ok := c.o.Identity.Cert.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("client: the certificate's key (%T) cannot sign", c.o.Identity.Cert.PrivateKey)
+	}
+	p, err := secround.Params(sa)
+	if err != nil {
+		return nil, refuse(n, SettingSecAgg, "has secure aggregation parameters this client refuses: %v", err)
+	}
+	id, ok := secround.ID(sa, c.id)
+	if !ok {
+		return nil, refuse(n, SettingSecAgg, "does not list this client (%q) in its secure aggregation roster", c.id)
+	}
+	noise, err := c.o.Policy.NoiseShare(sa)
+	if err != nil {
+		return nil, refuse(n, SettingSecAggNoise, "%v", err)
+	}
+	q, err := secround.Quantizer(sa, noise)
+	if err != nil {
+		return nil, refuse(n, SettingSecAggNoise, "cannot be quantised with this client's noise share σ = %d: %v", noise, err)
+	}
+	dir := secround.NewDirectory(sa, c.o.Identity.Pool)
+	mc, ad, err := masking.NewClient(masking.ClientConfig{ID: id, Signer: signer, Keys: dir, MinThreshold: max(2, c.o.Policy.SecAgg.MinHonest)}, p, rand.Reader)
+	if err != nil {
+		return nil, refuse(n, SettingThreshold, "%v", err)
+	}
+	b, err := ad.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return &secureRound{task: task, mc: mc, dir: dir, q: q, advert: b}, nil
+}
+
+// sendSecure sends a phase's message and fails unless it is accepted.
+func (c *Client) sendSecure(ctx context.Context, m *fedpb.SecAggMessage) error {
+	m.ProtocolVersion = fedpb.ProtocolVersion
+	a, err := c.api.SecAggSend(ctx, m)
+	if err != nil {
+		return fmt.Errorf("client: round %d: sending a secure aggregation message: %w", m.GetRound(), err)
+	}
+	if !a.GetAccepted() {
+		return fmt.Errorf("client: round %d: the coordinator refused this client's secure aggregation message: %s", m.GetRound(), a.GetReason())
+	}
+	return nil
+}
+
+// secPhase answers a phase message of the current secure round.
+func (c *Client) secPhase(ctx context.Context, ph *fedpb.SecAggPhase) error {
+	s := c.sec
+	n := ph.GetRound()
+	if s == nil || s.task.GetRound() != n {
+		c.o.Logger.Warn("a secure aggregation message of a round this client is not in; ignored", "round", n)
+		return nil
+	}
+	var phase int
+	switch ph.GetMsg().(type) {
+	case *fedpb.SecAggPhase_Adverts:
+		phase = 2
+	case *fedpb.SecAggPhase_Shares:
+		phase = 3
+	case *fedpb.SecAggPhase_Unmask:
+		phase = 4
+	default:
+		return fmt.Errorf("client: round %d: an empty secure aggregation message: %w", n, ErrSecAgg)
+	}
+	if prev := s.seen[phase]; prev != nil {
+		if !proto.Equal(prev, ph) {
+			return fmt.Errorf("client: round %d: the coordinator sent a second, different message for a phase this client answered: %w", n, ErrSecAgg)
+		}
+		return c.resend(ctx, n, phase, s.sent[phase])
+	}
+	if c.o.DropSecure != nil && c.o.DropSecure(n, phase) {
+		c.o.Progress(fmt.Sprintf("round %d: dropping out of secure aggregation before phase %d", n, phase))
+		c.sec = nil
+		return nil
+	}
+	out, err := c.answer(ctx, s, ph)
+	if err != nil {
+		if errors.Is(err, ErrSecAgg) {
+			c.o.Progress(fmt.Sprintf("round %d: refused: %v", n, err))
+		}
+		c.sec = nil
+		return err
+	}
+	s.seen[phase], s.sent[phase] = ph, out
+	return c.resend(ctx, n, phase, out)
+}
+
+// answer works out the answer to a phase message (its bytes).
+func (c *Client) answer(ctx context.Context, s *secureRound, ph *fedpb.SecAggPhase) ([]byte, error) {
+	n := ph.GetRound()
+	bad := func(err error) error { return fmt.Errorf("client: round %d: %w: %w", n, ErrSecAgg, err) }
+	switch m := ph.GetMsg().(type) {
+	case *fedpb.SecAggPhase_Adverts:
+		for _, ct := range m.Adverts.GetCerts() {
+			if err := s.dir.Add(ct.GetId(), ct.GetDer()); err != nil {
+				return nil, bad(err)
+			}
+		}
+		round, ads, err := masking.DecodeAdverts(m.Adverts.GetAdverts())
+		if err != nil {
+			return nil, bad(err)
+		}
+		if round != [32]byte(s.task.GetSecagg().GetRoundId()) {
+			return nil, bad(errors.New("adverts of another round"))
+		}
+		shares, err := s.mc.ShareKeys(ads, rand.Reader)
+		if err != nil {
+			return nil, bad(err)
+		}
+		return masking.EncodeShares(round, shares)
+	case *fedpb.SecAggPhase_Shares:
+		_, shares, err := masking.DecodeShares(m.Shares)
+		if err != nil {
+			return nil, bad(err)
+		}
+		up, err := c.train(ctx, s.model, s.task, s.plan)
+		if err != nil {
+			return nil, err
+		}
+		x, err := SecureInput(s.q, up, rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("client: round %d: %w", n, err)
+		}
+		if c.o.Quantised != nil {
+			c.o.Quantised(n, slices.Clone(x))
+		}
+		mi, err := s.mc.MaskInput(shares, x)
+		clear(x)
+		if err != nil {
+			return nil, bad(err)
+		}
+		c.o.Progress(fmt.Sprintf("round %d: masked vector ready", n))
+		s.plan = up.DP
+		return mi.MarshalBinary()
+	case *fedpb.SecAggPhase_Unmask:
+		var req masking.UnmaskRequest
+		if err := req.UnmarshalBinary(m.Unmask); err != nil {
+			return nil, bad(err)
+		}
+		resp, err := s.mc.Unmask(&req)
+		if err != nil {
+			return nil, bad(err)
+		}
+		return resp.MarshalBinary()
+	}
+	return nil, bad(errors.New("an empty message"))
+}
+
+// resend sends (again) the answer to phase's message.
+func (c *Client) resend(ctx context.Context, n uint64, phase int, out []byte) error {
+	switch phase {
+	case 2:
+		return c.sendSecure(ctx, &fedpb.SecAggMessage{Round: n, Msg: &fedpb.SecAggMessage_Shares{Shares: out}})
+	case 3:
+		s := c.sec
+		h := &fedpb.UpdateHeader{ProtocolVersion: fedpb.ProtocolVersion, Round: n, ModelVersion: s.task.GetModelVersion(), Dp: s.plan,
+			Masked: &fedpb.MaskedHeader{TotalBytes: uint64(len(out))}}
+		resp, err := SendMasked(ctx, c.api, h, out)
+		if err != nil {
+			return fmt.Errorf("client: round %d: sending the masked vector: %w", n, err)
+		}
+		if !resp.GetAccepted() {
+			return fmt.Errorf("client: round %d: the coordinator refused the masked vector: %s", n, resp.GetReason())
+		}
+		c.o.Progress(fmt.Sprintf("round %d: masked vector accepted (coordinator's ledger: ε = %.4g)", n, resp.GetSpentEpsilon()))
+		return nil
+	default:
+		return c.sendSecure(ctx, &fedpb.SecAggMessage{Round: n, Msg: &fedpb.SecAggMessage_Unmask{Unmask: out}})
+	}
+}
+
+// SendMasked streams a masked vector's header and encoding in chunks.
+func SendMasked(ctx context.Context, api fedpb.CoordinatorClient, h *fedpb.UpdateHeader, payload []byte) (*fedpb.SubmitResponse, error) {
+	stream, err := api.SubmitMasked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Header{Header: h}}); err != nil {
+		if errors.Is(err, io.EOF) {
+			return stream.CloseAndRecv()
+		}
+		return nil, err
+	}
+	for p := payload; len(p) > 0; {
+		b := p[:min(wire.DefaultChunk, len(p))]
+		p = p[len(b):]
+		if err := stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Data{Data: b}}); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, err
+		}
+	}
+	return stream.CloseAndRecv()
+}
+
+// SecureInput is the one point where the trainer's update enters secure
+// aggregation: its values, in the model's tensor order, quantised by q
+// (clip, rotation, conditional rounding, this client's noise share,
+// modulo 2^b) into the vector the client masks. The charge of the round
+// is the client's own DP-SGD plan, charged before training (round); the
+// distributed DP-SGD work replaces both here and in Policy.NoiseShare.
+func SecureInput(q *quant.Quantizer, up Update, r io.Reader) ([]uint32, error) {
+	x := make([]float32, 0, up.Weights.Len())
+	for _, t := range up.Weights {
+		x = append(x, t.Values...)
+	}
+	defer clear(x)
+	return q.Encode(x, r)
+}

@@ -1,0 +1,129 @@
+// Package secround holds what a coordinator and a client both need of a
+// securely aggregated round (fedpb.SecAggConfig): its masking parameters,
+// its quantiser, and the certificate directory a client checks its
+// neighbours' key adverts against. Neither side trusts the other to have
+// checked them.
+package secround
+
+import (
+	"crypto"
+	"crypto/x509"
+	"errors"
+	"fmt"
+
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/pki"
+	"github.com/veil-privacy/veil/secagg/masking"
+	"github.com/veil-privacy/veil/secagg/quant"
+)
+
+// Masking is the mode of SecAgg+ masking (secagg/masking).
+const Masking = "masking"
+
+// Params returns the masking parameters of a round's secure aggregation
+// section, checked (masking.Params.Validate, names that can name a
+// certificate, ids unique).
+func Params(cfg *fedpb.SecAggConfig) (masking.Params, error) {
+	var p masking.Params
+	if cfg.GetMode() != Masking {
+		return p, fmt.Errorf("secure aggregation mode %q, not %s", cfg.GetMode(), Masking)
+	}
+	if len(cfg.GetRoundId()) != 32 || len(cfg.GetGraphSeed()) != 32 {
+		return p, errors.New("the round id and graph seed must be 32 bytes")
+	}
+	p.RoundID, p.GraphSeed = [32]byte(cfg.GetRoundId()), [32]byte(cfg.GetGraphSeed())
+	names := map[string]bool{}
+	for _, mb := range cfg.GetRoster() {
+		if err := pki.CheckName(mb.GetClient()); err != nil {
+			return p, fmt.Errorf("the roster: %w", err)
+		}
+		if names[mb.GetClient()] {
+			return p, fmt.Errorf("the roster names %q twice", mb.GetClient())
+		}
+		names[mb.GetClient()] = true
+		p.Roster = append(p.Roster, mb.GetId())
+	}
+	p.Degree, p.Threshold, p.Length = int(cfg.GetDegree()), int(cfg.GetThreshold()), int(cfg.GetLength())
+	if err := p.Validate(); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// Quantizer returns the round's quantiser with per-client noise σ = noise
+// (lattice units), checking that the sum of the roster's encodings at that
+// noise cannot wrap (quant.New) and that its padded length is the masked
+// length.
+func Quantizer(cfg *fedpb.SecAggConfig, noise uint64) (*quant.Quantizer, error) {
+	qc := cfg.GetQuant()
+	q, err := quant.New(quant.Config{Dim: int(qc.GetDim()), Block: int(qc.GetBlock()), ClipNorm: qc.GetClip(), Gamma: qc.GetGamma(),
+		Beta: qc.GetBeta(), Bits: int(qc.GetBits()), Noise: noise, Clients: len(cfg.GetRoster()), WrapProb: qc.GetWrapProb()},
+		quant.RotationSeed([32]byte(cfg.GetRoundId())))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.GetLength() != 0 && int(cfg.GetLength()) != q.Padded() {
+		return nil, fmt.Errorf("the masked length %d is not the quantiser's %d", cfg.GetLength(), q.Padded())
+	}
+	return q, nil
+}
+
+// ID returns the masking id of client in the roster.
+func ID(cfg *fedpb.SecAggConfig, client string) (uint32, bool) {
+	for _, mb := range cfg.GetRoster() {
+		if mb.GetClient() == client {
+			return mb.GetId(), true
+		}
+	}
+	return 0, false
+}
+
+// Directory is the key directory of a round's clients: the public keys of
+// certificates that the authority (roots) issued for client
+// authentication, with the client role, to the name the roster gives
+// each id.
+type Directory struct {
+	names map[uint32]string
+	roots *x509.CertPool
+	keys  masking.StaticKeys
+}
+
+// NewDirectory returns an empty directory for cfg's roster.
+func NewDirectory(cfg *fedpb.SecAggConfig, roots *x509.CertPool) *Directory {
+	d := &Directory{names: map[uint32]string{}, roots: roots, keys: masking.StaticKeys{}}
+	for _, mb := range cfg.GetRoster() {
+		d.names[mb.GetId()] = mb.GetClient()
+	}
+	return d
+}
+
+// Check verifies leaf as id's certificate.
+func (d *Directory) Check(id uint32, leaf *x509.Certificate) error {
+	name, ok := d.names[id]
+	if !ok {
+		return fmt.Errorf("client id %d is not in the roster", id)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: d.roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return fmt.Errorf("client %d's certificate: %w", id, err)
+	}
+	if leaf.Subject.CommonName != name || pki.RoleOf(leaf) != pki.Client {
+		return fmt.Errorf("client %d's certificate is %q's (role %s), not the roster's client %q", id, leaf.Subject.CommonName, pki.RoleOf(leaf), name)
+	}
+	return nil
+}
+
+// Add verifies the certificate (DER) of id and keeps its key.
+func (d *Directory) Add(id uint32, der []byte) error {
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return fmt.Errorf("client %d's certificate: %w", id, err)
+	}
+	if err := d.Check(id, leaf); err != nil {
+		return err
+	}
+	d.keys[id] = leaf.PublicKey
+	return nil
+}
+
+// PublicKey returns the key of id's verified certificate.
+func (d *Directory) PublicKey(id uint32) (crypto.PublicKey, error) { return d.keys.PublicKey(id) }
