@@ -344,6 +344,9 @@ func (m *maskingRound) receiveMasked(ctx context.Context, client string, h *fedp
 		if _, err := tx.Exec(`UPDATE round_clients SET counted = 1 WHERE round = ? AND client = ?`, m.n, client); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(`UPDATE rounds SET updates = updates + 1 WHERE round = ? AND state = 'open'`, m.n); err != nil {
+			return err
+		}
 		return storeMsg(tx, m.n, client, "masked", payload)
 	})
 	if err != nil {
