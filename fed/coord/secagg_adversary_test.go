@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/veil-privacy/veil/fed/client"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/pki"
@@ -171,5 +174,33 @@ func TestMisbehavingClientIsRefusedAndTheRoundCompletes(t *testing.T) {
 	}
 	if st, updates, reason, _ := roundRow(t, h.state, "client-1"); st != "done" || updates != 3 {
 		t.Fatalf("round 1: %s with %d updates (%s), want done with the 3 honest clients", st, updates, reason)
+	}
+}
+
+// TestStalledMaskedStreamIsEnded: a masked-vector stream that sends
+// nothing is ended after StreamIdle (it holds no buffer).
+func TestStalledMaskedStreamIsEnded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	testCA(t, dir)
+	o := secOptions(t, dir, filepath.Join(t.TempDir(), "state.db"), 1)
+	o.StreamIdle = 300 * time.Millisecond
+	h := startHarnessOpts(t, o, dir, "127.0.0.1:0", nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := h.api(t, "client-1")
+	if err := join(ctx, a, 100); err != nil {
+		t.Fatal(err)
+	}
+	s, err := a.SubmitMasked(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = s.RecvMsg(new(fedpb.SubmitResponse))
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "sent nothing") {
+		t.Fatalf("a stalled stream ended with %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("ended after %s", d)
 	}
 }

@@ -99,8 +99,45 @@ func (s *service) SubmitMasked(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 		return status.Errorf(codes.ResourceExhausted, "client %q already has an update stream open: a client sends one update at a time", id)
 	}
 	defer c.closeStream(id)
-	first, err := stream.Recv()
+	// Received in a goroutine, so a stream that sends nothing for
+	// StreamIdle is ended (returning ends the stream and its Recv).
+	msgs := make(chan *fedpb.UpdateChunk)
+	failed := make(chan error, 1)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				failed <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	idle := time.NewTimer(c.o.StreamIdle)
+	defer idle.Stop()
+	recv := func() (*fedpb.UpdateChunk, error) {
+		idle.Reset(c.o.StreamIdle)
+		select {
+		case m := <-msgs:
+			return m, nil
+		case err := <-failed:
+			return nil, err
+		case <-idle.C:
+			c.o.Metrics.UpdateRefused("stalled")
+			return nil, status.Errorf(codes.DeadlineExceeded, "the masked vector's stream sent nothing for %s and was ended", c.o.StreamIdle)
+		}
+	}
+	first, err := recv()
 	if err != nil {
+		if status.Code(err) == codes.DeadlineExceeded {
+			return err
+		}
 		return status.Error(codes.InvalidArgument, "the masked vector's stream ended before its header")
 	}
 	h := first.GetHeader()
@@ -142,7 +179,7 @@ func (s *service) SubmitMasked(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	defer c.budget.release(int64(want))
 	buf := make([]byte, 0, want)
 	for {
-		ch, err := stream.Recv()
+		ch, err := recv()
 		if err == io.EOF {
 			break
 		}
