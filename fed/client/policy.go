@@ -65,6 +65,13 @@ type SecAggPolicy struct {
 	// MinBits is the smallest modulus, in bits, the client accepts (0:
 	// 16): fewer bits make the sum wrap sooner.
 	MinBits int
+	// NoiseMultiplier is z, the distributed noise the owner wants the sum
+	// of T honest clients to carry, relative to the round's quantisation
+	// clip (NoiseShare). 0 adds none of the client's own: today the
+	// client's local DP-SGD noise (MinNoiseMultiplier) carries its
+	// guarantee and is what its ledger is charged; the distributed DP-SGD
+	// work sets this and charges the distributed mechanism.
+	NoiseMultiplier float64
 }
 
 // DDPPolicy is what the owner trusts and plans for distributed DP-SGD:
@@ -129,6 +136,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("policy: the minimum honest clients of secure aggregation must be at least 2 (or 0 when not required), got %d", p.SecAgg.MinHonest)
 	case p.SecAgg.MinBits != 0 && (p.SecAgg.MinBits < 8 || p.SecAgg.MinBits > 32):
 		return fmt.Errorf("policy: the smallest secure aggregation modulus must be 8 to 32 bits, got %d", p.SecAgg.MinBits)
+	case !(p.SecAgg.NoiseMultiplier >= 0) || math.IsInf(p.SecAgg.NoiseMultiplier, 0):
+		return fmt.Errorf("policy: the distributed noise multiplier must be a finite number ≥ 0, got %g", p.SecAgg.NoiseMultiplier)
 	}
 	d := p.DDP
 	switch {
@@ -293,8 +302,8 @@ func (p Policy) checkSecAgg(task *fedpb.RoundConfig) error {
 // NoiseShare is the discrete Gaussian σ, in lattice units of round cfg,
 // this client adds to its quantised update: enough that the sum of any
 // T of its owner's policy (MinHonest, at least 2) honest clients' shares
-// carries noise of standard deviation σ_target = z·C (z the policy's least
-// noise multiplier, C the round's quantisation clip), i.e.
+// carries noise of standard deviation σ_target = z·C (z the policy's
+// SecAgg.NoiseMultiplier, C the round's quantisation clip), i.e.
 // ⌈z·C/(γ·√T)⌉, and never less than the coordinator proposes. T comes
 // from the policy, never from the coordinator or the roster's size.
 //
@@ -307,7 +316,7 @@ func (p Policy) NoiseShare(cfg *fedpb.SecAggConfig) (uint64, error) {
 	if !(q.GetGamma() > 0) || !(q.GetClip() > 0) || math.IsInf(q.GetGamma(), 0) || math.IsInf(q.GetClip(), 0) {
 		return 0, fmt.Errorf("the round's quantisation has clip %g and γ %g", q.GetClip(), q.GetGamma())
 	}
-	s := math.Ceil(p.MinNoiseMultiplier * q.GetClip() / (q.GetGamma() * math.Sqrt(float64(T))))
+	s := math.Ceil(p.SecAgg.NoiseMultiplier * q.GetClip() / (q.GetGamma() * math.Sqrt(float64(T))))
 	if !(s <= 1<<31) {
 		return 0, fmt.Errorf("a noise share of %g lattice units is beyond the quantiser's 2^31", s)
 	}

@@ -75,8 +75,8 @@ func TestSecureRoundOutsideThePolicyIsRefused(t *testing.T) {
 func TestNoiseShareFollowsTheOwnersT(t *testing.T) {
 	task := secureTask()
 	task.Secagg.MinHonest = 100
-	pol := policy() // z = 1
-	pol.SecAgg = client.SecAggPolicy{Require: true, MinHonest: 4}
+	pol := policy()
+	pol.SecAgg = client.SecAggPolicy{Require: true, MinHonest: 4, NoiseMultiplier: 1}
 	s, err := pol.NoiseShare(task.Secagg)
 	if err != nil {
 		t.Fatal(err)

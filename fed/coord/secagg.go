@@ -52,8 +52,9 @@ type SecAggOptions struct {
 	WrapProb float64
 	// NoiseMultiplier z sets the proposed per-client noise share,
 	// ⌈z·C/(γ·√T)⌉ in lattice units with C the clip (Options.MaxUpdateNorm);
-	// 0: the task's DP noise multiplier (none without DP). A client adds
-	// at least what its own policy requires.
+	// 0 proposes none (the clients' local DP-SGD carries the guarantee
+	// until the distributed DP-SGD trainer lands). A client adds at least
+	// what its own policy requires.
 	NoiseMultiplier float64
 	// PhaseTimeout bounds the adverts, the shares and the unmasking phases
 	// each (0: RoundTimeout/6). The masked vectors are due PhaseTimeout
@@ -97,9 +98,6 @@ func (s *SecAggOptions) validate(o *Options) error {
 	}
 	if s.WrapProb == 0 {
 		s.WrapProb = 1e-9
-	}
-	if s.NoiseMultiplier == 0 && o.Task.DP != nil {
-		s.NoiseMultiplier = o.Task.DP.GetNoiseMultiplier()
 	}
 	if s.PhaseTimeout == 0 {
 		s.PhaseTimeout = o.RoundTimeout / 6

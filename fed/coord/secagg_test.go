@@ -229,11 +229,21 @@ func TestMaskingRoundSumsExactly(t *testing.T) {
 			if got := rec.sums[1]; !slices.Equal(got, want) {
 				t.Fatalf("unmasked sum %v, want the quantised vectors' sum %v", got[:8], want[:8])
 			}
-			// The model moved by the server rate round(√n) times the mean
-			// of the clipped updates (within the quantisation and noise).
+			// No noise share is proposed or required here, so the decoded
+			// mean is the updates' mean within the lattice step: the model
+			// moved by the server rate round(√n) = 2 times that mean.
 			w, _ := h.co.Model()
-			if w.Len() != 6 || math.IsNaN(float64(w[0].Values[0])) {
-				t.Fatalf("model %v", w)
+			w0 := model0()
+			got := append(slices.Clone(w[0].Values), w[1].Values...)
+			for i, v := range append(slices.Clone(w0[0].Values), w0[1].Values...) {
+				var mean float64
+				for _, name := range tc.count {
+					j := slices.Index(secNames, name)
+					mean += float64(vecTrainer{base: float32(j + 1)}.values(6)[i]) / float64(len(tc.count))
+				}
+				if want := float64(v) + 2*mean; math.Abs(float64(got[i])-want) > 1e-4 {
+					t.Fatalf("model value %d is %g, want %g (the initial model plus twice the mean update)", i, got[i], want)
+				}
 			}
 		})
 	}
