@@ -77,6 +77,18 @@ type Config struct {
 	Unit            string  `json:"privacy-unit"`
 	NoiseMultiplier float64 `json:"noise-multiplier"`
 	MaxUpdateNorm   float64 `json:"max-update-norm"`
+
+	// SecAgg is the rounds' secure aggregation: "masking" (SecAgg+
+	// masking: the coordinator sees only the sum of at least
+	// SecAggThreshold clients' quantised updates) or "off" (each update in
+	// plaintext). SecAggMinHonest is T, SecAggDegree k and SecAggThreshold
+	// t (0: the defaults of coord.SecAggOptions), SecAggPhase the
+	// deadline of each key, share and unmasking phase (0: --deadline/6).
+	SecAgg          string   `json:"secagg"`
+	SecAggMinHonest int      `json:"secagg-min-honest"`
+	SecAggDegree    int      `json:"secagg-degree"`
+	SecAggThreshold int      `json:"secagg-threshold"`
+	SecAggPhase     Duration `json:"secagg-phase"`
 }
 
 // Duration is a time.Duration written in JSON as Go's duration text
@@ -107,6 +119,7 @@ func DefaultConfig() Config {
 		Deadline: Duration(10 * time.Minute), Available: Duration(30 * time.Second), Linger: Duration(10 * time.Second),
 		StreamIdle: Duration(coord.DefaultStreamIdle), ReceiveBudgetMiB: coord.DefaultReceiveBudget >> 20,
 		LocalEpochs: 1, LR: 0.01, Batch: 32, DP: true, Clip: 1, Delta: 1e-5, Unit: "identity", MaxUpdateNorm: 100,
+		SecAgg: "off", SecAggMinHonest: 2,
 	}
 }
 
@@ -186,6 +199,12 @@ func (c *Config) Options() (coord.Options, error) {
 	if _, err := strategy.New(o.Strategy); err != nil {
 		return coord.Options{}, err
 	}
+	if c.SecAgg == "masking" {
+		// The clients' authority (Roots) is the caller's to set: it
+		// loads the coordinator's identity.
+		o.SecAgg = &coord.SecAggOptions{Mode: c.SecAgg, MinHonest: c.SecAggMinHonest, Degree: c.SecAggDegree, Threshold: c.SecAggThreshold,
+			PhaseTimeout: time.Duration(c.SecAggPhase)}
+	}
 	return o, nil
 }
 
@@ -222,6 +241,14 @@ func (c *Config) check() error {
 		return fmt.Errorf("--batch must be at least 1, got %d", c.Batch)
 	case !(c.MaxUpdateNorm > 0):
 		return fmt.Errorf("--max-update-norm must be positive, got %g", c.MaxUpdateNorm)
+	case c.SecAgg != "masking" && c.SecAgg != "off":
+		return fmt.Errorf("--secagg %q: want masking or off", c.SecAgg)
+	case c.SecAgg == "masking" && c.MinAvail < 3:
+		return fmt.Errorf("--secagg masking needs rounds of at least 3 clients: --min-available is %d", c.MinAvail)
+	case c.SecAgg == "masking" && !(c.SecAggMinHonest >= 2 && c.SecAggMinHonest <= c.MinUpdate):
+		return fmt.Errorf("--secagg-min-honest must be in [2, --min-updates = %d], got %d", c.MinUpdate, c.SecAggMinHonest)
+	case c.SecAggDegree < 0 || c.SecAggThreshold < 0 || c.SecAggPhase < 0:
+		return errors.New("--secagg-degree, --secagg-threshold and --secagg-phase must not be negative")
 	}
 	if !c.DP {
 		return nil

@@ -86,6 +86,13 @@ func TestConfigOptions(t *testing.T) {
 	if o, _ := c.Options(); o.Task.DP != nil {
 		t.Fatal("--dp=false still sets DP")
 	}
+	if o.SecAgg != nil {
+		t.Fatal("secure aggregation is on by default")
+	}
+	c.SecAgg, c.MinAvail, c.SecAggPhase = "masking", 3, ops.Duration(time.Minute)
+	if o, err := c.Options(); err != nil || o.SecAgg == nil || o.SecAgg.Mode != "masking" || o.SecAgg.MinHonest != 2 || o.SecAgg.PhaseTimeout != time.Minute {
+		t.Fatalf("--secagg masking: %+v, %v", o.SecAgg, err)
+	}
 	c.Strategy = "fedprox"
 	if _, err := c.Options(); err == nil {
 		t.Fatal("an unknown strategy was accepted")
@@ -123,6 +130,10 @@ func TestConfigOptionsNameTheFlag(t *testing.T) {
 		{func(c *ops.Config) { c.MetricsListen = "9464" }, `--metrics-listen "9464": want HOST:PORT`},
 		{func(c *ops.Config) { c.StreamIdle = 0 }, "--stream-idle must be positive"},
 		{func(c *ops.Config) { c.ReceiveBudgetMiB = 0 }, "--receive-budget-mib must be in 1…"},
+		{func(c *ops.Config) { c.SecAgg = "dp" }, `--secagg "dp": want masking or off`},
+		{func(c *ops.Config) { c.SecAgg = "masking" }, "--secagg masking needs rounds of at least 3 clients: --min-available is 2"},
+		{func(c *ops.Config) { c.SecAgg, c.MinAvail, c.SecAggMinHonest = "masking", 3, 3 }, "--secagg-min-honest must be in [2, --min-updates = 2], got 3"},
+		{func(c *ops.Config) { c.SecAgg, c.MinAvail, c.SecAggDegree = "masking", 3, -1 }, "--secagg-degree, --secagg-threshold and --secagg-phase must not be negative"},
 	}
 	for _, tc := range cases {
 		c := ops.DefaultConfig()

@@ -100,6 +100,11 @@ func RunCoordinator(ctx context.Context, o CoordinatorOptions) (*CoordinatorResu
 	if err != nil {
 		return nil, err
 	}
+	if co.SecAgg != nil {
+		// Adverts are checked against client certificates of the
+		// coordinator's own authority.
+		co.SecAgg.Roots = id.Pool
+	}
 	log.Info("strategy", "name", co.Strategy.Name, "server_lr", co.Strategy.ServerLRText())
 	m := NewMetrics()
 	co.Logger, co.Metrics = log, m

@@ -182,3 +182,32 @@ func TestAlone(t *testing.T) {
 		t.Error("FedSGD alone was accepted")
 	}
 }
+
+// TestMaskingSim runs the simulation under masking secure aggregation
+// (three clients, two rounds): both rounds are aggregated from all three
+// clients' masked vectors, each client is charged as in plaintext rounds,
+// and nothing of the rounds' messages is left in the state file.
+func TestMaskingSim(t *testing.T) {
+	o := options(t, 6, 3)
+	o.SecAgg = "masking"
+	rep, err := sim.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.FailedRounds != 0 || rep.Updates != 6 || rep.Refused != 0 || !(rep.DevAccuracy >= 0 && rep.DevAccuracy <= 1) {
+		t.Fatalf("report %+v", rep)
+	}
+	st := status(t, o.Dir)
+	if len(st.Rounds) != 2 || st.Rounds[0].State != "done" || st.Rounds[1].State != "done" || st.Rounds[1].Updates != 3 {
+		t.Fatalf("rounds %v", st.Rounds)
+	}
+	for _, c := range st.Clients {
+		if eps := rep.EpsilonPerClient[c.Id]; c.Updates != 2 || math.Abs(c.Epsilon-eps) > 1e-9 || eps > 8 {
+			t.Errorf("%s: %d updates, ε %g and %g", c.Id, c.Updates, eps, c.Epsilon)
+		}
+	}
+	o.SecAgg = "plain"
+	if err := o.Check(); err == nil || !strings.Contains(err.Error(), `secure aggregation "plain"`) {
+		t.Errorf("an unknown mode: %v", err)
+	}
+}

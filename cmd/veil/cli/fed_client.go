@@ -38,6 +38,8 @@ type clientFlags struct {
 	budgetEps, budgetDelta      float64
 	minNoise, maxClip, maxRate  float64
 	allowNoDP                   bool
+	requireSecAgg               bool
+	minHonest                   int
 	unit, dir, data, trainer    string
 	ledgerDir, dataSet          string
 	retryFor, trainDelay        time.Duration
@@ -93,6 +95,11 @@ noise, a larger clip or sampling rate) is refused before any data are
 touched: the client says which setting, leaves its ledger as it was, sends
 nothing and exits with status 5. Rounds without DP are refused unless
 --allow-no-dp is given (no privacy guarantee for this client's data).
+Secure aggregation: the client takes part in masking rounds (veil fed
+coordinator --secagg masking), signing its key advert with its certificate's
+key, only if their threshold t is at least --secagg-min-honest (T, the
+honest surviving clients it assumes); with --require-secagg it refuses any
+round the coordinator would see its update in (--secagg off).
 The client charges the privacy ledger of its data set (--dataset, lfw by
 default, in --privacy-unit) in the ledger folder (--ledger-dir; default
 $VEIL_LEDGERS, else ~/.local/share/veil/ledgers), the ledger veil train and
@@ -145,6 +152,8 @@ func clientCmd(e *env) (*cobra.Command, *clientFlags) {
 	fl.Float64Var(&f.minNoise, "min-noise-multiplier", client.DefaultMinNoiseMultiplier, "least DP-SGD noise multiplier σ this client runs (noise σ·clip per step); a round asking for less is refused, and σ calibrated to the budget is raised to it (0: no floor beyond the budget)")
 	fl.Float64Var(&f.maxClip, "max-clip", client.DefaultMaxClip, "largest DP-SGD clipping norm this client accepts")
 	fl.Float64Var(&f.maxRate, "max-sampling-rate", client.DefaultMaxSamplingRate, "largest share q of this client's privacy units sampled per step, in (0, 1] (the ledger charges the q a round runs; lower it to refuse rounds whose batch samples more)")
+	fl.BoolVar(&f.requireSecAgg, "require-secagg", false, "refuse rounds without secure aggregation (where the coordinator would see this client's update)")
+	fl.IntVar(&f.minHonest, "secagg-min-honest", 2, "T: the least honest surviving clients this client assumes in a secure round; a threshold t below it is refused")
 	fl.BoolVar(&f.allowNoDP, "allow-no-dp", false, "take part in rounds without differential privacy (no privacy guarantee for this client's data; default: refuse them)")
 	fl.StringVar(&f.dir, "dir", "", "this client's folder: the last model it received (required; created)")
 	addLedgerDirFlag(fl, &f.ledgerDir)
@@ -224,7 +233,7 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 		reconnectFor = -1 // try once (client.FirstJoinTimeout), no more
 	}
 	c, err := client.New(client.Options{Addr: f.addr, ServerName: serverName, Name: name, Creds: credentials.NewTLS(pki.ClientTLS(id, serverName)),
-		Policy: policy, Dir: f.dir, Trainer: tr, Logger: log, LedgerDir: ledgers, DataSet: f.dataSet, Members: members,
+		Policy: policy, Identity: id, Dir: f.dir, Trainer: tr, Logger: log, LedgerDir: ledgers, DataSet: f.dataSet, Members: members,
 		Progress: progress, ReconnectFor: reconnectFor})
 	if err != nil {
 		return err
@@ -269,8 +278,13 @@ func (f *clientFlags) policy() (client.Policy, error) {
 	case f.retryFor < 0:
 		err = errors.New("--retry-for must not be negative")
 	}
-	return client.Policy{Unit: f.unit, Budget: dp.Budget{Epsilon: f.budgetEps, Delta: f.budgetDelta}, MinNoiseMultiplier: f.minNoise,
-		MaxClip: f.maxClip, MaxSamplingRate: f.maxRate, AllowNoDP: f.allowNoDP}, err
+	p := client.Policy{Unit: f.unit, Budget: dp.Budget{Epsilon: f.budgetEps, Delta: f.budgetDelta}, MinNoiseMultiplier: f.minNoise,
+		MaxClip: f.maxClip, MaxSamplingRate: f.maxRate, AllowNoDP: f.allowNoDP,
+		SecAgg: client.SecAggPolicy{Require: f.requireSecAgg, MinHonest: f.minHonest}}
+	if err == nil && (f.minHonest < 2 || f.minHonest > 1<<16) {
+		err = fmt.Errorf("--secagg-min-honest must be at least 2, got %d", f.minHonest)
+	}
+	return p, err
 }
 
 // report prints the client's report for the outcome of its run (runErr)
@@ -319,6 +333,10 @@ var policyFlag = map[client.Setting]string{
 	client.SettingClip:         "--max-clip",
 	client.SettingSamplingRate: "--max-sampling-rate",
 	client.SettingSteps:        "the trainer's plan",
+	client.SettingSecAgg:       "--require-secagg",
+	client.SettingThreshold:    "--secagg-min-honest",
+	client.SettingBits:         "the smallest modulus (16 bits)",
+	client.SettingSecAggNoise:  "the round's quantisation",
 }
 
 // clientTrainer returns the trainer --trainer names and the members of

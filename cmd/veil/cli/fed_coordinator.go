@@ -112,6 +112,23 @@ nothing for --stream-idle is ended; the buffers of updates being received
 take at most --receive-budget-mib over all streams (beyond it a stream
 waits, until its round's deadline).
 
+Secure aggregation: with --secagg masking (SecAgg+ masking) the
+coordinator never sees an update in plaintext: it sees each client's
+signed key advert, its encrypted shares for its neighbours, a masked
+vector that alone is pseudorandom, and its unmasking shares, and it learns
+only the sum, modulo 2^32, of the quantised updates of the round's
+surviving clients (at least --secagg-threshold of them; a round with
+fewer is abandoned without unmasking anything), which it decodes and
+averages. It cannot check an update's norm: each client clips it to
+--max-update-norm when it quantises. Rounds need at least 3 clients
+(--min-available); clients must hold their federation certificates'
+keys (they sign their adverts) and --secagg-min-honest is the T the
+clients' policies are checked against (a client refuses a threshold
+below its own T). Each phase (keys, shares, unmasking) has --secagg-phase
+(default --deadline/6); the masked vectors are due one phase before
+--deadline. With --secagg off (the default) the coordinator receives each
+client's clipped, noised update in plaintext.
+
 Server learning rate: FedAvg adds --server-lr times the mean of the round's
 updates. By default that is 1 without DP and, with --dp, √K rounded to a
 whole number, K the updates in the round (3 for 8 clients), the setting
@@ -210,7 +227,12 @@ func registerRoundFlags(fl *pflag.FlagSet, c *ops.Config) {
 	fl.Float64Var(&c.Delta, "delta", c.Delta, "DP δ of every client's accounting")
 	fl.StringVar(&c.Unit, "privacy-unit", c.Unit, "privacy unit: identity (all of a person's images) or example (one image)")
 	fl.Float64Var(&c.NoiseMultiplier, "noise-multiplier", 0, "least DP-SGD noise multiplier σ (0: each client calibrates σ to its budget)")
-	fl.Float64Var(&c.MaxUpdateNorm, "max-update-norm", c.MaxUpdateNorm, "refuse updates whose L2 norm is above this")
+	fl.Float64Var(&c.MaxUpdateNorm, "max-update-norm", c.MaxUpdateNorm, "refuse updates whose L2 norm is above this (with --secagg masking: clients clip to it)")
+	fl.StringVar(&c.SecAgg, "secagg", c.SecAgg, "secure aggregation: masking (the coordinator sees only sums of at least t clients' updates) or off (each update in plaintext)")
+	fl.IntVar(&c.SecAggMinHonest, "secagg-min-honest", c.SecAggMinHonest, "with --secagg masking: T, the least honest surviving clients assumed (2 … --min-updates)")
+	fl.IntVar(&c.SecAggDegree, "secagg-degree", 0, "with --secagg masking: k, each client's neighbours (0: all up to 16 clients, 2⌈log₂ n⌉ beyond)")
+	fl.IntVar(&c.SecAggThreshold, "secagg-threshold", 0, "with --secagg masking: t, the least survivors unmasked (0: the least t with 2t > k+1, at least T)")
+	fl.DurationVar((*time.Duration)(&c.SecAggPhase), "secagg-phase", 0, "with --secagg masking: the deadline of each key, share and unmasking phase (0: --deadline/6)")
 }
 
 // applyConfigFile reads a JSON configuration into cfg, then sets again the
