@@ -300,7 +300,9 @@ func (m *maskingRound) receiveMasked(ctx context.Context, client string, h *fedp
 	defer m.mu.Unlock()
 	if prev, ok := m.stored[2][id]; ok {
 		if bytes.Equal(prev, payload) {
-			return 0, nil
+			// Sent again (a reconnection, a restart): stored and charged
+			// once; the answer states what the client has spent.
+			return c.spent(ctx, client)
 		}
 		return 0, secRefuse("client %q already sent its masked vector in round %d; a different one is refused (replay)", client, m.n)
 	}
@@ -623,4 +625,18 @@ func (m *maskingRound) replay(client string, data []byte) error {
 		}
 		return m.srv.ReceiveUnmask(&u)
 	}
+}
+
+// spent returns the ε client's stored ledger holds.
+func (c *Coordinator) spent(ctx context.Context, client string) (float64, error) {
+	var lb []byte
+	if err := c.st.db.QueryRowContext(ctx, `SELECT ledger FROM clients WHERE id = ?`, client).Scan(&lb); err != nil {
+		return 0, fmt.Errorf("coordinator: reading client %q's ledger: %w", client, err)
+	}
+	l, err := clientLedger(lb)
+	if err != nil {
+		return 0, err
+	}
+	s, err := l.Spent(client)
+	return s.Epsilon, err
 }

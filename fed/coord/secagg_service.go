@@ -159,12 +159,21 @@ func (s *service) SubmitMasked(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 	if err := s.enrolled(ctx, id); err != nil {
 		return err
 	}
-	if err := c.check(id, h); err != nil {
-		return reply(err, 0)
+	if h.GetProtocolVersion() != fedpb.ProtocolVersion {
+		return reply(refuse("protocol", "protocol version %d, this coordinator speaks %d", h.GetProtocolVersion(), fedpb.ProtocolVersion), 0)
 	}
+	// The binding (round, model, selection, not counted) is checked by
+	// receiveMasked once it knows the vector is not one it stored already:
+	// a client that sent its vector before a restart sends it again.
 	r, err := c.secureRoundFor(h.GetRound())
 	if err != nil {
 		return reply(err, 0)
+	}
+	c.mu.Lock()
+	selected := r.selected[id]
+	c.mu.Unlock()
+	if !selected {
+		return reply(refuse("not_selected", "client %q was not selected for round %d", id, r.n), 0)
 	}
 	want := r.sec.maskedSize()
 	if h.GetMasked().GetTotalBytes() != uint64(want) {

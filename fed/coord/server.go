@@ -264,6 +264,12 @@ func (s *service) Subscribe(req *fedpb.SubscribeRequest, stream grpc.ServerStrea
 			if push.GetDone() != "" {
 				return nil
 			}
+			if push.GetTask() != nil && r.sec != nil {
+				// A secure round's current phase message may be due
+				// too (a client pushed its task again after a
+				// reconnection): look again at once.
+				continue
+			}
 		}
 		select {
 		case <-changed:
