@@ -117,6 +117,40 @@ func (ps *procs) run(args ...string) []byte {
 	return out
 }
 
+// killInOpenRound polls veil fed status --json until a round of the
+// coordinator co (state file state) is open with at least one accepted
+// update and fewer than of, then kills co with SIGKILL and returns the
+// round.
+func (ps *procs) killInOpenRound(co *proc, state string, of uint64) uint64 {
+	ps.t.Helper()
+	for deadline := time.Now().Add(patience); ; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			ps.t.Fatalf("no round was seen open with some updates; coordinator log:\n%s", ps.log(co))
+		}
+		select {
+		case <-co.done:
+			ps.t.Fatalf("the coordinator exited before the kill: %v\n%s", co.err, ps.log(co))
+		default:
+		}
+		if _, err := os.Stat(state); err != nil {
+			continue
+		}
+		var st statusJSON
+		if out, err := exec.Command(ps.bin, "fed", "status", "--state", state, "--json").Output(); err != nil || json.Unmarshal(out, &st) != nil {
+			continue
+		}
+		for _, r := range st.Rounds {
+			if r.State == "open" && r.Updates >= 1 && r.Updates < of {
+				if err := syscall.Kill(co.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+					ps.t.Fatal(err)
+				}
+				ps.t.Logf("killed the coordinator in round %d with %d of %d updates accepted", r.Round, r.Updates, of)
+				return r.Round
+			}
+		}
+	}
+}
+
 type statusJSON struct {
 	Round   uint64 `json:"round"`
 	Clients []struct {
@@ -251,37 +285,8 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 			"--train-delay", fmt.Sprint(time.Duration(i)*time.Second), "--retry-for", patience.String(), "--json")
 	}
 
-	// Poll veil fed status --json until a round is open with at least one
-	// accepted update and fewer than all, then SIGKILL the coordinator.
-	var killedIn uint64
-	for deadline := time.Now().Add(patience); killedIn == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no round was seen open with some updates; coordinator log:\n%s", ps.log(co))
-		}
-		select {
-		case <-co.done:
-			t.Fatalf("the coordinator exited before the kill: %v\n%s", co.err, ps.log(co))
-		default:
-		}
-		if _, err := os.Stat(state); err == nil {
-			var st statusJSON
-			if out, err := exec.Command(bin, "fed", "status", "--state", state, "--json").Output(); err == nil && json.Unmarshal(out, &st) == nil {
-				for _, r := range st.Rounds {
-					if r.State == "open" && r.Updates >= 1 && r.Updates < 3 {
-						if err := syscall.Kill(co.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-							t.Fatal(err)
-						}
-						killedIn = r.Round
-						t.Logf("killed the coordinator in round %d with %d of 3 updates accepted", r.Round, r.Updates)
-						break
-					}
-				}
-			}
-		}
-		if killedIn == 0 {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	// Kill it while a round is open with some but not all updates.
+	killedIn := ps.killInOpenRound(co, state, 3)
 	if err := ps.wait(co, patience); err == nil {
 		t.Fatal("the killed coordinator exited 0")
 	}

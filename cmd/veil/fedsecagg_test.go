@@ -4,12 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,35 +53,7 @@ func TestMaskingCoordinatorSurvivesSIGKILL(t *testing.T) {
 			"--fixed-delta", fmt.Sprint(deltas[i]), "--train-delay", fmt.Sprint(time.Duration(2*i)*time.Second), "--retry-for", patience.String(),
 			"--require-secagg", "--json")
 	}
-	var killedIn uint64
-	for deadline := time.Now().Add(patience); killedIn == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no round was seen with some masked vectors; coordinator log:\n%s", ps.log(co))
-		}
-		select {
-		case <-co.done:
-			t.Fatalf("the coordinator exited before the kill: %v\n%s", co.err, ps.log(co))
-		default:
-		}
-		if _, err := os.Stat(state); err == nil {
-			var st statusJSON
-			if out, err := exec.Command(bin, "fed", "status", "--state", state, "--json").Output(); err == nil && json.Unmarshal(out, &st) == nil {
-				for _, r := range st.Rounds {
-					if r.State == "open" && r.Updates >= 1 && r.Updates < 3 {
-						if err := syscall.Kill(co.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-							t.Fatal(err)
-						}
-						killedIn = r.Round
-						t.Logf("killed the coordinator in round %d with %d of 3 masked vectors stored", r.Round, r.Updates)
-						break
-					}
-				}
-			}
-		}
-		if killedIn == 0 {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	ps.killInOpenRound(co, state, 3)
 	if err := ps.wait(co, patience); err == nil {
 		t.Fatal("the killed coordinator exited 0")
 	}

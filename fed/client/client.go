@@ -573,6 +573,12 @@ func SendPayload(ctx context.Context, api fedpb.CoordinatorClient, h *fedpb.Upda
 	if err != nil {
 		return nil, err
 	}
+	return sendChunks(stream, h, chunks)
+}
+
+// sendChunks sends the header h and then the chunks on stream (an update's
+// or a masked vector's) and returns the coordinator's answer.
+func sendChunks(stream grpc.ClientStreamingClient[fedpb.UpdateChunk, fedpb.SubmitResponse], h *fedpb.UpdateHeader, chunks func(send func([]byte) error) error) (*fedpb.SubmitResponse, error) {
 	// A Send that fails with io.EOF means the coordinator has already ended
 	// the stream (a refusal such as a revoked certificate); its status is
 	// read by CloseAndRecv, so EOF is never the error the caller sees.
@@ -582,7 +588,7 @@ func SendPayload(ctx context.Context, api fedpb.CoordinatorClient, h *fedpb.Upda
 		}
 		return nil, err
 	}
-	err = chunks(func(b []byte) error {
+	err := chunks(func(b []byte) error {
 		return stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Data{Data: b}})
 	})
 	if err != nil && !errors.Is(err, io.EOF) {

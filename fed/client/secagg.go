@@ -245,23 +245,16 @@ func SendMasked(ctx context.Context, api fedpb.CoordinatorClient, h *fedpb.Updat
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Header{Header: h}}); err != nil {
-		if errors.Is(err, io.EOF) {
-			return stream.CloseAndRecv()
-		}
-		return nil, err
-	}
-	for p := payload; len(p) > 0; {
-		b := p[:min(wire.DefaultChunk, len(p))]
-		p = p[len(b):]
-		if err := stream.Send(&fedpb.UpdateChunk{Part: &fedpb.UpdateChunk_Data{Data: b}}); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
+	return sendChunks(stream, h, func(send func([]byte) error) error {
+		for p := payload; len(p) > 0; {
+			b := p[:min(wire.DefaultChunk, len(p))]
+			p = p[len(b):]
+			if err := send(b); err != nil {
+				return err
 			}
-			return nil, err
 		}
-	}
-	return stream.CloseAndRecv()
+		return nil
+	})
 }
 
 // SecureInput is the one point where the trainer's update enters secure

@@ -133,39 +133,18 @@ func TestMaskingRoundSurvivesARestart(t *testing.T) {
 			if st != "done" || updates != 4 {
 				t.Fatalf("round 1: %s with %d updates (%s)", st, updates, reason)
 			}
-			var want []uint32
-			for _, name := range secNames {
-				x, ok := inputs.Load(name)
-				if !ok {
-					t.Fatalf("%s quantised nothing", name)
-				}
-				if want == nil {
-					want = make([]uint32, len(x.([]uint32)))
-				}
-				for i, v := range x.([]uint32) {
-					want[i] += v
-				}
-			}
-			if len(sums) != 1 || !slices.Equal(sums[0], want) {
+			if len(sums) != 1 || !slices.Equal(sums[0], sumOf(t, &inputs, secNames)) {
 				t.Fatalf("%d sums unmasked; want one, the four quantised vectors' sum", len(sums))
 			}
-			db, err := coord.OpenStatus(state)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			s, err := coord.ReadStatus(context.Background(), db)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range s.Clients {
+			for _, c := range readStatus(t, state).Clients {
 				if c.Updates != 1 {
 					t.Errorf("client %s counted %d times", c.Id, c.Updates)
 				}
 			}
-			var left int
-			if err := db.QueryRow(`SELECT COUNT(*) FROM secagg`).Scan(&left); err != nil || left != 0 {
-				t.Fatalf("%d stored messages left after the round (%v)", left, err)
+			for _, kind := range []string{"cert", "advert", "shares", "masked", "unmask"} {
+				if n := stored(t, state, kind); n != 0 {
+					t.Fatalf("%d stored %s messages left after the round", n, kind)
+				}
 			}
 		})
 	}

@@ -213,19 +213,7 @@ func TestMaskingRoundSumsExactly(t *testing.T) {
 			if st != "done" || updates != len(tc.count) {
 				t.Fatalf("round 1: %s with %d updates (%s), want done with %d", st, updates, reason, len(tc.count))
 			}
-			var want []uint32
-			for _, name := range tc.count {
-				x, ok := inputs.Load(name)
-				if !ok {
-					t.Fatalf("%s quantised nothing", name)
-				}
-				if want == nil {
-					want = make([]uint32, len(x.([]uint32)))
-				}
-				for i, v := range x.([]uint32) {
-					want[i] += v
-				}
-			}
+			want := sumOf(t, &inputs, tc.count)
 			if got := rec.sums[1]; !slices.Equal(got, want) {
 				t.Fatalf("unmasked sum %v, want the quantised vectors' sum %v", got[:8], want[:8])
 			}
@@ -249,8 +237,8 @@ func TestMaskingRoundSumsExactly(t *testing.T) {
 	}
 }
 
-// roundState is round n's state in the state file.
-func roundState(t *testing.T, state string, n int) string {
+// readStatus reads the state file's status as an operator would.
+func readStatus(t *testing.T, state string) *fedpb.StatusResponse {
 	t.Helper()
 	db, err := coord.OpenStatus(state)
 	if err != nil {
@@ -261,12 +249,38 @@ func roundState(t *testing.T, state string, n int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range st.Rounds {
+	return st
+}
+
+// roundState is round n's state in the state file.
+func roundState(t *testing.T, state string, n int) string {
+	t.Helper()
+	for _, r := range readStatus(t, state).Rounds {
 		if r.Round == uint64(n) {
 			return r.State
 		}
 	}
 	return ""
+}
+
+// sumOf is the sum modulo 2^32 of the quantised vectors the clients
+// named noted in inputs.
+func sumOf(t *testing.T, inputs *sync.Map, names []string) []uint32 {
+	t.Helper()
+	var sum []uint32
+	for _, name := range names {
+		x, ok := inputs.Load(name)
+		if !ok {
+			t.Fatalf("%s quantised nothing", name)
+		}
+		if sum == nil {
+			sum = make([]uint32, len(x.([]uint32)))
+		}
+		for i, v := range x.([]uint32) {
+			sum[i] += v
+		}
+	}
+	return sum
 }
 
 // TestTooFewSurvivorsRevealNothing: with two of four clients dropping

@@ -8,8 +8,6 @@ import (
 	"math/big"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/veil-privacy/veil/fed/fedpb"
@@ -193,15 +191,10 @@ func (c *Coordinator) restoreSerials() error {
 // peerSerial returns the serial number of the caller's verified
 // certificate (nil without mutual TLS).
 func peerSerial(ctx context.Context) *big.Int {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return nil
+	if leaf := peerLeaf(ctx); leaf != nil {
+		return leaf.SerialNumber
 	}
-	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
-		return nil
-	}
-	return ti.State.VerifiedChains[0][0].SerialNumber
+	return nil
 }
 
 // rememberSerial keeps the serial number of the certificate client joined
