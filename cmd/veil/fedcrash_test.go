@@ -117,6 +117,56 @@ func (ps *procs) run(args ...string) []byte {
 	return out
 }
 
+// crashFed is a federation of three veil fed client processes and a
+// coordinator process: its authority, initial model and addresses.
+type crashFed struct {
+	ps                                     *procs
+	names                                  []string
+	pkiDir, initPath, outPath, state, addr string
+	initCk                                 *checkpoint.Checkpoint
+}
+
+// crashDeltas are the fixed updates of the clients of a crashFed.
+var crashDeltas = []float64{0.01, 0.02, 0.06}
+
+// newCrashFed makes the authority (the coordinator's and three clients'
+// certificates) and the initial model in ps.dir.
+func newCrashFed(ps *procs) *crashFed {
+	ps.t.Helper()
+	f := &crashFed{ps: ps, names: []string{"client-1", "client-2", "client-3"}, pkiDir: filepath.Join(ps.dir, "pki"),
+		initPath: filepath.Join(ps.dir, "init.ckpt"), outPath: filepath.Join(ps.dir, "final.ckpt"), state: filepath.Join(ps.dir, "coordinator.db"),
+		addr: freePort(ps.t)}
+	ps.run("fed", "certs", "init", "--pki", f.pkiDir)
+	ps.run("fed", "certs", "issue", "coordinator", "--role", "coordinator", "--pki", f.pkiDir)
+	for _, n := range f.names {
+		ps.run("fed", "certs", "issue", n, "--pki", f.pkiDir)
+	}
+	f.initCk = headCheckpoint(ps.t, f.initPath)
+	return f
+}
+
+// coordArgs are the coordinator's arguments for rounds rounds of all three
+// clients, then extra.
+func (f *crashFed) coordArgs(rounds int, extra ...string) []string {
+	return append([]string{"fed", "coordinator", "--state", f.state, "--pki", f.pkiDir, "--listen", f.addr, "--init", f.initPath, "--out", f.outPath,
+		"--rounds", strconv.Itoa(rounds), "--min-available", "3", "--min-updates", "3", "--fraction", "1", "--deadline", patience.String(),
+		"--local-steps", "5", "--clip", "1", "--delta", "1e-5", "--noise-multiplier", "1", "--max-update-norm", "100",
+		"--server-lr", "1", "--linger", patience.String(), "--json"}, extra...)
+}
+
+// startClients starts the three clients with the fixed trainer, client i
+// training for i × delay, with extra arguments.
+func (f *crashFed) startClients(delay time.Duration, extra ...string) []*proc {
+	clients := make([]*proc, len(f.names))
+	for i, n := range f.names {
+		clients[i] = f.ps.start(n, append([]string{"fed", "client", "--coordinator", f.addr, "--pki", f.pkiDir, "--name", n, "--budget-epsilon", "100",
+			"--budget-delta", "1e-5", "--dir", filepath.Join(f.ps.dir, n), "--ledger-dir", filepath.Join(f.ps.dir, n+"-ledgers"), "--trainer", "fixed",
+			"--fixed-delta", fmt.Sprint(crashDeltas[i]), "--train-delay", fmt.Sprint(time.Duration(i) * delay), "--retry-for", patience.String(), "--json"},
+			extra...)...)
+	}
+	return clients
+}
+
 // killInOpenRound polls veil fed status --json until a round of the
 // coordinator co (state file state) is open with at least one accepted
 // update and fewer than of, then kills co with SIGKILL and returns the
@@ -258,33 +308,14 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 	dir := t.TempDir()
 	ps := &procs{t: t, bin: bin, dir: dir}
 	t.Cleanup(ps.killAll)
-	pkiDir := filepath.Join(dir, "pki")
-	ps.run("fed", "certs", "init", "--pki", pkiDir)
-	ps.run("fed", "certs", "issue", "coordinator", "--role", "coordinator", "--pki", pkiDir)
-	names := []string{"client-1", "client-2", "client-3"}
-	for _, n := range names {
-		ps.run("fed", "certs", "issue", n, "--pki", pkiDir)
-	}
-	initPath, outPath := filepath.Join(dir, "init.ckpt"), filepath.Join(dir, "final.ckpt")
-	initCk := headCheckpoint(t, initPath)
-	state := filepath.Join(dir, "coordinator.db")
-	addr := freePort(t)
+	f := newCrashFed(ps)
+	names, initCk, state, outPath := f.names, f.initCk, f.state, f.outPath
 	const rounds = 3
-	coordArgs := []string{"fed", "coordinator", "--state", state, "--pki", pkiDir, "--listen", addr, "--init", initPath, "--out", outPath,
-		"--rounds", strconv.Itoa(rounds), "--min-available", "3", "--min-updates", "3", "--fraction", "1", "--deadline", patience.String(),
-		"--local-steps", "5", "--clip", "1", "--delta", "1e-5", "--noise-multiplier", "1", "--max-update-norm", "100",
-		"--server-lr", "1", "--linger", patience.String(), "--json"}
+	coordArgs := f.coordArgs(rounds)
 	co := ps.start("coordinator-1", coordArgs...)
 	// Each client trains for a different time, so a round stays open with
 	// some updates accepted and others still coming.
-	deltas := []float64{0.01, 0.02, 0.06}
-	clients := make([]*proc, len(names))
-	for i, n := range names {
-		clients[i] = ps.start(n, "fed", "client", "--coordinator", addr, "--pki", pkiDir, "--name", n, "--budget-epsilon", "100",
-			"--budget-delta", "1e-5", "--dir", filepath.Join(dir, n), "--ledger-dir", filepath.Join(dir, n+"-ledgers"), "--trainer", "fixed", "--fixed-delta", fmt.Sprint(deltas[i]),
-			"--train-delay", fmt.Sprint(time.Duration(i)*time.Second), "--retry-for", patience.String(), "--json")
-	}
-
+	clients := f.startClients(time.Second)
 	// Kill it while a round is open with some but not all updates.
 	killedIn := ps.killInOpenRound(co, state, 3)
 	if err := ps.wait(co, patience); err == nil {

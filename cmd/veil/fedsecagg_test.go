@@ -2,10 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,31 +25,12 @@ func TestMaskingCoordinatorSurvivesSIGKILL(t *testing.T) {
 	dir := t.TempDir()
 	ps := &procs{t: t, bin: bin, dir: dir}
 	t.Cleanup(ps.killAll)
-	pkiDir := filepath.Join(dir, "pki")
-	ps.run("fed", "certs", "init", "--pki", pkiDir)
-	ps.run("fed", "certs", "issue", "coordinator", "--role", "coordinator", "--pki", pkiDir)
-	names := []string{"client-1", "client-2", "client-3"}
-	for _, n := range names {
-		ps.run("fed", "certs", "issue", n, "--pki", pkiDir)
-	}
-	initPath, outPath := filepath.Join(dir, "init.ckpt"), filepath.Join(dir, "final.ckpt")
-	initCk := headCheckpoint(t, initPath)
-	state := filepath.Join(dir, "coordinator.db")
-	addr := freePort(t)
+	f := newCrashFed(ps)
+	names, initCk, state, outPath := f.names, f.initCk, f.state, f.outPath
 	const rounds = 2
-	coordArgs := []string{"fed", "coordinator", "--state", state, "--pki", pkiDir, "--listen", addr, "--init", initPath, "--out", outPath,
-		"--rounds", strconv.Itoa(rounds), "--min-available", "3", "--min-updates", "3", "--fraction", "1", "--deadline", patience.String(),
-		"--local-steps", "5", "--clip", "1", "--delta", "1e-5", "--noise-multiplier", "1", "--max-update-norm", "100",
-		"--server-lr", "1", "--linger", patience.String(), "--secagg", "masking", "--secagg-phase", "30s", "--json"}
+	coordArgs := f.coordArgs(rounds, "--secagg", "masking", "--secagg-phase", "30s")
 	co := ps.start("coordinator-1", coordArgs...)
-	deltas := []float64{0.01, 0.02, 0.06}
-	clients := make([]*proc, len(names))
-	for i, n := range names {
-		clients[i] = ps.start(n, "fed", "client", "--coordinator", addr, "--pki", pkiDir, "--name", n, "--budget-epsilon", "100",
-			"--budget-delta", "1e-5", "--dir", filepath.Join(dir, n), "--ledger-dir", filepath.Join(dir, n+"-ledgers"), "--trainer", "fixed",
-			"--fixed-delta", fmt.Sprint(deltas[i]), "--train-delay", fmt.Sprint(time.Duration(2*i)*time.Second), "--retry-for", patience.String(),
-			"--require-secagg", "--json")
-	}
+	clients := f.startClients(2*time.Second, "--require-secagg")
 	ps.killInOpenRound(co, state, 3)
 	if err := ps.wait(co, patience); err == nil {
 		t.Fatal("the killed coordinator exited 0")
