@@ -55,6 +55,9 @@ func Params(cfg *fedpb.SecAggConfig) (masking.Params, error) {
 // noise cannot wrap (quant.New) and that its padded length is the masked
 // length.
 func Quantizer(cfg *fedpb.SecAggConfig, noise uint64) (*quant.Quantizer, error) {
+	if len(cfg.GetRoundId()) != 32 {
+		return nil, fmt.Errorf("the round id has %d bytes, not 32", len(cfg.GetRoundId()))
+	}
 	qc := cfg.GetQuant()
 	q, err := quant.New(quant.Config{Dim: int(qc.GetDim()), Block: int(qc.GetBlock()), ClipNorm: qc.GetClip(), Gamma: qc.GetGamma(),
 		Beta: qc.GetBeta(), Bits: int(qc.GetBits()), Noise: noise, Clients: len(cfg.GetRoster()), WrapProb: qc.GetWrapProb()},
