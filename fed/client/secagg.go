@@ -65,6 +65,11 @@ type secureRound struct {
 func (c *Client) prepareSecure(task *fedpb.RoundConfig) (*secureRound, error) {
 	sa := task.GetSecagg()
 	n := task.GetRound()
+	// Bounded before the quantiser allocates for it: no more values than
+	// a model this client accepts.
+	if d := uint64(sa.GetQuant().GetDim()); d == 0 || 4*d > c.o.MaxModelBytes {
+		return nil, refuse(n, SettingSecAgg, "quantises %d values; this client accepts models of at most %d bytes", d, c.o.MaxModelBytes)
+	}
 	if c.o.Identity == nil {
 		return nil, refuse(n, SettingSecAgg, "is securely aggregated and this client has no identity to sign its key advert with")
 	}

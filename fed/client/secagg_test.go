@@ -37,6 +37,7 @@ func TestSecureRoundOutsideThePolicyIsRefused(t *testing.T) {
 		{"threshold below T", func(r *fedpb.RoundConfig) { r.Secagg.Threshold = 2 }, client.SettingThreshold, "asks for threshold t = 2; this client assumes at least T = 3"},
 		{"small modulus", func(r *fedpb.RoundConfig) { r.Secagg.Quant.Bits = 12 }, client.SettingBits, "modulus of 2^12"},
 		{"unknown mode", func(r *fedpb.RoundConfig) { r.Secagg.Mode = "plain" }, client.SettingSecAgg, `mode "plain"`},
+		{"huge vector", func(r *fedpb.RoundConfig) { r.Secagg.Quant.Dim = 1 << 30 }, client.SettingSecAgg, "quantises 1073741824 values"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			task := secureTask()
