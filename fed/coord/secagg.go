@@ -78,6 +78,13 @@ func (s *SecAggOptions) validate(o *Options) error {
 	if s.MinHonest < 2 || s.MinHonest > o.MinUpdates {
 		return fmt.Errorf("coordinator: the minimum honest clients T = %d must be in [2, the minimum updates %d]", s.MinHonest, o.MinUpdates)
 	}
+	// The coordinator never sees an update, so it cannot weigh one: the
+	// survivors' sum is averaged uniformly.
+	if st, err := strategy.New(o.Strategy); err == nil {
+		if w, err := st.Weight(0); err != nil || w != 1 {
+			return errors.New("coordinator: masking averages the surviving clients' updates uniformly (the coordinator never sees one to weigh it): use uniform weighting")
+		}
+	}
 	if o.MinAvailable < 3 {
 		return fmt.Errorf("coordinator: masking needs rounds of at least 3 clients; the minimum available is %d", o.MinAvailable)
 	}

@@ -365,3 +365,22 @@ func TestCoordinatorSeesNoUpdate(t *testing.T) {
 		t.Fatal("round 2 is not done")
 	}
 }
+
+// TestMaskingNeedsUniformWeighting: FedAvg weighted by example counts
+// cannot run under masking (the coordinator never sees an update to
+// weigh), and is refused when the coordinator is made.
+func TestMaskingNeedsUniformWeighting(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	testCA(t, dir)
+	o := secOptions(t, dir, filepath.Join(t.TempDir(), "state.db"), 1)
+	o.Strategy.DP, o.Task.DP = false, nil
+	if _, err := coord.New(o); err == nil || !strings.Contains(err.Error(), "uniform weighting") {
+		t.Fatalf("FedAvg by examples under masking: %v", err)
+	}
+	o.Strategy.Weighting = "uniform"
+	c, err := coord.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
