@@ -275,7 +275,9 @@ func (p Policy) check(n uint64, verb string, d *fedpb.DPParams) error {
 
 // checkSecAgg checks a round's secure aggregation against p: present when
 // the owner requires it; a known mode with a threshold t of at least the
-// owner's T (and at least 2) and a modulus of at least MinBits bits.
+// owner's T (SecAgg.MinHonest, at least 2, and DDP.MinHonest plus
+// DDP.MaxColluders when the owner set a distributed DP trust) and a
+// modulus of at least MinBits bits.
 func (p Policy) checkSecAgg(task *fedpb.RoundConfig) error {
 	n, sa := task.GetRound(), task.GetSecagg()
 	if sa == nil {
@@ -288,11 +290,17 @@ func (p Policy) checkSecAgg(task *fedpb.RoundConfig) error {
 	if minBits == 0 {
 		minBits = 16
 	}
+	// The least sum unmasked: the owner's T, and under distributed DP
+	// its T plus the colluders it allows for (fed/ddp).
+	least := max(2, p.SecAgg.MinHonest)
+	if p.DDP.MinHonest > 0 {
+		least = max(least, p.DDP.MinHonest+p.DDP.MaxColluders)
+	}
 	switch t := int(sa.GetThreshold()); {
 	case sa.GetMode() != "masking":
 		return refuse(n, SettingSecAgg, "asks for secure aggregation mode %q; this client speaks masking", sa.GetMode())
-	case t < max(2, p.SecAgg.MinHonest):
-		return refuse(n, SettingThreshold, "asks for threshold t = %d; this client assumes at least T = %d honest clients and needs t ≥ T", t, max(2, p.SecAgg.MinHonest))
+	case t < least:
+		return refuse(n, SettingThreshold, "asks for threshold t = %d; this client assumes at least T = %d honest clients and needs t ≥ %d", t, least, least)
 	case int(sa.GetQuant().GetBits()) < minBits:
 		return refuse(n, SettingBits, "asks for a modulus of 2^%d; this client accepts at least 2^%d", sa.GetQuant().GetBits(), minBits)
 	}

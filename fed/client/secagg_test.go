@@ -37,6 +37,7 @@ func TestSecureRoundOutsideThePolicyIsRefused(t *testing.T) {
 		{"threshold below T", func(r *fedpb.RoundConfig) { r.Secagg.Threshold = 2 }, client.SettingThreshold, "asks for threshold t = 2; this client assumes at least T = 3"},
 		{"small modulus", func(r *fedpb.RoundConfig) { r.Secagg.Quant.Bits = 12 }, client.SettingBits, "modulus of 2^12"},
 		{"unknown mode", func(r *fedpb.RoundConfig) { r.Secagg.Mode = "plain" }, client.SettingSecAgg, `mode "plain"`},
+		{"threshold below the distributed DP trust", func(r *fedpb.RoundConfig) { r.Secagg.Threshold = 4 }, client.SettingThreshold, "needs t ≥ 5"},
 		{"huge vector", func(r *fedpb.RoundConfig) { r.Secagg.Quant.Dim = 1 << 30 }, client.SettingSecAgg, "quantises 1073741824 values"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -44,6 +45,9 @@ func TestSecureRoundOutsideThePolicyIsRefused(t *testing.T) {
 			c.task(task)
 			pol := policy()
 			pol.SecAgg = client.SecAggPolicy{Require: true, MinHonest: 3}
+			if strings.Contains(c.name, "distributed") {
+				pol.DDP = client.DDPPolicy{MinHonest: 3, MaxColluders: 2, Rounds: 10}
+			}
 			tr := &planTrainer{sigma: 2, q: 0.1}
 			r := runAgainst(t, task, pol, tr)
 			var pe *client.PolicyError
