@@ -127,18 +127,46 @@ type BootstrapReport struct {
 // classifier φ over the hashed-tag classes on ψ's output with Eq. 2's
 // min-entropy regularised loss. φ is thrown away; ψ keeps what it learned.
 func Bootstrap(ctx context.Context, ψ *Psi, data *Tagged, o BootstrapOptions) (*BootstrapReport, error) {
+	rep, _, err := bootstrap(ctx, ψ, data, o)
+	return rep, err
+}
+
+// classifier is φ(y) = Uᵀy + b with U [in, out] row-major (nn.Dense's
+// layout).
+type classifier struct {
+	u, b    []float32
+	in, out int
+}
+
+// predict is argmax φ(y).
+func (c *classifier) predict(y []float32) int {
+	best, arg := math.Inf(-1), 0
+	for o := range c.out {
+		s := float64(c.b[o])
+		for i, v := range y {
+			s += float64(v) * float64(c.u[i*c.out+o])
+		}
+		if s > best {
+			best, arg = s, o
+		}
+	}
+	return arg
+}
+
+// bootstrap is Bootstrap, also returning the trained φ.
+func bootstrap(ctx context.Context, ψ *Psi, data *Tagged, o BootstrapOptions) (*BootstrapReport, *classifier, error) {
 	if o.Classes < 2 {
-		return nil, fmt.Errorf("collab: bootstrapping needs at least 2 classes, got %d", o.Classes)
+		return nil, nil, fmt.Errorf("collab: bootstrapping needs at least 2 classes, got %d", o.Classes)
 	}
 	if data == nil || data.Len() == 0 {
-		return nil, errors.New("collab: no training data")
+		return nil, nil, errors.New("collab: no training data")
 	}
 	if data.Dim != ψ.o.Dim {
-		return nil, fmt.Errorf("collab: data of %d values for ψ of %d", data.Dim, ψ.o.Dim)
+		return nil, nil, fmt.Errorf("collab: data of %d values for ψ of %d", data.Dim, ψ.o.Dim)
 	}
 	for _, c := range data.Class {
 		if c < 0 || int(c) >= o.Classes {
-			return nil, fmt.Errorf("collab: class %d outside 0…%d", c, o.Classes-1)
+			return nil, nil, fmt.Errorf("collab: class %d outside 0…%d", c, o.Classes-1)
 		}
 	}
 	if o.Alpha == 0 {
@@ -154,20 +182,20 @@ func Bootstrap(ctx context.Context, ψ *Psi, data *Tagged, o BootstrapOptions) (
 		o.LearningRate = 1e-3
 	}
 	if o.Epochs < 1 || o.Batch < 1 || !(o.LearningRate > 0) {
-		return nil, fmt.Errorf("collab: epochs, batch and learning rate must be positive, got %d, %d, %g", o.Epochs, o.Batch, o.LearningRate)
+		return nil, nil, fmt.Errorf("collab: epochs, batch and learning rate must be positive, got %d, %d, %g", o.Epochs, o.Batch, o.LearningRate)
 	}
 	// φ's parameters live beside a copy of ψ's; ψ gets its trained
 	// values back at the end.
 	p := ψ.params.Clone()
 	head, err := loss.New(p, loss.Config{Kind: "irene", Classes: o.Classes, Alpha: o.Alpha}, ψ.o.Dim)
 	if err != nil {
-		return nil, fmt.Errorf("collab: φ: %w", err)
+		return nil, nil, fmt.Errorf("collab: φ: %w", err)
 	}
 	keep := ψ.Weights()
 	p.Init(o.Seed ^ 0xb007)
 	model := &psiModel{Psi: ψ, p: p}
 	if err := model.load(keep); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	topts := train.Options{Optimizer: "adam", LearningRate: o.LearningRate, MicroBatch: o.Batch, Seed: o.Seed, Engine: o.Engine}
 	rep := &BootstrapReport{Examples: data.Len(), Units: data.Units}
@@ -181,13 +209,13 @@ func Bootstrap(ctx context.Context, ψ *Psi, data *Tagged, o BootstrapOptions) (
 		topts.MicroBatch = max(o.Batch, d.MaxPerUnit)
 		dpo, err := dpOptions(*d, data, o.Batch)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rep.Delta = d.Delta
 		steps := o.Epochs * stepsPerEpoch(dpo.SamplingRate)
 		sigma, err := train.NoiseForTarget(dpo, train.NoisedDimension(p, nil), steps, d.Epsilon)
 		if err != nil {
-			return nil, fmt.Errorf("collab: %w", err)
+			return nil, nil, fmt.Errorf("collab: %w", err)
 		}
 		dpo.NoiseMultiplier = sigma
 		rep.NoiseMultiplier = sigma
@@ -195,24 +223,24 @@ func Bootstrap(ctx context.Context, ψ *Psi, data *Tagged, o BootstrapOptions) (
 	}
 	tr, err := train.New(model, head, topts)
 	if err != nil {
-		return nil, fmt.Errorf("collab: %w", err)
+		return nil, nil, fmt.Errorf("collab: %w", err)
 	}
 	if o.DP != nil && o.Charge != nil {
 		ev, err := tr.EventOf(o.Epochs * tr.StepsPerEpoch(data.Len(), o.Batch))
 		if err != nil {
-			return nil, fmt.Errorf("collab: %w", err)
+			return nil, nil, fmt.Errorf("collab: %w", err)
 		}
 		if err := o.Charge(ev); err != nil {
-			return nil, fmt.Errorf("collab: the ledgers refused the training: %w", err)
+			return nil, nil, fmt.Errorf("collab: the ledgers refused the training: %w", err)
 		}
 	}
 	for e := range o.Epochs {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		l, err := tr.Epoch(data, train.EpochOptions{Epoch: e, Batch: o.Batch, Seed: o.Seed})
 		if err != nil {
-			return nil, fmt.Errorf("collab: bootstrapping epoch %d: %w", e+1, err)
+			return nil, nil, fmt.Errorf("collab: bootstrapping epoch %d: %w", e+1, err)
 		}
 		rep.Loss = l
 		if o.Progress != nil {
@@ -229,9 +257,22 @@ func Bootstrap(ctx context.Context, ψ *Psi, data *Tagged, o BootstrapOptions) (
 		w[n] = p.Values(i)
 	}
 	if err := ψ.SetWeights(w); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return rep, nil
+	φ := &classifier{in: ψ.o.Dim, out: o.Classes}
+	for _, n := range []string{"head/fc/w", "head/fc/b"} {
+		i, ok := p.Index(n)
+		if !ok {
+			return nil, nil, fmt.Errorf("collab: no parameter %q", n)
+		}
+		v := append([]float32(nil), p.Values(i)...)
+		if n == "head/fc/w" {
+			φ.u = v
+		} else {
+			φ.b = v
+		}
+	}
+	return rep, φ, nil
 }
 
 // stepsPerEpoch is nn/train's ⌈1/q⌉ DP steps per epoch.

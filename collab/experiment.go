@@ -186,6 +186,7 @@ func simulate(s *Split, users, maxUsers, perUser int, disjoint bool, rng *rand.R
 		if !ok {
 			q = len(local[u])
 			local[u][p] = q
+			l.origin = append(l.origin, p)
 			if s.Stranger[p] {
 				l.Stranger[q] = true
 			}
@@ -418,11 +419,14 @@ func ownMetric(ctx context.Context, libs []*Library, base tuned, named int, o *O
 
 // pooled builds the training users' hashed-tag data: every person of a
 // library (all its faces: a mature library's names and accepted
-// suggestions) under its class, hashed with the library's own key.
-func pooled(train []*Library, classes int, rng *rand.Rand) (*Tagged, float64, error) {
+// suggestions) under its class, hashed with the library's own key. It
+// also returns each library's classes by local person.
+func pooled(train []*Library, classes int, rng *rand.Rand) (*Tagged, float64, []map[int]int, error) {
 	data := &Tagged{}
 	count := map[int]int{}
-	for _, l := range train {
+	classOf := make([]map[int]int, len(train))
+	for li, l := range train {
+		classOf[li] = map[int]int{}
 		var key [32]byte
 		for i := range key {
 			key[i] = byte(rng.Uint32())
@@ -440,11 +444,12 @@ func pooled(train []*Library, classes int, rng *rand.Rand) (*Tagged, float64, er
 			}
 			c, err := tagging.HashedTag(key[:], strconv.Itoa(p), classes)
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, nil, err
 			}
 			count[c]++
+			classOf[li][p] = c
 			if err := data.Add(c, descs); err != nil {
-				return nil, 0, err
+				return nil, 0, nil, err
 			}
 		}
 	}
@@ -454,7 +459,7 @@ func pooled(train []*Library, classes int, rng *rand.Rand) (*Tagged, float64, er
 			shared++
 		}
 	}
-	return data, ratio(shared, len(count)), nil
+	return data, ratio(shared, len(count)), classOf, nil
 }
 
 // Run runs the experiment on LFW's development training identities
@@ -556,7 +561,7 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 	wall["local_lmnn"] = time.Since(t1).Seconds()
 
 	// Bootstrapping ψ on the pooled hashed-tag data.
-	data, shared, err := pooled(users, o.Classes, rng)
+	data, shared, _, err := pooled(users, o.Classes, rng)
 	if err != nil {
 		return nil, err
 	}

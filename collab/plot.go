@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"math"
 	"path/filepath"
 	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -80,3 +82,55 @@ func Plot(rep *Report, path string) error {
 }
 
 func rgb(r, g, b uint8) color.RGBA { return color.RGBA{R: r, G: g, B: b, A: 255} }
+
+// PlotNoisy draws NoisyTags' accuracy against the fraction of wrong tags,
+// one line per α (Irene's Fig. 7), the clean-tag accuracy as a dashed
+// line, and writes it to path (.png or .svg).
+func PlotNoisy(rep *NoisyReport, path string) error {
+	if err := CheckPlotPath(path); err != nil {
+		return fmt.Errorf("collab: plot %s: %w", path, err)
+	}
+	p := plot.New()
+	p.Title.Text = "Noisy bootstrapping: φ's accuracy on held-out faces of the training identities"
+	p.X.Label.Text = "fraction of wrong tags (%)"
+	p.Y.Label.Text = "accuracy (%)"
+	var alphas []float64
+	byAlpha := map[float64]plotter.XYs{}
+	minX, maxX := math.Inf(1), math.Inf(-1)
+	for _, c := range rep.Cells {
+		if _, ok := byAlpha[c.Alpha]; !ok {
+			alphas = append(alphas, c.Alpha)
+		}
+		byAlpha[c.Alpha] = append(byAlpha[c.Alpha], plotter.XY{X: 100 * c.Fraction, Y: 100 * c.Accuracy})
+		minX, maxX = math.Min(minX, 100*c.Fraction), math.Max(maxX, 100*c.Fraction)
+	}
+	if len(alphas) == 0 {
+		return errors.New("collab: plot: the report has no cells")
+	}
+	for i, a := range alphas {
+		l, s, err := plotter.NewLinePoints(byAlpha[a])
+		if err != nil {
+			return fmt.Errorf("collab: plot: %w", err)
+		}
+		l.Color = plotutil.Color(i)
+		s.Color = plotutil.Color(i)
+		s.Shape = plotutil.Shape(i)
+		p.Add(l, s)
+		p.Legend.Add(fmt.Sprintf("α = %.2f", a), l, s)
+	}
+	clean, err := plotter.NewLine(plotter.XYs{{X: minX, Y: 100 * rep.CleanAccuracy}, {X: maxX, Y: 100 * rep.CleanAccuracy}})
+	if err != nil {
+		return fmt.Errorf("collab: plot: %w", err)
+	}
+	clean.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	clean.Color = rgb(0x80, 0x80, 0x80)
+	p.Add(clean)
+	p.Legend.Add("clean tags, α = 1", clean)
+	p.Legend.Top = true
+	p.Legend.Left = false
+	p.Add(plotter.NewGrid())
+	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
+		return fmt.Errorf("collab: plot: %w", err)
+	}
+	return nil
+}

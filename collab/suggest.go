@@ -15,6 +15,9 @@ type Library struct {
 	Descs    [][]float32
 	Person   []int
 	Stranger map[int]bool
+	// origin is each local person's index in the Split it was simulated
+	// from (nil for libraries built otherwise).
+	origin []int
 }
 
 // query is one unnamed face's two nearest named people in some space.
