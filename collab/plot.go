@@ -94,6 +94,7 @@ func PlotNoisy(rep *NoisyReport, path string) error {
 	p.Title.Text = "Noisy bootstrapping: φ's accuracy on held-out faces of the training identities"
 	p.X.Label.Text = "fraction of wrong tags (%)"
 	p.Y.Label.Text = "accuracy (%)"
+	p.Y.Min, p.Y.Max = 0, 125 // room for the legend above the lines
 	var alphas []float64
 	byAlpha := map[float64]plotter.XYs{}
 	minX, maxX := math.Inf(1), math.Inf(-1)

@@ -93,7 +93,7 @@ func TestPsiStartsAtTheIdentity(t *testing.T) {
 // taggedFrom pools libraries' people under hashed tags (random keys).
 func taggedFrom(t *testing.T, libs []*Library, classes int) *Tagged {
 	t.Helper()
-	d, _, err := pooled(libs, classes, rand.New(rand.NewPCG(9, 9)))
+	d, _, _, err := pooled(libs, classes, rand.New(rand.NewPCG(9, 9)))
 	if err != nil {
 		t.Fatal(err)
 	}

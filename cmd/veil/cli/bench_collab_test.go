@@ -21,3 +21,21 @@ func TestBenchCollabRefusesBadFlagsBeforeLoading(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchCollabNoisyTagsRefusesBadFlagsBeforeLoading(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--fractions", "1.2"}, "fraction of wrong tags"},
+		{[]string{"--alphas", "0"}, "α must be in (0, 1]"},
+		{[]string{"--classes", "1"}, "2 hashed-tag classes"},
+		{[]string{"--epochs", "-1"}, "epochs, batch and learning rate"},
+		{[]string{"--plot", "out.gif"}, "want a .png or .svg"},
+	} {
+		code, _, stderr := run(t, append([]string{"bench", "collab", "noisy-tags", "--data", t.TempDir()}, c.args...)...)
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q; want 1 and an error naming %q", c.args, code, stderr, c.want)
+		}
+	}
+}
