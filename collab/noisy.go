@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/veil-privacy/veil/internal/engine"
+	"github.com/veil-privacy/veil/tagging"
 )
 
 // NoisyOptions configures NoisyTags, Irene's Fig. 7 experiment. Zero
@@ -20,6 +21,9 @@ type NoisyOptions struct {
 	// Alphas are Eq. 2's α [0.8, 0.9, 1.0], each in (0, 1]; 1 is plain
 	// cross-entropy.
 	Alphas []float64
+	// HeldOut is the number of held-out users [4], made of the test
+	// split's people when NoisyTags gets one.
+	HeldOut int
 	// Users is the number of simulated training users [8];
 	// MaxUsersPerPerson and PhotosPerUser as in Options [2, 10].
 	Users, MaxUsersPerPerson, PhotosPerUser int
@@ -50,6 +54,7 @@ func (o *NoisyOptions) defaults() error {
 		}
 	}
 	def(&o.Users, 8)
+	def(&o.HeldOut, 4)
 	def(&o.MaxUsersPerPerson, 2)
 	def(&o.PhotosPerUser, 10)
 	def(&o.Classes, 1024)
@@ -67,8 +72,8 @@ func (o *NoisyOptions) defaults() error {
 	switch {
 	case len(o.Fractions) == 0 || len(o.Alphas) == 0:
 		return errors.New("collab: noisy tags need at least one fraction and one α")
-	case o.Users < 1:
-		return fmt.Errorf("collab: need at least 1 training user, got %d", o.Users)
+	case o.Users < 1 || o.HeldOut < 1:
+		return fmt.Errorf("collab: need at least 1 training user and 1 held-out user, got %d and %d", o.Users, o.HeldOut)
 	case o.MaxUsersPerPerson < 1 || o.MaxUsersPerPerson > o.Users:
 		return fmt.Errorf("collab: a person's users must be 1…%d, got %d", o.Users, o.MaxUsersPerPerson)
 	case o.PhotosPerUser < 1:
@@ -103,6 +108,10 @@ type NoisyCell struct {
 	// identities: the share whose predicted class is one of the person's
 	// clean hashed tags.
 	Accuracy float64 `json:"accuracy"`
+	// HeldOutUsers are the held-out users' suggestions in ψ's space with
+	// 3 named photos per person, at the setting chosen on the training
+	// users by Run's main goal (absent without a test split).
+	HeldOutUsers *Score `json:"held_out_users_named_3,omitempty"`
 	// Loss is the last epoch's mean loss.
 	Loss  float64 `json:"loss"`
 	WallS float64 `json:"wall_s"`
@@ -114,6 +123,13 @@ type NoisyReport struct {
 	// CleanAccuracy is the same classifier's accuracy trained on clean
 	// tags with α = 1: the reference without tag noise.
 	CleanAccuracy float64 `json:"clean_accuracy"`
+	// CleanHeldOutUsers and PlainHeldOutUsers are the held-out users'
+	// suggestions (as NoisyCell's) after training on clean tags and with
+	// plain descriptors; Goal is the criterion their setting was chosen by
+	// on the training users.
+	CleanHeldOutUsers *Score `json:"clean_held_out_users_named_3,omitempty"`
+	PlainHeldOutUsers *Score `json:"plain_held_out_users_named_3,omitempty"`
+	Goal              *Goal  `json:"goal,omitempty"`
 	// Users, TrainingPeople (named people of the split), PersonLibraries
 	// (the units), TrainFaces and TestFaces describe the data.
 	Users           int     `json:"users"`
@@ -187,8 +203,10 @@ func holdOut(s *Split, rng *rand.Rand) (train *Split, test []int) {
 // α, ψ and φ are bootstrapped from the identity with Eq. 2 and φ's
 // accuracy on the held-out faces is measured. A held-out face counts as
 // right when φ predicts one of its person's clean hashed tags (a person in
-// several libraries has one per library).
-func NoisyTags(ctx context.Context, split *Split, o NoisyOptions) (*NoisyReport, error) {
+// several libraries has one per library). If test (LFW's development test
+// identities) is not nil, held-out users are made of its people as in Run
+// and their suggestions in each trained ψ's space are measured too.
+func NoisyTags(ctx context.Context, split, test *Split, o NoisyOptions) (*NoisyReport, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
@@ -199,7 +217,7 @@ func NoisyTags(ctx context.Context, split *Split, o NoisyOptions) (*NoisyReport,
 		}
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0xf167))
-	trainSplit, test := holdOut(split, rng)
+	trainSplit, testFaces := holdOut(split, rng)
 	users := simulate(trainSplit, o.Users, o.MaxUsersPerPerson, o.PhotosPerUser, false, rng)
 	data, shared, classOf, err := pooled(users, o.Classes, rng)
 	if err != nil {
@@ -218,7 +236,7 @@ func NoisyTags(ctx context.Context, split *Split, o NoisyOptions) (*NoisyReport,
 	}
 	var testX [][]float32
 	var testP []int
-	for _, i := range test {
+	for _, i := range testFaces {
 		if p := split.Identity[i]; tags[p] != nil {
 			testX = append(testX, split.Descs[i])
 			testP = append(testP, p)
@@ -234,22 +252,29 @@ func NoisyTags(ctx context.Context, split *Split, o NoisyOptions) (*NoisyReport,
 			rep.TrainingPeople++
 		}
 	}
+	suggest, err := heldOutSuggestions(users, test, &o)
+	if err != nil {
+		return nil, err
+	}
+	if suggest != nil {
+		rep.Goal, rep.PlainHeldOutUsers = &suggest.goal, suggest.plain
+	}
 	clean := data.Class
-	train := func(classes []int32, alpha float64) (float64, float64, error) {
+	train := func(classes []int32, alpha float64) (float64, float64, *Score, error) {
 		d := *data
 		d.Class = classes
 		ψ, err := NewPsi(PsiOptions{Hidden: o.Hidden, Seed: o.Seed})
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 		br, φ, err := bootstrap(ctx, ψ, &d, BootstrapOptions{Classes: o.Classes, Alpha: alpha, Epochs: o.Epochs,
 			Batch: o.Batch, LearningRate: o.LearningRate, Seed: o.Seed, Engine: o.Engine})
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 		ys, err := ψ.ApplyAll(testX)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 		right := 0
 		for i, y := range ys {
@@ -257,9 +282,10 @@ func NoisyTags(ctx context.Context, split *Split, o NoisyOptions) (*NoisyReport,
 				right++
 			}
 		}
-		return ratio(right, len(ys)), br.Loss, nil
+		sc, err := suggest.score(ψ)
+		return ratio(right, len(ys)), br.Loss, sc, err
 	}
-	if rep.CleanAccuracy, _, err = train(clean, 1); err != nil {
+	if rep.CleanAccuracy, _, rep.CleanHeldOutUsers, err = train(clean, 1); err != nil {
 		return nil, err
 	}
 	say("clean tags, α = 1: accuracy %.4f", rep.CleanAccuracy)
@@ -270,15 +296,67 @@ func NoisyTags(ctx context.Context, split *Split, o NoisyOptions) (*NoisyReport,
 		}
 		for _, a := range o.Alphas {
 			t1 := time.Now()
-			acc, l, err := train(noisy, a)
+			acc, l, sc, err := train(noisy, a)
 			if err != nil {
 				return nil, err
 			}
 			rep.Cells = append(rep.Cells, NoisyCell{Fraction: f, Alpha: a, WrongTags: len(wrong), Accuracy: acc, Loss: l,
-				WallS: time.Since(t1).Seconds()})
+				HeldOutUsers: sc, WallS: time.Since(t1).Seconds()})
 			say("%.0f%% wrong tags, α = %.2f: accuracy %.4f", 100*f, a, acc)
 		}
 	}
 	rep.WallS = time.Since(t0).Seconds()
 	return rep, nil
+}
+
+// heldOutScorer measures held-out users' suggestions in ψ's space at the
+// setting chosen on the training users (3 named photos, one trial).
+type heldOutScorer struct {
+	users, held []*Library
+	plainMedian float64
+	goal        Goal
+	plain       *Score
+	o           *Options
+}
+
+// heldOutSuggestions prepares the held-out users of test (nil without a
+// test split) and scores plain descriptors.
+func heldOutSuggestions(users []*Library, test *Split, o *NoisyOptions) (*heldOutScorer, error) {
+	if test == nil {
+		return nil, nil
+	}
+	h := &heldOutScorer{users: users, o: &Options{Trials: 1, Seed: o.Seed}}
+	h.held = simulate(test, o.HeldOut, 1, math.MaxInt, true, rand.New(rand.NewPCG(o.Seed, 0x4e1d)))
+	plainSets, err := querySets(users, nil, 3, 1, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	h.plainMedian = medianNearest(plainSets)
+	def := tagging.DefaultSuggestOptions()
+	h.goal = Goal{Precision: 0.995, Strangers: scoreAt(plainSets, def.Distance, def.Margin).StrangersRate + 1e-9}
+	if h.plain, err = h.score(nil); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// score measures the held-out users in ψ's space (nil ψ: plain
+// descriptors); a nil scorer gives nil.
+func (h *heldOutScorer) score(ψ *Psi) (*Score, error) {
+	if h == nil {
+		return nil, nil
+	}
+	var sp space
+	if ψ != nil {
+		sp = ψ.Apply
+	}
+	ts, err := tune(h.users, sp, h.plainMedian, h.o, []Goal{h.goal})
+	if err != nil {
+		return nil, err
+	}
+	s, err := heldOut(h.held, ts[0], 3, h.o)
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
 }

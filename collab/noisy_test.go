@@ -140,6 +140,7 @@ func TestNoisyTagsRefusesBadOptionsBeforeReadingData(t *testing.T) {
 		{Alphas: []float64{1.2}},
 		{Alphas: []float64{math.NaN()}},
 		{Users: -1},
+		{HeldOut: -1},
 		{Users: 2, MaxUsersPerPerson: 3},
 		{Classes: 1},
 		{Epochs: -1},
@@ -151,7 +152,7 @@ func TestNoisyTagsRefusesBadOptionsBeforeReadingData(t *testing.T) {
 		}
 		// A nil split would panic if it were read before the options'
 		// check.
-		if _, err := NoisyTags(context.Background(), nil, o); err == nil {
+		if _, err := NoisyTags(context.Background(), nil, nil, o); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}
 	}
@@ -166,9 +167,10 @@ func TestNoisyTagsRefusesBadOptionsBeforeReadingData(t *testing.T) {
 // clean classifier well above chance on well-separated people.
 func TestNoisyTagsReportsEveryCell(t *testing.T) {
 	s := synthSplit(5, 30, 8, 10)
-	o := NoisyOptions{Fractions: []float64{0.3, 0.5}, Alphas: []float64{0.8, 0.9, 1}, Users: 3, Classes: 64,
+	test := synthSplit(6, 12, 8, 10)
+	o := NoisyOptions{Fractions: []float64{0.3, 0.5}, Alphas: []float64{0.8, 0.9, 1}, Users: 3, HeldOut: 2, Classes: 64,
 		Epochs: 6, Batch: 16, LearningRate: 1e-2, Seed: 9}
-	rep, err := NoisyTags(context.Background(), s, o)
+	rep, err := NoisyTags(context.Background(), s, test, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,10 +191,19 @@ func TestNoisyTagsReportsEveryCell(t *testing.T) {
 			if !(c.Accuracy >= 0 && c.Accuracy <= 1) || math.IsNaN(c.Loss) {
 				t.Fatalf("(%g, %g): accuracy %g, loss %g", f, a, c.Accuracy, c.Loss)
 			}
+			if h := c.HeldOutUsers; h == nil || h.Known == 0 || h.Strangers == 0 || !(h.Coverage >= 0 && h.Coverage <= 1) {
+				t.Fatalf("(%g, %g): held-out users' suggestions %+v", f, a, h)
+			}
 		}
 	}
 	if rep.TestFaces != 30*2 || rep.TrainingPeople != 30 || rep.PersonLibraries < 30 {
 		t.Fatalf("data: %+v", rep)
+	}
+	if rep.PlainHeldOutUsers == nil || rep.CleanHeldOutUsers == nil || rep.Goal == nil {
+		t.Fatalf("held-out users not scored: %+v", rep)
+	}
+	if rep.Goal.Precision != 0.995 || rep.PlainHeldOutUsers.Known == 0 {
+		t.Fatalf("goal %+v, plain %+v", rep.Goal, rep.PlainHeldOutUsers)
 	}
 	// 30 people among 64 classes: chance is a few percent.
 	if rep.CleanAccuracy < 0.5 {
