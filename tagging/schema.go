@@ -11,7 +11,7 @@ import (
 // SchemaVersion is the version of the database layout this build writes.
 // Open brings an older library up to it with the migrations below, each in
 // its own transaction, and refuses a newer one.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrations[i] brings a library from version i to version i+1. Append new
 // migrations; never edit one that has shipped (libraries on users' disks
@@ -26,6 +26,7 @@ var migrations = []func(ctx context.Context, tx *sql.Tx, k *subKeys) error{
 	migrate4,
 	migrate5,
 	migrate6, // models.go
+	migrate7,
 }
 
 // keyless adapts a migration that needs no key.
@@ -161,6 +162,34 @@ func migrate4(ctx context.Context, tx *sql.Tx, k *subKeys) error {
 		}
 	}
 	return nil
+}
+
+// migrate7 replaces the faces' indexes by person and by photo with ones
+// that also hold removed, and adds one that covers the counts of
+// library status. A face row holds its thumbnail, and removed comes after
+// it: without them, counting a person's faces or the library's named
+// faces read every face's thumbnail (20.7 ms for People at 10,000 faces,
+// 8.1 ms with the index; see docs/results.md). The indexes change the
+// schema, so the sealed integrity state takes the new schema's digest in
+// the same transaction.
+func migrate7(ctx context.Context, tx *sql.Tx, k *subKeys) error {
+	if err := execAll(tx,
+		`DROP INDEX faces_person`,
+		`DROP INDEX faces_photo`,
+		`CREATE INDEX faces_person_removed ON faces(person_id, removed)`,
+		`CREATE INDEX faces_photo_removed ON faces(photo_id, removed)`,
+		`CREATE INDEX faces_counts ON faces(removed, person_id, assigned_by, source)`,
+	); err != nil {
+		return err
+	}
+	st, err := readIntegrityState(ctx, tx, k)
+	if err != nil {
+		return err
+	}
+	if st.schema, err = schemaDigest(ctx, tx); err != nil {
+		return err
+	}
+	return writeIntegrityState(ctx, tx, k, &st)
 }
 
 func execAll(tx *sql.Tx, stmts ...string) error {
