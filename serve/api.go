@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -422,18 +423,18 @@ func (s *Server) similarPeople(r *http.Request, id int64) (any, error) {
 	if _, err := s.person(id); err != nil {
 		return nil, err
 	}
-	sim, err := s.similar(id)
+	sim, err := s.similar(r.Context(), id)
 	return map[string]any{"items": sim}, err
 }
 
 // similar lists the other people, nearest mean descriptor first (people
 // without a face last).
-func (s *Server) similar(id int64) ([]similarPerson, error) {
+func (s *Server) similar(ctx context.Context, id int64) ([]similarPerson, error) {
 	ps, err := s.lib.People()
 	if err != nil {
 		return nil, err
 	}
-	means, err := s.means.get(s.gen.Load(), s.personMeans)
+	means, err := s.means.get(ctx, s.lib, s.personMeans)
 	if err != nil {
 		return nil, err
 	}
@@ -705,7 +706,7 @@ func (s *Server) clusters(r *http.Request) ([]jsonCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	gs, err := s.groups.get(s.gen.Load(), func() ([]tagging.ClusterGroup, error) {
+	gs, err := s.groups.get(r.Context(), s.lib, func() ([]tagging.ClusterGroup, error) {
 		return s.lib.UpdateClusters(r.Context(), o, false)
 	})
 	if err != nil {
@@ -753,7 +754,7 @@ type suggestionSet struct {
 
 // suggestionSet returns the library's current suggestions (cached).
 func (s *Server) suggestionSet(r *http.Request) (suggestionSet, error) {
-	return s.sugs.get(s.gen.Load(), func() (suggestionSet, error) {
+	return s.sugs.get(r.Context(), s.lib, func() (suggestionSet, error) {
 		space, _, err := s.lib.SpaceForSuggestions(r.Context(), false)
 		if err != nil {
 			return suggestionSet{}, err
@@ -804,8 +805,8 @@ func (s *Server) listSuggestions(w http.ResponseWriter, r *http.Request) error {
 
 // acceptSuggestions assigns each listed face to the person suggested for
 // it in the suggestions the user was shown (this server's current set,
-// recomputed after any change made through it and at least every
-// cacheTTL), through AssignAuto: never over a decision of the user's.
+// recomputed after any change to the library, see cached), through
+// AssignAuto: never over a decision of the user's.
 func (s *Server) acceptSuggestions(w http.ResponseWriter, r *http.Request) error {
 	req, err := s.readFaceList(w, r, false)
 	if err != nil {

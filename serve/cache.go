@@ -1,38 +1,46 @@
 package serve
 
 import (
+	"context"
 	"sync"
-	"time"
 )
 
-// cacheTTL bounds how long a cached computation is reused when nothing
-// changed through this server: another program (veil faces name) may have
-// changed the library meanwhile.
-const cacheTTL = 30 * time.Second
-
 // cached keeps one expensive, derived value of the library (suggestions,
-// people's mean descriptors, clusters) for the server's current generation: every
-// state-changing request and every photo a scan records starts a new
-// generation. Only one computation runs at a time; a value computed while
-// the generation moved on is not reused.
+// people's mean descriptors, clusters) for the library's change counter
+// (tagging.Library.ChangeCounter): a commit by this server, by its scans or
+// by another program (veil faces name in a terminal) changes it, and the
+// next request computes the value again. Only one computation runs at a
+// time. The value is kept under the counter read before computing it, so
+// a change committed while it was computed is never hidden; a computation
+// that itself writes (clustering stores the clusters) is done once more at
+// the next request, which then writes nothing.
 type cached[T any] struct {
-	mu  sync.Mutex
-	gen uint64
-	at  time.Time
-	val T
-	ok  bool
+	mu      sync.Mutex
+	version int64
+	val     T
+	ok      bool
 }
 
-func (c *cached[T]) get(gen uint64, compute func() (T, error)) (T, error) {
+// changeCounter is what cached needs of the library.
+type changeCounter interface {
+	ChangeCounter(ctx context.Context) (int64, error)
+}
+
+func (c *cached[T]) get(ctx context.Context, lib changeCounter, compute func() (T, error)) (T, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ok && c.gen == gen && time.Since(c.at) < cacheTTL {
+	v, err := lib.ChangeCounter(ctx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	if c.ok && c.version == v {
 		return c.val, nil
 	}
-	v, err := compute()
+	val, err := compute()
 	if err != nil {
-		return v, err
+		return val, err
 	}
-	c.val, c.gen, c.at, c.ok = v, gen, time.Now(), true
-	return v, nil
+	c.val, c.version, c.ok = val, v, true
+	return val, nil
 }

@@ -92,13 +92,9 @@ func (sc *scans) start(paths []string) (ScanState, error) {
 					if pr.Analysed {
 						st.Analysed++
 					}
-					if pr.Faces > 0 || pr.Outcome == tagging.PhotoMoved {
-						sc.srv.gen.Add(1)
-					}
 				})
 			}}
 		rep, err := sc.srv.lib.Index(ctx, paths, opt)
-		sc.srv.gen.Add(1)
 		sc.update(func() {
 			st.Seconds = time.Since(st.Started).Seconds()
 			if rep != nil {

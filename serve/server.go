@@ -29,7 +29,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/veil-privacy/veil/face"
@@ -102,11 +101,9 @@ type Server struct {
 	pages   *pages
 	mu      sync.Mutex
 	session map[string]*session
-	// gen counts the changes made through the server (see cached).
-	gen    atomic.Uint64
-	sugs   cached[suggestionSet]
-	means  cached[map[int64][]float32]
-	groups cached[[]tagging.ClusterGroup]
+	sugs    cached[suggestionSet]
+	means   cached[map[int64][]float32]
+	groups  cached[[]tagging.ClusterGroup]
 }
 
 type session struct {
@@ -216,9 +213,6 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusForbidden, "missing or wrong CSRF token (header "+CSRFHeader+")")
 			return
 		}
-	}
-	if stateChanging(r.Method) {
-		defer s.gen.Add(1)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess))
 	next, pattern := s.mux.Handler(r)

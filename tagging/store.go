@@ -135,6 +135,13 @@ type Library struct {
 	authenticated bool
 	// models caches the parsed active model version (models.go).
 	models modelCache
+	// watch is the connection ChangeCounter asks, opened on first use.
+	watch struct {
+		mu     sync.Mutex
+		db     *sql.DB
+		conn   *sql.Conn
+		closed bool
+	}
 }
 
 // kdfFunc turns a passphrase and a key header into the key-encryption key.
@@ -503,7 +510,48 @@ func (l *Library) Close() error {
 	l.dek = nil
 	l.mu.Unlock()
 	l.keys.clear()
+	l.watch.mu.Lock()
+	if l.watch.conn != nil {
+		l.watch.conn.Close()
+		l.watch.db.Close()
+		l.watch.conn, l.watch.db = nil, nil
+	}
+	l.watch.closed = true
+	l.watch.mu.Unlock()
 	return l.db.Close()
+}
+
+// ChangeCounter returns a number that changes whenever a transaction
+// changing the library is committed, by this Library or by any other
+// program (another veil command): SQLite's data_version, read on a
+// connection of its own that never writes. Two equal values mean nothing
+// was committed in between, so a value derived from the library (a
+// server's cached suggestions) can be reused; the number says nothing
+// else. It costs one query.
+func (l *Library) ChangeCounter(ctx context.Context) (int64, error) {
+	l.watch.mu.Lock()
+	defer l.watch.mu.Unlock()
+	if l.watch.closed {
+		return 0, errors.New("reading the library's change counter: the library is closed")
+	}
+	if l.watch.conn == nil {
+		db, err := openDB(filepath.Join(l.dir, DBFile))
+		if err != nil {
+			return 0, err
+		}
+		// One connection, held: data_version is counted per connection.
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			db.Close()
+			return 0, fmt.Errorf("opening the library's change counter: %w", err)
+		}
+		l.watch.db, l.watch.conn = db, conn
+	}
+	var v int64
+	if err := l.watch.conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("reading the library's change counter: %w", err)
+	}
+	return v, nil
 }
 
 // Dir is the library's folder.
