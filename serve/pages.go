@@ -198,11 +198,12 @@ func (s *Server) personPage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	fs, err := s.lib.Faces(tagging.FaceFilter{Person: p.Name})
+	// p.Faces counts them (an index): read only the page's faces.
+	pg, lo, hi, err := pageNumber(r, p.Faces, facesPerPage, fmt.Sprintf("/people/%d?", id))
 	if err != nil {
 		return "", nil, err
 	}
-	pg, lo, hi, err := pageNumber(r, len(fs), facesPerPage, fmt.Sprintf("/people/%d?", id))
+	fs, err := s.lib.Faces(tagging.FaceFilter{Person: p.Name, Offset: lo, Limit: max(hi-lo, 1)})
 	if err != nil {
 		return "", nil, err
 	}
@@ -210,7 +211,10 @@ func (s *Server) personPage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return p.Name, map[string]any{"Person": p, "Faces": fs[lo:hi], "Pager": pg, "Photos": len(photos)}, nil
+	if len(fs) > hi-lo {
+		fs = fs[:hi-lo]
+	}
+	return p.Name, map[string]any{"Person": p, "Faces": fs, "Pager": pg, "Photos": len(photos)}, nil
 }
 
 // clusterView is a cluster on the Unknown page.

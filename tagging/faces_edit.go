@@ -75,6 +75,11 @@ type FaceFilter struct {
 	// photo, whatever model version is adopted (training and measuring
 	// models need these).
 	Raw bool
+	// Offset skips the first Offset faces selected, and Limit, if
+	// positive, returns at most Limit faces after them: a page of a long
+	// list without reading the rest (a face's later columns sit behind
+	// its thumbnail in the file).
+	Offset, Limit int
 }
 
 // Errors of the face and people operations, for errors.Is.
@@ -88,6 +93,9 @@ var (
 // people's names decrypted (and their descriptors, if asked).
 func (l *Library) Faces(f FaceFilter) ([]Face, error) {
 	ctx := context.Background()
+	if f.Offset < 0 || f.Limit < 0 {
+		return nil, fmt.Errorf("tagging: face filter with offset %d and limit %d: neither may be negative", f.Offset, f.Limit)
+	}
 	var where []string
 	var args []any
 	if f.Photo != "" {
@@ -132,6 +140,14 @@ func (l *Library) Faces(f FaceFilter) ([]Face, error) {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	q += ` ORDER BY faces.id`
+	if f.Limit > 0 || f.Offset > 0 {
+		limit := int64(f.Limit)
+		if limit == 0 {
+			limit = -1 // SQLite: no limit
+		}
+		q += ` LIMIT ? OFFSET ?`
+		args = append(args, limit, f.Offset)
+	}
 	rows, err := l.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading faces: %w", err)
