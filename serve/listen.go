@@ -27,7 +27,7 @@ func CheckAddr(addr string, withTLS bool) (loopback bool, err error) {
 	ip := net.ParseIP(host)
 	loopback = host == "localhost" || (ip != nil && ip.IsLoopback())
 	if !loopback && !withTLS {
-		return false, fmt.Errorf("--addr %q listens beyond this computer: give --tls-cert and --tls-key, or use a loopback address such as %s", addr, DefaultAddr)
+		return false, fmt.Errorf("--addr %q listens beyond this computer: give --tls-cert and --tls-key, or --self-signed, or use a loopback address such as %s", addr, DefaultAddr)
 	}
 	return loopback, nil
 }
@@ -58,6 +58,11 @@ type ListenOptions struct {
 	Addr string
 	// TLSCert and TLSKey are PEM files; both or neither.
 	TLSCert, TLSKey string
+	// SelfSigned asks for a self-signed pair (SelfSignedPair) instead of
+	// TLSCert and TLSKey: Check accepts it in their place; the caller then
+	// sets them to the pair's files and clears SelfSigned before
+	// ListenAndServe, which refuses it still set.
+	SelfSigned bool
 	// Ready is called with the server's URL once it listens.
 	Ready func(url string)
 }
@@ -69,7 +74,10 @@ func (o ListenOptions) Check() (loopback bool, err error) {
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		return false, errors.New("give both --tls-cert and --tls-key, or neither")
 	}
-	return CheckAddr(o.Addr, o.TLSCert != "")
+	if o.SelfSigned && o.TLSCert != "" {
+		return false, errors.New("give --self-signed or --tls-cert and --tls-key, not both")
+	}
+	return CheckAddr(o.Addr, o.TLSCert != "" || o.SelfSigned)
 }
 
 // ListenAndServe serves s on o.Addr until ctx is done, then shuts down
@@ -77,6 +85,9 @@ func (o ListenOptions) Check() (loopback bool, err error) {
 func (s *Server) ListenAndServe(ctx context.Context, o ListenOptions) error {
 	if _, err := o.Check(); err != nil {
 		return err
+	}
+	if o.SelfSigned {
+		return errors.New("serve: ListenOptions.SelfSigned still set: make the pair with SelfSignedPair and give its files as TLSCert and TLSKey")
 	}
 	withTLS := o.TLSCert != ""
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,

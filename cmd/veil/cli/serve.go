@@ -29,29 +29,32 @@ no request goes to any other host. The key stays in memory only.
 
 It listens on the loopback address 127.0.0.1:7470 by default, reachable from
 this computer only. --addr with another interface needs --tls-cert and
---tls-key (PEM files), and anyone who can reach the port and open the page
-can use the library: prefer an SSH tunnel.
+--tls-key (PEM files) or --self-signed, and anyone who can reach the port and
+open the page can use the library: prefer an SSH tunnel. --self-signed makes a
+certificate and key (mode 0600) in the library's folder, or reuses the ones
+made before, and prints the certificate's SHA-256 fingerprint: accept the
+browser's warning only if it shows the same fingerprint.
 
 A browser gets a session with its own CSRF token. Other programs call the API
-with Authorization: Bearer TOKEN, where TOKEN is read from --token-file (at
-least 16 characters; off without it).
+with Authorization: Bearer TOKEN, where TOKEN (at least 16 characters) is read
+from --token-file, else from $VEIL_SERVE_TOKEN; without either, the API
+answers browsers only. There is no --token flag: a command line is visible to
+every user of this computer (ps), a process's environment only to its user.
 
 ` + exitStatusHelp,
 		Example: `  veil serve --library ~/Pictures/veil
-  veil serve --library lib --addr 127.0.0.1:8080 --token-file api.token`,
+  veil serve --library lib --addr 127.0.0.1:8080 --token-file api.token
+  VEIL_SERVE_TOKEN=$(cat api.token) veil serve --library lib
+  veil serve --library lib --addr 192.168.1.10:7470 --self-signed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			loopback, err := o.Check()
 			if err != nil {
 				return err
 			}
-			var token string
-			if tokenFile != "" {
-				b, err := tagging.ReadKeyFile(tokenFile)
-				if err != nil {
-					return fmt.Errorf("--token-file: %w", err)
-				}
-				token = string(b)
+			token, _, err := serve.ReadToken(tokenFile, os.Getenv)
+			if err != nil {
+				return err
 			}
 			if ledgers == "" {
 				if ledgers, err = dp.DefaultLedgerDir(); err != nil {
@@ -59,6 +62,18 @@ least 16 characters; off without it).
 				}
 			}
 			return withLibrary(e, &lf, func(l *tagging.Library) error {
+				if o.SelfSigned {
+					pair, err := serve.SelfSignedPair(l.Dir(), o.Addr)
+					if err != nil {
+						return err
+					}
+					made := "made earlier"
+					if pair.Created {
+						made = "made now"
+					}
+					fmt.Fprintf(e.stdout, "self-signed certificate %s (%s), SHA-256 fingerprint\n  %s\naccept the browser's warning only if it shows this fingerprint\n", pair.CertFile, made, pair.Fingerprint)
+					o.TLSCert, o.TLSKey, o.SelfSigned = pair.CertFile, pair.KeyFile, false
+				}
 				opt := serve.Options{Library: l, Logger: e.log, Token: token, Hosts: serve.HostsFor(o.Addr),
 					LedgerDir: ledgers, Secure: o.TLSCert != ""}
 				if !noFaces {
@@ -84,7 +99,8 @@ least 16 characters; off without it).
 	cmd.Flags().StringVar(&o.Addr, "addr", serve.DefaultAddr, "listen on this host:port (another interface than loopback needs --tls-cert and --tls-key)")
 	cmd.Flags().StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
 	cmd.Flags().StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
-	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file (mode 0600) holding a token of at least 16 characters that other programs send as Authorization: Bearer")
+	cmd.Flags().BoolVar(&o.SelfSigned, "self-signed", false, "serve HTTPS with a self-signed certificate kept in the library's folder (made on first use; its fingerprint is printed)")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file (mode 0600) holding a token of at least 16 characters that other programs send as Authorization: Bearer (else $"+serve.EnvToken+")")
 	cmd.Flags().StringVar(&models, "models", "", "folder of face-api's weight files (default: $"+nets.EnvModels+", else models/ of the checkout)")
 	cmd.Flags().StringVar(&ledgers, "ledger-dir", "", ledgerDirHelp+"; shown on the Privacy page, only read")
 	cmd.Flags().BoolVar(&noFaces, "no-faces", false, "do not load the face networks: browse and tag only (no scans, search or drawn faces)")

@@ -8,8 +8,8 @@ import (
 
 // TestServeRefusals: veil serve refuses, with the reason and before
 // listening, an address beyond loopback without TLS, half a TLS pair, a
-// malformed address, a token file readable by others, and a wrong passphrase
-// (exit 2).
+// malformed address, a token file readable by others, --self-signed with a
+// TLS pair, a short $VEIL_SERVE_TOKEN, and a wrong passphrase (exit 2).
 func TestServeRefusals(t *testing.T) {
 	dir := initTestLibrary(t)
 	loose := filepath.Join(t.TempDir(), "token")
@@ -28,6 +28,7 @@ func TestServeRefusals(t *testing.T) {
 		{1, "bad port", []string{"--addr", "127.0.0.1:http-ish"}},
 		{1, "can be read by other users", []string{"--token-file", loose, "--no-faces"}},
 		{1, "no library", []string{"--library", "", "--no-faces"}},
+		{1, "--self-signed or --tls-cert and --tls-key, not both", []string{"--addr", "0.0.0.0:7470", "--self-signed", "--tls-cert", "c.pem", "--tls-key", "k.pem"}},
 	} {
 		args := append([]string{"serve", "--library", dir}, tc.args...)
 		if tc.want == "no library" {
@@ -35,6 +36,9 @@ func TestServeRefusals(t *testing.T) {
 		}
 		mustExit(t, tc.code, tc.want, args...)
 	}
+	t.Setenv("VEIL_SERVE_TOKEN", "short")
+	mustExit(t, 1, "$VEIL_SERVE_TOKEN has 5 characters", "serve", "--library", dir, "--no-faces", "--addr", "127.0.0.1:0")
+	t.Setenv("VEIL_SERVE_TOKEN", "")
 	t.Setenv(envPassphrase, "wrong")
 	mustExit(t, 2, "wrong passphrase", "serve", "--library", dir, "--no-faces", "--addr", "127.0.0.1:0")
 }
