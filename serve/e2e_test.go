@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/veil-privacy/veil/internal/datadir"
 	"github.com/veil-privacy/veil/serve/browser"
@@ -70,7 +71,11 @@ func TestBrowser(t *testing.T) {
 	defer stop()
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
+		// Each step has a minute, so a step that cannot happen fails
+		// with its name instead of using up the whole test's time.
+		sctx, cancel := context.WithTimeout(bctx, time.Minute)
+		defer cancel()
+		if err := chromedp.Do(sctx, steps...); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
@@ -124,12 +129,21 @@ func TestBrowser(t *testing.T) {
 	}
 	shot("unknown")
 	first := fmt.Sprintf(`form.name-cluster[data-cluster="%d"]`, groups[0].ID)
-	do("naming a cluster", chromedp.SendKeys(chromedp.CSS(first+` input[name="person"]`), "Cluster Person"),
+	// Untick the cluster's first face: it must stay unknown.
+	left, err := chromedp.Run(bctx, chromedp.Evaluate[int64](`Number(document.querySelector('`+first+`').closest(".cluster").querySelector("input.pick").value)`))
+	if err != nil || !slices.Contains(groups[0].Faces, left) {
+		t.Fatalf("the cluster's first tick box is face %d (%v), not one of %v", left, err, groups[0].Faces)
+	}
+	do("naming a cluster", chromedp.Click(chromedp.CSS(fmt.Sprintf(`input.pick[value="%d"]`, left))),
+		chromedp.SendKeys(chromedp.CSS(first+` input[name="person"]`), "Cluster Person"),
 		chromedp.Click(chromedp.CSS(first+" button")))
-	eventually(t, "the cluster's faces named Cluster Person", func() bool {
+	eventually(t, "the cluster's ticked faces named Cluster Person", func() bool {
 		p, err := s.lib.PersonByName("Cluster Person")
-		return err == nil && p.Faces == len(groups[0].Faces)
+		return err == nil && p.Faces == len(groups[0].Faces)-1
 	})
+	if f, err := s.lib.Face(left); err != nil || f.PersonID != 0 {
+		t.Fatalf("the unticked face %+v, %v: want it unknown", f, err)
+	}
 
 	// A person's suggestions: accept one.
 	sugs, err := s.lib.Suggestions(tagging.DefaultSuggestOptions())
@@ -209,6 +223,33 @@ func TestBrowser(t *testing.T) {
 	if got := text("#photo"); !strings.Contains(got, "Drawn Person") {
 		t.Fatalf("photo page after drawing: %q", got)
 	}
+	// The same by keyboard only: Draw a face (Enter on the focused button)
+	// puts a 63-pixel box in the middle, + twice grows it by 10, the arrow
+	// keys take it to the top-right corner, Enter keeps it, and the name
+	// is typed and sent with Enter.
+	// The page's script has run once name completion is ready.
+	do("drawing by keyboard", chromedp.WaitReady(chromedp.CSS(`#people-names[data-ready="true"]`)),
+		chromedp.Focus(chromedp.CSS("#draw-button")), chromedp.KeyEvent(kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS("#drawn")))
+	if id, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.activeElement.id`)); err != nil || id != "drawn" {
+		t.Fatalf("after Draw a face the focus is on %q (%v), want the new box", id, err)
+	}
+	do("moving and sizing the box by keyboard", chromedp.KeyEvent("++"+strings.Repeat(kb.ArrowUp, 40)+strings.Repeat(kb.ArrowRight, 40)),
+		chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(chromedp.CSS("#face-form")),
+		chromedp.KeyEvent("Keyboard Person"), chromedp.KeyEvent(kb.Enter))
+	var typed tagging.Face
+	eventually(t, "a manual face named Keyboard Person", func() bool {
+		fs, err := s.lib.Faces(tagging.FaceFilter{Person: "Keyboard Person"})
+		if err != nil || len(fs) != 1 {
+			return false
+		}
+		typed = fs[0]
+		return true
+	})
+	if b := typed.Box; typed.Source != tagging.Manual || typed.PhotoID != ph || b.X != 177 || b.Y != 0 || b.Width != 73 || b.Height != 73 {
+		t.Fatalf("face drawn by keyboard %+v, want a manual face at 177,0 73×73", typed)
+	}
+	do("the photo reloaded with the keyboard's face", chromedp.WaitReady(chromedp.CSS(`button.box[data-person="Keyboard Person"]`)))
 	shot("photo")
 
 	// Search with a photo that is not in the library.

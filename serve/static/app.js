@@ -189,13 +189,69 @@
     $("#face-cancel").addEventListener("click", () => { form.hidden = true; selected = null; $("#drawn").hidden = true; });
 
     const drawBtn = $("#draw-button");
-    drawBtn.addEventListener("click", () => {
-      const on = !photo.classList.contains("drawing");
-      photo.classList.toggle("drawing", on);
-      drawBtn.setAttribute("aria-pressed", String(on));
-    });
     const img = $("#photo-img"), drawn = $("#drawn");
     let start = null;
+    // kb is the box being drawn by keyboard: "Draw a face" puts one in the
+    // middle of the photo and focuses it; arrow keys move it, Shift+arrow
+    // keys or + and - resize it, Enter keeps it, Escape cancels. (A drag
+    // with the mouse replaces it.)
+    let kb = null, enterDown = false;
+    const clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
+    const stopDrawing = () => {
+      kb = null;
+      enterDown = false;
+      photo.classList.remove("drawing");
+      drawBtn.setAttribute("aria-pressed", "false");
+      drawn.removeAttribute("tabindex");
+    };
+    drawBtn.addEventListener("click", () => {
+      if (photo.classList.contains("drawing")) { stopDrawing(); drawn.hidden = true; return; }
+      photo.classList.add("drawing");
+      drawBtn.setAttribute("aria-pressed", "true");
+      const side = Math.round(Math.min(W, H) / 4);
+      kb = { x: Math.round((W - side) / 2), y: Math.round((H - side) / 2), w: side, h: side };
+      place(drawn, kb.x, kb.y, kb.w, kb.h);
+      drawn.hidden = false;
+      drawn.tabIndex = 0;
+      drawn.focus();
+    });
+    drawn.addEventListener("keydown", (ev) => {
+      if (!kb) return;
+      const step = ev.altKey ? 1 : Math.max(1, Math.round(Math.min(W, H) / 50));
+      const d = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1], "+": [1, 1], "=": [1, 1], "-": [-1, -1] }[ev.key];
+      if (d) {
+        ev.preventDefault();
+        if (ev.shiftKey || ev.key === "+" || ev.key === "=" || ev.key === "-") {
+          kb.w = clamp(kb.w + d[0] * step, 8, W - kb.x);
+          kb.h = clamp(kb.h + d[1] * step, 8, H - kb.y);
+        } else {
+          kb.x = clamp(kb.x + d[0] * step, 0, W - kb.w);
+          kb.y = clamp(kb.y + d[1] * step, 0, H - kb.h);
+        }
+        place(drawn, kb.x, kb.y, kb.w, kb.h);
+        drawn.setAttribute("aria-label", "new face at " + kb.x + "," + kb.y + ", " + kb.w + " by " + kb.h);
+      } else if (ev.key === "Enter") {
+        ev.preventDefault(); // kept on the key's release (below)
+        enterDown = true;
+      } else if (ev.key === "Escape") {
+        ev.preventDefault();
+        stopDrawing();
+        drawn.hidden = true;
+        drawBtn.focus();
+      }
+    });
+    // Enter keeps the box when it is released, so that the key's press
+    // does not also reach the name field the form then focuses (and send
+    // the form empty); only an Enter pressed on the box (not the one that
+    // pressed "Draw a face").
+    drawn.addEventListener("keyup", (ev) => {
+      if (!kb || ev.key !== "Enter" || !enterDown) return;
+      enterDown = false;
+      ev.preventDefault();
+      const box = { x: kb.x, y: kb.y, width: kb.w, height: kb.h };
+      stopDrawing();
+      chosen(box);
+    });
     const toPhoto = (ev) => {
       const r = img.getBoundingClientRect();
       return { x: Math.max(0, Math.min(W, (ev.clientX - r.left) * W / r.width)), y: Math.max(0, Math.min(H, (ev.clientY - r.top) * H / r.height)) };
@@ -203,6 +259,8 @@
     photo.addEventListener("mousedown", (ev) => {
       if (!photo.classList.contains("drawing")) return;
       ev.preventDefault();
+      kb = null;
+      drawn.removeAttribute("tabindex");
       start = toPhoto(ev);
       drawn.hidden = false;
       place(drawn, start.x, start.y, 0, 0);
@@ -217,15 +275,18 @@
       const p = toPhoto(ev);
       const box = { x: Math.round(Math.min(start.x, p.x)), y: Math.round(Math.min(start.y, p.y)), width: Math.round(Math.abs(p.x - start.x)), height: Math.round(Math.abs(p.y - start.y)) };
       start = null;
-      photo.classList.remove("drawing");
-      drawBtn.setAttribute("aria-pressed", "false");
+      stopDrawing();
+      chosen(box);
+    });
+    // chosen offers the form for a newly drawn box.
+    const chosen = (box) => {
       selected = { box: box };
       $("#face-label").textContent = "New face at " + box.x + "," + box.y + " " + box.width + "×" + box.height + ":";
       $("#face-unassign").hidden = $("#face-remove").hidden = true;
       form.person.value = "";
       form.hidden = false;
       form.person.focus();
-    });
+    };
   }
 
   // Search: choose or drop a photo.
