@@ -207,15 +207,21 @@ func TestBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#face-form input[name="person"]`), "Drawn Person"))
 	shot("photo-drawing")
 	do("naming the drawn face", chromedp.Click(chromedp.CSS(`#face-form button[value="name"]`)))
-	var drawn tagging.Face
-	eventually(t, "a manual face named Drawn Person", func() bool {
-		fs, err := s.lib.Faces(tagging.FaceFilter{Person: "Drawn Person"})
-		if err != nil || len(fs) != 1 {
-			return false
-		}
-		drawn = fs[0]
-		return true
-	})
+	// onlyFace waits for the person's one face.
+	onlyFace := func(person string) tagging.Face {
+		t.Helper()
+		var f tagging.Face
+		eventually(t, "a face named "+person, func() bool {
+			fs, err := s.lib.Faces(tagging.FaceFilter{Person: person})
+			if err != nil || len(fs) != 1 {
+				return false
+			}
+			f = fs[0]
+			return true
+		})
+		return f
+	}
+	drawn := onlyFace("Drawn Person")
 	if drawn.Source != tagging.Manual || drawn.PhotoID != ph || drawn.Box.X > 10 || drawn.Box.Y < 175 || drawn.Box.Width < 50 {
 		t.Fatalf("drawn face %+v", drawn)
 	}
@@ -226,8 +232,8 @@ func TestBrowser(t *testing.T) {
 	// The same by keyboard only: Draw a face (Enter on the focused button)
 	// puts a 63-pixel box in the middle, + twice grows it by 10, the arrow
 	// keys take it to the top-right corner, Enter keeps it, and the name
-	// is typed and sent with Enter.
-	// The page's script has run once name completion is ready.
+	// is typed and sent with Enter. (The page's script has run once name
+	// completion is ready.)
 	do("drawing by keyboard", chromedp.WaitReady(chromedp.CSS(`#people-names[data-ready="true"]`)),
 		chromedp.Focus(chromedp.CSS("#draw-button")), chromedp.KeyEvent(kb.Enter),
 		chromedp.WaitVisible(chromedp.CSS("#drawn")))
@@ -237,15 +243,7 @@ func TestBrowser(t *testing.T) {
 	do("moving and sizing the box by keyboard", chromedp.KeyEvent("++"+strings.Repeat(kb.ArrowUp, 40)+strings.Repeat(kb.ArrowRight, 40)),
 		chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(chromedp.CSS("#face-form")),
 		chromedp.KeyEvent("Keyboard Person"), chromedp.KeyEvent(kb.Enter))
-	var typed tagging.Face
-	eventually(t, "a manual face named Keyboard Person", func() bool {
-		fs, err := s.lib.Faces(tagging.FaceFilter{Person: "Keyboard Person"})
-		if err != nil || len(fs) != 1 {
-			return false
-		}
-		typed = fs[0]
-		return true
-	})
+	typed := onlyFace("Keyboard Person")
 	if b := typed.Box; typed.Source != tagging.Manual || typed.PhotoID != ph || b.X != 177 || b.Y != 0 || b.Width != 73 || b.Height != 73 {
 		t.Fatalf("face drawn by keyboard %+v, want a manual face at 177,0 73×73", typed)
 	}
