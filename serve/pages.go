@@ -2,11 +2,13 @@ package serve
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +24,9 @@ const (
 	facesPerPage    = 200
 	clustersPerPage = 20
 	clusterShown    = 24
+	// foldersShown is how many folders the Library page lists (those
+	// with the most photos); GET /api/v1/status lists them all.
+	foldersShown = 50
 )
 
 // pages holds the parsed templates, one set per page.
@@ -269,7 +274,29 @@ func (s *Server) libraryPage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return "Library", map[string]any{"Status": st, "Dir": s.lib.Dir(), "Scanner": s.opt.Pipeline != nil}, nil
+	folders, more := topFolders(st.Folders, foldersShown)
+	return "Library", map[string]any{"Status": st, "Folders": folders, "MoreFolders": more, "Dir": s.lib.Dir(),
+		"Scanner": s.opt.Pipeline != nil}, nil
+}
+
+// topFolders returns the n folders holding the most photos (ties by
+// path), in path order, and how many others there are: a library of
+// photos in thousands of folders would otherwise give the page thousands
+// of lines, which the browser takes hundreds of milliseconds to lay out.
+func topFolders(fs []Folder, n int) ([]Folder, int) {
+	if len(fs) <= n {
+		return fs, 0
+	}
+	top := slices.Clone(fs)
+	slices.SortFunc(top, func(a, b Folder) int {
+		if a.Photos != b.Photos {
+			return cmp.Compare(b.Photos, a.Photos)
+		}
+		return strings.Compare(a.Path, b.Path)
+	})
+	top = top[:n]
+	slices.SortFunc(top, func(a, b Folder) int { return strings.Compare(a.Path, b.Path) })
+	return top, len(fs) - n
 }
 
 func (s *Server) privacyPage(r *http.Request) (string, any, error) {

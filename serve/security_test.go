@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +229,28 @@ func TestPages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestTopFolders(t *testing.T) {
+	f := func(path string, n int) Folder { return Folder{Path: path, Photos: n} }
+	all := []Folder{f("/a", 1), f("/b", 5), f("/c", 2), f("/d", 5), f("/e", 3)}
+	for _, tc := range []struct {
+		n    int
+		want []Folder
+		more int
+	}{
+		{10, all, 0},
+		{5, all, 0},
+		{3, []Folder{f("/b", 5), f("/d", 5), f("/e", 3)}, 2},
+		{1, []Folder{f("/b", 5)}, 4},
+	} {
+		got, more := topFolders(all, tc.n)
+		if !slices.Equal(got, tc.want) || more != tc.more {
+			t.Errorf("topFolders(%d) = %v, %d more; want %v, %d more", tc.n, got, more, tc.want, tc.more)
+		}
+	}
+	if all[0] != f("/a", 1) || all[1] != f("/b", 5) {
+		t.Errorf("topFolders reordered its argument: %v", all)
 	}
 }
