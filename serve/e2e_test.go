@@ -182,11 +182,21 @@ func TestBrowser(t *testing.T) {
 	do("merging", chromedp.WaitReady(chromedp.CSS(`#merge-into[data-ready="true"]`)),
 		chromedp.SetValue(chromedp.CSS("#merge-into"), fmt.Sprint(into.ID)),
 		chromedp.Click(chromedp.CSS("#merge-form button")))
-	eventually(t, "A. Campbell merged", func() bool {
+	var got tagging.Person
+	merged := func() bool {
 		_, err := s.lib.PersonByName("A. Campbell")
 		p, err2 := s.lib.PersonByName("Alastair Campbell")
+		got = p
 		return err != nil && err2 == nil && p.Faces == into.Faces+dup.Faces
-	})
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !merged() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !merged() {
+		page, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href + " | " + (document.getElementById("message") || {}).textContent + " | " + document.getElementById("merge-into")?.value`))
+		t.Fatalf("after 20 s: A. Campbell (%d faces) not merged into Alastair Campbell (%d faces, now %+v); the page: %s", dup.Faces, into.Faces, got, page)
+	}
 
 	// A photo: draw a face in its bottom-left corner and name it.
 	ph := s.photoID("Ashanti", 2)
