@@ -81,14 +81,7 @@ func migrate6(ctx context.Context, tx *sql.Tx, k *subKeys) error {
 	); err != nil {
 		return err
 	}
-	st, err := readIntegrityState(ctx, tx, k)
-	if err != nil {
-		return err
-	}
-	if st.schema, err = schemaDigest(ctx, tx); err != nil {
-		return err
-	}
-	return writeIntegrityState(ctx, tx, k, &st)
+	return resealSchema(ctx, tx, k)
 }
 
 // ModelInfo describes a stored model version.

@@ -182,6 +182,13 @@ func migrate7(ctx context.Context, tx *sql.Tx, k *subKeys) error {
 	); err != nil {
 		return err
 	}
+	return resealSchema(ctx, tx, k)
+}
+
+// resealSchema records the schema's new digest in the sealed integrity
+// state, in the migration's transaction, so that the changed layout is not
+// taken for tampering at the next open.
+func resealSchema(ctx context.Context, tx *sql.Tx, k *subKeys) error {
 	st, err := readIntegrityState(ctx, tx, k)
 	if err != nil {
 		return err
