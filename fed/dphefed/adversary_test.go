@@ -283,10 +283,10 @@ func TestContributionPastTheBudgetSendsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	priv := clientPrivacy(t, testCount, 1)
-	if err := priv.Ledger.SetBudget("photos", dp.Budget{Epsilon: 1, Delta: 1e-5}); err != nil {
+	if err := priv.Ledger.(*dp.Ledger).SetBudget("photos", dp.Budget{Epsilon: 1, Delta: 1e-5}); err != nil {
 		t.Fatal(err)
 	}
-	before, err := priv.Ledger.Spent("photos")
+	before, err := priv.Ledger.(*dp.Ledger).Spent("photos")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestContributionPastTheBudgetSendsNothing(t *testing.T) {
 	if !errors.Is(err, dp.ErrBudgetExceeded) || c != nil {
 		t.Fatalf("contribution past the budget: %v, %v", c, err)
 	}
-	after, err := priv.Ledger.Spent("photos")
+	after, err := priv.Ledger.(*dp.Ledger).Spent("photos")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,7 +199,7 @@ func TestSelectionSendsOnlySelectedBlocks(t *testing.T) {
 		upd[i*pack.Lanes] = 1 // one block carries the whole norm
 		msgs, err := w.users[id].Encrypt(upd)
 		w.receiveAll(t, msgs, err)
-		evs, err := privs[i].Ledger.Events("user data")
+		evs, err := privs[i].Ledger.(*dp.Ledger).Events("user data")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,8 +41,9 @@ type Privacy struct {
 	// Threshold τ ≥ 0: noisy coordinates of magnitude at most τ·σ·C are
 	// sent as zeros. 0 sends every non-zero coordinate (dense).
 	Threshold float64
-	// Ledger is charged for every contribution (required).
-	Ledger *dp.Ledger
+	// Ledger is charged for every contribution (required): a *dp.Ledger,
+	// or any Charger (a federation client's own per-data-set ledger).
+	Ledger Charger
 	// Principal is the ledger entry charged: the data whose update is
 	// contributed. It must have a budget in Ledger.
 	Principal string
@@ -54,6 +55,15 @@ type Privacy struct {
 	// is not safe for concurrent use: do not share one between users that
 	// encrypt at the same time.
 	Source *dp.Source
+}
+
+// Charger is what a contribution is charged to: *dp.Ledger implements
+// it. Charge must record events under principal, or refuse (past the
+// budget: an error wrapping dp.ErrBudgetExceeded) leaving the ledger
+// unchanged; Budget must fail for a principal the charger does not know.
+type Charger interface {
+	Budget(principal string) (dp.Budget, error)
+	Charge(principal string, events ...dp.Event) (dp.Spent, error)
 }
 
 // validate checks the options and that the ledger knows the principal.

@@ -288,7 +288,7 @@ func TestContributionChargedFirst(t *testing.T) {
 		return u
 	}
 	spent := func() float64 {
-		s, err := priv.Ledger.Spent(priv.Principal)
+		s, err := priv.Ledger.(*dp.Ledger).Spent(priv.Principal)
 		if err != nil {
 			t.Fatal(err)
 		}
