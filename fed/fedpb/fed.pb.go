@@ -358,7 +358,12 @@ type RoundConfig struct {
 	// no update in plaintext, only a masked, quantised vector (SubmitMasked)
 	// and the messages of the protocol's phases (SecAggSend), and the
 	// coordinator learns only the sum of the surviving clients' vectors.
-	Secagg        *SecAggConfig `protobuf:"bytes,14,opt,name=secagg,proto3" json:"secagg,omitempty"`
+	Secagg *SecAggConfig `protobuf:"bytes,14,opt,name=secagg,proto3" json:"secagg,omitempty"`
+	// dphe, when set, makes the round a DPHE round (package fed/dphefed):
+	// the client sends no update in plaintext, only its DPHE contribution
+	// (SecAggSend, SecAggMessage.dphe), and the coordinator learns only the
+	// key generator's decryption of at least three clients' sum.
+	Dphe          *DPHEConfig `protobuf:"bytes,15,opt,name=dphe,proto3" json:"dphe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -487,6 +492,13 @@ func (x *RoundConfig) GetRounds() uint64 {
 func (x *RoundConfig) GetSecagg() *SecAggConfig {
 	if x != nil {
 		return x.Secagg
+	}
+	return nil
+}
+
+func (x *RoundConfig) GetDphe() *DPHEConfig {
+	if x != nil {
+		return x.Dphe
 	}
 	return nil
 }
@@ -1038,6 +1050,7 @@ type SecAggMessage struct {
 	//	*SecAggMessage_Advert
 	//	*SecAggMessage_Shares
 	//	*SecAggMessage_Unmask
+	//	*SecAggMessage_Dphe
 	Msg           isSecAggMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1121,6 +1134,15 @@ func (x *SecAggMessage) GetUnmask() []byte {
 	return nil
 }
 
+func (x *SecAggMessage) GetDphe() *DPHEContribution {
+	if x != nil {
+		if x, ok := x.Msg.(*SecAggMessage_Dphe); ok {
+			return x.Dphe
+		}
+	}
+	return nil
+}
+
 type isSecAggMessage_Msg interface {
 	isSecAggMessage_Msg()
 }
@@ -1140,11 +1162,18 @@ type SecAggMessage_Unmask struct {
 	Unmask []byte `protobuf:"bytes,5,opt,name=unmask,proto3,oneof"`
 }
 
+type SecAggMessage_Dphe struct {
+	// A DPHE round's whole contribution (RoundConfig.dphe).
+	Dphe *DPHEContribution `protobuf:"bytes,6,opt,name=dphe,proto3,oneof"`
+}
+
 func (*SecAggMessage_Advert) isSecAggMessage_Msg() {}
 
 func (*SecAggMessage_Shares) isSecAggMessage_Msg() {}
 
 func (*SecAggMessage_Unmask) isSecAggMessage_Msg() {}
+
+func (*SecAggMessage_Dphe) isSecAggMessage_Msg() {}
 
 // SecAggAck says whether a secure round's message was accepted.
 type SecAggAck struct {
@@ -2561,6 +2590,174 @@ func (x *StatusResponse) GetLastEvaluation() *Evaluation {
 	return nil
 }
 
+// DPHEConfig is a DPHE round: where the key generator is, the round's
+// number at the key generator, and the release the coordinator proposes.
+// A client dials the key generator only under the certificate name its
+// owner configured, refuses a round naming another, and releases with at
+// least its own policy's noise and at most its own clip.
+type DPHEConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// keygen_addr is the key generator's host:port.
+	KeygenAddr string `protobuf:"bytes,1,opt,name=keygen_addr,json=keygenAddr,proto3" json:"keygen_addr,omitempty"`
+	// keygen_name is the name on the key generator's certificate.
+	KeygenName string `protobuf:"bytes,2,opt,name=keygen_name,json=keygenName,proto3" json:"keygen_name,omitempty"`
+	// round is the round's number at the key generator.
+	Round uint64 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	// count is the number of blocks a client's DP selection may choose.
+	Count uint32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	// clip is the L2 norm a client clips its update to.
+	Clip float64 `protobuf:"fixed64,5,opt,name=clip,proto3" json:"clip,omitempty"`
+	// noise_multiplier σ: the release's noise has standard deviation σ·clip.
+	NoiseMultiplier float64 `protobuf:"fixed64,6,opt,name=noise_multiplier,json=noiseMultiplier,proto3" json:"noise_multiplier,omitempty"`
+	// selection_epsilon and selection_delta are the DP selection's ε and δ
+	// per contribution (the unit: the client's whole update).
+	SelectionEpsilon float64 `protobuf:"fixed64,7,opt,name=selection_epsilon,json=selectionEpsilon,proto3" json:"selection_epsilon,omitempty"`
+	SelectionDelta   float64 `protobuf:"fixed64,8,opt,name=selection_delta,json=selectionDelta,proto3" json:"selection_delta,omitempty"`
+	// selection_threshold is the selection's threshold on a block's norm.
+	SelectionThreshold float64 `protobuf:"fixed64,9,opt,name=selection_threshold,json=selectionThreshold,proto3" json:"selection_threshold,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *DPHEConfig) Reset() {
+	*x = DPHEConfig{}
+	mi := &file_fed_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DPHEConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DPHEConfig) ProtoMessage() {}
+
+func (x *DPHEConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DPHEConfig.ProtoReflect.Descriptor instead.
+func (*DPHEConfig) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DPHEConfig) GetKeygenAddr() string {
+	if x != nil {
+		return x.KeygenAddr
+	}
+	return ""
+}
+
+func (x *DPHEConfig) GetKeygenName() string {
+	if x != nil {
+		return x.KeygenName
+	}
+	return ""
+}
+
+func (x *DPHEConfig) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *DPHEConfig) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *DPHEConfig) GetClip() float64 {
+	if x != nil {
+		return x.Clip
+	}
+	return 0
+}
+
+func (x *DPHEConfig) GetNoiseMultiplier() float64 {
+	if x != nil {
+		return x.NoiseMultiplier
+	}
+	return 0
+}
+
+func (x *DPHEConfig) GetSelectionEpsilon() float64 {
+	if x != nil {
+		return x.SelectionEpsilon
+	}
+	return 0
+}
+
+func (x *DPHEConfig) GetSelectionDelta() float64 {
+	if x != nil {
+		return x.SelectionDelta
+	}
+	return 0
+}
+
+func (x *DPHEConfig) GetSelectionThreshold() float64 {
+	if x != nil {
+		return x.SelectionThreshold
+	}
+	return 0
+}
+
+// DPHEContribution is a client's DPHE messages (dphe.Message encodings),
+// all of them: a contribution is taken whole or not at all.
+type DPHEContribution struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      [][]byte               `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DPHEContribution) Reset() {
+	*x = DPHEContribution{}
+	mi := &file_fed_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DPHEContribution) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DPHEContribution) ProtoMessage() {}
+
+func (x *DPHEContribution) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DPHEContribution.ProtoReflect.Descriptor instead.
+func (*DPHEContribution) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DPHEContribution) GetMessages() [][]byte {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
 var File_fed_proto protoreflect.FileDescriptor
 
 const file_fed_proto_rawDesc = "" +
@@ -2586,7 +2783,7 @@ const file_fed_proto_rawDesc = "" +
 	"\rsampling_rate\x18\x03 \x01(\x01R\fsamplingRate\x12\x14\n" +
 	"\x05steps\x18\x04 \x01(\x04R\x05steps\x12\x14\n" +
 	"\x05delta\x18\x05 \x01(\x01R\x05delta\x12!\n" +
-	"\fprivacy_unit\x18\x06 \x01(\tR\vprivacyUnit\"\xe6\x03\n" +
+	"\fprivacy_unit\x18\x06 \x01(\tR\vprivacyUnit\"\x93\x04\n" +
 	"\vRoundConfig\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x12#\n" +
@@ -2603,7 +2800,8 @@ const file_fed_proto_rawDesc = "" +
 	"\x05batch\x18\v \x01(\rR\x05batch\x12\x12\n" +
 	"\x04seed\x18\f \x01(\x04R\x04seed\x12\x16\n" +
 	"\x06rounds\x18\r \x01(\x04R\x06rounds\x121\n" +
-	"\x06secagg\x18\x0e \x01(\v2\x19.veil.fed.v1.SecAggConfigR\x06secagg\"\xd3\x03\n" +
+	"\x06secagg\x18\x0e \x01(\v2\x19.veil.fed.v1.SecAggConfigR\x06secagg\x12+\n" +
+	"\x04dphe\x18\x0f \x01(\v2\x17.veil.fed.v1.DPHEConfigR\x04dphe\"\xd3\x03\n" +
 	"\fSecAggConfig\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x19\n" +
 	"\bround_id\x18\x02 \x01(\fR\aroundId\x121\n" +
@@ -2644,13 +2842,14 @@ const file_fed_proto_rawDesc = "" +
 	"\n" +
 	"SecAggCert\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x10\n" +
-	"\x03der\x18\x02 \x01(\fR\x03der\"\xa5\x01\n" +
+	"\x03der\x18\x02 \x01(\fR\x03der\"\xda\x01\n" +
 	"\rSecAggMessage\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x12\x18\n" +
 	"\x06advert\x18\x03 \x01(\fH\x00R\x06advert\x12\x18\n" +
 	"\x06shares\x18\x04 \x01(\fH\x00R\x06shares\x12\x18\n" +
-	"\x06unmask\x18\x05 \x01(\fH\x00R\x06unmaskB\x05\n" +
+	"\x06unmask\x18\x05 \x01(\fH\x00R\x06unmask\x123\n" +
+	"\x04dphe\x18\x06 \x01(\v2\x1d.veil.fed.v1.DPHEContributionH\x00R\x04dpheB\x05\n" +
 	"\x03msg\"j\n" +
 	"\tSecAggAck\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x1a\n" +
@@ -2745,7 +2944,22 @@ const file_fed_proto_rawDesc = "" +
 	"\rmodel_version\x18\x03 \x01(\tR\fmodelVersion\x123\n" +
 	"\aclients\x18\x04 \x03(\v2\x19.veil.fed.v1.ClientStatusR\aclients\x120\n" +
 	"\x06rounds\x18\x05 \x03(\v2\x18.veil.fed.v1.RoundStatusR\x06rounds\x12@\n" +
-	"\x0flast_evaluation\x18\x06 \x01(\v2\x17.veil.fed.v1.EvaluationR\x0elastEvaluation2\xee\x04\n" +
+	"\x0flast_evaluation\x18\x06 \x01(\v2\x17.veil.fed.v1.EvaluationR\x0elastEvaluation\"\xc0\x02\n" +
+	"\n" +
+	"DPHEConfig\x12\x1f\n" +
+	"\vkeygen_addr\x18\x01 \x01(\tR\n" +
+	"keygenAddr\x12\x1f\n" +
+	"\vkeygen_name\x18\x02 \x01(\tR\n" +
+	"keygenName\x12\x14\n" +
+	"\x05round\x18\x03 \x01(\x04R\x05round\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\rR\x05count\x12\x12\n" +
+	"\x04clip\x18\x05 \x01(\x01R\x04clip\x12)\n" +
+	"\x10noise_multiplier\x18\x06 \x01(\x01R\x0fnoiseMultiplier\x12+\n" +
+	"\x11selection_epsilon\x18\a \x01(\x01R\x10selectionEpsilon\x12'\n" +
+	"\x0fselection_delta\x18\b \x01(\x01R\x0eselectionDelta\x12/\n" +
+	"\x13selection_threshold\x18\t \x01(\x01R\x12selectionThreshold\".\n" +
+	"\x10DPHEContribution\x12\x1a\n" +
+	"\bmessages\x18\x01 \x03(\fR\bmessages2\xee\x04\n" +
 	"\vCoordinator\x12;\n" +
 	"\x04Join\x12\x18.veil.fed.v1.JoinRequest\x1a\x19.veil.fed.v1.JoinResponse\x12;\n" +
 	"\x04Poll\x12\x18.veil.fed.v1.PollRequest\x1a\x19.veil.fed.v1.PollResponse\x12?\n" +
@@ -2770,7 +2984,7 @@ func file_fed_proto_rawDescGZIP() []byte {
 	return file_fed_proto_rawDescData
 }
 
-var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_fed_proto_goTypes = []any{
 	(*TensorSpec)(nil),       // 0: veil.fed.v1.TensorSpec
 	(*WeightsHeader)(nil),    // 1: veil.fed.v1.WeightsHeader
@@ -2804,50 +3018,54 @@ var file_fed_proto_goTypes = []any{
 	(*Withdrawal)(nil),       // 29: veil.fed.v1.Withdrawal
 	(*Evaluation)(nil),       // 30: veil.fed.v1.Evaluation
 	(*StatusResponse)(nil),   // 31: veil.fed.v1.StatusResponse
+	(*DPHEConfig)(nil),       // 32: veil.fed.v1.DPHEConfig
+	(*DPHEContribution)(nil), // 33: veil.fed.v1.DPHEContribution
 }
 var file_fed_proto_depIdxs = []int32{
 	0,  // 0: veil.fed.v1.WeightsHeader.tensors:type_name -> veil.fed.v1.TensorSpec
 	1,  // 1: veil.fed.v1.WeightsChunk.header:type_name -> veil.fed.v1.WeightsHeader
 	3,  // 2: veil.fed.v1.RoundConfig.dp:type_name -> veil.fed.v1.DPParams
 	5,  // 3: veil.fed.v1.RoundConfig.secagg:type_name -> veil.fed.v1.SecAggConfig
-	6,  // 4: veil.fed.v1.SecAggConfig.roster:type_name -> veil.fed.v1.SecAggMember
-	7,  // 5: veil.fed.v1.SecAggConfig.quant:type_name -> veil.fed.v1.QuantConfig
-	9,  // 6: veil.fed.v1.SecAggPhase.adverts:type_name -> veil.fed.v1.SecAggAdverts
-	10, // 7: veil.fed.v1.SecAggAdverts.certs:type_name -> veil.fed.v1.SecAggCert
-	4,  // 8: veil.fed.v1.PollResponse.task:type_name -> veil.fed.v1.RoundConfig
-	4,  // 9: veil.fed.v1.Push.task:type_name -> veil.fed.v1.RoundConfig
-	8,  // 10: veil.fed.v1.Push.secagg:type_name -> veil.fed.v1.SecAggPhase
-	3,  // 11: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
-	1,  // 12: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
-	13, // 13: veil.fed.v1.UpdateHeader.masked:type_name -> veil.fed.v1.MaskedHeader
-	21, // 14: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
-	29, // 15: veil.fed.v1.RoundStatus.withdrawals:type_name -> veil.fed.v1.Withdrawal
-	27, // 16: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
-	28, // 17: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
-	30, // 18: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
-	14, // 19: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
-	16, // 20: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
-	18, // 21: veil.fed.v1.Coordinator.Subscribe:input_type -> veil.fed.v1.SubscribeRequest
-	20, // 22: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
-	22, // 23: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
-	24, // 24: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
-	26, // 25: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
-	11, // 26: veil.fed.v1.Coordinator.SecAggSend:input_type -> veil.fed.v1.SecAggMessage
-	22, // 27: veil.fed.v1.Coordinator.SubmitMasked:input_type -> veil.fed.v1.UpdateChunk
-	15, // 28: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
-	17, // 29: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
-	19, // 30: veil.fed.v1.Coordinator.Subscribe:output_type -> veil.fed.v1.Push
-	2,  // 31: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
-	23, // 32: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
-	25, // 33: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
-	31, // 34: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
-	12, // 35: veil.fed.v1.Coordinator.SecAggSend:output_type -> veil.fed.v1.SecAggAck
-	23, // 36: veil.fed.v1.Coordinator.SubmitMasked:output_type -> veil.fed.v1.SubmitResponse
-	28, // [28:37] is the sub-list for method output_type
-	19, // [19:28] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	32, // 4: veil.fed.v1.RoundConfig.dphe:type_name -> veil.fed.v1.DPHEConfig
+	6,  // 5: veil.fed.v1.SecAggConfig.roster:type_name -> veil.fed.v1.SecAggMember
+	7,  // 6: veil.fed.v1.SecAggConfig.quant:type_name -> veil.fed.v1.QuantConfig
+	9,  // 7: veil.fed.v1.SecAggPhase.adverts:type_name -> veil.fed.v1.SecAggAdverts
+	10, // 8: veil.fed.v1.SecAggAdverts.certs:type_name -> veil.fed.v1.SecAggCert
+	33, // 9: veil.fed.v1.SecAggMessage.dphe:type_name -> veil.fed.v1.DPHEContribution
+	4,  // 10: veil.fed.v1.PollResponse.task:type_name -> veil.fed.v1.RoundConfig
+	4,  // 11: veil.fed.v1.Push.task:type_name -> veil.fed.v1.RoundConfig
+	8,  // 12: veil.fed.v1.Push.secagg:type_name -> veil.fed.v1.SecAggPhase
+	3,  // 13: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
+	1,  // 14: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
+	13, // 15: veil.fed.v1.UpdateHeader.masked:type_name -> veil.fed.v1.MaskedHeader
+	21, // 16: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
+	29, // 17: veil.fed.v1.RoundStatus.withdrawals:type_name -> veil.fed.v1.Withdrawal
+	27, // 18: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
+	28, // 19: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
+	30, // 20: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
+	14, // 21: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
+	16, // 22: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
+	18, // 23: veil.fed.v1.Coordinator.Subscribe:input_type -> veil.fed.v1.SubscribeRequest
+	20, // 24: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
+	22, // 25: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
+	24, // 26: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
+	26, // 27: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
+	11, // 28: veil.fed.v1.Coordinator.SecAggSend:input_type -> veil.fed.v1.SecAggMessage
+	22, // 29: veil.fed.v1.Coordinator.SubmitMasked:input_type -> veil.fed.v1.UpdateChunk
+	15, // 30: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
+	17, // 31: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
+	19, // 32: veil.fed.v1.Coordinator.Subscribe:output_type -> veil.fed.v1.Push
+	2,  // 33: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
+	23, // 34: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
+	25, // 35: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
+	31, // 36: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
+	12, // 37: veil.fed.v1.Coordinator.SecAggSend:output_type -> veil.fed.v1.SecAggAck
+	23, // 38: veil.fed.v1.Coordinator.SubmitMasked:output_type -> veil.fed.v1.SubmitResponse
+	30, // [30:39] is the sub-list for method output_type
+	21, // [21:30] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_fed_proto_init() }
@@ -2868,6 +3086,7 @@ func file_fed_proto_init() {
 		(*SecAggMessage_Advert)(nil),
 		(*SecAggMessage_Shares)(nil),
 		(*SecAggMessage_Unmask)(nil),
+		(*SecAggMessage_Dphe)(nil),
 	}
 	file_fed_proto_msgTypes[17].OneofWrappers = []any{
 		(*PollResponse_Task)(nil),
@@ -2889,7 +3108,7 @@ func file_fed_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fed_proto_rawDesc), len(file_fed_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
