@@ -142,6 +142,9 @@ type Options struct {
 	// it is masked (its own data, for tests that check the coordinator's
 	// unmasked sum exactly).
 	Quantised func(round uint64, x []uint32)
+	// DPHE is the owner's settings for DPHE rounds (dphe.go); its zero
+	// value takes part in none.
+	DPHE DPHEOptions
 }
 
 // Clock is the time the client waits on: its reconnection backoff and a
@@ -177,6 +180,7 @@ type Client struct {
 	id     string
 	last   *sent        // the last round's update, kept to send again
 	sec    *secureRound // the secure round the client is in
+	dphe   *dpheSent    // the last DPHE contribution, kept to send again
 }
 
 // sent is the update trained for a round, and whether the coordinator has
@@ -295,6 +299,9 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 		case <-c.o.Clock.After(time.UnixMilli(task.GetDeadlineUnixMs()).Sub(c.o.Clock.Now())):
 		}
 		return nil
+	}
+	if task.GetDphe() != nil {
+		return c.dpheRound(ctx, task)
 	}
 	// The owner's policy first: a round outside it is refused before
 	// anything is planned, downloaded, charged or trained.

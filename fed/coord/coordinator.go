@@ -113,6 +113,8 @@ type Options struct {
 	// coordinator never holds an individual update in plaintext (see
 	// SecAggOptions and secagg.go).
 	SecAgg *SecAggOptions
+	// DPHE, if non-nil, makes every round a DPHE round (dphe.go).
+	DPHE *DPHEOptions
 }
 
 // Observer is told of the coordinator's events (metrics).
@@ -208,6 +210,11 @@ func (o *Options) validate() error {
 	}
 	if o.SecAgg != nil {
 		if err := o.SecAgg.validate(o); err != nil {
+			return err
+		}
+	}
+	if o.DPHE != nil {
+		if err := o.DPHE.validate(o); err != nil {
 			return err
 		}
 	}
@@ -528,6 +535,13 @@ func (c *Coordinator) restore() error {
 		}
 		c.round.sec = m
 	}
+	if dc := cfg.GetDphe(); dc != nil {
+		d, err := c.restoreDPHE(context.Background(), n, dc, selected, time.UnixMilli(deadline))
+		if err != nil {
+			return err
+		}
+		c.round.sec = d
+	}
 	c.log.Info("continuing the open round", "round", n, "updates", updates, "selected", len(selected), "withdrawn", len(withdrawn))
 	return nil
 }
@@ -762,6 +776,14 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 		}
 		cfg.Secagg = sec.cfg
 	}
+	var dr *dpheRound
+	if c.o.DPHE != nil {
+		var err error
+		if dr, err = c.beginDPHE(ctx, n, sel, deadline); err != nil {
+			return fmt.Errorf("coordinator: starting round %d: %w", n, err)
+		}
+		cfg.Dphe = dr.cfg
+	}
 	cfgB, err := proto.Marshal(cfg)
 	if err != nil {
 		return err
@@ -788,6 +810,9 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 		sum: strategy.NewSum(c.model), started: time.Now()}
 	if sec != nil {
 		r.sec = sec
+	}
+	if dr != nil {
+		r.sec = dr
 	}
 	for _, id := range sel {
 		r.selected[id] = true
