@@ -89,6 +89,18 @@ type Config struct {
 	SecAggDegree    int      `json:"secagg-degree"`
 	SecAggThreshold int      `json:"secagg-threshold"`
 	SecAggPhase     Duration `json:"secagg-phase"`
+
+	// With SecAgg "dphe" (package fed/dphefed): KeyGen is the key
+	// generator's host:port and KeyGenName its certificate name; each
+	// client releases its update clipped to Clip with noise multiplier
+	// NoiseMultiplier (> 0) and a DP selection of at most DPHECount
+	// blocks at ε DPHESelectionEpsilon and δ Delta, threshold
+	// DPHEThreshold on a block's norm.
+	KeyGen               string  `json:"keygen"`
+	KeyGenName           string  `json:"keygen-name"`
+	DPHECount            int     `json:"dphe-count"`
+	DPHESelectionEpsilon float64 `json:"dphe-selection-epsilon"`
+	DPHEThreshold        float64 `json:"dphe-threshold"`
 }
 
 // Duration is a time.Duration written in JSON as Go's duration text
@@ -120,6 +132,7 @@ func DefaultConfig() Config {
 		StreamIdle: Duration(coord.DefaultStreamIdle), ReceiveBudgetMiB: coord.DefaultReceiveBudget >> 20,
 		LocalEpochs: 1, LR: 0.01, Batch: 32, DP: true, Clip: 1, Delta: 1e-5, Unit: "identity", MaxUpdateNorm: 100,
 		SecAgg: "off", SecAggMinHonest: 2,
+		KeyGenName: "keygen", DPHECount: 64, DPHESelectionEpsilon: 1, DPHEThreshold: 0.1,
 	}
 }
 
@@ -193,7 +206,7 @@ func (c *Config) Options() (coord.Options, error) {
 		StreamIdle: time.Duration(c.StreamIdle), ReceiveBudget: int64(c.ReceiveBudgetMiB) << 20,
 		Task: coord.Task{LocalEpochs: c.LocalEpochs, LocalSteps: c.LocalSteps, LearningRate: c.LR, Batch: c.Batch},
 	}
-	if c.DP {
+	if c.DP && c.SecAgg != "dphe" {
 		o.Task.DP = &fedpb.DPParams{Clip: c.Clip, Delta: c.Delta, PrivacyUnit: c.Unit, NoiseMultiplier: c.NoiseMultiplier}
 	}
 	if _, err := strategy.New(o.Strategy); err != nil {
@@ -204,6 +217,12 @@ func (c *Config) Options() (coord.Options, error) {
 		// loads the coordinator's identity.
 		o.SecAgg = &coord.SecAggOptions{Mode: c.SecAgg, MinHonest: c.SecAggMinHonest, Degree: c.SecAggDegree, Threshold: c.SecAggThreshold,
 			PhaseTimeout: time.Duration(c.SecAggPhase)}
+	}
+	if c.SecAgg == "dphe" {
+		// The key generator's connection (KeyGen) is the caller's to
+		// make: it loads the coordinator's identity.
+		o.DPHE = &coord.DPHEOptions{Addr: c.KeyGen, Name: c.KeyGenName, Count: c.DPHECount, Clip: c.Clip, NoiseMultiplier: c.NoiseMultiplier,
+			SelectionEpsilon: c.DPHESelectionEpsilon, SelectionDelta: c.Delta, SelectionThreshold: c.DPHEThreshold}
 	}
 	return o, nil
 }
@@ -241,8 +260,16 @@ func (c *Config) check() error {
 		return fmt.Errorf("--batch must be at least 1, got %d", c.Batch)
 	case !(c.MaxUpdateNorm > 0):
 		return fmt.Errorf("--max-update-norm must be positive, got %g", c.MaxUpdateNorm)
-	case c.SecAgg != "masking" && c.SecAgg != "off":
-		return fmt.Errorf("--secagg %q: want masking or off", c.SecAgg)
+	case c.SecAgg != "masking" && c.SecAgg != "dphe" && c.SecAgg != "off":
+		return fmt.Errorf("--secagg %q: want masking, dphe or off", c.SecAgg)
+	case c.SecAgg == "dphe" && c.KeyGen == "":
+		return errors.New("--secagg dphe needs --keygen, the key generator's address")
+	case c.SecAgg == "dphe" && (c.MinAvail < 3 || c.MinUpdate < 3):
+		return fmt.Errorf("--secagg dphe decrypts only sums of at least 3 clients: --min-available is %d, --min-updates %d", c.MinAvail, c.MinUpdate)
+	case c.SecAgg == "dphe" && (!c.DP || !(c.NoiseMultiplier > 0)):
+		return errors.New("--secagg dphe needs DP and --noise-multiplier > 0 (each client's release of its update)")
+	case c.SecAgg == "dphe" && (c.DPHECount < 1 || !(c.DPHESelectionEpsilon > 0) || !(c.DPHEThreshold >= 0)):
+		return fmt.Errorf("--secagg dphe needs --dphe-count ≥ 1, --dphe-selection-epsilon > 0 and --dphe-threshold ≥ 0, got %d, %g and %g", c.DPHECount, c.DPHESelectionEpsilon, c.DPHEThreshold)
 	case c.SecAgg == "masking" && c.MinAvail < 3:
 		return fmt.Errorf("--secagg masking needs rounds of at least 3 clients: --min-available is %d", c.MinAvail)
 	case c.SecAgg == "masking" && !(c.SecAggMinHonest >= 2 && c.SecAggMinHonest <= c.MinUpdate):

@@ -130,7 +130,13 @@ func TestConfigOptionsNameTheFlag(t *testing.T) {
 		{func(c *ops.Config) { c.MetricsListen = "9464" }, `--metrics-listen "9464": want HOST:PORT`},
 		{func(c *ops.Config) { c.StreamIdle = 0 }, "--stream-idle must be positive"},
 		{func(c *ops.Config) { c.ReceiveBudgetMiB = 0 }, "--receive-budget-mib must be in 1…"},
-		{func(c *ops.Config) { c.SecAgg = "dp" }, `--secagg "dp": want masking or off`},
+		{func(c *ops.Config) { c.SecAgg = "dp" }, `--secagg "dp": want masking, dphe or off`},
+		{func(c *ops.Config) { c.SecAgg = "dphe" }, "--secagg dphe needs --keygen"},
+		{func(c *ops.Config) { c.SecAgg, c.KeyGen = "dphe", "127.0.0.1:7444" }, "--secagg dphe decrypts only sums of at least 3 clients"},
+		{func(c *ops.Config) { c.SecAgg, c.KeyGen, c.MinAvail, c.MinUpdate = "dphe", "127.0.0.1:7444", 3, 3 }, "--secagg dphe needs DP and --noise-multiplier > 0"},
+		{func(c *ops.Config) {
+			c.SecAgg, c.KeyGen, c.MinAvail, c.MinUpdate, c.NoiseMultiplier, c.DPHECount = "dphe", "127.0.0.1:7444", 3, 3, 1, 0
+		}, "--secagg dphe needs --dphe-count ≥ 1"},
 		{func(c *ops.Config) { c.SecAgg = "masking" }, "--secagg masking needs rounds of at least 3 clients: --min-available is 2"},
 		{func(c *ops.Config) { c.SecAgg, c.MinAvail, c.SecAggMinHonest = "masking", 3, 3 }, "--secagg-min-honest must be in [2, --min-updates = 2], got 3"},
 		{func(c *ops.Config) { c.SecAgg, c.MinAvail, c.SecAggDegree = "masking", 3, -1 }, "--secagg-degree, --secagg-threshold and --secagg-phase must not be negative"},
@@ -142,6 +148,18 @@ func TestConfigOptionsNameTheFlag(t *testing.T) {
 		if _, err := c.Options(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}
+	}
+	// DPHE: the release's settings go to coord.DPHEOptions, and the task
+	// asks for no DP-SGD (the release is the DP).
+	d := ops.DefaultConfig()
+	d.State, d.SecAgg, d.KeyGen, d.MinAvail, d.MinUpdate, d.NoiseMultiplier = "s.db", "dphe", "127.0.0.1:7444", 3, 3, 2
+	o, err := d.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Task.DP != nil || o.DPHE == nil || o.DPHE.Addr != d.KeyGen || o.DPHE.Name != "keygen" || o.DPHE.NoiseMultiplier != 2 || o.DPHE.Clip != d.Clip ||
+		o.DPHE.SelectionDelta != d.Delta || o.DPHE.Count != 64 {
+		t.Errorf("--secagg dphe: task DP %v, DPHE options %+v", o.Task.DP, o.DPHE)
 	}
 	// Without DP, the DP settings are not checked.
 	c := ops.DefaultConfig()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/veil-privacy/veil/fed/coord"
+	"github.com/veil-privacy/veil/fed/dphefed"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/internal/engine"
@@ -104,6 +105,17 @@ func RunCoordinator(ctx context.Context, o CoordinatorOptions) (*CoordinatorResu
 		// Adverts are checked against client certificates of the
 		// coordinator's own authority.
 		co.SecAgg.Roots = id.Pool
+	}
+	if co.DPHE != nil {
+		if err := checkAddress("keygen", cfg.KeyGen, false); err != nil {
+			return nil, err
+		}
+		kg, err := dphefed.Dial(dphefed.DialOptions{Addr: cfg.KeyGen, Identity: id, Name: cfg.KeyGenName})
+		if err != nil {
+			return nil, err
+		}
+		defer kg.Close()
+		co.DPHE.KeyGen = kg
 	}
 	log.Info("strategy", "name", co.Strategy.Name, "server_lr", co.Strategy.ServerLRText())
 	m := NewMetrics()

@@ -39,6 +39,7 @@ type clientFlags struct {
 	minNoise, maxClip, maxRate  float64
 	allowNoDP                   bool
 	requireSecAgg               bool
+	keygenName                  string
 	minHonest                   int
 	unit, dir, data, trainer    string
 	ledgerDir, dataSet          string
@@ -152,6 +153,7 @@ func clientCmd(e *env) (*cobra.Command, *clientFlags) {
 	fl.Float64Var(&f.minNoise, "min-noise-multiplier", client.DefaultMinNoiseMultiplier, "least DP-SGD noise multiplier σ this client runs (noise σ·clip per step); a round asking for less is refused, and σ calibrated to the budget is raised to it (0: no floor beyond the budget)")
 	fl.Float64Var(&f.maxClip, "max-clip", client.DefaultMaxClip, "largest DP-SGD clipping norm this client accepts")
 	fl.Float64Var(&f.maxRate, "max-sampling-rate", client.DefaultMaxSamplingRate, "largest share q of this client's privacy units sampled per step, in (0, 1] (the ledger charges the q a round runs; lower it to refuse rounds whose batch samples more)")
+	fl.StringVar(&f.keygenName, "keygen-name", "", "take part in DPHE rounds (veil fed coordinator --secagg dphe) whose key generator's certificate carries this name (default: refuse DPHE rounds)")
 	fl.BoolVar(&f.requireSecAgg, "require-secagg", false, "refuse rounds without secure aggregation (where the coordinator would see this client's update)")
 	fl.IntVar(&f.minHonest, "secagg-min-honest", 2, "T: the least honest surviving clients this client assumes in a secure round; a threshold t below it is refused")
 	fl.BoolVar(&f.allowNoDP, "allow-no-dp", false, "take part in rounds without differential privacy (no privacy guarantee for this client's data; default: refuse them)")
@@ -234,7 +236,7 @@ func runFedClient(ctx context.Context, e *env, f *clientFlags) error {
 	}
 	c, err := client.New(client.Options{Addr: f.addr, ServerName: serverName, Name: name, Creds: credentials.NewTLS(pki.ClientTLS(id, serverName)),
 		Policy: policy, Identity: id, Dir: f.dir, Trainer: tr, Logger: log, LedgerDir: ledgers, DataSet: f.dataSet, Members: members,
-		Progress: progress, ReconnectFor: reconnectFor})
+		Progress: progress, ReconnectFor: reconnectFor, DPHE: client.DPHEOptions{KeyGenName: f.keygenName}})
 	if err != nil {
 		return err
 	}

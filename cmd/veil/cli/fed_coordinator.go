@@ -126,7 +126,14 @@ keys (they sign their adverts) and --secagg-min-honest is the T the
 clients' policies are checked against (a client refuses a threshold
 below its own T). Each phase (keys, shares, unmasking) has --secagg-phase
 (default --deadline/6); the masked vectors are due one phase before
---deadline. With --secagg off (the default) the coordinator receives each
+--deadline. With --secagg dphe (DPHE, Paillier encryption of sparse
+updates) the key generator (veil fed keygen, --keygen and --keygen-name)
+sets each round up; each client clips its update to --clip, adds its own
+noise (--noise-multiplier, > 0) and a DP selection of at most --dphe-count
+blocks, charged to its own ledger, and encrypts it; the coordinator
+multiplies the ciphertexts and receives from the key generator only the
+sum of at least 3 clients (a round with fewer decrypts nothing). With
+--secagg off (the default) the coordinator receives each
 client's clipped, noised update in plaintext.
 
 Server learning rate: FedAvg adds --server-lr times the mean of the round's
@@ -228,7 +235,12 @@ func registerRoundFlags(fl *pflag.FlagSet, c *ops.Config) {
 	fl.StringVar(&c.Unit, "privacy-unit", c.Unit, "privacy unit: identity (all of a person's images) or example (one image)")
 	fl.Float64Var(&c.NoiseMultiplier, "noise-multiplier", 0, "least DP-SGD noise multiplier σ (0: each client calibrates σ to its budget)")
 	fl.Float64Var(&c.MaxUpdateNorm, "max-update-norm", c.MaxUpdateNorm, "refuse updates whose L2 norm is above this (with --secagg masking: clients clip to it)")
-	fl.StringVar(&c.SecAgg, "secagg", c.SecAgg, "secure aggregation: masking (the coordinator sees only sums of at least t clients' updates) or off (each update in plaintext)")
+	fl.StringVar(&c.SecAgg, "secagg", c.SecAgg, "secure aggregation: masking (the coordinator sees only sums of at least t clients' updates), dphe (the key generator decrypts only sums of at least 3 clients' encrypted, noised, sparse updates) or off (each update in plaintext)")
+	fl.StringVar(&c.KeyGen, "keygen", "", "with --secagg dphe: the key generator's HOST:PORT (veil fed keygen)")
+	fl.StringVar(&c.KeyGenName, "keygen-name", c.KeyGenName, "with --secagg dphe: the name on the key generator's certificate (clients trust only the name their owner configured)")
+	fl.IntVar(&c.DPHECount, "dphe-count", c.DPHECount, "with --secagg dphe: the most blocks of coordinates each client's DP selection sends")
+	fl.Float64Var(&c.DPHESelectionEpsilon, "dphe-selection-epsilon", c.DPHESelectionEpsilon, "with --secagg dphe: the ε of each client's DP selection of blocks (at --delta, per round)")
+	fl.Float64Var(&c.DPHEThreshold, "dphe-threshold", c.DPHEThreshold, "with --secagg dphe: the selection's threshold on a block's norm")
 	fl.IntVar(&c.SecAggMinHonest, "secagg-min-honest", c.SecAggMinHonest, "with --secagg masking: T, the least honest surviving clients assumed (2 … --min-updates)")
 	fl.IntVar(&c.SecAggDegree, "secagg-degree", 0, "with --secagg masking: k, each client's neighbours (0: all up to 16 clients, 2⌈log₂ n⌉ beyond)")
 	fl.IntVar(&c.SecAggThreshold, "secagg-threshold", 0, "with --secagg masking: t, the least survivors unmasked (0: the least t with 2t > k+1, at least T)")
