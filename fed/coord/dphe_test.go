@@ -53,6 +53,12 @@ type dpheFed struct {
 // rounds of four selected clients.
 func startDPHE(t *testing.T, rounds int) *dpheFed {
 	t.Helper()
+	return startDPHEWith(t, rounds, nil)
+}
+
+// startDPHEWith is startDPHE with the DPHE options changed by set.
+func startDPHEWith(t *testing.T, rounds int, set func(*coord.DPHEOptions)) *dpheFed {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "pki")
 	ca := testCA(t, dir)
 	if _, err := ca.Issue(pki.IssueOptions{Name: "keygen", Role: pki.Server}); err != nil {
@@ -87,6 +93,9 @@ func startDPHE(t *testing.T, rounds int) *dpheFed {
 	o.MinAvailable, o.MinUpdates, o.RoundTimeout = 4, 3, 10*time.Second
 	o.DPHE = &coord.DPHEOptions{KeyGen: kg, Addr: f.kgAddr, Name: "keygen", Count: 6, Clip: 20, NoiseMultiplier: 1e-9,
 		SelectionEpsilon: 1e6, SelectionDelta: 1e-6, SelectionThreshold: 0.1}
+	if set != nil {
+		set(o.DPHE)
+	}
 	coord.OnDPHESum(o.DPHE, func(n uint64, s []float64) { f.mu.Lock(); f.sums[n] = s; f.mu.Unlock() })
 	f.harness = startHarnessWith(t, o, dir, f.rec.options(), nil)
 	return f
@@ -303,5 +312,57 @@ func TestDPHEClientRefusesPastBudget(t *testing.T) {
 	}
 	if contributions != 3 {
 		t.Fatalf("the coordinator received %d contributions, want 3 (the refused client sent none)", contributions)
+	}
+}
+
+// TestDPHEClientRefusesCoordinatorSettings plays a coordinator that names
+// itself as the key generator (so that it could hand out keys and decrypt
+// single contributions), or proposes less noise or a larger clip than the
+// clients' policies allow: every client refuses the round with the
+// reason, its ledger is unchanged, nothing is sent or decrypted.
+func TestDPHEClientRefusesCoordinatorSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*coord.DPHEOptions)
+		want string
+	}{
+		{"coordinator as key generator", func(o *coord.DPHEOptions) { o.Name = "coordinator" }, `names key generator "coordinator"; this client trusts only "keygen"`},
+		{"clip above the policy", func(o *coord.DPHEOptions) { o.Clip = 40 }, "asks for clip C = 40"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startDPHEWith(t, 1, tc.set)
+			cs := map[string]*client.Client{}
+			before := map[string][]byte{}
+			for i, name := range secNames {
+				cs[name] = f.dpheClient(t, i, 1e300, false)
+				b, err := os.ReadFile(cs[name].LedgerPath())
+				if err != nil {
+					t.Fatal(err)
+				}
+				before[name] = b
+			}
+			for name, err := range runClients(t, cs) {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: %v, want a refusal %q", name, err, tc.want)
+				}
+				after, rerr := os.ReadFile(cs[name].LedgerPath())
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				if !bytes.Equal(after, before[name]) {
+					t.Errorf("%s's ledger changed", name)
+				}
+			}
+			f.stop()
+			for _, b := range f.rec.recv {
+				m := &fedpb.SecAggMessage{}
+				if proto.Unmarshal(b, m) == nil && m.GetDphe() != nil {
+					t.Fatal("a client sent a contribution")
+				}
+			}
+			if len(f.sums) != 0 {
+				t.Fatal("a sum was decrypted")
+			}
+		})
 	}
 }
