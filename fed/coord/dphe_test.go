@@ -47,6 +47,7 @@ type dpheFed struct {
 	mu     sync.Mutex
 	sums   map[uint64][]float64
 	rec    *recorder
+	o      coord.Options
 }
 
 // startDPHE starts the key generator and a coordinator of rounds DPHE
@@ -97,6 +98,7 @@ func startDPHEWith(t *testing.T, rounds int, set func(*coord.DPHEOptions)) *dphe
 		set(o.DPHE)
 	}
 	coord.OnDPHESum(o.DPHE, func(n uint64, s []float64) { f.mu.Lock(); f.sums[n] = s; f.mu.Unlock() })
+	f.o = o
 	f.harness = startHarnessWith(t, o, dir, f.rec.options(), nil)
 	return f
 }
@@ -104,6 +106,12 @@ func startDPHEWith(t *testing.T, rounds int, set func(*coord.DPHEOptions)) *dphe
 // dpheClient is client i+1 of the federation, trusting the key generator
 // "keygen", with budget ε; sitOut makes it skip every round.
 func (f *dpheFed) dpheClient(t *testing.T, i int, eps float64, sitOut bool) *client.Client {
+	t.Helper()
+	return f.dpheClientWith(t, i, eps, sitOut, plainTrainer{vecTrainer{base: float32(i + 1)}})
+}
+
+// dpheClientWith is dpheClient with the trainer tr.
+func (f *dpheFed) dpheClientWith(t *testing.T, i int, eps float64, sitOut bool, tr client.Trainer) *client.Client {
 	t.Helper()
 	name := secNames[i]
 	id, err := pki.LoadIdentity(filepath.Join(f.dir, name+".crt"), filepath.Join(f.dir, name+".key"), filepath.Join(f.dir, "ca.crt"))
@@ -114,7 +122,7 @@ func (f *dpheFed) dpheClient(t *testing.T, i int, eps float64, sitOut bool) *cli
 	pol.MinNoiseMultiplier, pol.MaxClip = 0, 20
 	o := client.Options{Addr: f.addr, Creds: f.creds(t, name), Policy: pol, Identity: id,
 		Dir: filepath.Join(f.dir, "clients", name), LedgerDir: filepath.Join(f.dir, "clients", name, "ledgers"), DataSet: name,
-		Members: []string{"alice", "bob"}, Trainer: plainTrainer{vecTrainer{base: float32(i + 1)}},
+		Members: []string{"alice", "bob"}, Trainer: tr,
 		DPHE: client.DPHEOptions{KeyGenName: "keygen", AllowInsecureTestKeySize: true}}
 	if sitOut {
 		o.SitOut = func(*fedpb.RoundConfig) bool { return true }
@@ -364,5 +372,74 @@ func TestDPHEClientRefusesCoordinatorSettings(t *testing.T) {
 				t.Fatal("a sum was decrypted")
 			}
 		})
+	}
+}
+
+// TestDPHERoundSurvivesARestart stops the coordinator with three
+// clients' contributions stored and the fourth client still training, and
+// starts a new one on the same state file and address: it rebuilds the
+// round from the key generator's keys, replays the stored contributions,
+// takes the fourth, and the key generator decrypts one sum, the four
+// updates' within dpheTol; each client is counted once, charged once,
+// and the stored contributions are gone.
+func TestDPHERoundSurvivesARestart(t *testing.T) {
+	f := startDPHE(t, 1)
+	f.o.RoundTimeout = 40 * time.Second
+	held := &heldTrainer{vecTrainer: vecTrainer{base: 4}, started: make(chan struct{}), release: make(chan struct{})}
+	cs := map[string]*client.Client{}
+	for i, name := range secNames {
+		var tr client.Trainer = plainTrainer{vecTrainer{base: float32(i + 1)}}
+		if i == 3 {
+			tr = held
+		}
+		cs[name] = f.dpheClientWith(t, i, 1e300, false, tr)
+	}
+	errs := make(chan map[string]error, 1)
+	go func() { errs <- runClients(t, cs) }()
+	<-held.started
+	for deadline := time.Now().Add(20 * time.Second); stored(t, f.state, "dphe") < 3; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("three contributions were not stored")
+		}
+	}
+	f.stop()
+	h2 := startHarnessOpts(t, f.o, f.dir, f.addr, nil, f.rec.options())
+	close(held.release)
+	for name, err := range <-errs {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if err := <-h2.done; err != nil {
+		t.Fatal(err)
+	}
+	st, updates, reason, _ := roundRow(t, f.state, "client-1")
+	if st != "done" || updates != 4 {
+		t.Fatalf("round 1: %s with %d updates (%s)", st, updates, reason)
+	}
+	if len(f.sums) != 1 || len(f.sums[1]) != 6 {
+		t.Fatalf("%d sums decrypted, want one of round 1", len(f.sums))
+	}
+	for j, v := range f.sums[1] {
+		var want float64
+		for i := range secNames {
+			want += float64(vecTrainer{base: float32(i + 1)}.values(6)[j])
+		}
+		if math.Abs(v-want) > dpheTol {
+			t.Fatalf("sum value %d is %g, want %g ± %g", j, v, want, dpheTol)
+		}
+	}
+	for _, c := range readStatus(t, f.state).Clients {
+		if c.Updates != 1 {
+			t.Errorf("client %s counted %d times", c.Id, c.Updates)
+		}
+	}
+	for name, c := range cs {
+		if got := dpheCharges(t, c); len(got) != 1 {
+			t.Errorf("%s's ledger holds %d DPHE charges, want 1", name, len(got))
+		}
+	}
+	if n := stored(t, f.state, "dphe"); n != 0 {
+		t.Fatalf("%d stored contributions left after the round", n)
 	}
 }
