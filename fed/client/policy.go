@@ -56,11 +56,14 @@ type SecAggPolicy struct {
 	// coordinator would see this client's update in plaintext).
 	Require bool
 	// MinHonest is T, the least number of honest, surviving clients the
-	// owner assumes in a secure round (at least 2 when Require is set; 0
-	// takes part only in rounds whose threshold is at least 2): a round
-	// whose threshold t is below T is refused, and the client's noise
-	// share is worked out from this T (NoiseShare), never from what the
-	// coordinator says.
+	// owner assumes in a secure round (at least 2 when Require is set or
+	// distributed DP is on; 0 takes part only in rounds whose threshold
+	// is at least 2): a round whose threshold t is below T (plus
+	// DDP.MaxColluders under distributed DP) is refused, and the client's
+	// noise share is worked out from this T (NoiseShare, and
+	// ddp.RequiredNoise under distributed DP), never from what the
+	// coordinator says. It is the owner's one T: distributed DP-SGD
+	// (DDP, Distributed) trusts the same number of honest clients.
 	MinHonest int
 	// MinBits is the smallest modulus, in bits, the client accepts (0:
 	// 16): fewer bits make the sum wrap sooner.
@@ -74,23 +77,22 @@ type SecAggPolicy struct {
 	NoiseMultiplier float64
 }
 
-// DDPPolicy is what the owner trusts and plans for distributed DP-SGD:
-// rounds of one DP-SGD step whose noise is the sum of the clients' shares
-// under secure aggregation (package fed/ddp). Without it (MinHonest 0) the
-// client's own noise is all of its protection (local DP), which assumes
-// nothing of other clients.
+// DDPPolicy is what the owner plans for distributed DP-SGD: rounds of one
+// DP-SGD step whose noise is the sum of the clients' shares under secure
+// aggregation (package fed/ddp). The honest clients it trusts are the
+// owner's one T, SecAgg.MinHonest: every unmasked sum holds at least T
+// honest clients' noise shares, and the client's share is calibrated so
+// that T of them give its budget over Rounds rounds. Without it (Rounds
+// 0) the client's own noise is all of its protection (local DP), which
+// assumes nothing of other clients.
 type DDPPolicy struct {
-	// MinHonest is T: the owner trusts that every unmasked sum holds at
-	// least T honest clients' noise shares; the client's share is
-	// calibrated so that T of them give its budget over Rounds rounds.
-	MinHonest int
 	// MaxColluders is how many clients of a round the owner assumes may
 	// collude with the coordinator and add no noise: a distributed round
 	// must unmask no sum of fewer than MinHonest + MaxColluders clients.
 	MaxColluders int
 	// Rounds is how many rounds the client calibrates its required noise
 	// share for (its whole budget over that many rounds; its ledger refuses
-	// rounds beyond the budget).
+	// rounds beyond the budget). 0 takes part in no distributed round.
 	Rounds int
 	// MaxWrapProb caps the probability that a round's sum wraps modulo
 	// 2^b (accuracy only; 0: ddp.DefaultMaxWrapProb).
@@ -132,8 +134,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("policy: the largest clip must be positive and finite, got %g", p.MaxClip)
 	case !(p.MaxSamplingRate > 0 && p.MaxSamplingRate <= 1):
 		return fmt.Errorf("policy: the largest sampling rate must be in (0, 1], got %g", p.MaxSamplingRate)
-	case p.SecAgg.MinHonest < 0 || p.SecAgg.MinHonest == 1 || (p.SecAgg.Require && p.SecAgg.MinHonest < 2):
-		return fmt.Errorf("policy: the minimum honest clients of secure aggregation must be at least 2 (or 0 when not required), got %d", p.SecAgg.MinHonest)
+	case p.SecAgg.MinHonest < 0 || p.SecAgg.MinHonest == 1 || ((p.SecAgg.Require || p.DDP.Rounds > 0) && p.SecAgg.MinHonest < 2):
+		return fmt.Errorf("policy: the minimum honest clients of secure aggregation must be at least 2 (or 0 when neither required nor trusted by distributed DP), got %d", p.SecAgg.MinHonest)
 	case p.SecAgg.MinBits != 0 && (p.SecAgg.MinBits < 8 || p.SecAgg.MinBits > 32):
 		return fmt.Errorf("policy: the smallest secure aggregation modulus must be 8 to 32 bits, got %d", p.SecAgg.MinBits)
 	case !(p.SecAgg.NoiseMultiplier >= 0) || math.IsInf(p.SecAgg.NoiseMultiplier, 0):
@@ -141,12 +143,10 @@ func (p Policy) Validate() error {
 	}
 	d := p.DDP
 	switch {
-	case d.MinHonest < 0 || d.MaxColluders < 0 || d.Rounds < 0:
-		return fmt.Errorf("policy: distributed DP's honest clients, colluders and rounds must not be negative, got %d, %d and %d", d.MinHonest, d.MaxColluders, d.Rounds)
-	case d.MinHonest == 0 && (d.MaxColluders > 0 || d.Rounds > 0 || d.MaxWrapProb != 0):
-		return errors.New("policy: distributed DP settings (colluders, rounds, wrap probability) need the honest clients the owner trusts (DDP.MinHonest)")
-	case d.MinHonest > 0 && d.Rounds < 1:
-		return errors.New("policy: distributed DP needs the rounds its noise share is calibrated for (DDP.Rounds)")
+	case d.MaxColluders < 0 || d.Rounds < 0:
+		return fmt.Errorf("policy: distributed DP's colluders and rounds must not be negative, got %d and %d", d.MaxColluders, d.Rounds)
+	case d.Rounds == 0 && (d.MaxColluders > 0 || d.MaxWrapProb != 0):
+		return errors.New("policy: distributed DP settings (colluders, wrap probability) need the rounds its noise share is calibrated for (DDP.Rounds)")
 	case !(d.MaxWrapProb >= 0 && d.MaxWrapProb < 1):
 		return fmt.Errorf("policy: distributed DP's largest wrap probability must be in [0, 1), got %g", d.MaxWrapProb)
 	}
@@ -154,7 +154,8 @@ func (p Policy) Validate() error {
 }
 
 // Distributed returns the policy for distributed DP-SGD rounds (package
-// fed/ddp), or an error when the owner set none (DDP.MinHonest 0). The
+// fed/ddp), with the owner's one T (SecAgg.MinHonest), or an error when
+// the owner set none (DDP.Rounds 0). The
 // client's round handling checks a distributed round's plan with
 // ddp.CheckPlan(p.Distributed(), plan) before it plans, charges or touches
 // its data, and charges ddp.Accept's event.
@@ -163,11 +164,11 @@ func (p Policy) Distributed() (ddp.Policy, error) {
 		return ddp.Policy{}, err
 	}
 	d := p.DDP
-	if d.MinHonest == 0 {
-		return ddp.Policy{}, errors.New("policy: this client takes part in no distributed DP round: its owner trusts no honest clients (DDP.MinHonest 0)")
+	if d.Rounds == 0 {
+		return ddp.Policy{}, errors.New("policy: this client takes part in no distributed DP round: its owner set no rounds to calibrate a noise share for (DDP.Rounds 0)")
 	}
 	return ddp.Policy{Unit: p.Unit, Budget: p.Budget, MaxClip: p.MaxClip, MaxSamplingRate: p.MaxSamplingRate,
-		MinHonest: d.MinHonest, MaxColluders: d.MaxColluders, Rounds: d.Rounds, MaxWrapProb: d.MaxWrapProb}, nil
+		MinHonest: p.SecAgg.MinHonest, MaxColluders: d.MaxColluders, Rounds: d.Rounds, MaxWrapProb: d.MaxWrapProb}, nil
 }
 
 // ErrPolicy is what a round outside the client's policy is refused with
@@ -275,9 +276,9 @@ func (p Policy) check(n uint64, verb string, d *fedpb.DPParams) error {
 
 // checkSecAgg checks a round's secure aggregation against p: present when
 // the owner requires it; a known mode with a threshold t of at least the
-// owner's T (SecAgg.MinHonest, at least 2, and DDP.MinHonest plus
-// DDP.MaxColluders when the owner set a distributed DP trust) and a
-// modulus of at least MinBits bits.
+// owner's T (SecAgg.MinHonest, at least 2, plus DDP.MaxColluders when the
+// owner takes part in distributed DP) and a modulus of at least MinBits
+// bits.
 func (p Policy) checkSecAgg(task *fedpb.RoundConfig) error {
 	n, sa := task.GetRound(), task.GetSecagg()
 	if sa == nil {
@@ -292,15 +293,17 @@ func (p Policy) checkSecAgg(task *fedpb.RoundConfig) error {
 	}
 	// The least sum unmasked: the owner's T, and under distributed DP
 	// its T plus the colluders it allows for (fed/ddp).
-	least := max(2, p.SecAgg.MinHonest)
-	if p.DDP.MinHonest > 0 {
-		least = max(least, p.DDP.MinHonest+p.DDP.MaxColluders)
+	T := max(2, p.SecAgg.MinHonest)
+	colluders := 0
+	if p.DDP.Rounds > 0 {
+		colluders = p.DDP.MaxColluders
 	}
+	least := T + colluders
 	switch t := int(sa.GetThreshold()); {
 	case sa.GetMode() != "masking":
 		return refuse(n, SettingSecAgg, "asks for secure aggregation mode %q; this client speaks masking", sa.GetMode())
 	case t < least:
-		return refuse(n, SettingThreshold, "asks for threshold t = %d; this client assumes at least T = %d honest clients and needs t ≥ %d", t, least, least)
+		return refuse(n, SettingThreshold, "asks for threshold t = %d; this client assumes at least T = %d honest clients besides %d colluders and needs t ≥ %d", t, T, colluders, least)
 	case int(sa.GetQuant().GetBits()) < minBits:
 		return refuse(n, SettingBits, "asks for a modulus of 2^%d; this client accepts at least 2^%d", sa.GetQuant().GetBits(), minBits)
 	}

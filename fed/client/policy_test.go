@@ -335,20 +335,21 @@ func TestPolicyValidate(t *testing.T) {
 		t.Error("the zero policy is valid")
 	}
 	for name, edit := range map[string]func(*client.Policy){
-		"unit":                       func(p *client.Policy) { p.Unit = "person" },
-		"no unit":                    func(p *client.Policy) { p.Unit = "" },
-		"budget":                     func(p *client.Policy) { p.Budget.Epsilon = 0 },
-		"delta":                      func(p *client.Policy) { p.Budget.Delta = 1 },
-		"noise":                      func(p *client.Policy) { p.MinNoiseMultiplier = -1 },
-		"noise NaN":                  func(p *client.Policy) { p.MinNoiseMultiplier = math.NaN() },
-		"clip":                       func(p *client.Policy) { p.MaxClip = 0 },
-		"clip inf":                   func(p *client.Policy) { p.MaxClip = math.Inf(1) },
-		"rate":                       func(p *client.Policy) { p.MaxSamplingRate = 0 },
-		"rate over 1":                func(p *client.Policy) { p.MaxSamplingRate = 1.5 },
-		"honest < 0":                 func(p *client.Policy) { p.DDP.MinHonest = -1 },
-		"colluders without honest":   func(p *client.Policy) { p.DDP.MaxColluders = 1 },
-		"distributed without rounds": func(p *client.Policy) { p.DDP.MinHonest = 3 },
-		"wrap 1":                     func(p *client.Policy) { p.DDP = client.DDPPolicy{MinHonest: 3, Rounds: 10, MaxWrapProb: 1} },
+		"unit":                     func(p *client.Policy) { p.Unit = "person" },
+		"no unit":                  func(p *client.Policy) { p.Unit = "" },
+		"budget":                   func(p *client.Policy) { p.Budget.Epsilon = 0 },
+		"delta":                    func(p *client.Policy) { p.Budget.Delta = 1 },
+		"noise":                    func(p *client.Policy) { p.MinNoiseMultiplier = -1 },
+		"noise NaN":                func(p *client.Policy) { p.MinNoiseMultiplier = math.NaN() },
+		"clip":                     func(p *client.Policy) { p.MaxClip = 0 },
+		"clip inf":                 func(p *client.Policy) { p.MaxClip = math.Inf(1) },
+		"rate":                     func(p *client.Policy) { p.MaxSamplingRate = 0 },
+		"rate over 1":              func(p *client.Policy) { p.MaxSamplingRate = 1.5 },
+		"rounds < 0":               func(p *client.Policy) { p.DDP.Rounds = -1 },
+		"colluders without rounds": func(p *client.Policy) { p.DDP.MaxColluders = 1 },
+		"distributed without T":    func(p *client.Policy) { p.DDP.Rounds = 10 },
+		"distributed with T = 1":   func(p *client.Policy) { p.SecAgg.MinHonest, p.DDP.Rounds = 1, 10 },
+		"wrap 1":                   func(p *client.Policy) { p.SecAgg.MinHonest, p.DDP = 3, client.DDPPolicy{Rounds: 10, MaxWrapProb: 1} },
 	} {
 		p := good
 		edit(&p)
@@ -371,10 +372,18 @@ func TestDistributedPlanIsCheckedAgainstTheOwnersTrust(t *testing.T) {
 	if _, err := p.Distributed(); err == nil {
 		t.Error("a policy trusting no honest client gave a distributed policy")
 	}
-	p.DDP = client.DDPPolicy{MinHonest: 6, MaxColluders: 1, Rounds: 40}
+	p.SecAgg.MinHonest = 6
+	if _, err := p.Distributed(); err == nil {
+		t.Error("a policy with no distributed rounds gave a distributed policy")
+	}
+	p.DDP = client.DDPPolicy{MaxColluders: 1, Rounds: 40}
 	dpol, err := p.Distributed()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// One T: the distributed DP trust is the secure aggregation's.
+	if dpol.MinHonest != p.SecAgg.MinHonest {
+		t.Fatalf("distributed DP trusts T = %d, secure aggregation T = %d", dpol.MinHonest, p.SecAgg.MinHonest)
 	}
 	plan := ddp.Plan{Unit: p.Unit, Delta: p.Budget.Delta, Clip: p.MaxClip, SamplingRate: 0.05, Rounds: 40, Clients: 8, Threshold: 7,
 		Noise: 1, Dim: 2000, Block: 512, Scale: 1 << 16, Bits: 32, WrapProb: 1e-9, ExpectedBatch: 20}

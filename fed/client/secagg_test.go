@@ -46,7 +46,7 @@ func TestSecureRoundOutsideThePolicyIsRefused(t *testing.T) {
 			pol := policy()
 			pol.SecAgg = client.SecAggPolicy{Require: true, MinHonest: 3}
 			if strings.Contains(c.name, "distributed") {
-				pol.DDP = client.DDPPolicy{MinHonest: 3, MaxColluders: 2, Rounds: 10}
+				pol.DDP = client.DDPPolicy{MaxColluders: 2, Rounds: 10}
 			}
 			tr := &planTrainer{sigma: 2, q: 0.1}
 			r := runAgainst(t, task, pol, tr)

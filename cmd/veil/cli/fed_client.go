@@ -155,7 +155,7 @@ func clientCmd(e *env) (*cobra.Command, *clientFlags) {
 	fl.Float64Var(&f.maxRate, "max-sampling-rate", client.DefaultMaxSamplingRate, "largest share q of this client's privacy units sampled per step, in (0, 1] (the ledger charges the q a round runs; lower it to refuse rounds whose batch samples more)")
 	fl.StringVar(&f.keygenName, "keygen-name", "", "take part in DPHE rounds (veil fed coordinator --secagg dphe) whose key generator's certificate carries this name (default: refuse DPHE rounds)")
 	fl.BoolVar(&f.requireSecAgg, "require-secagg", false, "refuse rounds without secure aggregation (where the coordinator would see this client's update)")
-	fl.IntVar(&f.minHonest, "secagg-min-honest", 2, "T: the least honest surviving clients this client assumes in a secure round; a threshold t below it is refused")
+	fl.IntVar(&f.minHonest, "secagg-min-honest", 2, "T: the least honest surviving clients this client assumes in a secure round, for masking and distributed DP alike; a threshold t below it is refused")
 	fl.BoolVar(&f.allowNoDP, "allow-no-dp", false, "take part in rounds without differential privacy (no privacy guarantee for this client's data; default: refuse them)")
 	fl.StringVar(&f.dir, "dir", "", "this client's folder: the last model it received (required; created)")
 	addLedgerDirFlag(fl, &f.ledgerDir)
