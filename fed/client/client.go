@@ -329,7 +329,13 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 	}
 	budget := c.o.Policy.Budget
 	var plan *fedpb.DPParams
-	if task.GetDp() != nil {
+	if sec != nil && sec.ddp != nil {
+		// Distributed DP-SGD: the accepted plan's round is charged
+		// before the data are touched (secagg.go).
+		if err := c.chargeDistributed(ctx, task, sec); err != nil {
+			return err
+		}
+	} else if task.GetDp() != nil {
 		p, err := c.o.Trainer.Plan(task, budget.Epsilon-s.Epsilon)
 		if err != nil {
 			return c.trainingFailed(ctx, task, fmt.Errorf("client: planning round %d: %w: %w", task.GetRound(), ErrTrainingFailed, err))

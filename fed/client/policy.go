@@ -8,6 +8,7 @@ import (
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/ddp"
 	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/secround"
 )
 
 // Policy is the client owner's differential-privacy policy. The owner
@@ -191,6 +192,9 @@ const (
 	SettingThreshold    Setting = "secagg threshold"
 	SettingBits         Setting = "secagg bits"
 	SettingSecAggNoise  Setting = "secagg noise"
+	// SettingDDP is a distributed DP-SGD round's plan (fed/ddp.CheckPlan
+	// names the plan's setting in the message).
+	SettingDDP Setting = "distributed dp"
 )
 
 // PolicyError is a round refused by the client's policy: which setting,
@@ -222,6 +226,9 @@ func (p Policy) CheckRound(task *fedpb.RoundConfig) error {
 	n, d := task.GetRound(), task.GetDp()
 	if err := p.checkSecAgg(task); err != nil {
 		return err
+	}
+	if plan, ok := secround.PlanOf(task.GetSecagg()); ok {
+		return p.checkDistributed(n, plan)
 	}
 	if d == nil {
 		if p.AllowNoDP {
@@ -299,13 +306,17 @@ func (p Policy) checkSecAgg(task *fedpb.RoundConfig) error {
 		colluders = p.DDP.MaxColluders
 	}
 	least := T + colluders
+	bits := int(sa.GetQuant().GetBits())
+	if plan, ok := secround.PlanOf(sa); ok {
+		bits = plan.Bits
+	}
 	switch t := int(sa.GetThreshold()); {
 	case sa.GetMode() != "masking":
 		return refuse(n, SettingSecAgg, "asks for secure aggregation mode %q; this client speaks masking", sa.GetMode())
 	case t < least:
 		return refuse(n, SettingThreshold, "asks for threshold t = %d; this client assumes at least T = %d honest clients besides %d colluders and needs t ≥ %d", t, T, colluders, least)
-	case int(sa.GetQuant().GetBits()) < minBits:
-		return refuse(n, SettingBits, "asks for a modulus of 2^%d; this client accepts at least 2^%d", sa.GetQuant().GetBits(), minBits)
+	case bits < minBits:
+		return refuse(n, SettingBits, "asks for a modulus of 2^%d; this client accepts at least 2^%d", bits, minBits)
 	}
 	return nil
 }
@@ -332,4 +343,19 @@ func (p Policy) NoiseShare(cfg *fedpb.SecAggConfig) (uint64, error) {
 		return 0, fmt.Errorf("a noise share of %g lattice units is beyond the quantiser's 2^31", s)
 	}
 	return max(uint64(s), q.GetNoise()), nil
+}
+
+// checkDistributed checks a distributed DP-SGD round's plan against the
+// owner's own distributed policy (Distributed: its one T, colluders,
+// rounds and budget) with ddp.CheckPlan: a client whose owner set none,
+// or a plan outside it, refuses the round.
+func (p Policy) checkDistributed(n uint64, plan ddp.Plan) error {
+	pol, err := p.Distributed()
+	if err != nil {
+		return refuse(n, SettingDDP, "is a distributed DP-SGD round; %v", err)
+	}
+	if err := ddp.CheckPlan(pol, plan); err != nil {
+		return refuse(n, SettingDDP, "is a distributed DP-SGD round whose plan this client refuses: %v", err)
+	}
+	return nil
 }

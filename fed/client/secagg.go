@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/veil-privacy/veil/dp"
+	"github.com/veil-privacy/veil/fed/ddp"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/secround"
 	"github.com/veil-privacy/veil/fed/wire"
@@ -50,6 +52,10 @@ type secureRound struct {
 	mc    *masking.Client
 	dir   *secround.Directory
 	q     *quant.Quantizer
+	// ddp is a distributed DP-SGD round (nil otherwise: q quantises the
+	// trainer's update), with the plan the owner's policy accepted.
+	ddp *ddp.Round
+	acc *ddp.Accepted
 	// advert is this client's signed advert; seen and sent the phase
 	// messages answered (by phase 2–4: adverts, shares, unmask) and the
 	// answers.
@@ -67,7 +73,11 @@ func (c *Client) prepareSecure(task *fedpb.RoundConfig) (*secureRound, error) {
 	n := task.GetRound()
 	// Bounded before the quantiser allocates for it: no more values than
 	// a model this client accepts.
-	if d := uint64(sa.GetQuant().GetDim()); d == 0 || 4*d > c.o.MaxModelBytes {
+	d := uint64(sa.GetQuant().GetDim())
+	if plan, ok := secround.PlanOf(sa); ok {
+		d = uint64(plan.Dim)
+	}
+	if d == 0 || 4*d > c.o.MaxModelBytes {
 		return nil, refuse(n, SettingSecAgg, "quantises %d values; this client accepts models of at most %d bytes", d, c.o.MaxModelBytes)
 	}
 	if c.o.Identity == nil {
@@ -85,13 +95,22 @@ func (c *Client) prepareSecure(task *fedpb.RoundConfig) (*secureRound, error) {
 	if !ok {
 		return nil, refuse(n, SettingSecAgg, "does not list this client (%q) in its secure aggregation roster", c.id)
 	}
-	noise, err := c.o.Policy.NoiseShare(sa)
-	if err != nil {
-		return nil, refuse(n, SettingSecAggNoise, "%v", err)
-	}
-	q, err := secround.Quantizer(sa, noise)
-	if err != nil {
-		return nil, refuse(n, SettingSecAggNoise, "cannot be quantised with this client's noise share σ = %d: %v", noise, err)
+	s := &secureRound{task: task}
+	if _, ok := secround.PlanOf(sa); ok {
+		// Distributed DP-SGD: the plan's noise share, which CheckRound
+		// found at least what this client's own T, rounds and budget
+		// need (ddp.RequiredNoise), and the plan's encoding.
+		if s.ddp, s.acc, err = c.prepareDistributed(n, sa); err != nil {
+			return nil, err
+		}
+	} else {
+		noise, err := c.o.Policy.NoiseShare(sa)
+		if err != nil {
+			return nil, refuse(n, SettingSecAggNoise, "%v", err)
+		}
+		if s.q, err = secround.Quantizer(sa, noise); err != nil {
+			return nil, refuse(n, SettingSecAggNoise, "cannot be quantised with this client's noise share σ = %d: %v", noise, err)
+		}
 	}
 	dir := secround.NewDirectory(sa, c.o.Identity.Pool)
 	mc, ad, err := masking.NewClient(masking.ClientConfig{ID: id, Signer: signer, Keys: dir, MinThreshold: max(2, c.o.Policy.SecAgg.MinHonest)}, p, rand.Reader)
@@ -102,7 +121,75 @@ func (c *Client) prepareSecure(task *fedpb.RoundConfig) (*secureRound, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &secureRound{task: task, mc: mc, dir: dir, q: q, advert: b}, nil
+	s.mc, s.dir, s.advert = mc, dir, b
+	return s, nil
+}
+
+// DistributedTrainer is a Trainer that takes part in distributed DP-SGD
+// rounds (package fed/ddp).
+type DistributedTrainer interface {
+	// ClippedSum Poisson-samples the client's units at the plan's rate
+	// and returns the sum of their gradients at model, each clipped to the
+	// plan's C, in the model's tensor order and without noise: the client
+	// encodes it with its noise share before anything leaves it.
+	ClippedSum(ctx context.Context, model wire.Weights, task *fedpb.RoundConfig, plan ddp.Plan) ([]float32, error)
+}
+
+// prepareDistributed builds a distributed DP-SGD round's encoding and the
+// accepted plan (its per-round charge), after CheckRound accepted the
+// plan against the owner's policy.
+func (c *Client) prepareDistributed(n uint64, sa *fedpb.SecAggConfig) (*ddp.Round, *ddp.Accepted, error) {
+	if _, ok := c.o.Trainer.(DistributedTrainer); !ok {
+		return nil, nil, refuse(n, SettingDDP, "is a distributed DP-SGD round and this client's trainer computes no clipped gradient sums")
+	}
+	r, plan, err := secround.Round(sa)
+	if err != nil {
+		return nil, nil, refuse(n, SettingDDP, "is a distributed DP-SGD round this client cannot encode: %v", err)
+	}
+	pol, err := c.o.Policy.Distributed()
+	if err != nil {
+		return nil, nil, refuse(n, SettingDDP, "%v", err)
+	}
+	acc, err := ddp.Accept(pol, plan)
+	if err != nil {
+		return nil, nil, refuse(n, SettingDDP, "is a distributed DP-SGD round whose plan this client refuses: %v", err)
+	}
+	return r, acc, nil
+}
+
+// chargeDistributed charges the ledger for one round of the accepted plan
+// (its label names the mechanism and the trust assumption), before the
+// data are touched; a round past the budget is refused and the ledger
+// left as it was.
+func (c *Client) chargeDistributed(ctx context.Context, task *fedpb.RoundConfig, s *secureRound) error {
+	_, err := s.acc.Charge(c.ledger, c.set, c.o.Members, fmt.Sprintf("veil fed client: round %d (distributed DP-SGD)", task.GetRound()))
+	if errors.Is(err, dp.ErrBudgetExceeded) {
+		c.o.Progress(fmt.Sprintf("budget: distributed round %d would take this client past ε = %g; stopping", task.GetRound(), c.o.Policy.Budget.Epsilon))
+		c.decline(ctx, task, ErrBudgetExhausted)
+		return fmt.Errorf("client: round %d would take this client past its budget ε = %g at δ = %g: %w",
+			task.GetRound(), c.o.Policy.Budget.Epsilon, c.o.Policy.Budget.Delta, ErrBudgetExhausted)
+	}
+	if err != nil {
+		return fmt.Errorf("client: round %d: %w", task.GetRound(), err)
+	}
+	return nil
+}
+
+// distributedInput is a distributed round's vector to mask: the trainer's
+// clipped sum at the round's model, encoded with the plan's noise share.
+func (c *Client) distributedInput(ctx context.Context, s *secureRound) ([]uint32, error) {
+	n := s.task.GetRound()
+	c.o.Progress(fmt.Sprintf("round %d: clipped gradient sum (distributed DP-SGD)", n))
+	g, err := c.o.Trainer.(DistributedTrainer).ClippedSum(ctx, s.model, s.task, s.acc.Plan())
+	if err != nil {
+		return nil, c.trainingFailed(ctx, s.task, fmt.Errorf("client: round %d: %w: %w", n, ErrTrainingFailed, err))
+	}
+	defer clear(g)
+	x, err := s.ddp.Encode(g, rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("client: round %d: %w", n, err)
+	}
+	return x, nil
 }
 
 // sendSecure sends a phase's message and fails unless it is accepted.
@@ -188,13 +275,20 @@ func (c *Client) answer(ctx context.Context, s *secureRound, ph *fedpb.SecAggPha
 		if err != nil {
 			return nil, bad(err)
 		}
-		up, err := c.train(ctx, s.model, s.task, s.plan)
-		if err != nil {
-			return nil, err
-		}
-		x, err := SecureInput(s.q, up, rand.Reader)
-		if err != nil {
-			return nil, fmt.Errorf("client: round %d: %w", n, err)
+		var x []uint32
+		if s.ddp != nil {
+			if x, err = c.distributedInput(ctx, s); err != nil {
+				return nil, err
+			}
+		} else {
+			up, err := c.train(ctx, s.model, s.task, s.plan)
+			if err != nil {
+				return nil, err
+			}
+			if x, err = SecureInput(s.q, up, rand.Reader); err != nil {
+				return nil, fmt.Errorf("client: round %d: %w", n, err)
+			}
+			s.plan = up.DP
 		}
 		if c.o.Quantised != nil {
 			c.o.Quantised(n, slices.Clone(x))
@@ -205,7 +299,6 @@ func (c *Client) answer(ctx context.Context, s *secureRound, ph *fedpb.SecAggPha
 			return nil, bad(err)
 		}
 		c.o.Progress(fmt.Sprintf("round %d: masked vector ready", n))
-		s.plan = up.DP
 		return mi.MarshalBinary()
 	case *fedpb.SecAggPhase_Unmask:
 		var req masking.UnmaskRequest

@@ -355,6 +355,9 @@ func Accept(pol Policy, plan Plan) (*Accepted, error) {
 	return &Accepted{pol: pol, plan: plan, ev: ev}, nil
 }
 
+// Plan is the accepted plan.
+func (a *Accepted) Plan() Plan { return a.plan }
+
 // Event is the charge of one round.
 func (a *Accepted) Event() dp.Event { return a.ev }
 

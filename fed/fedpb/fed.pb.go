@@ -536,8 +536,15 @@ type SecAggConfig struct {
 	AdvertsDeadlineUnixMs int64 `protobuf:"varint,10,opt,name=adverts_deadline_unix_ms,json=advertsDeadlineUnixMs,proto3" json:"adverts_deadline_unix_ms,omitempty"`
 	SharesDeadlineUnixMs  int64 `protobuf:"varint,11,opt,name=shares_deadline_unix_ms,json=sharesDeadlineUnixMs,proto3" json:"shares_deadline_unix_ms,omitempty"`
 	MaskedDeadlineUnixMs  int64 `protobuf:"varint,12,opt,name=masked_deadline_unix_ms,json=maskedDeadlineUnixMs,proto3" json:"masked_deadline_unix_ms,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// ddp, when set, makes the round one step of distributed DP-SGD
+	// (package fed/ddp): each client checks the plan against its own
+	// policy (ddp.CheckPlan), charges its ledger for it, masks the encoding
+	// of its clipped gradient sum with its noise share (ddp.Round, whose
+	// length is length), and the coordinator decodes the unmasked sum and
+	// takes central DP-SGD's optimiser step with it. quant is then unused.
+	Ddp           *DDPPlan `protobuf:"bytes,13,opt,name=ddp,proto3" json:"ddp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SecAggConfig) Reset() {
@@ -654,6 +661,171 @@ func (x *SecAggConfig) GetMaskedDeadlineUnixMs() int64 {
 	return 0
 }
 
+func (x *SecAggConfig) GetDdp() *DDPPlan {
+	if x != nil {
+		return x.Ddp
+	}
+	return nil
+}
+
+// DDPPlan is a distributed DP-SGD round's plan (fed/ddp.Plan), field for
+// field.
+type DDPPlan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Delta         float64                `protobuf:"fixed64,2,opt,name=delta,proto3" json:"delta,omitempty"`
+	Clip          float64                `protobuf:"fixed64,3,opt,name=clip,proto3" json:"clip,omitempty"`
+	SamplingRate  float64                `protobuf:"fixed64,4,opt,name=sampling_rate,json=samplingRate,proto3" json:"sampling_rate,omitempty"`
+	Rounds        uint32                 `protobuf:"varint,5,opt,name=rounds,proto3" json:"rounds,omitempty"`
+	Clients       uint32                 `protobuf:"varint,6,opt,name=clients,proto3" json:"clients,omitempty"`
+	Threshold     uint32                 `protobuf:"varint,7,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	Noise         uint64                 `protobuf:"varint,8,opt,name=noise,proto3" json:"noise,omitempty"`
+	Dim           uint32                 `protobuf:"varint,9,opt,name=dim,proto3" json:"dim,omitempty"`
+	Block         uint32                 `protobuf:"varint,10,opt,name=block,proto3" json:"block,omitempty"`
+	Scale         float64                `protobuf:"fixed64,11,opt,name=scale,proto3" json:"scale,omitempty"`
+	SumClip       float64                `protobuf:"fixed64,12,opt,name=sum_clip,json=sumClip,proto3" json:"sum_clip,omitempty"`
+	Bits          uint32                 `protobuf:"varint,13,opt,name=bits,proto3" json:"bits,omitempty"`
+	WrapProb      float64                `protobuf:"fixed64,14,opt,name=wrap_prob,json=wrapProb,proto3" json:"wrap_prob,omitempty"`
+	ExpectedBatch float64                `protobuf:"fixed64,15,opt,name=expected_batch,json=expectedBatch,proto3" json:"expected_batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DDPPlan) Reset() {
+	*x = DDPPlan{}
+	mi := &file_fed_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DDPPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DDPPlan) ProtoMessage() {}
+
+func (x *DDPPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DDPPlan.ProtoReflect.Descriptor instead.
+func (*DDPPlan) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DDPPlan) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *DDPPlan) GetDelta() float64 {
+	if x != nil {
+		return x.Delta
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetClip() float64 {
+	if x != nil {
+		return x.Clip
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetSamplingRate() float64 {
+	if x != nil {
+		return x.SamplingRate
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetRounds() uint32 {
+	if x != nil {
+		return x.Rounds
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetClients() uint32 {
+	if x != nil {
+		return x.Clients
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetThreshold() uint32 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetNoise() uint64 {
+	if x != nil {
+		return x.Noise
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetDim() uint32 {
+	if x != nil {
+		return x.Dim
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetBlock() uint32 {
+	if x != nil {
+		return x.Block
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetScale() float64 {
+	if x != nil {
+		return x.Scale
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetSumClip() float64 {
+	if x != nil {
+		return x.SumClip
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetBits() uint32 {
+	if x != nil {
+		return x.Bits
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetWrapProb() float64 {
+	if x != nil {
+		return x.WrapProb
+	}
+	return 0
+}
+
+func (x *DDPPlan) GetExpectedBatch() float64 {
+	if x != nil {
+		return x.ExpectedBatch
+	}
+	return 0
+}
+
 // SecAggMember is one client of a secure round: its masking id and its
 // certificate's name.
 type SecAggMember struct {
@@ -666,7 +838,7 @@ type SecAggMember struct {
 
 func (x *SecAggMember) Reset() {
 	*x = SecAggMember{}
-	mi := &file_fed_proto_msgTypes[6]
+	mi := &file_fed_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +850,7 @@ func (x *SecAggMember) String() string {
 func (*SecAggMember) ProtoMessage() {}
 
 func (x *SecAggMember) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[6]
+	mi := &file_fed_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +863,7 @@ func (x *SecAggMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggMember.ProtoReflect.Descriptor instead.
 func (*SecAggMember) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{6}
+	return file_fed_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SecAggMember) GetId() uint32 {
@@ -737,7 +909,7 @@ type QuantConfig struct {
 
 func (x *QuantConfig) Reset() {
 	*x = QuantConfig{}
-	mi := &file_fed_proto_msgTypes[7]
+	mi := &file_fed_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +921,7 @@ func (x *QuantConfig) String() string {
 func (*QuantConfig) ProtoMessage() {}
 
 func (x *QuantConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[7]
+	mi := &file_fed_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +934,7 @@ func (x *QuantConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuantConfig.ProtoReflect.Descriptor instead.
 func (*QuantConfig) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{7}
+	return file_fed_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *QuantConfig) GetDim() uint32 {
@@ -838,7 +1010,7 @@ type SecAggPhase struct {
 
 func (x *SecAggPhase) Reset() {
 	*x = SecAggPhase{}
-	mi := &file_fed_proto_msgTypes[8]
+	mi := &file_fed_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1022,7 @@ func (x *SecAggPhase) String() string {
 func (*SecAggPhase) ProtoMessage() {}
 
 func (x *SecAggPhase) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[8]
+	mi := &file_fed_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1035,7 @@ func (x *SecAggPhase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggPhase.ProtoReflect.Descriptor instead.
 func (*SecAggPhase) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{8}
+	return file_fed_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SecAggPhase) GetRound() uint64 {
@@ -945,7 +1117,7 @@ type SecAggAdverts struct {
 
 func (x *SecAggAdverts) Reset() {
 	*x = SecAggAdverts{}
-	mi := &file_fed_proto_msgTypes[9]
+	mi := &file_fed_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1129,7 @@ func (x *SecAggAdverts) String() string {
 func (*SecAggAdverts) ProtoMessage() {}
 
 func (x *SecAggAdverts) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[9]
+	mi := &file_fed_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1142,7 @@ func (x *SecAggAdverts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggAdverts.ProtoReflect.Descriptor instead.
 func (*SecAggAdverts) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{9}
+	return file_fed_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SecAggAdverts) GetAdverts() []byte {
@@ -998,7 +1170,7 @@ type SecAggCert struct {
 
 func (x *SecAggCert) Reset() {
 	*x = SecAggCert{}
-	mi := &file_fed_proto_msgTypes[10]
+	mi := &file_fed_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1182,7 @@ func (x *SecAggCert) String() string {
 func (*SecAggCert) ProtoMessage() {}
 
 func (x *SecAggCert) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[10]
+	mi := &file_fed_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1195,7 @@ func (x *SecAggCert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggCert.ProtoReflect.Descriptor instead.
 func (*SecAggCert) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{10}
+	return file_fed_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SecAggCert) GetId() uint32 {
@@ -1058,7 +1230,7 @@ type SecAggMessage struct {
 
 func (x *SecAggMessage) Reset() {
 	*x = SecAggMessage{}
-	mi := &file_fed_proto_msgTypes[11]
+	mi := &file_fed_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1242,7 @@ func (x *SecAggMessage) String() string {
 func (*SecAggMessage) ProtoMessage() {}
 
 func (x *SecAggMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[11]
+	mi := &file_fed_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1255,7 @@ func (x *SecAggMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggMessage.ProtoReflect.Descriptor instead.
 func (*SecAggMessage) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{11}
+	return file_fed_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SecAggMessage) GetProtocolVersion() uint32 {
@@ -1187,7 +1359,7 @@ type SecAggAck struct {
 
 func (x *SecAggAck) Reset() {
 	*x = SecAggAck{}
-	mi := &file_fed_proto_msgTypes[12]
+	mi := &file_fed_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1371,7 @@ func (x *SecAggAck) String() string {
 func (*SecAggAck) ProtoMessage() {}
 
 func (x *SecAggAck) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[12]
+	mi := &file_fed_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1384,7 @@ func (x *SecAggAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggAck.ProtoReflect.Descriptor instead.
 func (*SecAggAck) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{12}
+	return file_fed_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SecAggAck) GetProtocolVersion() uint32 {
@@ -1248,7 +1420,7 @@ type MaskedHeader struct {
 
 func (x *MaskedHeader) Reset() {
 	*x = MaskedHeader{}
-	mi := &file_fed_proto_msgTypes[13]
+	mi := &file_fed_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1432,7 @@ func (x *MaskedHeader) String() string {
 func (*MaskedHeader) ProtoMessage() {}
 
 func (x *MaskedHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[13]
+	mi := &file_fed_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1445,7 @@ func (x *MaskedHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaskedHeader.ProtoReflect.Descriptor instead.
 func (*MaskedHeader) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{13}
+	return file_fed_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MaskedHeader) GetTotalBytes() uint64 {
@@ -1299,7 +1471,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_fed_proto_msgTypes[14]
+	mi := &file_fed_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1483,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[14]
+	mi := &file_fed_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1496,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{14}
+	return file_fed_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JoinRequest) GetProtocolVersion() uint32 {
@@ -1369,7 +1541,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_fed_proto_msgTypes[15]
+	mi := &file_fed_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1553,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[15]
+	mi := &file_fed_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1566,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{15}
+	return file_fed_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JoinResponse) GetProtocolVersion() uint32 {
@@ -1442,7 +1614,7 @@ type PollRequest struct {
 
 func (x *PollRequest) Reset() {
 	*x = PollRequest{}
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1626,7 @@ func (x *PollRequest) String() string {
 func (*PollRequest) ProtoMessage() {}
 
 func (x *PollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1639,7 @@ func (x *PollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollRequest.ProtoReflect.Descriptor instead.
 func (*PollRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{16}
+	return file_fed_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PollRequest) GetProtocolVersion() uint32 {
@@ -1494,7 +1666,7 @@ type PollResponse struct {
 
 func (x *PollResponse) Reset() {
 	*x = PollResponse{}
-	mi := &file_fed_proto_msgTypes[17]
+	mi := &file_fed_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1678,7 @@ func (x *PollResponse) String() string {
 func (*PollResponse) ProtoMessage() {}
 
 func (x *PollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[17]
+	mi := &file_fed_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1691,7 @@ func (x *PollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollResponse.ProtoReflect.Descriptor instead.
 func (*PollResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{17}
+	return file_fed_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PollResponse) GetProtocolVersion() uint32 {
@@ -1595,7 +1767,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_fed_proto_msgTypes[18]
+	mi := &file_fed_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1779,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[18]
+	mi := &file_fed_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1792,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{18}
+	return file_fed_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SubscribeRequest) GetProtocolVersion() uint32 {
@@ -1649,7 +1821,7 @@ type Push struct {
 
 func (x *Push) Reset() {
 	*x = Push{}
-	mi := &file_fed_proto_msgTypes[19]
+	mi := &file_fed_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1833,7 @@ func (x *Push) String() string {
 func (*Push) ProtoMessage() {}
 
 func (x *Push) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[19]
+	mi := &file_fed_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1846,7 @@ func (x *Push) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Push.ProtoReflect.Descriptor instead.
 func (*Push) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{19}
+	return file_fed_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Push) GetProtocolVersion() uint32 {
@@ -1752,7 +1924,7 @@ type ModelRequest struct {
 
 func (x *ModelRequest) Reset() {
 	*x = ModelRequest{}
-	mi := &file_fed_proto_msgTypes[20]
+	mi := &file_fed_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +1936,7 @@ func (x *ModelRequest) String() string {
 func (*ModelRequest) ProtoMessage() {}
 
 func (x *ModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[20]
+	mi := &file_fed_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +1949,7 @@ func (x *ModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRequest.ProtoReflect.Descriptor instead.
 func (*ModelRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{20}
+	return file_fed_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ModelRequest) GetProtocolVersion() uint32 {
@@ -1816,7 +1988,7 @@ type UpdateHeader struct {
 
 func (x *UpdateHeader) Reset() {
 	*x = UpdateHeader{}
-	mi := &file_fed_proto_msgTypes[21]
+	mi := &file_fed_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +2000,7 @@ func (x *UpdateHeader) String() string {
 func (*UpdateHeader) ProtoMessage() {}
 
 func (x *UpdateHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[21]
+	mi := &file_fed_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +2013,7 @@ func (x *UpdateHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateHeader.ProtoReflect.Descriptor instead.
 func (*UpdateHeader) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{21}
+	return file_fed_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateHeader) GetProtocolVersion() uint32 {
@@ -1907,7 +2079,7 @@ type UpdateChunk struct {
 
 func (x *UpdateChunk) Reset() {
 	*x = UpdateChunk{}
-	mi := &file_fed_proto_msgTypes[22]
+	mi := &file_fed_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2091,7 @@ func (x *UpdateChunk) String() string {
 func (*UpdateChunk) ProtoMessage() {}
 
 func (x *UpdateChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[22]
+	mi := &file_fed_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2104,7 @@ func (x *UpdateChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChunk.ProtoReflect.Descriptor instead.
 func (*UpdateChunk) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{22}
+	return file_fed_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpdateChunk) GetPart() isUpdateChunk_Part {
@@ -1990,7 +2162,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_fed_proto_msgTypes[23]
+	mi := &file_fed_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2002,7 +2174,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[23]
+	mi := &file_fed_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2015,7 +2187,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{23}
+	return file_fed_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SubmitResponse) GetProtocolVersion() uint32 {
@@ -2065,7 +2237,7 @@ type DeclineRequest struct {
 
 func (x *DeclineRequest) Reset() {
 	*x = DeclineRequest{}
-	mi := &file_fed_proto_msgTypes[24]
+	mi := &file_fed_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2249,7 @@ func (x *DeclineRequest) String() string {
 func (*DeclineRequest) ProtoMessage() {}
 
 func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[24]
+	mi := &file_fed_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2262,7 @@ func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineRequest.ProtoReflect.Descriptor instead.
 func (*DeclineRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{24}
+	return file_fed_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeclineRequest) GetProtocolVersion() uint32 {
@@ -2124,7 +2296,7 @@ type DeclineResponse struct {
 
 func (x *DeclineResponse) Reset() {
 	*x = DeclineResponse{}
-	mi := &file_fed_proto_msgTypes[25]
+	mi := &file_fed_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2136,7 +2308,7 @@ func (x *DeclineResponse) String() string {
 func (*DeclineResponse) ProtoMessage() {}
 
 func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[25]
+	mi := &file_fed_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2149,7 +2321,7 @@ func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineResponse.ProtoReflect.Descriptor instead.
 func (*DeclineResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{25}
+	return file_fed_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeclineResponse) GetProtocolVersion() uint32 {
@@ -2169,7 +2341,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fed_proto_msgTypes[26]
+	mi := &file_fed_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2353,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[26]
+	mi := &file_fed_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2366,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{26}
+	return file_fed_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatusRequest) GetProtocolVersion() uint32 {
@@ -2218,7 +2390,7 @@ type ClientStatus struct {
 
 func (x *ClientStatus) Reset() {
 	*x = ClientStatus{}
-	mi := &file_fed_proto_msgTypes[27]
+	mi := &file_fed_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2402,7 @@ func (x *ClientStatus) String() string {
 func (*ClientStatus) ProtoMessage() {}
 
 func (x *ClientStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[27]
+	mi := &file_fed_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2415,7 @@ func (x *ClientStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientStatus.ProtoReflect.Descriptor instead.
 func (*ClientStatus) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{27}
+	return file_fed_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ClientStatus) GetId() string {
@@ -2297,7 +2469,7 @@ type RoundStatus struct {
 
 func (x *RoundStatus) Reset() {
 	*x = RoundStatus{}
-	mi := &file_fed_proto_msgTypes[28]
+	mi := &file_fed_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2481,7 @@ func (x *RoundStatus) String() string {
 func (*RoundStatus) ProtoMessage() {}
 
 func (x *RoundStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[28]
+	mi := &file_fed_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2494,7 @@ func (x *RoundStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStatus.ProtoReflect.Descriptor instead.
 func (*RoundStatus) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{28}
+	return file_fed_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RoundStatus) GetRound() uint64 {
@@ -2373,7 +2545,7 @@ type Withdrawal struct {
 
 func (x *Withdrawal) Reset() {
 	*x = Withdrawal{}
-	mi := &file_fed_proto_msgTypes[29]
+	mi := &file_fed_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2557,7 @@ func (x *Withdrawal) String() string {
 func (*Withdrawal) ProtoMessage() {}
 
 func (x *Withdrawal) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[29]
+	mi := &file_fed_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2570,7 @@ func (x *Withdrawal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Withdrawal.ProtoReflect.Descriptor instead.
 func (*Withdrawal) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{29}
+	return file_fed_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Withdrawal) GetClient() string {
@@ -2434,7 +2606,7 @@ type Evaluation struct {
 
 func (x *Evaluation) Reset() {
 	*x = Evaluation{}
-	mi := &file_fed_proto_msgTypes[30]
+	mi := &file_fed_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2618,7 @@ func (x *Evaluation) String() string {
 func (*Evaluation) ProtoMessage() {}
 
 func (x *Evaluation) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[30]
+	mi := &file_fed_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2631,7 @@ func (x *Evaluation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evaluation.ProtoReflect.Descriptor instead.
 func (*Evaluation) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{30}
+	return file_fed_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Evaluation) GetRound() uint64 {
@@ -2520,7 +2692,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fed_proto_msgTypes[31]
+	mi := &file_fed_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2704,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[31]
+	mi := &file_fed_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2717,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{31}
+	return file_fed_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatusResponse) GetProtocolVersion() uint32 {
@@ -2621,7 +2793,7 @@ type DPHEConfig struct {
 
 func (x *DPHEConfig) Reset() {
 	*x = DPHEConfig{}
-	mi := &file_fed_proto_msgTypes[32]
+	mi := &file_fed_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2805,7 @@ func (x *DPHEConfig) String() string {
 func (*DPHEConfig) ProtoMessage() {}
 
 func (x *DPHEConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[32]
+	mi := &file_fed_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2818,7 @@ func (x *DPHEConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DPHEConfig.ProtoReflect.Descriptor instead.
 func (*DPHEConfig) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{32}
+	return file_fed_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DPHEConfig) GetKeygenAddr() string {
@@ -2723,7 +2895,7 @@ type DPHEContribution struct {
 
 func (x *DPHEContribution) Reset() {
 	*x = DPHEContribution{}
-	mi := &file_fed_proto_msgTypes[33]
+	mi := &file_fed_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +2907,7 @@ func (x *DPHEContribution) String() string {
 func (*DPHEContribution) ProtoMessage() {}
 
 func (x *DPHEContribution) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[33]
+	mi := &file_fed_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +2920,7 @@ func (x *DPHEContribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DPHEContribution.ProtoReflect.Descriptor instead.
 func (*DPHEContribution) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{33}
+	return file_fed_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DPHEContribution) GetMessages() [][]byte {
@@ -2801,7 +2973,7 @@ const file_fed_proto_rawDesc = "" +
 	"\x04seed\x18\f \x01(\x04R\x04seed\x12\x16\n" +
 	"\x06rounds\x18\r \x01(\x04R\x06rounds\x121\n" +
 	"\x06secagg\x18\x0e \x01(\v2\x19.veil.fed.v1.SecAggConfigR\x06secagg\x12+\n" +
-	"\x04dphe\x18\x0f \x01(\v2\x17.veil.fed.v1.DPHEConfigR\x04dphe\"\xd3\x03\n" +
+	"\x04dphe\x18\x0f \x01(\v2\x17.veil.fed.v1.DPHEConfigR\x04dphe\"\xfb\x03\n" +
 	"\fSecAggConfig\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x19\n" +
 	"\bround_id\x18\x02 \x01(\fR\aroundId\x121\n" +
@@ -2817,7 +2989,25 @@ const file_fed_proto_rawDesc = "" +
 	"\x18adverts_deadline_unix_ms\x18\n" +
 	" \x01(\x03R\x15advertsDeadlineUnixMs\x125\n" +
 	"\x17shares_deadline_unix_ms\x18\v \x01(\x03R\x14sharesDeadlineUnixMs\x125\n" +
-	"\x17masked_deadline_unix_ms\x18\f \x01(\x03R\x14maskedDeadlineUnixMs\"6\n" +
+	"\x17masked_deadline_unix_ms\x18\f \x01(\x03R\x14maskedDeadlineUnixMs\x12&\n" +
+	"\x03ddp\x18\r \x01(\v2\x14.veil.fed.v1.DDPPlanR\x03ddp\"\x83\x03\n" +
+	"\aDDPPlan\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x14\n" +
+	"\x05delta\x18\x02 \x01(\x01R\x05delta\x12\x12\n" +
+	"\x04clip\x18\x03 \x01(\x01R\x04clip\x12#\n" +
+	"\rsampling_rate\x18\x04 \x01(\x01R\fsamplingRate\x12\x16\n" +
+	"\x06rounds\x18\x05 \x01(\rR\x06rounds\x12\x18\n" +
+	"\aclients\x18\x06 \x01(\rR\aclients\x12\x1c\n" +
+	"\tthreshold\x18\a \x01(\rR\tthreshold\x12\x14\n" +
+	"\x05noise\x18\b \x01(\x04R\x05noise\x12\x10\n" +
+	"\x03dim\x18\t \x01(\rR\x03dim\x12\x14\n" +
+	"\x05block\x18\n" +
+	" \x01(\rR\x05block\x12\x14\n" +
+	"\x05scale\x18\v \x01(\x01R\x05scale\x12\x19\n" +
+	"\bsum_clip\x18\f \x01(\x01R\asumClip\x12\x12\n" +
+	"\x04bits\x18\r \x01(\rR\x04bits\x12\x1b\n" +
+	"\twrap_prob\x18\x0e \x01(\x01R\bwrapProb\x12%\n" +
+	"\x0eexpected_batch\x18\x0f \x01(\x01R\rexpectedBatch\"6\n" +
 	"\fSecAggMember\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\"\xba\x01\n" +
@@ -2984,7 +3174,7 @@ func file_fed_proto_rawDescGZIP() []byte {
 	return file_fed_proto_rawDescData
 }
 
-var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_fed_proto_goTypes = []any{
 	(*TensorSpec)(nil),       // 0: veil.fed.v1.TensorSpec
 	(*WeightsHeader)(nil),    // 1: veil.fed.v1.WeightsHeader
@@ -2992,80 +3182,82 @@ var file_fed_proto_goTypes = []any{
 	(*DPParams)(nil),         // 3: veil.fed.v1.DPParams
 	(*RoundConfig)(nil),      // 4: veil.fed.v1.RoundConfig
 	(*SecAggConfig)(nil),     // 5: veil.fed.v1.SecAggConfig
-	(*SecAggMember)(nil),     // 6: veil.fed.v1.SecAggMember
-	(*QuantConfig)(nil),      // 7: veil.fed.v1.QuantConfig
-	(*SecAggPhase)(nil),      // 8: veil.fed.v1.SecAggPhase
-	(*SecAggAdverts)(nil),    // 9: veil.fed.v1.SecAggAdverts
-	(*SecAggCert)(nil),       // 10: veil.fed.v1.SecAggCert
-	(*SecAggMessage)(nil),    // 11: veil.fed.v1.SecAggMessage
-	(*SecAggAck)(nil),        // 12: veil.fed.v1.SecAggAck
-	(*MaskedHeader)(nil),     // 13: veil.fed.v1.MaskedHeader
-	(*JoinRequest)(nil),      // 14: veil.fed.v1.JoinRequest
-	(*JoinResponse)(nil),     // 15: veil.fed.v1.JoinResponse
-	(*PollRequest)(nil),      // 16: veil.fed.v1.PollRequest
-	(*PollResponse)(nil),     // 17: veil.fed.v1.PollResponse
-	(*SubscribeRequest)(nil), // 18: veil.fed.v1.SubscribeRequest
-	(*Push)(nil),             // 19: veil.fed.v1.Push
-	(*ModelRequest)(nil),     // 20: veil.fed.v1.ModelRequest
-	(*UpdateHeader)(nil),     // 21: veil.fed.v1.UpdateHeader
-	(*UpdateChunk)(nil),      // 22: veil.fed.v1.UpdateChunk
-	(*SubmitResponse)(nil),   // 23: veil.fed.v1.SubmitResponse
-	(*DeclineRequest)(nil),   // 24: veil.fed.v1.DeclineRequest
-	(*DeclineResponse)(nil),  // 25: veil.fed.v1.DeclineResponse
-	(*StatusRequest)(nil),    // 26: veil.fed.v1.StatusRequest
-	(*ClientStatus)(nil),     // 27: veil.fed.v1.ClientStatus
-	(*RoundStatus)(nil),      // 28: veil.fed.v1.RoundStatus
-	(*Withdrawal)(nil),       // 29: veil.fed.v1.Withdrawal
-	(*Evaluation)(nil),       // 30: veil.fed.v1.Evaluation
-	(*StatusResponse)(nil),   // 31: veil.fed.v1.StatusResponse
-	(*DPHEConfig)(nil),       // 32: veil.fed.v1.DPHEConfig
-	(*DPHEContribution)(nil), // 33: veil.fed.v1.DPHEContribution
+	(*DDPPlan)(nil),          // 6: veil.fed.v1.DDPPlan
+	(*SecAggMember)(nil),     // 7: veil.fed.v1.SecAggMember
+	(*QuantConfig)(nil),      // 8: veil.fed.v1.QuantConfig
+	(*SecAggPhase)(nil),      // 9: veil.fed.v1.SecAggPhase
+	(*SecAggAdverts)(nil),    // 10: veil.fed.v1.SecAggAdverts
+	(*SecAggCert)(nil),       // 11: veil.fed.v1.SecAggCert
+	(*SecAggMessage)(nil),    // 12: veil.fed.v1.SecAggMessage
+	(*SecAggAck)(nil),        // 13: veil.fed.v1.SecAggAck
+	(*MaskedHeader)(nil),     // 14: veil.fed.v1.MaskedHeader
+	(*JoinRequest)(nil),      // 15: veil.fed.v1.JoinRequest
+	(*JoinResponse)(nil),     // 16: veil.fed.v1.JoinResponse
+	(*PollRequest)(nil),      // 17: veil.fed.v1.PollRequest
+	(*PollResponse)(nil),     // 18: veil.fed.v1.PollResponse
+	(*SubscribeRequest)(nil), // 19: veil.fed.v1.SubscribeRequest
+	(*Push)(nil),             // 20: veil.fed.v1.Push
+	(*ModelRequest)(nil),     // 21: veil.fed.v1.ModelRequest
+	(*UpdateHeader)(nil),     // 22: veil.fed.v1.UpdateHeader
+	(*UpdateChunk)(nil),      // 23: veil.fed.v1.UpdateChunk
+	(*SubmitResponse)(nil),   // 24: veil.fed.v1.SubmitResponse
+	(*DeclineRequest)(nil),   // 25: veil.fed.v1.DeclineRequest
+	(*DeclineResponse)(nil),  // 26: veil.fed.v1.DeclineResponse
+	(*StatusRequest)(nil),    // 27: veil.fed.v1.StatusRequest
+	(*ClientStatus)(nil),     // 28: veil.fed.v1.ClientStatus
+	(*RoundStatus)(nil),      // 29: veil.fed.v1.RoundStatus
+	(*Withdrawal)(nil),       // 30: veil.fed.v1.Withdrawal
+	(*Evaluation)(nil),       // 31: veil.fed.v1.Evaluation
+	(*StatusResponse)(nil),   // 32: veil.fed.v1.StatusResponse
+	(*DPHEConfig)(nil),       // 33: veil.fed.v1.DPHEConfig
+	(*DPHEContribution)(nil), // 34: veil.fed.v1.DPHEContribution
 }
 var file_fed_proto_depIdxs = []int32{
 	0,  // 0: veil.fed.v1.WeightsHeader.tensors:type_name -> veil.fed.v1.TensorSpec
 	1,  // 1: veil.fed.v1.WeightsChunk.header:type_name -> veil.fed.v1.WeightsHeader
 	3,  // 2: veil.fed.v1.RoundConfig.dp:type_name -> veil.fed.v1.DPParams
 	5,  // 3: veil.fed.v1.RoundConfig.secagg:type_name -> veil.fed.v1.SecAggConfig
-	32, // 4: veil.fed.v1.RoundConfig.dphe:type_name -> veil.fed.v1.DPHEConfig
-	6,  // 5: veil.fed.v1.SecAggConfig.roster:type_name -> veil.fed.v1.SecAggMember
-	7,  // 6: veil.fed.v1.SecAggConfig.quant:type_name -> veil.fed.v1.QuantConfig
-	9,  // 7: veil.fed.v1.SecAggPhase.adverts:type_name -> veil.fed.v1.SecAggAdverts
-	10, // 8: veil.fed.v1.SecAggAdverts.certs:type_name -> veil.fed.v1.SecAggCert
-	33, // 9: veil.fed.v1.SecAggMessage.dphe:type_name -> veil.fed.v1.DPHEContribution
-	4,  // 10: veil.fed.v1.PollResponse.task:type_name -> veil.fed.v1.RoundConfig
-	4,  // 11: veil.fed.v1.Push.task:type_name -> veil.fed.v1.RoundConfig
-	8,  // 12: veil.fed.v1.Push.secagg:type_name -> veil.fed.v1.SecAggPhase
-	3,  // 13: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
-	1,  // 14: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
-	13, // 15: veil.fed.v1.UpdateHeader.masked:type_name -> veil.fed.v1.MaskedHeader
-	21, // 16: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
-	29, // 17: veil.fed.v1.RoundStatus.withdrawals:type_name -> veil.fed.v1.Withdrawal
-	27, // 18: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
-	28, // 19: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
-	30, // 20: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
-	14, // 21: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
-	16, // 22: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
-	18, // 23: veil.fed.v1.Coordinator.Subscribe:input_type -> veil.fed.v1.SubscribeRequest
-	20, // 24: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
-	22, // 25: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
-	24, // 26: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
-	26, // 27: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
-	11, // 28: veil.fed.v1.Coordinator.SecAggSend:input_type -> veil.fed.v1.SecAggMessage
-	22, // 29: veil.fed.v1.Coordinator.SubmitMasked:input_type -> veil.fed.v1.UpdateChunk
-	15, // 30: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
-	17, // 31: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
-	19, // 32: veil.fed.v1.Coordinator.Subscribe:output_type -> veil.fed.v1.Push
-	2,  // 33: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
-	23, // 34: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
-	25, // 35: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
-	31, // 36: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
-	12, // 37: veil.fed.v1.Coordinator.SecAggSend:output_type -> veil.fed.v1.SecAggAck
-	23, // 38: veil.fed.v1.Coordinator.SubmitMasked:output_type -> veil.fed.v1.SubmitResponse
-	30, // [30:39] is the sub-list for method output_type
-	21, // [21:30] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	33, // 4: veil.fed.v1.RoundConfig.dphe:type_name -> veil.fed.v1.DPHEConfig
+	7,  // 5: veil.fed.v1.SecAggConfig.roster:type_name -> veil.fed.v1.SecAggMember
+	8,  // 6: veil.fed.v1.SecAggConfig.quant:type_name -> veil.fed.v1.QuantConfig
+	6,  // 7: veil.fed.v1.SecAggConfig.ddp:type_name -> veil.fed.v1.DDPPlan
+	10, // 8: veil.fed.v1.SecAggPhase.adverts:type_name -> veil.fed.v1.SecAggAdverts
+	11, // 9: veil.fed.v1.SecAggAdverts.certs:type_name -> veil.fed.v1.SecAggCert
+	34, // 10: veil.fed.v1.SecAggMessage.dphe:type_name -> veil.fed.v1.DPHEContribution
+	4,  // 11: veil.fed.v1.PollResponse.task:type_name -> veil.fed.v1.RoundConfig
+	4,  // 12: veil.fed.v1.Push.task:type_name -> veil.fed.v1.RoundConfig
+	9,  // 13: veil.fed.v1.Push.secagg:type_name -> veil.fed.v1.SecAggPhase
+	3,  // 14: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
+	1,  // 15: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
+	14, // 16: veil.fed.v1.UpdateHeader.masked:type_name -> veil.fed.v1.MaskedHeader
+	22, // 17: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
+	30, // 18: veil.fed.v1.RoundStatus.withdrawals:type_name -> veil.fed.v1.Withdrawal
+	28, // 19: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
+	29, // 20: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
+	31, // 21: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
+	15, // 22: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
+	17, // 23: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
+	19, // 24: veil.fed.v1.Coordinator.Subscribe:input_type -> veil.fed.v1.SubscribeRequest
+	21, // 25: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
+	23, // 26: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
+	25, // 27: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
+	27, // 28: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
+	12, // 29: veil.fed.v1.Coordinator.SecAggSend:input_type -> veil.fed.v1.SecAggMessage
+	23, // 30: veil.fed.v1.Coordinator.SubmitMasked:input_type -> veil.fed.v1.UpdateChunk
+	16, // 31: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
+	18, // 32: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
+	20, // 33: veil.fed.v1.Coordinator.Subscribe:output_type -> veil.fed.v1.Push
+	2,  // 34: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
+	24, // 35: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
+	26, // 36: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
+	32, // 37: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
+	13, // 38: veil.fed.v1.Coordinator.SecAggSend:output_type -> veil.fed.v1.SecAggAck
+	24, // 39: veil.fed.v1.Coordinator.SubmitMasked:output_type -> veil.fed.v1.SubmitResponse
+	31, // [31:40] is the sub-list for method output_type
+	22, // [22:31] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_fed_proto_init() }
@@ -3077,28 +3269,28 @@ func file_fed_proto_init() {
 		(*WeightsChunk_Header)(nil),
 		(*WeightsChunk_Data)(nil),
 	}
-	file_fed_proto_msgTypes[8].OneofWrappers = []any{
+	file_fed_proto_msgTypes[9].OneofWrappers = []any{
 		(*SecAggPhase_Adverts)(nil),
 		(*SecAggPhase_Shares)(nil),
 		(*SecAggPhase_Unmask)(nil),
 	}
-	file_fed_proto_msgTypes[11].OneofWrappers = []any{
+	file_fed_proto_msgTypes[12].OneofWrappers = []any{
 		(*SecAggMessage_Advert)(nil),
 		(*SecAggMessage_Shares)(nil),
 		(*SecAggMessage_Unmask)(nil),
 		(*SecAggMessage_Dphe)(nil),
 	}
-	file_fed_proto_msgTypes[17].OneofWrappers = []any{
+	file_fed_proto_msgTypes[18].OneofWrappers = []any{
 		(*PollResponse_Task)(nil),
 		(*PollResponse_RetryAfterMs)(nil),
 		(*PollResponse_Done)(nil),
 	}
-	file_fed_proto_msgTypes[19].OneofWrappers = []any{
+	file_fed_proto_msgTypes[20].OneofWrappers = []any{
 		(*Push_Task)(nil),
 		(*Push_Done)(nil),
 		(*Push_Secagg)(nil),
 	}
-	file_fed_proto_msgTypes[22].OneofWrappers = []any{
+	file_fed_proto_msgTypes[23].OneofWrappers = []any{
 		(*UpdateChunk_Header)(nil),
 		(*UpdateChunk_Data)(nil),
 	}
@@ -3108,7 +3300,7 @@ func file_fed_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fed_proto_rawDesc), len(file_fed_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
