@@ -886,9 +886,15 @@ func (c *Coordinator) aggregate(r *openRound, sum *strategy.Sum, counted, withdr
 				counted, c.o.MinUpdates, withdrawn, len(r.selected))
 		}
 	} else {
-		mean, err := sum.Mean()
-		if err == nil {
-			cl.next, cl.nextState, err = c.strat.Apply(c.model, mean, sum.Count, c.stratSt)
+		var err error
+		if d := c.ddpOptions(); d != nil && r.sec != nil {
+			cl.next, cl.nextState, err = c.ddpStep(d, sum)
+		} else {
+			var mean wire.Weights
+			mean, err = sum.Mean()
+			if err == nil {
+				cl.next, cl.nextState, err = c.strat.Apply(c.model, mean, sum.Count, c.stratSt)
+			}
 		}
 		if err == nil {
 			err = cl.next.CheckFinite()

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/veil-privacy/veil/fed/ddp"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/secround"
 	"github.com/veil-privacy/veil/fed/strategy"
@@ -60,11 +61,13 @@ import (
 // coordinator was entitled to see in the round, and a client's own
 // masking state refuses a second, different request.
 type maskingRound struct {
-	c     *Coordinator
-	n     uint64
-	cfg   *fedpb.SecAggConfig
-	p     masking.Params
-	q     *quant.Quantizer
+	c   *Coordinator
+	n   uint64
+	cfg *fedpb.SecAggConfig
+	p   masking.Params
+	q   *quant.Quantizer
+	// ddp is a distributed DP-SGD round's encoding (nil: q's).
+	ddp   *ddp.Round
 	dir   *secround.Directory
 	ids   map[string]uint32
 	names map[uint32]string
@@ -108,6 +111,17 @@ func (c *Coordinator) beginMasking(n uint64, sel []string, start, deadline time.
 	for i, id := range roster {
 		cfg.Roster = append(cfg.Roster, &fedpb.SecAggMember{Id: uint32(i + 1), Client: id})
 	}
+	if d := s.DDP; d != nil {
+		plan := d.Plan
+		switch {
+		case plan.Dim != c.model.Len():
+			return nil, fmt.Errorf("coordinator: the distributed DP-SGD plan sums %d values, the model has %d", plan.Dim, c.model.Len())
+		case plan.Clients < len(roster):
+			return nil, fmt.Errorf("coordinator: the distributed DP-SGD plan's wrap bound covers %d clients, the round selected %d", plan.Clients, len(roster))
+		}
+		cfg.Ddp, cfg.Threshold, cfg.Length = secround.PlanProto(plan), uint32(max(t, plan.Threshold)), uint32(plan.Padded())
+		return c.maskingFromConfig(n, cfg, deadline)
+	}
 	var err error
 	if cfg.Quant, err = s.quantConfig(c.model.Len(), len(roster), c.o.MaxUpdateNorm); err != nil {
 		return nil, err
@@ -126,6 +140,11 @@ func (c *Coordinator) maskingFromConfig(n uint64, cfg *fedpb.SecAggConfig, deadl
 		keys: masking.StaticKeys{}, phase: 1, certs: map[uint32][]byte{}, pushes: map[uint32]*fedpb.SecAggPhase{},
 		deadlines: [4]time.Time{time.UnixMilli(cfg.GetAdvertsDeadlineUnixMs()), time.UnixMilli(cfg.GetSharesDeadlineUnixMs()),
 			time.UnixMilli(cfg.GetMaskedDeadlineUnixMs()), deadline}}
+	if q == nil {
+		if m.ddp, _, err = secround.Round(cfg); err != nil {
+			return nil, fmt.Errorf("coordinator: round %d: %w", n, err)
+		}
+	}
 	for i := range m.stored {
 		m.stored[i] = map[uint32][]byte{}
 	}
@@ -141,6 +160,14 @@ func (c *Coordinator) maskingFromConfig(n uint64, cfg *fedpb.SecAggConfig, deadl
 // MaskingParams returns the masking parameters and the quantiser (at the
 // proposed noise) of a round's secure aggregation section, checked.
 func MaskingParams(cfg *fedpb.SecAggConfig) (masking.Params, *quant.Quantizer, error) {
+	if _, ok := secround.PlanOf(cfg); ok {
+		// Distributed DP-SGD: the plan's encoding (maskingFromConfig).
+		if _, _, err := secround.Round(cfg); err != nil {
+			return masking.Params{}, nil, err
+		}
+		p, err := secround.Params(cfg)
+		return p, nil, err
+	}
 	q, err := secround.Quantizer(cfg, cfg.GetQuant().GetNoise())
 	if err != nil {
 		return masking.Params{}, nil, err
@@ -489,7 +516,21 @@ func (m *maskingRound) next(ctx context.Context) error {
 		if m.c.onSecureSum != nil {
 			m.c.onSecureSum(m.n, slices.Clone(res.Sum))
 		}
-		dec, err := m.q.Decode(res.Sum)
+		var dec []float64
+		if m.ddp != nil {
+			// Distributed DP-SGD: the released noisy gradient sum, which
+			// the server's step divides by the plan's expected batch
+			// (aggregate), not the mean of updates.
+			var rel []float32
+			if rel, err = m.ddp.Decode(res.Sum); err == nil {
+				dec = make([]float64, len(rel))
+				for i, v := range rel {
+					dec[i] = float64(v)
+				}
+			}
+		} else {
+			dec, err = m.q.Decode(res.Sum)
+		}
 		if err != nil {
 			failure = err.Error()
 			break

@@ -9,9 +9,11 @@ import (
 	"math"
 	"time"
 
+	"github.com/veil-privacy/veil/fed/ddp"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/secround"
 	"github.com/veil-privacy/veil/fed/strategy"
+	"github.com/veil-privacy/veil/fed/wire"
 	"github.com/veil-privacy/veil/secagg/quant"
 )
 
@@ -64,6 +66,26 @@ type SecAggOptions struct {
 	// checks each advert against the certificate of the client that sent
 	// it, which it relays to the client's neighbours.
 	Roots *x509.CertPool
+	// DDP, if set, makes every round one step of distributed DP-SGD
+	// (package fed/ddp) instead of FedAvg of the clients' local updates.
+	DDP *DDPOptions
+}
+
+// DDPOptions configure distributed DP-SGD rounds: the plan every client
+// checks against its own policy, and the server's optimiser step.
+type DDPOptions struct {
+	// Plan is the rounds' plan; its Dim must be the model's length and
+	// its Clients at least any round's roster (the wrap bound's n). Each
+	// round's masking threshold is at least Plan.Threshold.
+	Plan ddp.Plan
+	// Step takes central DP-SGD's optimiser step from model with the
+	// released noisy gradient sum (ddp.Round.Decode of the unmasked sum,
+	// in the model's tensor order) divided by expectedBatch, recording
+	// mechanism (what was released, with its trust assumption) in the
+	// weights' privacy record, and returns the next model (e.g.
+	// training.Session.ApplyReleased then its weights, as fed/ddpsim).
+	// The coordinator does not link the engine: the caller supplies it.
+	Step func(model wire.Weights, released []float32, expectedBatch float64, mechanism string) (wire.Weights, error)
 }
 
 // validate fills the defaults and checks o against the coordinator's
@@ -90,6 +112,20 @@ func (s *SecAggOptions) validate(o *Options) error {
 	}
 	if s.Degree < 0 || s.Threshold < 0 || s.Gamma < 0 || math.IsInf(s.Gamma, 0) || s.Block < 0 || s.NoiseMultiplier < 0 || s.PhaseTimeout < 0 {
 		return errors.New("coordinator: secure aggregation settings must not be negative")
+	}
+	if d := s.DDP; d != nil {
+		if d.Step == nil {
+			return errors.New("coordinator: distributed DP-SGD needs the server's optimiser step (SecAgg.DDP.Step)")
+		}
+		if err := d.Plan.Validate(); err != nil {
+			return fmt.Errorf("coordinator: %w", err)
+		}
+		if o.Task.DP != nil {
+			return errors.New("coordinator: a distributed DP-SGD round's DP is its plan (SecAgg.DDP.Plan), which each client charges: the task must state no local DP-SGD (Task.DP)")
+		}
+		if d.Plan.Threshold < s.MinHonest {
+			return fmt.Errorf("coordinator: the distributed DP-SGD plan's threshold %d is below T = %d", d.Plan.Threshold, s.MinHonest)
+		}
 	}
 	if s.Bits == 0 {
 		s.Bits = 32
@@ -208,4 +244,32 @@ func (c *Coordinator) closeSecure(r *openRound, withdrawn int) (closing, *strate
 		return closing{state: "failed", reason: reason, withdrawn: withdrawn}, strategy.NewSum(c.model)
 	}
 	return c.aggregate(r, sum, sum.Count, withdrawn), sum
+}
+
+// ddpOptions are the distributed DP-SGD options (nil: none).
+func (c *Coordinator) ddpOptions() *DDPOptions {
+	if c.o.SecAgg == nil {
+		return nil
+	}
+	return c.o.SecAgg.DDP
+}
+
+// ddpStep is a distributed DP-SGD round's server step: central DP-SGD's
+// optimiser step with the released sum (sum.Values, decoded from the
+// unmasked sum), named by the mechanism at the coordinator's T; the
+// strategy's state is kept as it was.
+func (c *Coordinator) ddpStep(d *DDPOptions, sum *strategy.Sum) (wire.Weights, wire.Weights, error) {
+	mech := d.Plan.Mechanism(c.o.SecAgg.MinHonest).Label()
+	released := make([]float32, len(sum.Values))
+	for i, v := range sum.Values {
+		released[i] = float32(v)
+	}
+	next, err := d.Step(c.model.Clone(), released, d.Plan.ExpectedBatch, mech)
+	if err != nil {
+		return nil, nil, fmt.Errorf("distributed DP-SGD step: %w", err)
+	}
+	if err := c.model.SameLayout(next); err != nil {
+		return nil, nil, fmt.Errorf("distributed DP-SGD step: %w", err)
+	}
+	return next, c.stratSt, nil
 }

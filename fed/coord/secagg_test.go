@@ -335,15 +335,8 @@ func TestCoordinatorSeesNoUpdate(t *testing.T) {
 	}
 	n := 0
 	inputs.Range(func(_, v any) bool {
-		x := v.([]uint32)
 		n++
-		for i := 0; i+4 <= len(x); i += 97 {
-			var be, le []byte
-			for _, v := range x[i : i+4] {
-				be, le = binary.BigEndian.AppendUint32(be, v), binary.LittleEndian.AppendUint32(le, v)
-			}
-			needles = append(needles, be, le)
-		}
+		needles = append(needles, u32Needles(v.([]uint32))...)
 		return true
 	})
 	if n != 4 {
@@ -383,4 +376,17 @@ func TestMaskingNeedsUniformWeighting(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
+}
+
+// u32Needles are runs of four of x's values, big- and little-endian.
+func u32Needles(x []uint32) [][]byte {
+	var out [][]byte
+	for i := 0; i+4 <= len(x); i += 97 {
+		var be, le []byte
+		for _, v := range x[i : i+4] {
+			be, le = binary.BigEndian.AppendUint32(be, v), binary.LittleEndian.AppendUint32(le, v)
+		}
+		out = append(out, be, le)
+	}
+	return out
 }

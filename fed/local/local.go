@@ -53,6 +53,7 @@ import (
 
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/client"
+	"github.com/veil-privacy/veil/fed/ddp"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/wire"
 	"github.com/veil-privacy/veil/nn/train"
@@ -411,3 +412,46 @@ func (e *Evaluator) Accuracy(w wire.Weights) (acc, threshold float64, err error)
 	}
 	return e.s.Evaluate()
 }
+
+// ClippedSum implements client.DistributedTrainer: it Poisson-samples the
+// client's units at the plan's rate and returns the sum of their gradients
+// at model, each clipped to the plan's C (training.Session.ClippedSum, the
+// step half veil train's DP-SGD and fed/ddpsim use), without noise: the
+// client encodes it with its noise share (fed/ddp) before it leaves.
+func (t *Trainer) ClippedSum(ctx context.Context, model wire.Weights, task *fedpb.RoundConfig, plan ddp.Plan) ([]float32, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if plan.Dim != t.dim {
+		return nil, fmt.Errorf("local: the plan sums %d values, the model has %d", plan.Dim, t.dim)
+	}
+	key := fmt.Sprintf("ddp/%s/%g/%g/%g", plan.Unit, plan.Clip, plan.SamplingRate, plan.Delta)
+	if t.sess == nil || t.sessKey != key {
+		o := t.o.Optim
+		o.EMA = 0
+		// The trainer's own noise is never added (the clients' shares
+		// are the noise); the session needs a multiplier to be built.
+		s, err := training.NewSession(t.o.Model, o, &training.DPOptions{Unit: train.Unit(plan.Unit), NoiseMultiplier: 1, Clip: plan.Clip,
+			SamplingRate: plan.SamplingRate, Delta: plan.Delta, MaxPerIdentity: t.o.MaxPerIdentity}, 0, t.o.Data)
+		if err != nil {
+			return nil, fmt.Errorf("local: %w", err)
+		}
+		if s.Trainable() != t.dim {
+			return nil, fmt.Errorf("local: the session trains %d values, the model has %d", s.Trainable(), t.dim)
+		}
+		t.sess, t.sessKey = s, key
+	}
+	if err := t.sess.LoadWeights(FromWire(model)); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	sum, err := t.sess.ClippedSum(t.o.Data, t.o.Optim.Seed^task.GetRound()<<8)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return sum, nil
+}
+
+// The local trainer takes part in distributed DP-SGD rounds.
+var _ client.DistributedTrainer = (*Trainer)(nil)
