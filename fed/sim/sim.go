@@ -152,6 +152,9 @@ type Options struct {
 	// updates; every client assumes T = 2 honest survivors) or "" / "off"
 	// (updates in plaintext).
 	SecAgg string
+	// DDP, with SecAgg "masking", makes the rounds distributed DP-SGD
+	// steps (DDP's documentation) instead of FedAvg or FedSGD.
+	DDP *DDP
 	// Seed seeds the fault injection.
 	Seed uint64
 	// Dir holds the state file, the CA and the clients' folders (default:
@@ -252,6 +255,11 @@ func (o *Options) Check() error {
 	default:
 		return fmt.Errorf("sim: secure aggregation %q (want masking or off)", o.SecAgg)
 	}
+	if o.DDP != nil {
+		if err := o.DDP.check(o); err != nil {
+			return err
+		}
+	}
 	if o.MinUpdates == 0 {
 		o.MinUpdates = 1
 	}
@@ -310,6 +318,10 @@ type Report struct {
 	// data one client alone holds (the assumption, stated) and of a person
 	// in k clients' data (absent without DP).
 	Privacy *checkpoint.Federation `json:"privacy,omitempty"`
+	// Mechanism is, under distributed DP-SGD (Options.DDP), the model's
+	// privacy record: its steps, ε at the clients' T and δ, and the
+	// mechanism with its trust assumption.
+	Mechanism *train.Privacy `json:"model_privacy,omitempty"`
 	// NoiseMultiplier and SamplingRate are each client's DP-SGD settings.
 	NoiseMultiplier map[string]float64 `json:"noise_multiplier,omitempty"`
 	SamplingRate    map[string]float64 `json:"sampling_rate,omitempty"`
@@ -492,6 +504,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	initial := eval.Initial()
+	var dsrv *ddpServer
+	if o.DDP != nil {
+		if dsrv, err = newDDPServer(&o, len(parts)); err != nil {
+			return nil, err
+		}
+		initial = dsrv.initial()
+	}
 	rep := &Report{Strategy: o.Strategy, ServerLR: o.StrategyOptions().ServerLRText(), Clients: len(parts), Rounds: o.Rounds, Parameters: initial.Len(),
 		IdentitiesPerClient: map[string]int{}, ImagesPerClient: map[string]int{}}
 	if rep.InitAccuracy, _, err = eval.Accuracy(initial); err != nil {
@@ -524,7 +543,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Strategy == "fedsgd" {
 		task.LocalEpochs, task.LocalSteps = 0, 1
 	}
-	if o.DP != nil {
+	if o.DP != nil && dsrv == nil {
 		task.DP = &fedpb.DPParams{Clip: o.DP.Clip, Delta: o.DP.Delta, PrivacyUnit: o.DP.Unit}
 	}
 	// An update's norm: FedAvg's is bounded by the local steps' movement,
@@ -542,6 +561,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		// step near 1e-7 for 8 clients, far below the updates' values.
 		copts.MaxUpdateNorm = secAggClip
 		copts.SecAgg = &coord.SecAggOptions{Mode: "masking", MinHonest: secAggMinHonest, Roots: pool(ca.Cert())}
+		if dsrv != nil {
+			copts.SecAgg.MinHonest, copts.SecAgg.DDP = dsrv.T, dsrv.options()
+		}
 	}
 	co, err := coord.New(copts)
 	if err != nil {
@@ -604,6 +626,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		if o.SecAgg == "masking" {
 			pol.SecAgg = client.SecAggPolicy{Require: true, MinHonest: secAggMinHonest}
+		}
+		if dsrv != nil {
+			pol = ddpPolicy(o.DP, dsrv.T, o.Rounds)
 		}
 		drops := rand.New(rand.NewPCG(o.Seed, uint64(k)+1))
 		decided := map[uint64]bool{}
@@ -697,7 +722,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				rep.NoiseMultiplier[names[k]], rep.SamplingRate[names[k]] = p.GetNoiseMultiplier(), p.GetSamplingRate()
 			}
 		}
-		if rep.Privacy, _, err = ops.ReadFederationPrivacy(ctx, filepath.Join(dir, "state.db")); err != nil {
+		if dsrv != nil {
+			// The coordinator charges nothing in distributed rounds (each
+			// client's ledger does): the model's record is the server's.
+			p := dsrv.privacy()
+			rep.Mechanism = &p
+		} else if rep.Privacy, _, err = ops.ReadFederationPrivacy(ctx, filepath.Join(dir, "state.db")); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
 	}
@@ -767,6 +797,13 @@ func Alone(ctx context.Context, o Options) (*AloneReport, error) {
 		return nil, err
 	}
 	initial := eval.Initial()
+	var dsrv *ddpServer
+	if o.DDP != nil {
+		if dsrv, err = newDDPServer(&o, len(parts)); err != nil {
+			return nil, err
+		}
+		initial = dsrv.initial()
+	}
 	rep := &AloneReport{Strategy: o.Strategy, Clients: len(parts), Rounds: o.Rounds, Accuracy: map[string]float64{},
 		LastAccuracy: map[string]float64{}, EMA: o.EMA}
 	if rep.InitAccuracy, _, err = eval.Accuracy(initial); err != nil {
