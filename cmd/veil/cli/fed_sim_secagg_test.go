@@ -21,6 +21,9 @@ func TestFedSimSecaggRefusesBadSettings(t *testing.T) {
 		{[]string{"--secagg", "masking", "--local-epochs", "2"}, "--local-epochs does not apply"},
 		{[]string{"--secagg", "masking", "--drop-per-round", "8"}, "--drop-per-round must be in [0, 8)"},
 		{[]string{"--secagg", "masking", "--min-honest", "8"}, "--min-honest must be in [0, 7]"},
+		{[]string{"--network"}, "--network applies to --secagg masking only"},
+		{[]string{"--secagg", "masking", "--network", "--drop-per-round", "1"}, "--network simulates no drop-outs"},
+		{[]string{"--secagg", "masking", "--network"}, "give --data DIR"},
 		{[]string{"--secagg", "masking"}, "give --data DIR"},
 	} {
 		code, _, stderr := run(t, append([]string{"fed", "sim", "--data", t.TempDir()}, c.args...)...)
