@@ -122,7 +122,8 @@ func (s *fedSimSecagg) runNetwork(cmd *cobra.Command, e *env, f *fedSimFlags, o 
 		rounds = ddpsim.DefaultEpochs * int(math.Ceil(1/q))
 	}
 	o.Optim, o.Rounds, o.EMA, o.SecAgg = optim, rounds, optim.EMA, "masking"
-	o.DDP = &sim.DDP{Batch: optim.Batch, MinHonest: s.honest}
+	// A round needs its T clients (sim.DDP sets it).
+	o.DDP, o.MinUpdates = &sim.DDP{Batch: optim.Batch, MinHonest: s.honest}, 0
 	if o.DP != nil {
 		o.DP.Unit = "identity"
 	}
