@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/veil-privacy/veil/collab"
+	"github.com/veil-privacy/veil/internal/engine"
 )
 
 // benchCollabLong is veil bench collab's help text.
@@ -89,26 +90,12 @@ func runBenchCollab(ctx context.Context, e *env, f *benchCollabFlags, o collab.O
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if f.plotPath != "" {
-		if err := collab.CheckPlotPath(f.plotPath); err != nil {
-			return fmt.Errorf("--plot %s: %w", f.plotPath, err)
-		}
-	}
-	var err error
-	if o.Engine, err = e.engine(); err != nil {
-		return err
-	}
-	src, err := f.lfw.source(e)
+	in, err := collabInputs(e, &f.lfw, f.plotPath)
 	if err != nil {
 		return err
 	}
-	train, test, err := collab.LoadDevSplits(src)
-	if err != nil {
-		return err
-	}
-	if !f.lfw.head.quiet {
-		o.Progress = func(s string) { fmt.Fprintln(e.stderr, s) }
-	}
+	o.Engine, o.Progress = in.engine, in.progress
+	train, test := in.train, in.test
 	rep, err := collab.Run(ctx, train, test, o)
 	if err != nil {
 		return err
@@ -197,26 +184,12 @@ func runBenchCollabNoisy(ctx context.Context, e *env, f *benchCollabNoisyFlags, 
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if f.plotPath != "" {
-		if err := collab.CheckPlotPath(f.plotPath); err != nil {
-			return fmt.Errorf("--plot %s: %w", f.plotPath, err)
-		}
-	}
-	var err error
-	if o.Engine, err = e.engine(); err != nil {
-		return err
-	}
-	src, err := f.lfw.source(e)
+	in, err := collabInputs(e, &f.lfw, f.plotPath)
 	if err != nil {
 		return err
 	}
-	train, test, err := collab.LoadDevSplits(src)
-	if err != nil {
-		return err
-	}
-	if !f.lfw.head.quiet {
-		o.Progress = func(s string) { fmt.Fprintln(e.stderr, s) }
-	}
+	o.Engine, o.Progress = in.engine, in.progress
+	train, test := in.train, in.test
 	rep, err := collab.NoisyTags(ctx, train, test, o)
 	if err != nil {
 		return err
@@ -236,4 +209,37 @@ func runBenchCollabNoisy(ctx context.Context, e *env, f *benchCollabNoisyFlags, 
 			100*c.Fraction, c.Alpha, 100*c.Accuracy, 100*c.HeldOutUsers.Coverage)
 	}
 	return nil
+}
+
+// collabIn is what both collab experiments read before they run.
+type collabIn struct {
+	engine      *engine.Engine
+	train, test *collab.Split
+	progress    func(string)
+}
+
+// collabInputs checks --plot, makes the command's engine, loads LFW's
+// development splits and returns the progress printer (nil under -q).
+func collabInputs(e *env, lfw *lfwFlags, plotPath string) (collabIn, error) {
+	var in collabIn
+	if plotPath != "" {
+		if err := collab.CheckPlotPath(plotPath); err != nil {
+			return in, fmt.Errorf("--plot %s: %w", plotPath, err)
+		}
+	}
+	var err error
+	if in.engine, err = e.engine(); err != nil {
+		return in, err
+	}
+	src, err := lfw.source(e)
+	if err != nil {
+		return in, err
+	}
+	if in.train, in.test, err = collab.LoadDevSplits(src); err != nil {
+		return in, err
+	}
+	if !lfw.head.quiet {
+		in.progress = func(s string) { fmt.Fprintln(e.stderr, s) }
+	}
+	return in, nil
 }
