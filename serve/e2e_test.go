@@ -95,18 +95,27 @@ func TestBrowser(t *testing.T) {
 	}
 	open := func(path string) {
 		t.Helper()
-		// A step's click may have started the page's own reload, which
-		// aborts a navigation begun meanwhile: try again.
-		for try := 0; ; try++ {
+		// A step's click may have started the page's own reload or
+		// redirect, which either aborts a navigation begun meanwhile or
+		// lands after it: try again until the browser is on path.
+		var at string
+		for try := 0; try < 5; try++ {
 			_, err := browser.Navigate(bctx, s.ts.URL+path)
-			if err == nil {
-				return
-			}
-			if try == 3 || !strings.Contains(err.Error(), "ERR_ABORTED") {
+			if err != nil && !strings.Contains(err.Error(), "ERR_ABORTED") {
 				t.Fatal(err)
+			}
+			if err == nil {
+				// Give a late redirect its chance to land before
+				// checking where the browser is.
+				time.Sleep(100 * time.Millisecond)
+				at, err = chromedp.Run(bctx, chromedp.Evaluate[string](`document.readyState === "complete" ? location.pathname + location.search : ""`))
+				if err == nil && at == path {
+					return
+				}
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+		t.Fatalf("opening %s: the browser is on %q", path, at)
 	}
 
 	// People.
@@ -197,6 +206,11 @@ func TestBrowser(t *testing.T) {
 		page, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href + " | " + (document.getElementById("message") || {}).textContent + " | " + document.getElementById("merge-into")?.value`))
 		t.Fatalf("after 20 s: A. Campbell (%d faces) not merged into Alastair Campbell (%d faces, now %+v); the page: %s", dup.Faces, into.Faces, got, page)
 	}
+	// The page then shows the person merged into.
+	eventually(t, "the browser on the merged person's page", func() bool {
+		at, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.readyState === "complete" ? location.pathname : ""`))
+		return err == nil && at == fmt.Sprintf("/people/%d", into.ID)
+	})
 
 	// A photo: draw a face in its bottom-left corner and name it.
 	ph := s.photoID("Ashanti", 2)
