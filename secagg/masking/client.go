@@ -92,7 +92,7 @@ func NewClient(cfg ClientConfig, p Params, rand io.Reader) (*Client, *KeyAdvert,
 	if c.maskKey, err = newX25519Key(rand); err != nil {
 		return nil, nil, fmt.Errorf("masking: %w", err)
 	}
-	a := KeyAdvert{RoundID: p.RoundID, From: cfg.ID}
+	a := KeyAdvert{RoundID: p.RoundID, From: cfg.ID, Params: digest}
 	copy(a.EncKey[:], c.encKey.PublicKey().Bytes())
 	copy(a.MaskKey[:], c.maskKey.PublicKey().Bytes())
 	if a.Signature, err = signMessage(cfg.Signer, rand, a.signedBytes(&digest)); err != nil {
@@ -108,11 +108,21 @@ func NewClient(cfg ClientConfig, p Params, rand io.Reader) (*Client, *KeyAdvert,
 // Graph returns the round's communication graph.
 func (c *Client) Graph() *Graph { return c.g }
 
-// verifyAdvert checks one advertisement's round, sender and signature and
-// parses its keys.
+// ErrParamsMismatch is returned for a key advertisement made under other
+// round parameters or another Params.Context than the receiver's: the
+// coordinator gave the round's clients different configurations.
+var ErrParamsMismatch = errors.New("masking: advertisement signed over different round parameters")
+
+// verifyAdvert checks one advertisement's round, parameters, sender and
+// signature and parses its keys. The signature is checked over digest,
+// the receiver's own, whatever the advertisement's Params field says.
 func verifyAdvert(a *KeyAdvert, round, digest *[32]byte, keys KeyDirectory) (peerKeys, error) {
 	if a.RoundID != *round {
 		return peerKeys{}, fmt.Errorf("the advertisement of client %d belongs to another round", a.From)
+	}
+	if a.Params != *digest {
+		return peerKeys{}, fmt.Errorf("%w: client %d took part under round parameters with digest %x…, this party's are %x… (the coordinator gave the round's clients different configurations)",
+			ErrParamsMismatch, a.From, a.Params[:8], digest[:8])
 	}
 	pub, err := keys.PublicKey(a.From)
 	if err != nil {
@@ -152,7 +162,7 @@ func (c *Client) ShareKeys(ads []KeyAdvert, rand io.Reader) ([]EncryptedShare, e
 	for i := range ads {
 		a := &ads[i]
 		if a.From == me {
-			if a.EncKey != c.advert.EncKey || a.MaskKey != c.advert.MaskKey || a.RoundID != c.p.RoundID {
+			if a.EncKey != c.advert.EncKey || a.MaskKey != c.advert.MaskKey || a.RoundID != c.p.RoundID || a.Params != c.digest {
 				return nil, fmt.Errorf("masking: client %d: the relayed copy of its own advertisement was altered: refused", me)
 			}
 			continue
@@ -253,21 +263,27 @@ func decodeSharePlain(b []byte) (from, to uint32, self, key fieldShare, err erro
 	return from, to, self, key, nil
 }
 
-// MaskInput takes the encrypted shares the coordinator relays from the
-// neighbours that completed step 2, decrypts and keeps them, and returns
-// the input masked with the self mask and one pairwise mask per such
-// neighbour, modulo 2^32 (step 3). It refuses a share not addressed to
-// this client, from a non-neighbour, of another round, failing
-// authentication, or received twice (a replay), and an input of the wrong
-// length.
-func (c *Client) MaskInput(shares []EncryptedShare, input []uint32) (*MaskedInput, error) {
+// CheckShares reports whether MaskInput would accept shares, without
+// changing the client: a caller that must commit to something before it
+// computes its input (a privacy ledger's charge) checks the shares first,
+// so that a round refused here has cost it nothing.
+func (c *Client) CheckShares(shares []EncryptedShare) error {
 	if c.phase != phaseShared {
-		return nil, errors.New("masking: MaskInput called out of order")
+		return errors.New("masking: CheckShares called out of order")
 	}
+	got, err := c.openShares(shares)
+	for _, h := range got {
+		clear(h.self[:])
+		clear(h.key[:])
+	}
+	return err
+}
+
+// openShares decrypts and checks the shares relayed in step 3: each
+// addressed to this client by a verified neighbour, of this round, once,
+// authenticated; and at least t − 1 of them.
+func (c *Client) openShares(shares []EncryptedShare) (map[uint32]heldShares, error) {
 	me := c.cfg.ID
-	if len(input) != c.p.Length {
-		return nil, fmt.Errorf("masking: client %d: input of %d values, the round has %d", me, len(input), c.p.Length)
-	}
 	got := make(map[uint32]heldShares, len(shares))
 	for i := range shares {
 		s := &shares[i]
@@ -310,6 +326,28 @@ func (c *Client) MaskInput(shares []EncryptedShare, input []uint32) (*MaskedInpu
 	}
 	if len(got)+1 < c.p.Threshold {
 		return nil, fmt.Errorf("masking: client %d: shares from %d neighbours, fewer than t − 1 = %d: the round cannot reach its threshold", me, len(got), c.p.Threshold-1)
+	}
+	return got, nil
+}
+
+// MaskInput takes the encrypted shares the coordinator relays from the
+// neighbours that completed step 2, decrypts and keeps them, and returns
+// the input masked with the self mask and one pairwise mask per such
+// neighbour, modulo 2^32 (step 3). It refuses a share not addressed to
+// this client, from a non-neighbour, of another round, failing
+// authentication, or received twice (a replay), and an input of the wrong
+// length.
+func (c *Client) MaskInput(shares []EncryptedShare, input []uint32) (*MaskedInput, error) {
+	if c.phase != phaseShared {
+		return nil, errors.New("masking: MaskInput called out of order")
+	}
+	me := c.cfg.ID
+	if len(input) != c.p.Length {
+		return nil, fmt.Errorf("masking: client %d: input of %d values, the round has %d", me, len(input), c.p.Length)
+	}
+	got, err := c.openShares(shares)
+	if err != nil {
+		return nil, err
 	}
 	out := &MaskedInput{RoundID: c.p.RoundID, From: me, Values: slices.Clone(input)}
 	addMask(out.Values, &c.selfSeed, +1)

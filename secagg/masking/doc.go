@@ -40,10 +40,17 @@
 // secrets of one client. With fewer than t holders answering, the t − 1
 // shares held are consistent with every secret (Shamir is perfectly
 // hiding). Key advertisements are signed by the client's long-term key
-// over the round id and the digest of Params, so the coordinator can
-// neither substitute keys (a man in the middle on the pairwise masks) nor
-// give clients different parameters; shares are bound to round, sender and
-// recipient by the AEAD, and every duplicate or replay is refused.
+// over the round id and the digest of Params, Params.Context included
+// (the caller's digest of the rest of its round configuration), and carry
+// that digest, so the coordinator can neither substitute keys (a man in
+// the middle on the pairwise masks) nor give clients different parameters
+// or configurations: a client refuses a neighbour's advertisement made
+// under another digest (ErrParamsMismatch) before it sends anything but
+// its own advertisement, so the inputs whose masks cancel together were
+// all produced under one configuration. Shares are bound to round, sender
+// and recipient by the AEAD, and every duplicate or replay is refused.
+// CheckShares lets a caller check the relayed shares before it commits
+// to anything (a privacy charge) and computes its input.
 //
 // Assumed: the key directory maps each client id to that client's own
 // key (the PKI is honest); RoundID is fresh and random per round; the

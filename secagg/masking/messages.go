@@ -27,6 +27,11 @@ const (
 // self-mask seed's share and the mask key's share.
 const sharePlainSize = 4 + 4 + 2*8*secretChunks
 
+// advertSize is an advertisement's encoding after the header, without its
+// signature: sender, two keys, the parameters' digest, the signature's
+// length.
+const advertSize = 4 + 32 + 32 + 32 + 4
+
 // ShareCiphertextSize is the size of an encrypted share (ChaCha20-Poly1305).
 const ShareCiphertextSize = sharePlainSize + 16
 
@@ -34,18 +39,26 @@ const ShareCiphertextSize = sharePlainSize + 16
 // keys for a round: one encrypts the shares it receives, the other agrees
 // its pairwise masks.
 type KeyAdvert struct {
-	RoundID   [32]byte
-	From      uint32
-	EncKey    [32]byte
-	MaskKey   [32]byte
+	RoundID [32]byte
+	From    uint32
+	EncKey  [32]byte
+	MaskKey [32]byte
+	// Params is the digest of the round's parameters the sender took part
+	// under (Params.Digest, its Context included). It is signed; a
+	// receiver compares it with its own digest first, so that a
+	// coordinator that gave the two clients different configurations is
+	// named as such, and then checks the signature over its own digest,
+	// so an altered Params field only turns the refusal into a bad
+	// signature.
+	Params    [32]byte
 	Signature []byte
 }
 
 // signedBytes is what the advertisement's signature covers: the label,
 // the digest of the round's parameters (so every honest party that
-// accepts the advertisement has the same roster, graph, threshold and
-// length: a coordinator cannot give two clients different parameters),
-// the round id, the sender and its keys.
+// accepts the advertisement has the same roster, graph, threshold,
+// length and Context: a coordinator cannot give two clients different
+// parameters or configurations), the round id, the sender and its keys.
 func (a *KeyAdvert) signedBytes(params *[32]byte) []byte {
 	b := append([]byte(labelAdvert), params[:]...)
 	b = append(b, a.RoundID[:]...)
@@ -222,11 +235,12 @@ func (p *Params) MarshalBinary() ([]byte, error) {
 	if len(p.Roster) > MaxClients {
 		return nil, fmt.Errorf("masking: roster of %d exceeds %d", len(p.Roster), MaxClients)
 	}
-	w := newWriter(tagParams, &p.RoundID, 44+4*len(p.Roster))
+	w := newWriter(tagParams, &p.RoundID, 76+4*len(p.Roster))
 	w.u32(uint32(p.Degree))
 	w.u32(uint32(p.Threshold))
 	w.u32(uint32(p.Length))
 	w.bytes(p.GraphSeed[:])
+	w.bytes(p.Context[:])
 	w.ids(p.Roster)
 	return w.b, nil
 }
@@ -241,6 +255,7 @@ func (p *Params) UnmarshalBinary(b []byte) error {
 		r.fail("degree %d, threshold %d or length %d out of range", deg, thr, length)
 	}
 	copy(q.GraphSeed[:], r.take(32, "graph seed"))
+	copy(q.Context[:], r.take(32, "context"))
 	q.Roster = r.ids("roster", MaxClients)
 	if err := r.done(); err != nil {
 		return err
@@ -254,6 +269,7 @@ func (a *KeyAdvert) write(w *writer) {
 	w.u32(a.From)
 	w.bytes(a.EncKey[:])
 	w.bytes(a.MaskKey[:])
+	w.bytes(a.Params[:])
 	w.u32(uint32(len(a.Signature)))
 	w.bytes(a.Signature)
 }
@@ -262,6 +278,7 @@ func (a *KeyAdvert) read(r *reader) {
 	a.From = r.u32("sender")
 	copy(a.EncKey[:], r.take(32, "encryption key"))
 	copy(a.MaskKey[:], r.take(32, "mask key"))
+	copy(a.Params[:], r.take(32, "parameters digest"))
 	n := r.count("signature", 1, maxSignature)
 	if r.err == nil {
 		a.Signature = append([]byte(nil), r.take(n, "signature")...)
@@ -273,7 +290,7 @@ func (a *KeyAdvert) MarshalBinary() ([]byte, error) {
 	if len(a.Signature) > maxSignature {
 		return nil, fmt.Errorf("masking: signature of %d bytes exceeds %d", len(a.Signature), maxSignature)
 	}
-	w := newWriter(tagAdvert, &a.RoundID, 72+len(a.Signature))
+	w := newWriter(tagAdvert, &a.RoundID, advertSize+len(a.Signature))
 	a.write(w)
 	return w.b, nil
 }
@@ -294,7 +311,7 @@ func (a *KeyAdvert) UnmarshalBinary(b []byte) error {
 // EncodeAdverts encodes the advertisements the coordinator relays to one
 // client; all must belong to the same round.
 func EncodeAdverts(round [32]byte, ads []KeyAdvert) ([]byte, error) {
-	w := newWriter(tagAdverts, &round, 4+len(ads)*80)
+	w := newWriter(tagAdverts, &round, 4+len(ads)*(advertSize+72))
 	w.u32(uint32(len(ads)))
 	for i := range ads {
 		if ads[i].RoundID != round {
@@ -311,7 +328,7 @@ func EncodeAdverts(round [32]byte, ads []KeyAdvert) ([]byte, error) {
 // DecodeAdverts decodes a bundle of advertisements.
 func DecodeAdverts(b []byte) (round [32]byte, ads []KeyAdvert, err error) {
 	r := newReader(b, tagAdverts, "advertisement bundle", &round)
-	n := r.count("advertisement", 72, MaxClients)
+	n := r.count("advertisement", advertSize, MaxClients)
 	if r.err == nil {
 		ads = make([]KeyAdvert, n)
 		for i := range ads {

@@ -45,6 +45,14 @@ type Params struct {
 	Length int
 	// GraphSeed chooses the graph (see NewGraph).
 	GraphSeed [32]byte
+	// Context binds everything else the round's clients must agree on
+	// and that these parameters do not hold: the caller's digest of its
+	// own round configuration (the federation's is secround.ConfigDigest:
+	// the quantiser, the distributed DP plan, the roster's names). It
+	// enters Digest, which every key advertisement signs, so two clients
+	// given different contexts refuse each other's advertisements
+	// (ErrParamsMismatch). Zero when the caller has nothing to bind.
+	Context [32]byte
 }
 
 // EffectiveDegree returns the graph's degree after the adjustments
@@ -109,8 +117,9 @@ func (p *Params) inRoster(id uint32) bool {
 	return false
 }
 
-// Digest returns SHA-256 of the parameters' encoding. Key advertisements
-// sign it, so the parties of a round agree on its parameters.
+// Digest returns SHA-256 of the parameters' encoding (Context included).
+// Key advertisements carry and sign it, so the parties of a round agree on
+// its parameters and on whatever the caller bound in Context.
 func (p *Params) Digest() ([32]byte, error) {
 	b, err := p.MarshalBinary()
 	if err != nil {
