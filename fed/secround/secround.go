@@ -3,6 +3,40 @@
 // its quantiser, and the certificate directory a client checks its
 // neighbours' key adverts against. Neither side trusts the other to have
 // checked them.
+//
+// # One configuration per round
+//
+// Each client checks the round's configuration against its own owner's
+// policy, but a check of one's own copy says nothing about the copies the
+// coordinator sent the others: a coordinator could tell one client that
+// the distributed DP-SGD plan's noise share is twice what it tells the
+// rest, so that client charges its ledger for noise the sum does not
+// carry; or give clients different T, clip, sampling rate, rounds,
+// quantiser, modulus, roster or graph. So the masking parameters bind the
+// whole configuration: Params sets masking.Params.Context to ConfigDigest,
+// SHA-256 of the canonical encoding of every field of the section (the
+// masking parameters, the quantiser, T, the distributed DP-SGD plan, the
+// round id, the roster's ids and names, the graph's degree and seed, the
+// phase deadlines). Each key advert carries and is signed over the digest
+// of the parameters (Context included) by the client's certificate key,
+// and a client refuses, before it sends its shares, any neighbour's advert
+// made under another digest (masking.ErrParamsMismatch) or not signed over
+// its own. The fed client charges its ledger only after that check and
+// after the relayed shares check out (masking.Client.CheckShares), so a
+// refused round costs it nothing and it has sent nothing but its advert.
+//
+// The guarantee: the masked inputs whose masks cancel together (every
+// input in a sum the coordinator can unmask is masked with its verified
+// neighbours only) were all computed under one configuration, byte for
+// byte, so a sum that contains an honest client's input carries at least
+// the noise of the plan that client accepted, from every honest client in
+// it. A coordinator that equivocates can still drop clients (each group
+// it isolates is a round of its own, which the threshold t, at least the
+// plan's threshold, keeps to t survivors or nothing) or make the round
+// fail; it cannot make a client believe in noise that others do not add.
+// It assumes what masking assumes: an honest authority (each id's
+// advert is checked against the certificate of the roster's name for it)
+// and at most Params.ToleratedColluders colluding neighbours.
 package secround
 
 import (
@@ -22,7 +56,8 @@ const Masking = "masking"
 
 // Params returns the masking parameters of a round's secure aggregation
 // section, checked (masking.Params.Validate, names that can name a
-// certificate, ids unique).
+// certificate, ids unique), with the whole section bound in Context
+// (ConfigDigest): the key adverts of the round sign it.
 func Params(cfg *fedpb.SecAggConfig) (masking.Params, error) {
 	var p masking.Params
 	if cfg.GetMode() != Masking {
@@ -44,6 +79,7 @@ func Params(cfg *fedpb.SecAggConfig) (masking.Params, error) {
 		p.Roster = append(p.Roster, mb.GetId())
 	}
 	p.Degree, p.Threshold, p.Length = int(cfg.GetDegree()), int(cfg.GetThreshold()), int(cfg.GetLength())
+	p.Context = ConfigDigest(cfg)
 	if err := p.Validate(); err != nil {
 		return p, err
 	}
