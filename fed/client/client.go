@@ -330,9 +330,10 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 	budget := c.o.Policy.Budget
 	var plan *fedpb.DPParams
 	if sec != nil && sec.ddp != nil {
-		// Distributed DP-SGD: the accepted plan's round is charged
-		// before the data are touched (secagg.go).
-		if err := c.chargeDistributed(ctx, task, sec); err != nil {
+		// Distributed DP-SGD: the accepted plan's round must fit the
+		// budget now; it is charged once the round's configuration and
+		// shares check out, before the data are touched (secagg.go).
+		if err := c.fitsBudget(ctx, task, sec.acc.Event()); err != nil {
 			return err
 		}
 	} else if task.GetDp() != nil {
@@ -358,19 +359,17 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 		if err != nil {
 			return fmt.Errorf("client: round %d: %w", task.GetRound(), err)
 		}
-		ok, err := c.canCharge(ev)
-		if err != nil {
+		if err := c.fitsBudget(ctx, task, ev); err != nil {
 			return err
 		}
-		if !ok {
-			c.o.Progress(fmt.Sprintf("budget: round %d would take this client past ε = %g (spent %.4g); stopping", task.GetRound(), budget.Epsilon, s.Epsilon))
-			c.decline(ctx, task, ErrBudgetExhausted)
-			return fmt.Errorf("client: round %d would take this client past its budget ε = %g at δ = %g (spent %.4g): %w",
-				task.GetRound(), budget.Epsilon, budget.Delta, s.Epsilon, ErrBudgetExhausted)
-		}
-		// Charge before the data are touched: a crash after this point
-		// over-counts at worst, never under-counts.
-		if err := c.charge(fmt.Sprintf("veil fed client: round %d", task.GetRound()), ev); err != nil {
+		label := fmt.Sprintf("veil fed client: round %d", task.GetRound())
+		if sec != nil {
+			// Charged once the round's configuration and shares check
+			// out, before the data are touched (secagg.go).
+			sec.ev, sec.label = &ev, label
+		} else if err := c.charge(label, ev); err != nil {
+			// Charge before the data are touched: a crash after this
+			// point over-counts at worst, never under-counts.
 			return err
 		}
 	}

@@ -23,16 +23,22 @@ import (
 // A securely aggregated round (RoundConfig.secagg, mode masking) runs in
 // four phases after the task: the client checks the round against its
 // owner's policy (the threshold, the modulus, and that the sum of the
-// roster's encodings with its own noise share cannot wrap) before it
-// plans, charges or trains, then sends its key advert signed by its
-// certificate's key; on the neighbours' adverts (each checked against
-// the certificate relayed with it, which must be the authority's client
-// certificate of the name the roster gives) it sends its encrypted
-// shares; on the shares addressed to it, it trains, quantises the update
-// with its noise share (SecureInput), masks it and streams the masked
-// vector; on the unmasking request it sends its shares of the survivors'
-// self-mask seeds and of the dropped clients' mask keys. Its update never
-// leaves it otherwise.
+// roster's encodings with its own noise share cannot wrap; a distributed
+// DP-SGD plan, ddp.Accept) and that its charge fits the budget, then
+// sends its key advert, signed by its certificate's key over the digest
+// of the round's whole secure aggregation configuration
+// (secround.ConfigDigest); on the neighbours' adverts (each checked
+// against the certificate relayed with it, which must be the authority's
+// client certificate of the name the roster gives, and made under this
+// client's own configuration digest: a coordinator that sent clients
+// different plans is refused here, having received only the advert) it
+// sends its encrypted shares; on the shares addressed to it, once they
+// check out, it charges its ledger (chargeSecure), trains, quantises the
+// update with its noise share (SecureInput), masks it and streams the
+// masked vector; on the unmasking request it sends its shares of the
+// survivors' self-mask seeds and of the dropped clients' mask keys. Its
+// update never leaves it otherwise, and a round refused before the
+// masked vector costs it nothing.
 //
 // A phase message pushed again (after a reconnection, or a restarted
 // coordinator) is answered with the same answer; a different message for
@@ -56,6 +62,11 @@ type secureRound struct {
 	// trainer's update), with the plan the owner's policy accepted.
 	ddp *ddp.Round
 	acc *ddp.Accepted
+	// ev and label are a local DP round's charge (nil: none, or ddp's);
+	// charged records that the round's charge is in the ledger.
+	ev      *dp.Event
+	label   string
+	charged bool
 	// advert is this client's signed advert; seen and sent the phase
 	// messages answered (by phase 2–4: adverts, shares, unmask) and the
 	// answers.
@@ -157,21 +168,58 @@ func (c *Client) prepareDistributed(n uint64, sa *fedpb.SecAggConfig) (*ddp.Roun
 	return r, acc, nil
 }
 
-// chargeDistributed charges the ledger for one round of the accepted plan
-// (its label names the mechanism and the trust assumption), before the
-// data are touched; a round past the budget is refused and the ledger
-// left as it was.
-func (c *Client) chargeDistributed(ctx context.Context, task *fedpb.RoundConfig, s *secureRound) error {
-	_, err := s.acc.Charge(c.ledger, c.set, c.o.Members, fmt.Sprintf("veil fed client: round %d (distributed DP-SGD)", task.GetRound()))
+// fitsBudget refuses task, declining it, when ev would take the client's
+// members past the budget; it charges nothing.
+func (c *Client) fitsBudget(ctx context.Context, task *fedpb.RoundConfig, ev dp.Event) error {
+	ok, err := c.canCharge(ev)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return c.overBudget(ctx, task)
+	}
+	return nil
+}
+
+// overBudget declines task for the budget and returns the error that
+// stops the client.
+func (c *Client) overBudget(ctx context.Context, task *fedpb.RoundConfig) error {
+	b := c.o.Policy.Budget
+	c.o.Progress(fmt.Sprintf("budget: round %d would take this client past ε = %g; stopping", task.GetRound(), b.Epsilon))
+	c.decline(ctx, task, ErrBudgetExhausted)
+	return fmt.Errorf("client: round %d would take this client past its budget ε = %g at δ = %g: %w", task.GetRound(), b.Epsilon, b.Delta, ErrBudgetExhausted)
+}
+
+// chargeSecure charges the ledger for a secure round, once: for a
+// distributed DP-SGD round one round of the accepted plan (its label
+// names the mechanism and the trust assumption), for a local DP round
+// the checked plan. It runs when the shares addressed to this client
+// arrive and check out, so after every neighbour's advert was found
+// signed over this client's own configuration (masking.Client.ShareKeys)
+// and before the data are touched: a round refused before then, for a
+// coordinator that equivocated or a forged share, is not charged, and a
+// crash after it over-counts at worst. A round past the budget (another
+// command may have charged the data set since the round was accepted) is
+// refused and the ledger left as it was.
+func (c *Client) chargeSecure(ctx context.Context, s *secureRound) error {
+	if s.charged {
+		return nil
+	}
+	task := s.task
+	var err error
+	switch {
+	case s.acc != nil:
+		_, err = s.acc.Charge(c.ledger, c.set, c.o.Members, fmt.Sprintf("veil fed client: round %d (distributed DP-SGD)", task.GetRound()))
+	case s.ev != nil:
+		err = c.charge(s.label, *s.ev)
+	}
 	if errors.Is(err, dp.ErrBudgetExceeded) {
-		c.o.Progress(fmt.Sprintf("budget: distributed round %d would take this client past ε = %g; stopping", task.GetRound(), c.o.Policy.Budget.Epsilon))
-		c.decline(ctx, task, ErrBudgetExhausted)
-		return fmt.Errorf("client: round %d would take this client past its budget ε = %g at δ = %g: %w",
-			task.GetRound(), c.o.Policy.Budget.Epsilon, c.o.Policy.Budget.Delta, ErrBudgetExhausted)
+		return c.overBudget(ctx, task)
 	}
 	if err != nil {
 		return fmt.Errorf("client: round %d: %w", task.GetRound(), err)
 	}
+	s.charged = true
 	return nil
 }
 
@@ -266,6 +314,9 @@ func (c *Client) answer(ctx context.Context, s *secureRound, ph *fedpb.SecAggPha
 			return nil, bad(errors.New("adverts of another round"))
 		}
 		shares, err := s.mc.ShareKeys(ads, rand.Reader)
+		if errors.Is(err, masking.ErrParamsMismatch) {
+			return nil, bad(fmt.Errorf("a neighbour's key advert was made under another configuration of this round than this client's: the coordinator sent the round's clients different settings (distributed DP plan, quantiser, threshold, roster or graph), so the sum would not carry the noise this client's plan promises; nothing was charged: %w", err))
+		}
 		if err != nil {
 			return nil, bad(err)
 		}
@@ -274,6 +325,13 @@ func (c *Client) answer(ctx context.Context, s *secureRound, ph *fedpb.SecAggPha
 		_, shares, err := masking.DecodeShares(m.Shares)
 		if err != nil {
 			return nil, bad(err)
+		}
+		// The shares first, then the charge, then the data.
+		if err := s.mc.CheckShares(shares); err != nil {
+			return nil, bad(err)
+		}
+		if err := c.chargeSecure(ctx, s); err != nil {
+			return nil, err
 		}
 		var x []uint32
 		if s.ddp != nil {
