@@ -100,7 +100,7 @@ func FuzzConfigEncoding(f *testing.F) {
 	for _, c := range []*fedpb.SecAggConfig{
 		{Mode: "masking", Roster: []*fedpb.SecAggMember{{Id: 1, Client: "ab"}, {Id: 2, Client: "c"}}},
 		{Quant: &fedpb.QuantConfig{}},
-		{Ddp: &fedpb.DDPPlan{Unit: "identity", Noise: 100, Clip: -0.0}},
+		{Ddp: &fedpb.DDPPlan{Unit: "identity", Noise: 100, Clip: math.Copysign(0, -1)}},
 		fullConfig(),
 	} {
 		b, _ := proto.Marshal(c)
