@@ -107,12 +107,15 @@ func (w Weights) Validate() error {
 
 // CheckFinite returns an error naming the first tensor holding a NaN or an
 // infinity (not the value).
+//
+// It checks each tensor's sum of squares in float64 (vec.SqNormWiden, one
+// vector pass): that is NaN or infinite exactly when a value is, since the
+// squares of finite float32 values (at most 1.2e77 each) cannot add up
+// to an overflow in any tensor that fits in memory.
 func (w Weights) CheckFinite() error {
 	for _, t := range w {
-		for _, v := range t.Values {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("wire: tensor %q holds a non-finite value", t.Name)
-			}
+		if s := vec.SqNormWiden(t.Values); math.IsNaN(s) || math.IsInf(s, 0) {
+			return fmt.Errorf("wire: tensor %q holds a non-finite value", t.Name)
 		}
 	}
 	return nil
@@ -163,7 +166,9 @@ func shapeSize(shape []int) (int, error) {
 func (w Weights) Header() *fedpb.WeightsHeader {
 	h := w.layoutHeader()
 	sum := sha256.New()
-	w.writePayload(sum)
+	if !w.hashValues(sum) {
+		w.writePayload(sum)
+	}
 	h.Sha256 = sum.Sum(nil)
 	return h
 }
@@ -174,8 +179,9 @@ func (w Weights) Header() *fedpb.WeightsHeader {
 func (w Weights) Encode() (*fedpb.WeightsHeader, []byte) {
 	p := w.Payload()
 	h := w.layoutHeader()
-	sum := sha256.Sum256(p)
-	h.Sha256 = sum[:]
+	sum := sha256.New()
+	hashBlocks(sum, p)
+	h.Sha256 = sum.Sum(nil)
 	return h, p
 }
 
@@ -213,6 +219,10 @@ func (w Weights) writePayload(dst interface{ Write([]byte) (int, error) }) {
 func (w Weights) Payload() []byte {
 	out := make([]byte, 0, 4*w.Len())
 	for _, t := range w {
+		if b := valueBytes(t.Values); b != nil {
+			out = append(out, b...)
+			continue
+		}
 		for _, v := range t.Values {
 			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
 		}
@@ -386,6 +396,7 @@ func (d *Decoder) Write(p []byte) error {
 		n := min(len(p), passBlock)
 		start := len(d.buf)
 		d.buf = append(d.buf, p[:n]...)
+		vec.ClearUpper() // see hashBlocks
 		d.h.Write(d.buf[start:])
 		d.addSquares()
 		d.got += uint64(n)

@@ -1,0 +1,47 @@
+//go:build goexperiment.simd && amd64
+
+package vec
+
+import (
+	"simd/archsimd"
+	"testing"
+)
+
+// dirty leaves the AVX registers' upper halves in use, as a kernel
+// without VZEROUPPER or an asynchronous preemption on an AVX-512
+// processor does.
+//
+//go:noinline
+func dirty(a, b []float64) {
+	archsimd.LoadFloat64x4Slice(a).Add(archsimd.LoadFloat64x4Slice(b)).StoreSlice(b)
+}
+
+// TestClearUpperClearsTheDirtyState: after code that leaves the upper
+// halves dirty (checked: XINUSE shows it), ClearUpper leaves them clear,
+// so SHA-NI and AES-NI code after it runs at full speed.
+func TestClearUpperClearsTheDirtyState(t *testing.T) {
+	if _, known := avxStateInUse(); !known || !hasAVX {
+		t.Fatal("this processor has no AVX or no XGETBV with ECX = 1 (XINUSE): the check cannot run here")
+	}
+	const upper = 1<<2 | 1<<6 // YMM and ZMM upper halves of registers 0–15
+	a, b := []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8}
+	sawDirty, cleared := 0, 0
+	// Several tries: a goroutine switch between two steps could run
+	// other code on the thread.
+	for range 5 {
+		dirty(a, b)
+		if s, _ := avxStateInUse(); s&upper != 0 {
+			sawDirty++
+		}
+		ClearUpper()
+		if s, _ := avxStateInUse(); s&upper == 0 {
+			cleared++
+		}
+	}
+	if sawDirty == 0 {
+		t.Fatal("the dirtying code never left the upper halves in use: the test shows nothing")
+	}
+	if cleared == 0 {
+		t.Fatal("ClearUpper left the AVX registers' upper halves in use")
+	}
+}
