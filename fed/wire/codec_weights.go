@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"bytes"
+
 	"google.golang.org/grpc/mem"
 
 	"github.com/veil-privacy/veil/fed/fedpb"
@@ -18,17 +20,19 @@ func (cc chunkCodec) unmarshalWeights(data mem.BufferSlice, m *fedpb.WeightsChun
 	if !ok {
 		return cc.base.Unmarshal(data, m)
 	}
-	b := make([]byte, 0, data.Len()-skip)
+	pieces := make([][]byte, 0, len(data))
 	for _, f := range data {
 		p := f.ReadOnlyData()
 		if skip >= len(p) {
 			skip -= len(p)
 			continue
 		}
-		b = append(b, p[skip:]...)
+		pieces = append(pieces, p[skip:])
 		skip = 0
 	}
 	m.Reset()
-	m.Part = &fedpb.WeightsChunk_Data{Data: b}
+	// bytes.Join allocates without clearing what it then overwrites
+	// (make would clear the megabyte first).
+	m.Part = &fedpb.WeightsChunk_Data{Data: bytes.Join(pieces, nil)}
 	return nil
 }
