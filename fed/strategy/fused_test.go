@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/veil-privacy/veil/fed/wire"
+	"github.com/veil-privacy/veil/internal/cputime"
 )
 
 // TestApplySumIsApplyOfTheMean: fedavg's fused ApplySum gives the model
@@ -93,13 +94,17 @@ func BenchmarkApplySum(b *testing.B) {
 	sum.Count, sum.Weight = 20, 20
 	st, _ := New(Options{Name: "fedavg", DP: true})
 	b.Run("fused", func(b *testing.B) {
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			if _, _, err := st.(SumApplier).ApplySum(model, sum, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
+		b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 	})
 	b.Run("mean-then-apply", func(b *testing.B) {
+		cpu0 := cputime.Process()
+		defer func() { b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op") }()
 		for b.Loop() {
 			mean, err := sum.Mean()
 			if err != nil {

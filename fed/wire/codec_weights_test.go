@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/internal/cputime"
 )
 
 // checkWeightsLikeProtobuf decodes b, cut in frames of size bytes, as a
@@ -95,12 +96,14 @@ func BenchmarkWeightsChunkUnmarshal(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				var m fedpb.WeightsChunk
 				if err := bc.f(&m); err != nil || len(m.GetData()) != DefaultChunk {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
