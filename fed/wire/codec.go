@@ -109,9 +109,6 @@ const dataTag = 2<<3 | 2
 // anything else is decoded by protobuf, so the result is always what
 // protobuf would decode (FuzzChunkCodec checks that).
 func (cc chunkCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if w, ok := v.(*fedpb.WeightsChunk); ok {
-		return cc.unmarshalWeights(data, w)
-	}
 	m, ok := v.(*PayloadChunk)
 	if !ok {
 		return cc.base.Unmarshal(data, v)
