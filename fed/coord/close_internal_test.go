@@ -75,7 +75,8 @@ func TestRoundClosesInTheCommitOfItsLastUpdate(t *testing.T) {
 // goroutine writes ledgers, so this stands for a broken assumption), the
 // transaction fails as a whole and stores nothing: the changed ledger is
 // not overwritten by one charged from the old, nothing is counted and the
-// update is not acknowledged.
+// update is not acknowledged; the round's sum, which that first batch
+// added to in place, is all zeros again.
 func TestCommitRefusesALedgerChangedAfterItsCheck(t *testing.T) {
 	model := wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{1, 2, 3}}}
 	dpp := &fedpb.DPParams{Clip: 1, Delta: 1e-5, PrivacyUnit: "identity", NoiseMultiplier: 1}
@@ -123,6 +124,27 @@ func TestCommitRefusesALedgerChangedAfterItsCheck(t *testing.T) {
 	}
 	if c.round.counted["alice"] || c.round.sum.Count != 0 {
 		t.Fatal("a failed batch changed the open round in memory")
+	}
+	// The batch added to the round's own sum (it was the round's first):
+	// every value is zero again, so bob's update alone makes the sum
+	// stored next, with nothing of alice's in it.
+	for i, v := range c.round.sum.Values {
+		if v != 0 || c.round.sum.Weight != 0 {
+			t.Fatalf("after the failed batch the round's sum holds %g at %d (weight %g)", v, i, c.round.sum.Weight)
+		}
+	}
+	q := &pending{client: "bob", round: 1, version: v0, update: wire.Weights{{Name: "w", Shape: []int{3}, Values: []float32{0.25, 0.5, 0.75}}},
+		dp: meta, examples: 1, bytes: 12, reply: make(chan result, 1)}
+	c.fold(ctx, []*pending{q})
+	if res := <-q.reply; res.err != nil {
+		t.Fatal(res.err)
+	}
+	var sumB []byte
+	if err := c.st.db.QueryRow(`SELECT sum FROM rounds WHERE round = 1`).Scan(&sumB); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeSum(sumB, 3); err != nil || got[0] != 0.25 || got[1] != 0.5 || got[2] != 0.75 {
+		t.Fatalf("the stored sum is %v (%v), want bob's update alone", got, err)
 	}
 }
 
