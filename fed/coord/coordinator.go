@@ -115,6 +115,9 @@ type Options struct {
 	SecAgg *SecAggOptions
 	// DPHE, if non-nil, makes every round a DPHE round (dphe.go).
 	DPHE *DPHEOptions
+	// Async, if non-nil, makes the coordinator asynchronous: it serves
+	// exchanges (EASGD, FedBuff) instead of rounds (async.go).
+	Async *AsyncOptions
 }
 
 // Observer is told of the coordinator's events (metrics).
@@ -171,6 +174,11 @@ func (nopObserver) BytesOut(int)                                     {}
 func (o *Options) validate() error {
 	if o.StatePath == "" {
 		return errors.New("coordinator: a state file is required")
+	}
+	if o.Async != nil {
+		if err := o.Async.validate(o); err != nil {
+			return err
+		}
 	}
 	if _, err := strategy.New(o.Strategy); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
@@ -295,6 +303,8 @@ type Coordinator struct {
 	// onSecureSum, set by tests, is shown each secure round's unmasked
 	// sum (the aggregate, before decoding).
 	onSecureSum func(round uint64, sum []uint32)
+	// async is the asynchronous strategies' state (nil: rounds).
+	async *asyncState
 
 	mu sync.Mutex
 	// changed is closed (and replaced) whenever a round opens or closes
@@ -398,6 +408,12 @@ func New(o Options) (*Coordinator, error) {
 		st.close()
 		return nil, err
 	}
+	if o.Async != nil {
+		if err := c.restoreAsync(); err != nil {
+			st.close()
+			return nil, err
+		}
+	}
 	one := int64(4 * c.model.Len())
 	switch {
 	case o.ReceiveBudget == 0:
@@ -438,7 +454,7 @@ func (c *Coordinator) restore() error {
 			if err := putModel(tx, v, 0, h, payload, nil); err != nil {
 				return err
 			}
-			if err := setMeta(tx, "strategy", []byte(c.strat.Name())); err != nil {
+			if err := setMeta(tx, "strategy", []byte(c.stratName())); err != nil {
 				return err
 			}
 			return setMeta(tx, "model", []byte(v))
@@ -447,8 +463,8 @@ func (c *Coordinator) restore() error {
 			return fmt.Errorf("coordinator: initialising the state file: %w", err)
 		}
 		cur = []byte(v)
-	} else if s, _ := getMeta(c.st.db, "strategy"); string(s) != c.strat.Name() {
-		return fmt.Errorf("coordinator: the state file was run with strategy %q, not %q", s, c.strat.Name())
+	} else if s, _ := getMeta(c.st.db, "strategy"); string(s) != c.stratName() {
+		return fmt.Errorf("coordinator: the state file was run with strategy %q, not %q", s, c.stratName())
 	}
 	c.version = string(cur)
 	if c.model, c.stratSt, err = c.st.loadModel(c.version); err != nil {
@@ -559,6 +575,9 @@ func short(v string) string {
 // Run runs rounds until the configured number have closed or ctx ends.
 // It returns nil when every round has closed.
 func (c *Coordinator) Run(ctx context.Context) error {
+	if c.async != nil {
+		return c.runAsync(ctx)
+	}
 	tick := time.NewTicker(c.tick)
 	defer tick.Stop()
 	for {
@@ -975,6 +994,10 @@ func refuse(reason, format string, a ...any) error {
 func (c *Coordinator) check(client string, h *fedpb.UpdateHeader) error {
 	if h.GetProtocolVersion() != fedpb.ProtocolVersion {
 		return refuse("protocol", "protocol version %d, this coordinator speaks %d", h.GetProtocolVersion(), fedpb.ProtocolVersion)
+	}
+	if c.async != nil {
+		_, err := c.checkAsync(client, h)
+		return err
 	}
 	c.mu.Lock()
 	r := c.round

@@ -179,6 +179,9 @@ func (s *service) Poll(ctx context.Context, req *fedpb.PollRequest) (*fedpb.Poll
 		return nil, err
 	}
 	c := s.c
+	if c.async != nil {
+		return c.pollAsync(id)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastPoll[id] = time.Now()
@@ -227,6 +230,9 @@ func (s *service) Subscribe(req *fedpb.SubscribeRequest, stream grpc.ServerStrea
 		c.lastPoll[id] = time.Now()
 		c.mu.Unlock()
 	}()
+	if c.async != nil {
+		return s.subscribeAsync(ctx, stream, id)
+	}
 	var pushed uint64 // the round whose task this stream has pushed
 	var phase int     // and the secure aggregation phase pushed in it
 	for {
@@ -294,10 +300,13 @@ func (s *service) DownloadModel(req *fedpb.ModelRequest, stream grpc.ServerStrea
 	c := s.c
 	header, payload := c.encodedModel()
 	if v := req.GetModelVersion(); v != "" && v != wire.Version(header) {
-		// Older versions are kept in the state file.
-		w, _, err := c.st.loadModel(v)
-		if err != nil {
-			return status.Errorf(codes.NotFound, "no model version %s", short(v))
+		// Older versions are kept in the state file; a thinned model
+		// lives with its exchange's ticket.
+		w := c.servedThinned(id, v)
+		if w == nil {
+			if w, _, err = c.st.loadModel(v); err != nil {
+				return status.Errorf(codes.NotFound, "no model version %s", short(v))
+			}
 		}
 		header, payload = w.Header(), w.Payload()
 	}
@@ -423,13 +432,7 @@ func (s *service) SubmitUpdate(stream grpc.ClientStreamingServer[fedpb.UpdateChu
 			c.receiving.Add(-1)
 		}
 	}()
-	c.mu.Lock()
-	layout := c.model
-	var deadline time.Time
-	if r := c.round; r != nil {
-		deadline = r.deadline
-	}
-	c.mu.Unlock()
+	layout, deadline := c.receiveLayout(id, h)
 	// The payload's bytes come out of the receive budget before they are
 	// allocated, and go back once nothing can read them any more: on a
 	// refusal, or once the fold has answered (also if the client left

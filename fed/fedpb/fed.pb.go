@@ -363,7 +363,15 @@ type RoundConfig struct {
 	// the client sends no update in plaintext, only its DPHE contribution
 	// (SecAggSend, SecAggMessage.dphe), and the coordinator learns only the
 	// key generator's decryption of at least three clients' sum.
-	Dphe          *DPHEConfig `protobuf:"bytes,15,opt,name=dphe,proto3" json:"dphe,omitempty"`
+	Dphe *DPHEConfig `protobuf:"bytes,15,opt,name=dphe,proto3" json:"dphe,omitempty"`
+	// async, when set, makes the task one asynchronous exchange (veil fed
+	// coordinator --strategy easgd|fedbuff): round is the exchange's ticket,
+	// model_version the model served for it (thinned, with thin_p > 0), and
+	// local_steps the steps to run before sending the update. The client
+	// sends the difference between its parameters after training and the
+	// model served, on the served layout, and asks for its next exchange
+	// with Poll.
+	Async         *AsyncConfig `protobuf:"bytes,20,opt,name=async,proto3" json:"async,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -503,6 +511,107 @@ func (x *RoundConfig) GetDphe() *DPHEConfig {
 	return nil
 }
 
+func (x *RoundConfig) GetAsync() *AsyncConfig {
+	if x != nil {
+		return x.Async
+	}
+	return nil
+}
+
+// AsyncConfig is an asynchronous exchange's settings.
+type AsyncConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// strategy is "easgd" (elastic averaging: the coordinator moves the
+	// centre x̃ by beta·(x − x̃) towards the client's x) or "fedbuff"
+	// (buffered: updates wait in a buffer of buffer_size and are applied
+	// with staleness weights).
+	Strategy   string  `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	Beta       float64 `protobuf:"fixed64,2,opt,name=beta,proto3" json:"beta,omitempty"`
+	BufferSize uint32  `protobuf:"varint,3,opt,name=buffer_size,json=bufferSize,proto3" json:"buffer_size,omitempty"`
+	// base is the model version's sequence number the exchange is based
+	// on; max_staleness the most versions the model may move before the
+	// update is sent, beyond which it is refused.
+	Base         uint64 `protobuf:"varint,4,opt,name=base,proto3" json:"base,omitempty"`
+	MaxStaleness uint32 `protobuf:"varint,5,opt,name=max_staleness,json=maxStaleness,proto3" json:"max_staleness,omitempty"`
+	// thin_p is the probability each fully connected unit was left out of
+	// the model served (0: the whole model).
+	ThinP         float64 `protobuf:"fixed64,6,opt,name=thin_p,json=thinP,proto3" json:"thin_p,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AsyncConfig) Reset() {
+	*x = AsyncConfig{}
+	mi := &file_fed_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AsyncConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AsyncConfig) ProtoMessage() {}
+
+func (x *AsyncConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_fed_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AsyncConfig.ProtoReflect.Descriptor instead.
+func (*AsyncConfig) Descriptor() ([]byte, []int) {
+	return file_fed_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AsyncConfig) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
+func (x *AsyncConfig) GetBeta() float64 {
+	if x != nil {
+		return x.Beta
+	}
+	return 0
+}
+
+func (x *AsyncConfig) GetBufferSize() uint32 {
+	if x != nil {
+		return x.BufferSize
+	}
+	return 0
+}
+
+func (x *AsyncConfig) GetBase() uint64 {
+	if x != nil {
+		return x.Base
+	}
+	return 0
+}
+
+func (x *AsyncConfig) GetMaxStaleness() uint32 {
+	if x != nil {
+		return x.MaxStaleness
+	}
+	return 0
+}
+
+func (x *AsyncConfig) GetThinP() float64 {
+	if x != nil {
+		return x.ThinP
+	}
+	return 0
+}
+
 // SecAggConfig is a round's secure aggregation. mode "masking" is SecAgg+
 // masking (package secagg/masking): the fields from round_id to
 // graph_seed are its masking.Params, whose digest every key advertisement
@@ -549,7 +658,7 @@ type SecAggConfig struct {
 
 func (x *SecAggConfig) Reset() {
 	*x = SecAggConfig{}
-	mi := &file_fed_proto_msgTypes[5]
+	mi := &file_fed_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +670,7 @@ func (x *SecAggConfig) String() string {
 func (*SecAggConfig) ProtoMessage() {}
 
 func (x *SecAggConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[5]
+	mi := &file_fed_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +683,7 @@ func (x *SecAggConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggConfig.ProtoReflect.Descriptor instead.
 func (*SecAggConfig) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{5}
+	return file_fed_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SecAggConfig) GetMode() string {
@@ -693,7 +802,7 @@ type DDPPlan struct {
 
 func (x *DDPPlan) Reset() {
 	*x = DDPPlan{}
-	mi := &file_fed_proto_msgTypes[6]
+	mi := &file_fed_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +814,7 @@ func (x *DDPPlan) String() string {
 func (*DDPPlan) ProtoMessage() {}
 
 func (x *DDPPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[6]
+	mi := &file_fed_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +827,7 @@ func (x *DDPPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DDPPlan.ProtoReflect.Descriptor instead.
 func (*DDPPlan) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{6}
+	return file_fed_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DDPPlan) GetUnit() string {
@@ -838,7 +947,7 @@ type SecAggMember struct {
 
 func (x *SecAggMember) Reset() {
 	*x = SecAggMember{}
-	mi := &file_fed_proto_msgTypes[7]
+	mi := &file_fed_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +959,7 @@ func (x *SecAggMember) String() string {
 func (*SecAggMember) ProtoMessage() {}
 
 func (x *SecAggMember) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[7]
+	mi := &file_fed_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +972,7 @@ func (x *SecAggMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggMember.ProtoReflect.Descriptor instead.
 func (*SecAggMember) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{7}
+	return file_fed_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SecAggMember) GetId() uint32 {
@@ -909,7 +1018,7 @@ type QuantConfig struct {
 
 func (x *QuantConfig) Reset() {
 	*x = QuantConfig{}
-	mi := &file_fed_proto_msgTypes[8]
+	mi := &file_fed_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1030,7 @@ func (x *QuantConfig) String() string {
 func (*QuantConfig) ProtoMessage() {}
 
 func (x *QuantConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[8]
+	mi := &file_fed_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1043,7 @@ func (x *QuantConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuantConfig.ProtoReflect.Descriptor instead.
 func (*QuantConfig) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{8}
+	return file_fed_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *QuantConfig) GetDim() uint32 {
@@ -1010,7 +1119,7 @@ type SecAggPhase struct {
 
 func (x *SecAggPhase) Reset() {
 	*x = SecAggPhase{}
-	mi := &file_fed_proto_msgTypes[9]
+	mi := &file_fed_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1131,7 @@ func (x *SecAggPhase) String() string {
 func (*SecAggPhase) ProtoMessage() {}
 
 func (x *SecAggPhase) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[9]
+	mi := &file_fed_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1144,7 @@ func (x *SecAggPhase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggPhase.ProtoReflect.Descriptor instead.
 func (*SecAggPhase) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{9}
+	return file_fed_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SecAggPhase) GetRound() uint64 {
@@ -1117,7 +1226,7 @@ type SecAggAdverts struct {
 
 func (x *SecAggAdverts) Reset() {
 	*x = SecAggAdverts{}
-	mi := &file_fed_proto_msgTypes[10]
+	mi := &file_fed_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1238,7 @@ func (x *SecAggAdverts) String() string {
 func (*SecAggAdverts) ProtoMessage() {}
 
 func (x *SecAggAdverts) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[10]
+	mi := &file_fed_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1251,7 @@ func (x *SecAggAdverts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggAdverts.ProtoReflect.Descriptor instead.
 func (*SecAggAdverts) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{10}
+	return file_fed_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SecAggAdverts) GetAdverts() []byte {
@@ -1170,7 +1279,7 @@ type SecAggCert struct {
 
 func (x *SecAggCert) Reset() {
 	*x = SecAggCert{}
-	mi := &file_fed_proto_msgTypes[11]
+	mi := &file_fed_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1291,7 @@ func (x *SecAggCert) String() string {
 func (*SecAggCert) ProtoMessage() {}
 
 func (x *SecAggCert) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[11]
+	mi := &file_fed_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1304,7 @@ func (x *SecAggCert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggCert.ProtoReflect.Descriptor instead.
 func (*SecAggCert) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{11}
+	return file_fed_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SecAggCert) GetId() uint32 {
@@ -1230,7 +1339,7 @@ type SecAggMessage struct {
 
 func (x *SecAggMessage) Reset() {
 	*x = SecAggMessage{}
-	mi := &file_fed_proto_msgTypes[12]
+	mi := &file_fed_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1351,7 @@ func (x *SecAggMessage) String() string {
 func (*SecAggMessage) ProtoMessage() {}
 
 func (x *SecAggMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[12]
+	mi := &file_fed_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1364,7 @@ func (x *SecAggMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggMessage.ProtoReflect.Descriptor instead.
 func (*SecAggMessage) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{12}
+	return file_fed_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SecAggMessage) GetProtocolVersion() uint32 {
@@ -1359,7 +1468,7 @@ type SecAggAck struct {
 
 func (x *SecAggAck) Reset() {
 	*x = SecAggAck{}
-	mi := &file_fed_proto_msgTypes[13]
+	mi := &file_fed_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1480,7 @@ func (x *SecAggAck) String() string {
 func (*SecAggAck) ProtoMessage() {}
 
 func (x *SecAggAck) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[13]
+	mi := &file_fed_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1493,7 @@ func (x *SecAggAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecAggAck.ProtoReflect.Descriptor instead.
 func (*SecAggAck) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{13}
+	return file_fed_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SecAggAck) GetProtocolVersion() uint32 {
@@ -1420,7 +1529,7 @@ type MaskedHeader struct {
 
 func (x *MaskedHeader) Reset() {
 	*x = MaskedHeader{}
-	mi := &file_fed_proto_msgTypes[14]
+	mi := &file_fed_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1541,7 @@ func (x *MaskedHeader) String() string {
 func (*MaskedHeader) ProtoMessage() {}
 
 func (x *MaskedHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[14]
+	mi := &file_fed_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1554,7 @@ func (x *MaskedHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaskedHeader.ProtoReflect.Descriptor instead.
 func (*MaskedHeader) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{14}
+	return file_fed_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MaskedHeader) GetTotalBytes() uint64 {
@@ -1471,7 +1580,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_fed_proto_msgTypes[15]
+	mi := &file_fed_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1592,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[15]
+	mi := &file_fed_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1605,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{15}
+	return file_fed_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JoinRequest) GetProtocolVersion() uint32 {
@@ -1541,7 +1650,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1662,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[16]
+	mi := &file_fed_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1675,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{16}
+	return file_fed_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JoinResponse) GetProtocolVersion() uint32 {
@@ -1614,7 +1723,7 @@ type PollRequest struct {
 
 func (x *PollRequest) Reset() {
 	*x = PollRequest{}
-	mi := &file_fed_proto_msgTypes[17]
+	mi := &file_fed_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1735,7 @@ func (x *PollRequest) String() string {
 func (*PollRequest) ProtoMessage() {}
 
 func (x *PollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[17]
+	mi := &file_fed_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1748,7 @@ func (x *PollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollRequest.ProtoReflect.Descriptor instead.
 func (*PollRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{17}
+	return file_fed_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PollRequest) GetProtocolVersion() uint32 {
@@ -1666,7 +1775,7 @@ type PollResponse struct {
 
 func (x *PollResponse) Reset() {
 	*x = PollResponse{}
-	mi := &file_fed_proto_msgTypes[18]
+	mi := &file_fed_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1787,7 @@ func (x *PollResponse) String() string {
 func (*PollResponse) ProtoMessage() {}
 
 func (x *PollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[18]
+	mi := &file_fed_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1800,7 @@ func (x *PollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollResponse.ProtoReflect.Descriptor instead.
 func (*PollResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{18}
+	return file_fed_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PollResponse) GetProtocolVersion() uint32 {
@@ -1767,7 +1876,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_fed_proto_msgTypes[19]
+	mi := &file_fed_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1888,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[19]
+	mi := &file_fed_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1901,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{19}
+	return file_fed_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SubscribeRequest) GetProtocolVersion() uint32 {
@@ -1821,7 +1930,7 @@ type Push struct {
 
 func (x *Push) Reset() {
 	*x = Push{}
-	mi := &file_fed_proto_msgTypes[20]
+	mi := &file_fed_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1942,7 @@ func (x *Push) String() string {
 func (*Push) ProtoMessage() {}
 
 func (x *Push) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[20]
+	mi := &file_fed_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1955,7 @@ func (x *Push) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Push.ProtoReflect.Descriptor instead.
 func (*Push) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{20}
+	return file_fed_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Push) GetProtocolVersion() uint32 {
@@ -1924,7 +2033,7 @@ type ModelRequest struct {
 
 func (x *ModelRequest) Reset() {
 	*x = ModelRequest{}
-	mi := &file_fed_proto_msgTypes[21]
+	mi := &file_fed_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2045,7 @@ func (x *ModelRequest) String() string {
 func (*ModelRequest) ProtoMessage() {}
 
 func (x *ModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[21]
+	mi := &file_fed_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2058,7 @@ func (x *ModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRequest.ProtoReflect.Descriptor instead.
 func (*ModelRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{21}
+	return file_fed_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ModelRequest) GetProtocolVersion() uint32 {
@@ -1988,7 +2097,7 @@ type UpdateHeader struct {
 
 func (x *UpdateHeader) Reset() {
 	*x = UpdateHeader{}
-	mi := &file_fed_proto_msgTypes[22]
+	mi := &file_fed_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2109,7 @@ func (x *UpdateHeader) String() string {
 func (*UpdateHeader) ProtoMessage() {}
 
 func (x *UpdateHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[22]
+	mi := &file_fed_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2122,7 @@ func (x *UpdateHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateHeader.ProtoReflect.Descriptor instead.
 func (*UpdateHeader) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{22}
+	return file_fed_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpdateHeader) GetProtocolVersion() uint32 {
@@ -2079,7 +2188,7 @@ type UpdateChunk struct {
 
 func (x *UpdateChunk) Reset() {
 	*x = UpdateChunk{}
-	mi := &file_fed_proto_msgTypes[23]
+	mi := &file_fed_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2200,7 @@ func (x *UpdateChunk) String() string {
 func (*UpdateChunk) ProtoMessage() {}
 
 func (x *UpdateChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[23]
+	mi := &file_fed_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2213,7 @@ func (x *UpdateChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateChunk.ProtoReflect.Descriptor instead.
 func (*UpdateChunk) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{23}
+	return file_fed_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdateChunk) GetPart() isUpdateChunk_Part {
@@ -2162,7 +2271,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_fed_proto_msgTypes[24]
+	mi := &file_fed_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2283,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[24]
+	mi := &file_fed_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2296,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{24}
+	return file_fed_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubmitResponse) GetProtocolVersion() uint32 {
@@ -2237,7 +2346,7 @@ type DeclineRequest struct {
 
 func (x *DeclineRequest) Reset() {
 	*x = DeclineRequest{}
-	mi := &file_fed_proto_msgTypes[25]
+	mi := &file_fed_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2358,7 @@ func (x *DeclineRequest) String() string {
 func (*DeclineRequest) ProtoMessage() {}
 
 func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[25]
+	mi := &file_fed_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2371,7 @@ func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineRequest.ProtoReflect.Descriptor instead.
 func (*DeclineRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{25}
+	return file_fed_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeclineRequest) GetProtocolVersion() uint32 {
@@ -2296,7 +2405,7 @@ type DeclineResponse struct {
 
 func (x *DeclineResponse) Reset() {
 	*x = DeclineResponse{}
-	mi := &file_fed_proto_msgTypes[26]
+	mi := &file_fed_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2417,7 @@ func (x *DeclineResponse) String() string {
 func (*DeclineResponse) ProtoMessage() {}
 
 func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[26]
+	mi := &file_fed_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2430,7 @@ func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineResponse.ProtoReflect.Descriptor instead.
 func (*DeclineResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{26}
+	return file_fed_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeclineResponse) GetProtocolVersion() uint32 {
@@ -2341,7 +2450,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fed_proto_msgTypes[27]
+	mi := &file_fed_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2462,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[27]
+	mi := &file_fed_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2475,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{27}
+	return file_fed_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatusRequest) GetProtocolVersion() uint32 {
@@ -2390,7 +2499,7 @@ type ClientStatus struct {
 
 func (x *ClientStatus) Reset() {
 	*x = ClientStatus{}
-	mi := &file_fed_proto_msgTypes[28]
+	mi := &file_fed_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2511,7 @@ func (x *ClientStatus) String() string {
 func (*ClientStatus) ProtoMessage() {}
 
 func (x *ClientStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[28]
+	mi := &file_fed_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2524,7 @@ func (x *ClientStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientStatus.ProtoReflect.Descriptor instead.
 func (*ClientStatus) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{28}
+	return file_fed_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ClientStatus) GetId() string {
@@ -2469,7 +2578,7 @@ type RoundStatus struct {
 
 func (x *RoundStatus) Reset() {
 	*x = RoundStatus{}
-	mi := &file_fed_proto_msgTypes[29]
+	mi := &file_fed_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2590,7 @@ func (x *RoundStatus) String() string {
 func (*RoundStatus) ProtoMessage() {}
 
 func (x *RoundStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[29]
+	mi := &file_fed_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2603,7 @@ func (x *RoundStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundStatus.ProtoReflect.Descriptor instead.
 func (*RoundStatus) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{29}
+	return file_fed_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RoundStatus) GetRound() uint64 {
@@ -2545,7 +2654,7 @@ type Withdrawal struct {
 
 func (x *Withdrawal) Reset() {
 	*x = Withdrawal{}
-	mi := &file_fed_proto_msgTypes[30]
+	mi := &file_fed_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2666,7 @@ func (x *Withdrawal) String() string {
 func (*Withdrawal) ProtoMessage() {}
 
 func (x *Withdrawal) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[30]
+	mi := &file_fed_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2679,7 @@ func (x *Withdrawal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Withdrawal.ProtoReflect.Descriptor instead.
 func (*Withdrawal) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{30}
+	return file_fed_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Withdrawal) GetClient() string {
@@ -2606,7 +2715,7 @@ type Evaluation struct {
 
 func (x *Evaluation) Reset() {
 	*x = Evaluation{}
-	mi := &file_fed_proto_msgTypes[31]
+	mi := &file_fed_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2727,7 @@ func (x *Evaluation) String() string {
 func (*Evaluation) ProtoMessage() {}
 
 func (x *Evaluation) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[31]
+	mi := &file_fed_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2740,7 @@ func (x *Evaluation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evaluation.ProtoReflect.Descriptor instead.
 func (*Evaluation) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{31}
+	return file_fed_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Evaluation) GetRound() uint64 {
@@ -2692,7 +2801,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fed_proto_msgTypes[32]
+	mi := &file_fed_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2813,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[32]
+	mi := &file_fed_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2826,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{32}
+	return file_fed_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatusResponse) GetProtocolVersion() uint32 {
@@ -2793,7 +2902,7 @@ type DPHEConfig struct {
 
 func (x *DPHEConfig) Reset() {
 	*x = DPHEConfig{}
-	mi := &file_fed_proto_msgTypes[33]
+	mi := &file_fed_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2914,7 @@ func (x *DPHEConfig) String() string {
 func (*DPHEConfig) ProtoMessage() {}
 
 func (x *DPHEConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[33]
+	mi := &file_fed_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2927,7 @@ func (x *DPHEConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DPHEConfig.ProtoReflect.Descriptor instead.
 func (*DPHEConfig) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{33}
+	return file_fed_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DPHEConfig) GetKeygenAddr() string {
@@ -2895,7 +3004,7 @@ type DPHEContribution struct {
 
 func (x *DPHEContribution) Reset() {
 	*x = DPHEContribution{}
-	mi := &file_fed_proto_msgTypes[34]
+	mi := &file_fed_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +3016,7 @@ func (x *DPHEContribution) String() string {
 func (*DPHEContribution) ProtoMessage() {}
 
 func (x *DPHEContribution) ProtoReflect() protoreflect.Message {
-	mi := &file_fed_proto_msgTypes[34]
+	mi := &file_fed_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +3029,7 @@ func (x *DPHEContribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DPHEContribution.ProtoReflect.Descriptor instead.
 func (*DPHEContribution) Descriptor() ([]byte, []int) {
-	return file_fed_proto_rawDescGZIP(), []int{34}
+	return file_fed_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DPHEContribution) GetMessages() [][]byte {
@@ -2955,7 +3064,7 @@ const file_fed_proto_rawDesc = "" +
 	"\rsampling_rate\x18\x03 \x01(\x01R\fsamplingRate\x12\x14\n" +
 	"\x05steps\x18\x04 \x01(\x04R\x05steps\x12\x14\n" +
 	"\x05delta\x18\x05 \x01(\x01R\x05delta\x12!\n" +
-	"\fprivacy_unit\x18\x06 \x01(\tR\vprivacyUnit\"\x93\x04\n" +
+	"\fprivacy_unit\x18\x06 \x01(\tR\vprivacyUnit\"\xc3\x04\n" +
 	"\vRoundConfig\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x12#\n" +
@@ -2973,7 +3082,16 @@ const file_fed_proto_rawDesc = "" +
 	"\x04seed\x18\f \x01(\x04R\x04seed\x12\x16\n" +
 	"\x06rounds\x18\r \x01(\x04R\x06rounds\x121\n" +
 	"\x06secagg\x18\x0e \x01(\v2\x19.veil.fed.v1.SecAggConfigR\x06secagg\x12+\n" +
-	"\x04dphe\x18\x0f \x01(\v2\x17.veil.fed.v1.DPHEConfigR\x04dphe\"\xfb\x03\n" +
+	"\x04dphe\x18\x0f \x01(\v2\x17.veil.fed.v1.DPHEConfigR\x04dphe\x12.\n" +
+	"\x05async\x18\x14 \x01(\v2\x18.veil.fed.v1.AsyncConfigR\x05async\"\xae\x01\n" +
+	"\vAsyncConfig\x12\x1a\n" +
+	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x12\n" +
+	"\x04beta\x18\x02 \x01(\x01R\x04beta\x12\x1f\n" +
+	"\vbuffer_size\x18\x03 \x01(\rR\n" +
+	"bufferSize\x12\x12\n" +
+	"\x04base\x18\x04 \x01(\x04R\x04base\x12#\n" +
+	"\rmax_staleness\x18\x05 \x01(\rR\fmaxStaleness\x12\x15\n" +
+	"\x06thin_p\x18\x06 \x01(\x01R\x05thinP\"\xfb\x03\n" +
 	"\fSecAggConfig\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x19\n" +
 	"\bround_id\x18\x02 \x01(\fR\aroundId\x121\n" +
@@ -3174,90 +3292,92 @@ func file_fed_proto_rawDescGZIP() []byte {
 	return file_fed_proto_rawDescData
 }
 
-var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_fed_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_fed_proto_goTypes = []any{
 	(*TensorSpec)(nil),       // 0: veil.fed.v1.TensorSpec
 	(*WeightsHeader)(nil),    // 1: veil.fed.v1.WeightsHeader
 	(*WeightsChunk)(nil),     // 2: veil.fed.v1.WeightsChunk
 	(*DPParams)(nil),         // 3: veil.fed.v1.DPParams
 	(*RoundConfig)(nil),      // 4: veil.fed.v1.RoundConfig
-	(*SecAggConfig)(nil),     // 5: veil.fed.v1.SecAggConfig
-	(*DDPPlan)(nil),          // 6: veil.fed.v1.DDPPlan
-	(*SecAggMember)(nil),     // 7: veil.fed.v1.SecAggMember
-	(*QuantConfig)(nil),      // 8: veil.fed.v1.QuantConfig
-	(*SecAggPhase)(nil),      // 9: veil.fed.v1.SecAggPhase
-	(*SecAggAdverts)(nil),    // 10: veil.fed.v1.SecAggAdverts
-	(*SecAggCert)(nil),       // 11: veil.fed.v1.SecAggCert
-	(*SecAggMessage)(nil),    // 12: veil.fed.v1.SecAggMessage
-	(*SecAggAck)(nil),        // 13: veil.fed.v1.SecAggAck
-	(*MaskedHeader)(nil),     // 14: veil.fed.v1.MaskedHeader
-	(*JoinRequest)(nil),      // 15: veil.fed.v1.JoinRequest
-	(*JoinResponse)(nil),     // 16: veil.fed.v1.JoinResponse
-	(*PollRequest)(nil),      // 17: veil.fed.v1.PollRequest
-	(*PollResponse)(nil),     // 18: veil.fed.v1.PollResponse
-	(*SubscribeRequest)(nil), // 19: veil.fed.v1.SubscribeRequest
-	(*Push)(nil),             // 20: veil.fed.v1.Push
-	(*ModelRequest)(nil),     // 21: veil.fed.v1.ModelRequest
-	(*UpdateHeader)(nil),     // 22: veil.fed.v1.UpdateHeader
-	(*UpdateChunk)(nil),      // 23: veil.fed.v1.UpdateChunk
-	(*SubmitResponse)(nil),   // 24: veil.fed.v1.SubmitResponse
-	(*DeclineRequest)(nil),   // 25: veil.fed.v1.DeclineRequest
-	(*DeclineResponse)(nil),  // 26: veil.fed.v1.DeclineResponse
-	(*StatusRequest)(nil),    // 27: veil.fed.v1.StatusRequest
-	(*ClientStatus)(nil),     // 28: veil.fed.v1.ClientStatus
-	(*RoundStatus)(nil),      // 29: veil.fed.v1.RoundStatus
-	(*Withdrawal)(nil),       // 30: veil.fed.v1.Withdrawal
-	(*Evaluation)(nil),       // 31: veil.fed.v1.Evaluation
-	(*StatusResponse)(nil),   // 32: veil.fed.v1.StatusResponse
-	(*DPHEConfig)(nil),       // 33: veil.fed.v1.DPHEConfig
-	(*DPHEContribution)(nil), // 34: veil.fed.v1.DPHEContribution
+	(*AsyncConfig)(nil),      // 5: veil.fed.v1.AsyncConfig
+	(*SecAggConfig)(nil),     // 6: veil.fed.v1.SecAggConfig
+	(*DDPPlan)(nil),          // 7: veil.fed.v1.DDPPlan
+	(*SecAggMember)(nil),     // 8: veil.fed.v1.SecAggMember
+	(*QuantConfig)(nil),      // 9: veil.fed.v1.QuantConfig
+	(*SecAggPhase)(nil),      // 10: veil.fed.v1.SecAggPhase
+	(*SecAggAdverts)(nil),    // 11: veil.fed.v1.SecAggAdverts
+	(*SecAggCert)(nil),       // 12: veil.fed.v1.SecAggCert
+	(*SecAggMessage)(nil),    // 13: veil.fed.v1.SecAggMessage
+	(*SecAggAck)(nil),        // 14: veil.fed.v1.SecAggAck
+	(*MaskedHeader)(nil),     // 15: veil.fed.v1.MaskedHeader
+	(*JoinRequest)(nil),      // 16: veil.fed.v1.JoinRequest
+	(*JoinResponse)(nil),     // 17: veil.fed.v1.JoinResponse
+	(*PollRequest)(nil),      // 18: veil.fed.v1.PollRequest
+	(*PollResponse)(nil),     // 19: veil.fed.v1.PollResponse
+	(*SubscribeRequest)(nil), // 20: veil.fed.v1.SubscribeRequest
+	(*Push)(nil),             // 21: veil.fed.v1.Push
+	(*ModelRequest)(nil),     // 22: veil.fed.v1.ModelRequest
+	(*UpdateHeader)(nil),     // 23: veil.fed.v1.UpdateHeader
+	(*UpdateChunk)(nil),      // 24: veil.fed.v1.UpdateChunk
+	(*SubmitResponse)(nil),   // 25: veil.fed.v1.SubmitResponse
+	(*DeclineRequest)(nil),   // 26: veil.fed.v1.DeclineRequest
+	(*DeclineResponse)(nil),  // 27: veil.fed.v1.DeclineResponse
+	(*StatusRequest)(nil),    // 28: veil.fed.v1.StatusRequest
+	(*ClientStatus)(nil),     // 29: veil.fed.v1.ClientStatus
+	(*RoundStatus)(nil),      // 30: veil.fed.v1.RoundStatus
+	(*Withdrawal)(nil),       // 31: veil.fed.v1.Withdrawal
+	(*Evaluation)(nil),       // 32: veil.fed.v1.Evaluation
+	(*StatusResponse)(nil),   // 33: veil.fed.v1.StatusResponse
+	(*DPHEConfig)(nil),       // 34: veil.fed.v1.DPHEConfig
+	(*DPHEContribution)(nil), // 35: veil.fed.v1.DPHEContribution
 }
 var file_fed_proto_depIdxs = []int32{
 	0,  // 0: veil.fed.v1.WeightsHeader.tensors:type_name -> veil.fed.v1.TensorSpec
 	1,  // 1: veil.fed.v1.WeightsChunk.header:type_name -> veil.fed.v1.WeightsHeader
 	3,  // 2: veil.fed.v1.RoundConfig.dp:type_name -> veil.fed.v1.DPParams
-	5,  // 3: veil.fed.v1.RoundConfig.secagg:type_name -> veil.fed.v1.SecAggConfig
-	33, // 4: veil.fed.v1.RoundConfig.dphe:type_name -> veil.fed.v1.DPHEConfig
-	7,  // 5: veil.fed.v1.SecAggConfig.roster:type_name -> veil.fed.v1.SecAggMember
-	8,  // 6: veil.fed.v1.SecAggConfig.quant:type_name -> veil.fed.v1.QuantConfig
-	6,  // 7: veil.fed.v1.SecAggConfig.ddp:type_name -> veil.fed.v1.DDPPlan
-	10, // 8: veil.fed.v1.SecAggPhase.adverts:type_name -> veil.fed.v1.SecAggAdverts
-	11, // 9: veil.fed.v1.SecAggAdverts.certs:type_name -> veil.fed.v1.SecAggCert
-	34, // 10: veil.fed.v1.SecAggMessage.dphe:type_name -> veil.fed.v1.DPHEContribution
-	4,  // 11: veil.fed.v1.PollResponse.task:type_name -> veil.fed.v1.RoundConfig
-	4,  // 12: veil.fed.v1.Push.task:type_name -> veil.fed.v1.RoundConfig
-	9,  // 13: veil.fed.v1.Push.secagg:type_name -> veil.fed.v1.SecAggPhase
-	3,  // 14: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
-	1,  // 15: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
-	14, // 16: veil.fed.v1.UpdateHeader.masked:type_name -> veil.fed.v1.MaskedHeader
-	22, // 17: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
-	30, // 18: veil.fed.v1.RoundStatus.withdrawals:type_name -> veil.fed.v1.Withdrawal
-	28, // 19: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
-	29, // 20: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
-	31, // 21: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
-	15, // 22: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
-	17, // 23: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
-	19, // 24: veil.fed.v1.Coordinator.Subscribe:input_type -> veil.fed.v1.SubscribeRequest
-	21, // 25: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
-	23, // 26: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
-	25, // 27: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
-	27, // 28: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
-	12, // 29: veil.fed.v1.Coordinator.SecAggSend:input_type -> veil.fed.v1.SecAggMessage
-	23, // 30: veil.fed.v1.Coordinator.SubmitMasked:input_type -> veil.fed.v1.UpdateChunk
-	16, // 31: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
-	18, // 32: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
-	20, // 33: veil.fed.v1.Coordinator.Subscribe:output_type -> veil.fed.v1.Push
-	2,  // 34: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
-	24, // 35: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
-	26, // 36: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
-	32, // 37: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
-	13, // 38: veil.fed.v1.Coordinator.SecAggSend:output_type -> veil.fed.v1.SecAggAck
-	24, // 39: veil.fed.v1.Coordinator.SubmitMasked:output_type -> veil.fed.v1.SubmitResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	6,  // 3: veil.fed.v1.RoundConfig.secagg:type_name -> veil.fed.v1.SecAggConfig
+	34, // 4: veil.fed.v1.RoundConfig.dphe:type_name -> veil.fed.v1.DPHEConfig
+	5,  // 5: veil.fed.v1.RoundConfig.async:type_name -> veil.fed.v1.AsyncConfig
+	8,  // 6: veil.fed.v1.SecAggConfig.roster:type_name -> veil.fed.v1.SecAggMember
+	9,  // 7: veil.fed.v1.SecAggConfig.quant:type_name -> veil.fed.v1.QuantConfig
+	7,  // 8: veil.fed.v1.SecAggConfig.ddp:type_name -> veil.fed.v1.DDPPlan
+	11, // 9: veil.fed.v1.SecAggPhase.adverts:type_name -> veil.fed.v1.SecAggAdverts
+	12, // 10: veil.fed.v1.SecAggAdverts.certs:type_name -> veil.fed.v1.SecAggCert
+	35, // 11: veil.fed.v1.SecAggMessage.dphe:type_name -> veil.fed.v1.DPHEContribution
+	4,  // 12: veil.fed.v1.PollResponse.task:type_name -> veil.fed.v1.RoundConfig
+	4,  // 13: veil.fed.v1.Push.task:type_name -> veil.fed.v1.RoundConfig
+	10, // 14: veil.fed.v1.Push.secagg:type_name -> veil.fed.v1.SecAggPhase
+	3,  // 15: veil.fed.v1.UpdateHeader.dp:type_name -> veil.fed.v1.DPParams
+	1,  // 16: veil.fed.v1.UpdateHeader.weights:type_name -> veil.fed.v1.WeightsHeader
+	15, // 17: veil.fed.v1.UpdateHeader.masked:type_name -> veil.fed.v1.MaskedHeader
+	23, // 18: veil.fed.v1.UpdateChunk.header:type_name -> veil.fed.v1.UpdateHeader
+	31, // 19: veil.fed.v1.RoundStatus.withdrawals:type_name -> veil.fed.v1.Withdrawal
+	29, // 20: veil.fed.v1.StatusResponse.clients:type_name -> veil.fed.v1.ClientStatus
+	30, // 21: veil.fed.v1.StatusResponse.rounds:type_name -> veil.fed.v1.RoundStatus
+	32, // 22: veil.fed.v1.StatusResponse.last_evaluation:type_name -> veil.fed.v1.Evaluation
+	16, // 23: veil.fed.v1.Coordinator.Join:input_type -> veil.fed.v1.JoinRequest
+	18, // 24: veil.fed.v1.Coordinator.Poll:input_type -> veil.fed.v1.PollRequest
+	20, // 25: veil.fed.v1.Coordinator.Subscribe:input_type -> veil.fed.v1.SubscribeRequest
+	22, // 26: veil.fed.v1.Coordinator.DownloadModel:input_type -> veil.fed.v1.ModelRequest
+	24, // 27: veil.fed.v1.Coordinator.SubmitUpdate:input_type -> veil.fed.v1.UpdateChunk
+	26, // 28: veil.fed.v1.Coordinator.Decline:input_type -> veil.fed.v1.DeclineRequest
+	28, // 29: veil.fed.v1.Coordinator.Status:input_type -> veil.fed.v1.StatusRequest
+	13, // 30: veil.fed.v1.Coordinator.SecAggSend:input_type -> veil.fed.v1.SecAggMessage
+	24, // 31: veil.fed.v1.Coordinator.SubmitMasked:input_type -> veil.fed.v1.UpdateChunk
+	17, // 32: veil.fed.v1.Coordinator.Join:output_type -> veil.fed.v1.JoinResponse
+	19, // 33: veil.fed.v1.Coordinator.Poll:output_type -> veil.fed.v1.PollResponse
+	21, // 34: veil.fed.v1.Coordinator.Subscribe:output_type -> veil.fed.v1.Push
+	2,  // 35: veil.fed.v1.Coordinator.DownloadModel:output_type -> veil.fed.v1.WeightsChunk
+	25, // 36: veil.fed.v1.Coordinator.SubmitUpdate:output_type -> veil.fed.v1.SubmitResponse
+	27, // 37: veil.fed.v1.Coordinator.Decline:output_type -> veil.fed.v1.DeclineResponse
+	33, // 38: veil.fed.v1.Coordinator.Status:output_type -> veil.fed.v1.StatusResponse
+	14, // 39: veil.fed.v1.Coordinator.SecAggSend:output_type -> veil.fed.v1.SecAggAck
+	25, // 40: veil.fed.v1.Coordinator.SubmitMasked:output_type -> veil.fed.v1.SubmitResponse
+	32, // [32:41] is the sub-list for method output_type
+	23, // [23:32] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_fed_proto_init() }
@@ -3269,28 +3389,28 @@ func file_fed_proto_init() {
 		(*WeightsChunk_Header)(nil),
 		(*WeightsChunk_Data)(nil),
 	}
-	file_fed_proto_msgTypes[9].OneofWrappers = []any{
+	file_fed_proto_msgTypes[10].OneofWrappers = []any{
 		(*SecAggPhase_Adverts)(nil),
 		(*SecAggPhase_Shares)(nil),
 		(*SecAggPhase_Unmask)(nil),
 	}
-	file_fed_proto_msgTypes[12].OneofWrappers = []any{
+	file_fed_proto_msgTypes[13].OneofWrappers = []any{
 		(*SecAggMessage_Advert)(nil),
 		(*SecAggMessage_Shares)(nil),
 		(*SecAggMessage_Unmask)(nil),
 		(*SecAggMessage_Dphe)(nil),
 	}
-	file_fed_proto_msgTypes[18].OneofWrappers = []any{
+	file_fed_proto_msgTypes[19].OneofWrappers = []any{
 		(*PollResponse_Task)(nil),
 		(*PollResponse_RetryAfterMs)(nil),
 		(*PollResponse_Done)(nil),
 	}
-	file_fed_proto_msgTypes[20].OneofWrappers = []any{
+	file_fed_proto_msgTypes[21].OneofWrappers = []any{
 		(*Push_Task)(nil),
 		(*Push_Done)(nil),
 		(*Push_Secagg)(nil),
 	}
-	file_fed_proto_msgTypes[23].OneofWrappers = []any{
+	file_fed_proto_msgTypes[24].OneofWrappers = []any{
 		(*UpdateChunk_Header)(nil),
 		(*UpdateChunk_Data)(nil),
 	}
@@ -3300,7 +3420,7 @@ func file_fed_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fed_proto_rawDesc), len(file_fed_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
