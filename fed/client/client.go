@@ -181,6 +181,7 @@ type Client struct {
 	last   *sent        // the last round's update, kept to send again
 	sec    *secureRound // the secure round the client is in
 	dphe   *dpheSent    // the last DPHE contribution, kept to send again
+	easgd  wire.Weights // EASGD's own parameters x^k (async.go)
 }
 
 // sent is the update trained for a round, and whether the coordinator has
@@ -263,6 +264,10 @@ func (c *Client) follow(ctx context.Context) (healthy bool, err error) {
 			c.o.Progress("done: " + m.Done)
 			return true, nil
 		case *fedpb.Push_Task:
+			if m.Task.GetAsync() != nil {
+				// An asynchronous coordinator: exchanges until the end.
+				return true, c.asyncLoop(ctx, m.Task)
+			}
 			if err := c.round(ctx, m.Task); err != nil {
 				return true, err
 			}
@@ -323,12 +328,8 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 			return err
 		}
 	}
-	s, err := c.Spent()
-	if err != nil {
-		return err
-	}
-	budget := c.o.Policy.Budget
 	var plan *fedpb.DPParams
+	var err error
 	if sec != nil && sec.ddp != nil {
 		// Distributed DP-SGD: the accepted plan's round must fit the
 		// budget now; it is charged once the round's configuration and
@@ -337,32 +338,11 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 			return err
 		}
 	} else if task.GetDp() != nil {
-		p, err := c.o.Trainer.Plan(task, budget.Epsilon-s.Epsilon)
-		if err != nil {
-			return c.trainingFailed(ctx, task, fmt.Errorf("client: planning round %d: %w: %w", task.GetRound(), ErrTrainingFailed, err))
-		}
-		// The plan is checked, charged and handed to the trainer as this
-		// copy, which the trainer cannot change after the check.
-		plan = proto.Clone(p).(*fedpb.DPParams)
-		if err := c.o.Policy.CheckPlan(task.GetRound(), plan); err != nil {
-			c.o.Progress(fmt.Sprintf("refused: %v", err))
-			c.decline(ctx, task, err)
-			return fmt.Errorf("client: %w", err)
-		}
-		model, err := c.fetch(ctx, task.GetModelVersion())
-		if err != nil {
+		var ev dp.Event
+		var label string
+		if plan, ev, label, err = c.planRound(ctx, task); err != nil {
 			return err
 		}
-		// The cost of the checked plan, charged to this client's own
-		// ledger at its own δ.
-		ev, err := Event(plan, model.Len())
-		if err != nil {
-			return fmt.Errorf("client: round %d: %w", task.GetRound(), err)
-		}
-		if err := c.fitsBudget(ctx, task, ev); err != nil {
-			return err
-		}
-		label := fmt.Sprintf("veil fed client: round %d", task.GetRound())
 		if sec != nil {
 			// Charged once the round's configuration and shares check
 			// out, before the data are touched (secagg.go).
@@ -390,6 +370,54 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 	}
 	c.last = &sent{round: task.GetRound(), version: task.GetModelVersion(), up: up}
 	return c.submit(ctx, task, up)
+}
+
+// planRound has the trainer plan task's DP-SGD and checks the plan
+// against the owner's policy and the client's budget, declining the task
+// if either refuses it. It returns the plan the trainer must run, its
+// cost on the model served and the ledger's label for the charge, which
+// the caller makes before any data are touched.
+func (c *Client) planRound(ctx context.Context, task *fedpb.RoundConfig) (*fedpb.DPParams, dp.Event, string, error) {
+	s, err := c.Spent()
+	if err != nil {
+		return nil, dp.Event{}, "", err
+	}
+	p, err := c.o.Trainer.Plan(task, c.o.Policy.Budget.Epsilon-s.Epsilon)
+	if err != nil {
+		return nil, dp.Event{}, "", c.trainingFailed(ctx, task, fmt.Errorf("client: planning round %d: %w: %w", task.GetRound(), ErrTrainingFailed, err))
+	}
+	// The plan is checked, charged and handed to the trainer as this
+	// copy, which the trainer cannot change after the check.
+	plan := proto.Clone(p).(*fedpb.DPParams)
+	if err := c.o.Policy.CheckPlan(task.GetRound(), plan); err != nil {
+		c.o.Progress(fmt.Sprintf("refused: %v", err))
+		c.decline(ctx, task, err)
+		return nil, dp.Event{}, "", fmt.Errorf("client: %w", err)
+	}
+	model, err := c.fetch(ctx, task.GetModelVersion())
+	if err != nil {
+		return nil, dp.Event{}, "", err
+	}
+	// The cost of the checked plan, charged to this client's own ledger
+	// at its own δ.
+	ev, err := Event(plan, model.Len())
+	if err != nil {
+		return nil, dp.Event{}, "", fmt.Errorf("client: round %d: %w", task.GetRound(), err)
+	}
+	if err := c.fitsBudget(ctx, task, ev); err != nil {
+		return nil, dp.Event{}, "", err
+	}
+	return plan, ev, fmt.Sprintf("veil fed client: round %d", task.GetRound()), nil
+}
+
+// planAndCharge is planRound, then the charge, before any data are
+// touched (a crash after it over-counts at worst, never under-counts).
+func (c *Client) planAndCharge(ctx context.Context, task *fedpb.RoundConfig) (*fedpb.DPParams, error) {
+	plan, ev, label, err := c.planRound(ctx, task)
+	if err != nil {
+		return nil, err
+	}
+	return plan, c.charge(label, ev)
 }
 
 // train runs the trainer on task from model with the checked plan and

@@ -85,7 +85,8 @@ type AsyncOptions struct {
 	// ServerLR is FedBuff's η (default 1) and Exponent its staleness
 	// exponent a (default 0.5): strategy.FedBuffOptions.
 	ServerLR, Exponent float64
-	// Thin, if its Drop is above 0, thins the model served per ticket.
+	// Thin, if it lists layers, thins the model served per ticket (with
+	// Drop 0 every unit is kept: the whole model, as a thinned one).
 	Thin strategy.ThinOptions
 }
 
@@ -225,7 +226,7 @@ func (c *Coordinator) issue(client string) (*fedpb.RoundConfig, error) {
 		return nil, nil
 	}
 	t := &ticket{client: client, base: seq, baseVersion: version, served: version}
-	if a.o.Thin.Drop > 0 {
+	if len(a.o.Thin.Layers) > 0 {
 		t.seed = make([]byte, 16)
 		if _, err := rand.Read(t.seed); err != nil {
 			return nil, err
