@@ -86,7 +86,9 @@ type AsyncOptions struct {
 	// exponent a (default 0.5): strategy.FedBuffOptions.
 	ServerLR, Exponent float64
 	// Thin, if it lists layers, thins the model served per ticket (with
-	// Drop 0 every unit is kept: the whole model, as a thinned one).
+	// Drop 0 every unit is kept: the whole model, as a thinned one). With
+	// Drop above 0 and no layers, the layers are the model's fully
+	// connected layers but the last (FCLayers).
 	Thin strategy.ThinOptions
 }
 
@@ -100,8 +102,6 @@ func (a *AsyncOptions) validate(o *Options) error {
 		return fmt.Errorf("coordinator: the maximum staleness must not be negative, got %d", a.MaxStaleness)
 	case !(a.Thin.Drop >= 0 && a.Thin.Drop < 1):
 		return fmt.Errorf("coordinator: the dropout rate p of thinned models must be in [0, 1), got %g", a.Thin.Drop)
-	case a.Thin.Drop > 0 && len(a.Thin.Layers) == 0:
-		return errors.New("coordinator: thinned models need the fully connected layers to thin")
 	}
 	if a.Strategy == AsyncEASGD {
 		if err := (strategy.EASGDOptions{Beta: a.Beta, Period: a.Period, LearningRate: o.Task.LearningRate}).Validate(); err != nil {
@@ -207,10 +207,43 @@ func (c *Coordinator) restoreAsync() error {
 			return err
 		}
 	}
+	if a.o.Thin.Drop > 0 && len(a.o.Thin.Layers) == 0 {
+		if a.o.Thin.Layers = FCLayers(c.model); len(a.o.Thin.Layers) == 0 {
+			return errors.New("coordinator: thinned models need fully connected layers to thin, and the model has none but its output layer")
+		}
+	}
 	c.async = a
 	c.completed = int(seq)
 	c.done = c.completed >= c.o.Rounds
 	return nil
+}
+
+// FCLayers returns the fully connected layers of model that thinning may
+// drop units of: each 2-D weight [in, units] but the last (the output
+// layer's units are the model's outputs), with the 1-D bias of its units
+// that follows it and the next 2-D weight that its units feed, when their
+// sizes match.
+func FCLayers(model wire.Weights) []strategy.FCLayer {
+	var mats []int
+	for i, t := range model {
+		if len(t.Shape) == 2 {
+			mats = append(mats, i)
+		}
+	}
+	var out []strategy.FCLayer
+	for k := 0; k+1 < len(mats); k++ {
+		w := model[mats[k]]
+		units := w.Shape[1]
+		l := strategy.FCLayer{Weight: w.Name}
+		if i := mats[k] + 1; i < len(model) && len(model[i].Shape) == 1 && model[i].Shape[0] == units {
+			l.Bias = model[i].Name
+		}
+		if next := model[mats[k+1]]; next.Shape[0] == units {
+			l.Next = next.Name
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // issue offers client an exchange on the current model (nil when the run

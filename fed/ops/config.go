@@ -101,6 +101,17 @@ type Config struct {
 	DPHECount            int     `json:"dphe-count"`
 	DPHESelectionEpsilon float64 `json:"dphe-selection-epsilon"`
 	DPHEThreshold        float64 `json:"dphe-threshold"`
+
+	// With Strategy "easgd" or "fedbuff" the coordinator serves
+	// asynchronous exchanges (coord.AsyncOptions): EASGD's moving rate
+	// β and period λ (its clients' local steps per exchange), FedBuff's
+	// buffer size K, the largest staleness accepted, and the dropout rate
+	// p of thinned models (0: whole models).
+	EASGDBeta    float64 `json:"easgd-beta"`
+	EASGDPeriod  int     `json:"easgd-period"`
+	FedBuffSize  int     `json:"fedbuff-size"`
+	MaxStaleness int     `json:"max-staleness"`
+	ThinP        float64 `json:"thin-p"`
 }
 
 // Duration is a time.Duration written in JSON as Go's duration text
@@ -127,7 +138,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // DefaultConfig returns the defaults of veil fed coordinator.
 func DefaultConfig() Config {
 	return Config{
-		Listen: "127.0.0.1:7443", Name: "coordinator", CentreCount: 512, Strategy: "fedavg", Rounds: 10, Fraction: 1, MinAvail: 2, MinUpdate: 2,
+		Listen: "127.0.0.1:7443", Name: "coordinator", CentreCount: 512, Strategy: "fedavg", EASGDBeta: 0.5, EASGDPeriod: 16, FedBuffSize: 4, MaxStaleness: 16, Rounds: 10, Fraction: 1, MinAvail: 2, MinUpdate: 2,
 		Deadline: Duration(10 * time.Minute), Available: Duration(30 * time.Second), Linger: Duration(10 * time.Second),
 		StreamIdle: Duration(coord.DefaultStreamIdle), ReceiveBudgetMiB: coord.DefaultReceiveBudget >> 20,
 		LocalEpochs: 1, LR: 0.01, Batch: 32, DP: true, Clip: 1, Delta: 1e-5, Unit: "identity", MaxUpdateNorm: 100,
@@ -170,7 +181,8 @@ func (c *Config) Options() (coord.Options, error) {
 		return coord.Options{}, errors.New("a state file is required (--state)")
 	}
 	for name, v := range map[string]float64{"server-lr": c.ServerLR, "momentum": c.Momentum, "fraction": c.Fraction, "lr": c.LR,
-		"clip": c.Clip, "delta": c.Delta, "noise-multiplier": c.NoiseMultiplier, "max-update-norm": c.MaxUpdateNorm} {
+		"clip": c.Clip, "delta": c.Delta, "noise-multiplier": c.NoiseMultiplier, "max-update-norm": c.MaxUpdateNorm,
+		"easgd-beta": c.EASGDBeta, "thin-p": c.ThinP} {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return coord.Options{}, fmt.Errorf("--%s must be a finite number, got %g", name, v)
 		}
@@ -209,6 +221,13 @@ func (c *Config) Options() (coord.Options, error) {
 	if c.DP && c.SecAgg != "dphe" {
 		o.Task.DP = &fedpb.DPParams{Clip: c.Clip, Delta: c.Delta, PrivacyUnit: c.Unit, NoiseMultiplier: c.NoiseMultiplier}
 	}
+	var err error
+	if o.Async, err = c.asyncOptions(); err != nil {
+		return coord.Options{}, err
+	}
+	if o.Async != nil {
+		o.Strategy = strategy.Options{Name: "fedavg", DP: c.DP}
+	}
 	if _, err := strategy.New(o.Strategy); err != nil {
 		return coord.Options{}, err
 	}
@@ -231,8 +250,8 @@ func (c *Config) Options() (coord.Options, error) {
 // configuration file's keys), before package coord's own validation.
 func (c *Config) check() error {
 	switch {
-	case c.Strategy != "fedavg" && c.Strategy != "fedsgd":
-		return fmt.Errorf("--strategy %q: want fedavg or fedsgd", c.Strategy)
+	case c.Strategy != "fedavg" && c.Strategy != "fedsgd" && !c.asyncStrategy():
+		return fmt.Errorf("--strategy %q: want fedavg, fedsgd, easgd or fedbuff", c.Strategy)
 	case c.Weighting != "" && c.Weighting != "uniform" && c.Weighting != "examples":
 		return fmt.Errorf("--weighting %q: want uniform or examples", c.Weighting)
 	case c.ServerLR < 0:

@@ -106,7 +106,15 @@ func TestConfigOptionsNameTheFlag(t *testing.T) {
 		set  func(*ops.Config)
 		want string
 	}{
-		{func(c *ops.Config) { c.Strategy = "fedprox" }, `--strategy "fedprox": want fedavg or fedsgd`},
+		{func(c *ops.Config) { c.Strategy = "fedprox" }, `--strategy "fedprox": want fedavg, fedsgd, easgd or fedbuff`},
+		{func(c *ops.Config) { c.Strategy, c.EASGDBeta = "easgd", 0 }, "--easgd-beta must be in (0, 1], got 0"},
+		{func(c *ops.Config) { c.Strategy, c.EASGDPeriod = "easgd", 0 }, "--easgd-period must be at least 1, got 0"},
+		{func(c *ops.Config) { c.Strategy, c.FedBuffSize = "fedbuff", 0 }, "--fedbuff-size must be at least 1, got 0"},
+		{func(c *ops.Config) { c.Strategy, c.MaxStaleness = "fedbuff", -1 }, "--max-staleness must not be negative, got -1"},
+		{func(c *ops.Config) { c.Strategy, c.ThinP = "easgd", 1 }, "--thin-p must be in [0, 1), got 1"},
+		{func(c *ops.Config) { c.ThinP = 0.5 }, "--thin-p is for --strategy easgd or fedbuff, not fedavg"},
+		{func(c *ops.Config) { c.Strategy, c.SecAgg, c.MinAvail = "fedbuff", "masking", 3 }, "--strategy fedbuff with --secagg masking is not supported yet"},
+		{func(c *ops.Config) { c.Strategy, c.SecAgg, c.MinAvail = "easgd", "masking", 3 }, "--strategy easgd with --secagg masking is not supported yet"},
 		{func(c *ops.Config) { c.Weighting = "size" }, `--weighting "size"`},
 		{func(c *ops.Config) { c.Strategy = "fedsgd" }, "--strategy fedsgd needs --server-lr > 0"},
 		{func(c *ops.Config) { c.ServerLR = -1 }, "--server-lr must not be negative"},

@@ -136,6 +136,26 @@ sum of at least 3 clients (a round with fewer decrypts nothing). With
 --secagg off (the default) the coordinator receives each
 client's clipped, noised update in plaintext.
 
+Asynchronous strategies: with --strategy easgd or fedbuff there are no
+rounds. Each client asks for an exchange when it is ready, trains on the
+current model and sends its update; nobody waits for anyone, and --rounds
+counts model versions. EASGD (Irene's Algorithm 1): a client trains
+--easgd-period λ local steps on its own clock and sends its parameters x
+(as x minus the model it was served); the coordinator moves the centre
+x̃ ← x̃ + β(x − x̃), --easgd-beta β, one model version per exchange.
+FedBuff: updates wait in a buffer and, when --fedbuff-size K have arrived,
+the model moves by --server-lr (default 1) times their mean, each
+weighted by 1/√(1 + s), s the versions it is behind. An update based on a
+model more than --max-staleness versions old is refused, with the reason,
+and changes nothing. --thin-p p serves each exchange a dropout-thinned
+model (each fully connected unit but the output layer's kept with
+probability 1 − p, chosen per exchange by a generator seeded from the
+operating system's CSPRNG) and merges the update into the kept units only.
+Each exchange gets every check a round's update gets (certificate,
+SHA-256, layout, finite values, --max-update-norm, DP metadata, the
+client's budget charged) and is stored in --state in one transaction
+before it is acknowledged. Not yet with --secagg (refused).
+
 Server learning rate: FedAvg adds --server-lr times the mean of the round's
 updates. By default that is 1 without DP and, with --dp, √K rounded to a
 whole number, K the updates in the round (3 for 8 clients), the setting
@@ -212,7 +232,12 @@ func coordinatorCmd(e *env) (*cobra.Command, *coordinatorFlags) {
 // registerRoundFlags adds the coordinator's flags of its rounds: the
 // strategy, the task and its DP, the limits.
 func registerRoundFlags(fl *pflag.FlagSet, c *ops.Config) {
-	fl.StringVar(&c.Strategy, "strategy", c.Strategy, "fedavg or fedsgd")
+	fl.StringVar(&c.Strategy, "strategy", c.Strategy, "fedavg or fedsgd (rounds), or easgd or fedbuff (asynchronous exchanges)")
+	fl.Float64Var(&c.EASGDBeta, "easgd-beta", c.EASGDBeta, "with --strategy easgd: the moving rate β in (0, 1] of x̃ ← x̃ + β(x − x̃)")
+	fl.IntVar(&c.EASGDPeriod, "easgd-period", c.EASGDPeriod, "with --strategy easgd: the period λ, each client's local steps between exchanges")
+	fl.IntVar(&c.FedBuffSize, "fedbuff-size", c.FedBuffSize, "with --strategy fedbuff: K, the updates buffered before the model moves")
+	fl.IntVar(&c.MaxStaleness, "max-staleness", c.MaxStaleness, "with --strategy easgd or fedbuff: refuse an update based on a model more than this many versions old")
+	fl.Float64Var(&c.ThinP, "thin-p", 0, "with --strategy easgd or fedbuff: serve dropout-thinned models, each fully connected unit (but the output layer's) left out with probability p in [0, 1) (0: whole models)")
 	fl.StringVar(&c.Weighting, "weighting", "", "FedAvg's mean: uniform or examples (default: uniform with --dp, else examples)")
 	fl.Float64Var(&c.ServerLR, "server-lr", 0, "server learning rate η (default for fedavg: with --dp the square root of the updates in the round, rounded (3 for 8), as veil fed sim; 1 with --dp=false; fedsgd: required)")
 	fl.Float64Var(&c.Momentum, "momentum", 0, "FedSGD's server momentum in [0, 1)")
