@@ -138,6 +138,9 @@ type asyncState struct {
 	next    uint64
 	// buf is FedBuff's buffer (the loop's goroutine only).
 	buf *strategy.Sum
+	// closed ends drainAsync (Close).
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 // ticket is one exchange offered to a client.
@@ -168,6 +171,7 @@ const asyncSchema = `CREATE TABLE IF NOT EXISTS async_exchanges (
 		version INTEGER NOT NULL,
 		seed BLOB,
 		weight REAL NOT NULL,
+		dp BLOB,
 		accepted_ms INTEGER NOT NULL);
 	CREATE TABLE IF NOT EXISTS async_buffer (
 		id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -181,7 +185,7 @@ func (c *Coordinator) restoreAsync() error {
 	if _, err := c.st.db.Exec(asyncSchema); err != nil {
 		return fmt.Errorf("coordinator: asynchronous tables: %w", err)
 	}
-	a := &asyncState{o: *c.o.Async, tickets: map[uint64]*ticket{}, open: map[string]uint64{}, buf: strategy.NewSum(c.model)}
+	a := &asyncState{o: *c.o.Async, tickets: map[uint64]*ticket{}, open: map[string]uint64{}, buf: strategy.NewSum(c.model), closed: make(chan struct{})}
 	var open int
 	if err := c.st.db.QueryRow(`SELECT COUNT(*) FROM rounds WHERE state = 'open'`).Scan(&open); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
@@ -190,8 +194,10 @@ func (c *Coordinator) restoreAsync() error {
 		return errors.New("coordinator: the state file has an open synchronous round: finish it with a synchronous strategy")
 	}
 	var seq uint64
-	if err := c.st.db.QueryRow(`SELECT round FROM models WHERE version = ?`, c.version).Scan(&seq); err != nil {
+	if b, err := getMeta(c.st.db, "async_seq"); err != nil {
 		return fmt.Errorf("coordinator: the current model's sequence number: %w", err)
+	} else if len(b) == 8 {
+		seq = binary.LittleEndian.Uint64(b)
 	}
 	if err := c.st.db.QueryRow(`SELECT COALESCE(MAX(ticket), 0) + 1 FROM async_exchanges`).Scan(&a.next); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
@@ -216,6 +222,39 @@ func (c *Coordinator) restoreAsync() error {
 	c.completed = int(seq)
 	c.done = c.completed >= c.o.Rounds
 	return nil
+}
+
+// readAsyncPrivacy adds an asynchronous state's accepted exchanges to
+// the privacy log: each is counted as a round with DP or without, with its
+// task's unit and δ (nothing for a state without exchanges).
+func readAsyncPrivacy(ctx context.Context, db *sql.DB, out *PrivacyLog, units map[string]bool, deltas map[float64]bool) error {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'async_exchanges'`).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT ticket, dp FROM async_exchanges ORDER BY ticket`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t uint64
+		var b []byte
+		if err := rows.Scan(&t, &b); err != nil {
+			return err
+		}
+		if b == nil {
+			out.PlainRounds++
+			continue
+		}
+		d := &fedpb.DPParams{}
+		if err := proto.Unmarshal(b, d); err != nil {
+			return fmt.Errorf("exchange %d's DP settings: %w", t, err)
+		}
+		units[d.GetPrivacyUnit()], deltas[d.GetDelta()] = true, true
+		out.DPRounds++
+	}
+	return rows.Err()
 }
 
 // FCLayers returns the fully connected layers of model that thinning may
@@ -342,6 +381,12 @@ func (c *Coordinator) staleness(t *ticket) (uint64, error) {
 // staleness and DP metadata (before the payload is read, and again when
 // it is folded).
 func (c *Coordinator) checkAsync(client string, h *fedpb.UpdateHeader) (*ticket, error) {
+	c.mu.Lock()
+	done := c.done
+	c.mu.Unlock()
+	if done {
+		return nil, refuse("done", "the run is over: exchange %d came too late", h.GetRound())
+	}
 	t, err := c.ticketOf(client, h.GetRound(), h.GetModelVersion())
 	if err != nil {
 		return nil, err
@@ -409,6 +454,7 @@ func (c *Coordinator) runAsync(ctx context.Context) error {
 		done := c.done
 		c.mu.Unlock()
 		if done {
+			go c.drainAsync()
 			return nil
 		}
 		select {
@@ -432,6 +478,31 @@ func (c *Coordinator) runAsync(ctx context.Context) error {
 				}
 			}
 		}
+	}
+}
+
+// drainAsync refuses the updates queued once the run is over (their
+// exchanges were issued before it ended), until Close.
+func (c *Coordinator) drainAsync() {
+	for {
+		select {
+		case p := <-c.queue:
+			if p.release != nil {
+				p.release()
+			}
+			c.answer(p, result{err: refuse("done", "the run is over: exchange %d came too late", p.round)})
+		case d := <-c.declines:
+			c.declineTicket(d)
+		case <-c.async.closed:
+			return
+		}
+	}
+}
+
+// closeAsync stops drainAsync (Close).
+func (c *Coordinator) closeAsync() {
+	if c.async != nil {
+		c.async.closeOnce.Do(func() { close(c.async.closed) })
 	}
 }
 
@@ -617,22 +688,31 @@ func (c *Coordinator) commitExchange(ctx context.Context, p *pending, t *ticket,
 		if err := execOne(tx, `UPDATE clients SET ledger = ?, updates = updates + 1 WHERE id = ? AND ledger = ?`, acc.ledger, p.client, acc.base); err != nil {
 			return fmt.Errorf("client %q's ledger: %w", p.client, err)
 		}
-		if _, err := tx.Exec(`INSERT INTO async_exchanges (ticket, client, base, staleness, version, seed, weight, accepted_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			t.n, p.client, t.base, s, mv.seq, t.seed, mv.weight, time.Now().UnixMilli()); err != nil {
+		var dpB []byte
+		if d := t.cfg.GetDp(); d != nil {
+			var err error
+			if dpB, err = proto.Marshal(d); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(`INSERT INTO async_exchanges (ticket, client, base, staleness, version, seed, weight, dp, accepted_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			t.n, p.client, t.base, s, mv.seq, t.seed, mv.weight, dpB, time.Now().UnixMilli()); err != nil {
 			return err
 		}
 		if mv.next != nil {
 			if err := putModel(tx, mv.version, mv.seq, mv.header, mv.payload, nil); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(`UPDATE models SET round = ? WHERE version = ?`, mv.seq, mv.version); err != nil {
-				return err
-			}
 			if err := setMeta(tx, "model", []byte(mv.version)); err != nil {
 				return err
 			}
-			// A version more than MaxStaleness behind can be no exchange's base.
-			if _, err := tx.Exec(`DELETE FROM models WHERE round < ? AND version != ?`, int64(mv.seq)-int64(a.o.MaxStaleness), mv.version); err != nil {
+			if err := setMeta(tx, "async_seq", binary.LittleEndian.AppendUint64(nil, mv.seq)); err != nil {
+				return err
+			}
+			// A version more than MaxStaleness behind can be no exchange's
+			// base (the initial model, round 0, is kept: the privacy
+			// record names it).
+			if _, err := tx.Exec(`DELETE FROM models WHERE round > 0 AND round < ? AND version != ?`, int64(mv.seq)-int64(a.o.MaxStaleness), mv.version); err != nil {
 				return err
 			}
 		}

@@ -431,7 +431,10 @@ func New(o Options) (*Coordinator, error) {
 }
 
 // Close closes the state file.
-func (c *Coordinator) Close() error { return c.st.close() }
+func (c *Coordinator) Close() error {
+	c.closeAsync()
+	return c.st.close()
+}
 
 func (c *Coordinator) restore() error {
 	cur, err := getMeta(c.st.db, "model")

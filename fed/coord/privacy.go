@@ -99,6 +99,9 @@ func ReadPrivacy(ctx context.Context, db *sql.DB) (*PrivacyLog, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("coordinator privacy: %w", err)
 	}
+	if err := readAsyncPrivacy(ctx, db, out, units, deltas); err != nil {
+		return nil, fmt.Errorf("coordinator privacy: %w", err)
+	}
 	for u := range units {
 		out.Units = append(out.Units, u)
 	}
