@@ -795,45 +795,28 @@ func (c *Coordinator) pollAsync(client string) (*fedpb.PollResponse, error) {
 }
 
 // subscribeAsync serves an asynchronous coordinator's Subscribe: the
-// client's first exchange at once (it asks for the next ones with Poll),
-// then the end of the run.
+// client's first exchange (it asks for the next ones, and learns that the
+// run is over, with Poll), or the end of the run if it is over. The
+// stream then stays open, keeping the client available, until the client
+// closes it.
 func (s *service) subscribeAsync(ctx context.Context, stream grpc.ServerStreamingServer[fedpb.Push], id string) error {
 	c := s.c
-	first := true
-	for {
-		c.mu.Lock()
-		changed, done, completed := c.changed, c.done, c.completed
-		c.mu.Unlock()
-		var push *fedpb.Push
-		switch {
-		case done:
-			push = &fedpb.Push{ProtocolVersion: fedpb.ProtocolVersion, Msg: &fedpb.Push_Done{Done: fmt.Sprintf("the run is over after %d model versions", completed)}}
-		case first:
-			cfg, err := c.issue(id)
-			if err != nil {
-				return err
-			}
-			if cfg != nil {
-				push = &fedpb.Push{ProtocolVersion: fedpb.ProtocolVersion, Msg: &fedpb.Push_Task{Task: cfg}}
-			}
-			first = false
-		}
-		if push != nil {
-			if _, err := s.who(ctx); err != nil {
-				return err
-			}
-			if err := stream.Send(push); err != nil {
-				return err
-			}
-			if push.GetDone() != "" {
-				return nil
-			}
-			continue
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	cfg, err := c.issue(id)
+	if err != nil {
+		return err
 	}
+	push := &fedpb.Push{ProtocolVersion: fedpb.ProtocolVersion, Msg: &fedpb.Push_Task{Task: cfg}}
+	if cfg == nil {
+		c.mu.Lock()
+		push.Msg = &fedpb.Push_Done{Done: fmt.Sprintf("the run is over after %d model versions", c.completed)}
+		c.mu.Unlock()
+	}
+	if err := stream.Send(push); err != nil {
+		return err
+	}
+	if cfg == nil {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
 }

@@ -394,3 +394,37 @@ func TestAsyncOptionsValidated(t *testing.T) {
 	}
 }
 
+
+// A coordinator started again on its state file continues where it
+// stopped: the model version, its sequence number and FedBuff's buffer.
+func TestAsyncRestartKeepsBufferAndVersion(t *testing.T) {
+	pkiDir := filepath.Join(t.TempDir(), "pki")
+	o := asyncOptions(t, coord.AsyncOptions{Strategy: coord.AsyncFedBuff, BufferSize: 2, MaxStaleness: 4}, 10)
+	h := startHarness(t, o, pkiDir)
+	c1, c2, c3 := h.raw(t, "client-1"), h.raw(t, "client-2"), h.raw(t, "client-3")
+	for i, c := range []*rawClient{c1, c2, c3} {
+		task, m := c.pull()
+		if r := c.push(task, constant(m, float32(i+1)/10)); !r.GetAccepted() {
+			t.Fatalf("refused: %s", r.GetReason())
+		}
+	}
+	// v₁ = v₀ + (0.1 + 0.2)/2; 0.3 waits in the buffer.
+	wantModel(t, h.co, []float32{1.15, 2.15, 3.15, 4.15, 0.15, 0.15}, 1e-6)
+	h.stop()
+	o.Init = nil
+	h2 := startHarness(t, o, pkiDir)
+	if _, done := h2.co.Round(); done != 1 {
+		t.Fatalf("restarted at version %d, want 1", done)
+	}
+	c4 := h2.raw(t, "client-4")
+	task, m := c4.pull()
+	if task.GetAsync().GetBase() != 1 {
+		t.Fatalf("the exchange is based on version %d, want 1", task.GetAsync().GetBase())
+	}
+	if r := c4.push(task, constant(m, 0.5)); !r.GetAccepted() {
+		t.Fatalf("refused: %s", r.GetReason())
+	}
+	// The buffered 0.3 (now one version stale, but weighted when it came:
+	// staleness 0) and 0.5: v₂ = v₁ + (0.3 + 0.5)/2.
+	wantModel(t, h2.co, []float32{1.55, 2.55, 3.55, 4.55, 0.55, 0.55}, 1e-6)
+}
