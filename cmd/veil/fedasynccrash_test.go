@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,28 +15,12 @@ import (
 	"github.com/veil-privacy/veil/nn/checkpoint"
 )
 
-// killAfterExchanges polls veil fed status --json until the coordinator
-// co (state file state) has accepted an odd number of exchanges, at least
-// least, and each of three clients has one accepted, then kills it with
-// SIGKILL and returns how many it had accepted by then.
-func (ps *procs) killAfterExchanges(co *proc, state string, least uint64) uint64 {
+// killAfterExchanges kills the coordinator co (state file state) with
+// SIGKILL once it has accepted an odd number of exchanges, at least least,
+// and each of three clients has one accepted (killWhen).
+func (ps *procs) killAfterExchanges(co *proc, state string, least uint64) {
 	ps.t.Helper()
-	for deadline := time.Now().Add(patience); ; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			ps.t.Fatalf("the coordinator never accepted %d exchanges; its log:\n%s", least, ps.log(co))
-		}
-		select {
-		case <-co.done:
-			ps.t.Fatalf("the coordinator exited before the kill: %v\n%s", co.err, ps.log(co))
-		default:
-		}
-		if _, err := os.Stat(state); err != nil {
-			continue
-		}
-		var st statusJSON
-		if out, err := exec.Command(ps.bin, "fed", "status", "--state", state, "--json").Output(); err != nil || json.Unmarshal(out, &st) != nil {
-			continue
-		}
+	ps.killWhen(co, state, func(st statusJSON) bool {
 		var n uint64
 		all := len(st.Clients) == 3
 		for _, c := range st.Clients {
@@ -48,14 +29,8 @@ func (ps *procs) killAfterExchanges(co *proc, state string, least uint64) uint64
 		}
 		// An odd count leaves an update in FedBuff's buffer (K = 2):
 		// the kill then also tests that the buffer survives.
-		if n >= least && all && n%2 == 1 {
-			if err := syscall.Kill(co.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-				ps.t.Fatal(err)
-			}
-			ps.t.Logf("killed the coordinator after %d accepted exchanges (or more)", n)
-			return n
-		}
-	}
+		return n >= least && all && n%2 == 1
+	})
 }
 
 // storedExchanges returns the number of exchanges in a coordinator's

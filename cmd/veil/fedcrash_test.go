@@ -173,9 +173,27 @@ func (f *crashFed) startClients(delay time.Duration, extra ...string) []*proc {
 // round.
 func (ps *procs) killInOpenRound(co *proc, state string, of uint64) uint64 {
 	ps.t.Helper()
+	var killed uint64
+	ps.killWhen(co, state, func(st statusJSON) bool {
+		for _, r := range st.Rounds {
+			if r.State == "open" && r.Updates >= 1 && r.Updates < of {
+				ps.t.Logf("killing the coordinator in round %d with %d of %d updates accepted", r.Round, r.Updates, of)
+				killed = r.Round
+				return true
+			}
+		}
+		return false
+	})
+	return killed
+}
+
+// killWhen polls veil fed status --json of the coordinator co (state file
+// state) until kill says so, then kills co with SIGKILL.
+func (ps *procs) killWhen(co *proc, state string, kill func(statusJSON) bool) {
+	ps.t.Helper()
 	for deadline := time.Now().Add(patience); ; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			ps.t.Fatalf("no round was seen open with some updates; coordinator log:\n%s", ps.log(co))
+			ps.t.Fatalf("the coordinator's state was never as the kill waits for; coordinator log:\n%s", ps.log(co))
 		}
 		select {
 		case <-co.done:
@@ -189,14 +207,11 @@ func (ps *procs) killInOpenRound(co *proc, state string, of uint64) uint64 {
 		if out, err := exec.Command(ps.bin, "fed", "status", "--state", state, "--json").Output(); err != nil || json.Unmarshal(out, &st) != nil {
 			continue
 		}
-		for _, r := range st.Rounds {
-			if r.State == "open" && r.Updates >= 1 && r.Updates < of {
-				if err := syscall.Kill(co.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-					ps.t.Fatal(err)
-				}
-				ps.t.Logf("killed the coordinator in round %d with %d of %d updates accepted", r.Round, r.Updates, of)
-				return r.Round
+		if kill(st) {
+			if err := syscall.Kill(co.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				ps.t.Fatal(err)
 			}
+			return
 		}
 	}
 }

@@ -649,7 +649,7 @@ func (c *Coordinator) asyncStep(t *ticket, update wire.Weights, s uint64) (async
 			// x̃ ← x̃ + β(x − x̃), x = x̃_b + Δ.
 			x[i] += a.o.Beta * (b[i] + d[i] - x[i])
 		}
-		mv.next = unflattenLike(cur, x)
+		mv.next = strategy.Unflatten(cur, x)
 		mv.weight = a.o.Beta
 	case AsyncFedBuff:
 		mv.weight = strategy.StalenessWeight(int(s), a.o.Exponent)
@@ -663,7 +663,7 @@ func (c *Coordinator) asyncStep(t *ticket, update wire.Weights, s uint64) (async
 			for i := range x {
 				x[i] = float64(float32(x[i] + scale*mv.buf.Values[i]))
 			}
-			mv.next = unflattenLike(cur, x)
+			mv.next = strategy.Unflatten(cur, x)
 			mv.buf = strategy.NewSum(cur)
 		}
 	}
@@ -758,21 +758,6 @@ func flatten(w wire.Weights) []float64 {
 		for _, v := range t.Values {
 			out = append(out, float64(v))
 		}
-	}
-	return out
-}
-
-// unflattenLike lays values out as layout's tensors (float32).
-func unflattenLike(layout wire.Weights, values []float64) wire.Weights {
-	out := make(wire.Weights, len(layout))
-	k := 0
-	for i, t := range layout {
-		vals := make([]float32, len(t.Values))
-		for j := range vals {
-			vals[j] = float32(values[k])
-			k++
-		}
-		out[i] = wire.Tensor{Name: t.Name, Shape: append([]int(nil), t.Shape...), Values: vals}
 	}
 	return out
 }

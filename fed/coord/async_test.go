@@ -107,7 +107,7 @@ func (rc *rawClient) push(task *fedpb.RoundConfig, update wire.Weights) *fedpb.S
 	defer cancel()
 	d := task.GetDp()
 	h := &fedpb.UpdateHeader{ProtocolVersion: fedpb.ProtocolVersion, Round: task.GetRound(), ModelVersion: task.GetModelVersion(),
-		Dp: &fedpb.DPParams{NoiseMultiplier: 1, Clip: d.GetClip(), SamplingRate: 0.1, Steps: uint64(task.GetLocalSteps()), Delta: d.GetDelta(), PrivacyUnit: d.GetPrivacyUnit()},
+		Dp:      &fedpb.DPParams{NoiseMultiplier: 1, Clip: d.GetClip(), SamplingRate: 0.1, Steps: uint64(task.GetLocalSteps()), Delta: d.GetDelta(), PrivacyUnit: d.GetPrivacyUnit()},
 		Weights: update.Header()}
 	resp, err := client.SendUpdate(ctx, rc.api, h, update)
 	if err != nil {
@@ -235,15 +235,7 @@ func TestStaleExchangeRefused(t *testing.T) {
 		t.Fatalf("a stale exchange: accepted %v, reason %q", r.GetAccepted(), r.GetReason())
 	}
 	wantModel(t, h.co, []float32{1.1, 2.1, 3.1, 4.1, 0.1, 0.1}, 1e-6)
-	db, err := coord.OpenStatus(h.state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st, err := coord.ReadStatus(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := readStatus(t, h.state)
 	for _, c := range st.Clients {
 		if c.Id == "client-2" && (c.Updates != 0 || c.Epsilon != 0) {
 			t.Fatalf("client 2 after a refused exchange: %d updates, ε = %g", c.Updates, c.Epsilon)
@@ -343,15 +335,7 @@ func TestSlowClientDoesNotBlockFastOne(t *testing.T) {
 	if _, done := h.co.Round(); done != 6 {
 		t.Fatalf("%d model versions, want 6", done)
 	}
-	db, err := coord.OpenStatus(h.state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st, err := coord.ReadStatus(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := readStatus(t, h.state)
 	for _, c := range st.Clients {
 		want := map[string]uint64{"client-1": 6, "client-2": 0}[c.Id]
 		if c.Updates != want {
@@ -393,7 +377,6 @@ func TestAsyncOptionsValidated(t *testing.T) {
 		})
 	}
 }
-
 
 // A coordinator started again on its state file continues where it
 // stopped: the model version, its sequence number and FedBuff's buffer.

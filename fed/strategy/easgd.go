@@ -65,7 +65,7 @@ func NewEASGDCentre(start wire.Weights) (*EASGDCentre, error) {
 }
 
 // Centre returns a copy of x̃.
-func (c *EASGDCentre) Centre() wire.Weights { return unflatten(c.layout, c.centre) }
+func (c *EASGDCentre) Centre() wire.Weights { return Unflatten(c.layout, c.centre) }
 
 // Exchanges is the number of elastic differences applied so far.
 func (c *EASGDCentre) Exchanges() uint64 { return c.exchanges }
@@ -122,7 +122,7 @@ func (c *EASGDClient) Clock() uint64 { return c.clock }
 func (c *EASGDClient) Due() bool { return c.clock%uint64(c.o.Period) == 0 }
 
 // Params returns a copy of x^k.
-func (c *EASGDClient) Params() wire.Weights { return unflatten(c.shape, c.x) }
+func (c *EASGDClient) Params() wire.Weights { return Unflatten(c.shape, c.x) }
 
 // Elastic computes the elastic difference β(x^k − x̃) against the centre
 // just fetched, moves the client by it (x^k ← x^k − β(x^k − x̃)) and
@@ -146,7 +146,7 @@ func (c *EASGDClient) Elastic(centre wire.Weights) (wire.Weights, error) {
 		c.x[i] -= diff[i]
 	}
 	c.synced = c.clock + 1
-	return unflatten(c.shape, diff), nil
+	return Unflatten(c.shape, diff), nil
 }
 
 // Step takes one local SGD step x^k ← x^k − η·g and advances the clock. It
@@ -173,8 +173,8 @@ func (c *EASGDClient) Step(grad wire.Weights) error {
 	return nil
 }
 
-// unflatten lays values out as layout's tensors (float32).
-func unflatten(layout wire.Weights, values []float64) wire.Weights {
+// Unflatten lays values out as layout's tensors (float32), in order.
+func Unflatten(layout wire.Weights, values []float64) wire.Weights {
 	out := make(wire.Weights, len(layout))
 	k := 0
 	for i, t := range layout {
