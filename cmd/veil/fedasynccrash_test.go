@@ -137,7 +137,7 @@ func TestAsyncCoordinatorSurvivesSIGKILL(t *testing.T) {
 	}
 	// Every exchange a client was told was accepted is in the state, as
 	// that client's.
-	accepted := regexp.MustCompile(`round (\d+): update accepted`)
+	accepted := regexp.MustCompile(`exchange (\d+): update accepted`)
 	told := 0
 	for _, n := range f.names {
 		for _, m := range accepted.FindAllStringSubmatch(ps.log(&proc{name: n}), -1) {

@@ -67,8 +67,13 @@ func (c *Client) nextExchange(ctx context.Context) (*fedpb.RoundConfig, error) {
 // exchange takes part in one asynchronous exchange.
 func (c *Client) exchange(ctx context.Context, task *fedpb.RoundConfig) error {
 	a := task.GetAsync()
-	if task.GetSecagg() != nil || task.GetDphe() != nil {
+	switch {
+	case task.GetSecagg() != nil || task.GetDphe() != nil:
 		return errors.New("client: an asynchronous exchange with secure aggregation is not supported")
+	case a.GetStrategy() != "easgd" && a.GetStrategy() != "fedbuff":
+		return fmt.Errorf("client: exchange %d: unknown asynchronous strategy %q", task.GetRound(), a.GetStrategy())
+	case a.GetStrategy() == "easgd" && !(a.GetBeta() > 0 && a.GetBeta() <= 1):
+		return fmt.Errorf("client: exchange %d: EASGD moving rate β = %g is outside (0, 1]", task.GetRound(), a.GetBeta())
 	}
 	if err := c.o.Policy.CheckRound(task); err != nil {
 		c.o.Progress(fmt.Sprintf("refused: %v", err))
@@ -117,6 +122,14 @@ func (c *Client) exchange(ctx context.Context, task *fedpb.RoundConfig) error {
 	out := Update{Weights: delta, DP: up.DP, Examples: up.Examples}
 	c.last = &sent{round: task.GetRound(), version: task.GetModelVersion(), up: out}
 	return c.submit(ctx, task, out)
+}
+
+// taskKind names what task is: an asynchronous "exchange" or a "round".
+func taskKind(task *fedpb.RoundConfig) string {
+	if task.GetAsync() != nil {
+		return "exchange"
+	}
+	return "round"
 }
 
 // EASGDParams returns the client's own EASGD parameters x^k (nil before

@@ -588,11 +588,11 @@ func (c *Client) submit(ctx context.Context, task *fedpb.RoundConfig, up Update)
 		c.last.answered = true
 	}
 	if !resp.GetAccepted() {
-		c.o.Progress(fmt.Sprintf("round %d: update refused: %s", task.GetRound(), resp.GetReason()))
+		c.o.Progress(fmt.Sprintf("%s %d: update refused: %s", taskKind(task), task.GetRound(), resp.GetReason()))
 		c.o.Logger.Warn("update refused", "round", task.GetRound(), "reason", resp.GetReason())
 		return nil
 	}
-	c.o.Progress(fmt.Sprintf("round %d: update accepted (coordinator's ledger: ε = %.4g)", task.GetRound(), resp.GetSpentEpsilon()))
+	c.o.Progress(fmt.Sprintf("%s %d: update accepted (coordinator's ledger: ε = %.4g)", taskKind(task), task.GetRound(), resp.GetSpentEpsilon()))
 	return nil
 }
 
