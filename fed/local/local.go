@@ -155,7 +155,17 @@ func (t *Trainer) units(unit string) (int, error) {
 // round of task on n units.
 func shape(task *fedpb.RoundConfig, n int) (q float64, perEpoch, epochs int, err error) {
 	switch task.GetStrategy() {
-	case "fedavg":
+	case "easgd":
+		// λ = LocalSteps steps on the client's own clock, run as the
+		// fewest whole local epochs that hold them (the plan states, and
+		// the client charges, the steps run).
+		if task.GetLocalSteps() < 1 || task.GetBatch() < 1 {
+			return 0, 0, 0, fmt.Errorf("local: EASGD needs its period λ ≥ 1 in local steps and a positive batch; the exchange asks for %d steps, batch %d", task.GetLocalSteps(), task.GetBatch())
+		}
+		q = math.Min(1, float64(task.GetBatch())/float64(n))
+		perEpoch = int(math.Ceil(1 / q))
+		return q, perEpoch, (int(task.GetLocalSteps()) + perEpoch - 1) / perEpoch, nil
+	case "fedavg", "fedbuff":
 		if task.GetLocalEpochs() < 1 {
 			return 0, 0, 0, fmt.Errorf("local: FedAvg here trains whole local epochs; the round asks for %d epochs and %d steps", task.GetLocalEpochs(), task.GetLocalSteps())
 		}
@@ -170,7 +180,7 @@ func shape(task *fedpb.RoundConfig, n int) (q float64, perEpoch, epochs int, err
 		}
 		return 1, 1, 1, nil
 	}
-	return 0, 0, 0, fmt.Errorf("local: unknown strategy %q (want fedavg or fedsgd)", task.GetStrategy())
+	return 0, 0, 0, fmt.Errorf("local: unknown strategy %q (want fedavg, fedsgd, easgd or fedbuff)", task.GetStrategy())
 }
 
 // Plan implements client.Trainer: the DP-SGD this client runs in the

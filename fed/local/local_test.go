@@ -257,3 +257,45 @@ func TestFedSGDUpdateIsTheGradient(t *testing.T) {
 		t.Fatalf("gradients at two learning rates differ by %.4g relative (norm² %g)", math.Sqrt(diff/norm), norm)
 	}
 }
+
+// TestAsynchronousTasksTrain: a FedBuff exchange trains whole local
+// epochs as FedAvg does; an EASGD exchange's λ local steps run as the
+// fewest whole epochs that hold them, and the plan states the steps run.
+func TestAsynchronousTasksTrain(t *testing.T) {
+	for _, c := range []struct {
+		strategy string
+		epochs   int
+		steps    int
+	}{{"fedbuff", 1, 0}, {"easgd", 0, 1}, {"easgd", 0, 7}} {
+		tr, d, o := newTrainer(t, 4)
+		tk := task(c.strategy, 3, c.epochs, 2)
+		tk.LocalSteps = uint32(c.steps)
+		p, err := tr.Plan(tk, 8)
+		if err != nil {
+			t.Fatalf("%s: %v", c.strategy, err)
+		}
+		perEpoch := uint64(math.Ceil(1 / p.SamplingRate))
+		want := perEpoch * uint64(max(c.epochs, 1))
+		if c.steps > 0 {
+			want = perEpoch * ((uint64(c.steps) + perEpoch - 1) / perEpoch)
+		}
+		if p.Steps != want || p.Steps < uint64(c.steps) {
+			t.Fatalf("%s with %d epochs, %d steps: the plan runs %d steps, want %d", c.strategy, c.epochs, c.steps, p.Steps, want)
+		}
+		eval, err := local.NewEvaluator(o.Model, o.Optim, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, err := tr.Train(context.Background(), eval.Initial(), tk, p)
+		if err != nil {
+			t.Fatalf("%s: %v", c.strategy, err)
+		}
+		if up.Weights.Norm() == 0 {
+			t.Errorf("%s: the update is zero", c.strategy)
+		}
+	}
+	tk := task("easgd", 3, 0, 2)
+	if _, err := (func() (*fedpb.DPParams, error) { tr, _, _ := newTrainer(t, 4); return tr.Plan(tk, 8) })(); err == nil || !strings.Contains(err.Error(), "period λ") {
+		t.Errorf("an EASGD exchange without steps: %v", err)
+	}
+}
