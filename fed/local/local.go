@@ -218,6 +218,16 @@ func (t *Trainer) Plan(task *fedpb.RoundConfig, remaining float64) (*fedpb.DPPar
 			return nil, fmt.Errorf("local: no privacy budget left (ε %g): %w", remaining, client.ErrBudgetExhausted)
 		}
 		rounds := int(task.GetRounds()) - int(task.GetRound()) + 1
+		if a := task.GetAsync(); a != nil {
+			// An asynchronous run's Rounds are model versions and Round a
+			// ticket: the budget is spread over every exchange the run
+			// takes (versions × FedBuff's K), as if this client made them
+			// all, so it can take part until the end.
+			rounds = int(task.GetRounds()) * max(1, int(a.GetBufferSize()))
+			if a.GetStrategy() == "easgd" {
+				rounds = int(task.GetRounds())
+			}
+		}
 		if rounds < 1 {
 			rounds = 1
 		}

@@ -121,9 +121,14 @@ type Options struct {
 	Optim training.OptimOptions
 	// Partition splits the identities among Partition.Clients clients.
 	Partition dataset.PartitionOptions
-	// Strategy is "fedavg" or "fedsgd".
+	// Strategy is "fedavg" or "fedsgd", or with Async its strategy
+	// ("easgd" or "fedbuff").
 	Strategy string
-	Rounds   int
+	// Async, if set, makes the coordinator asynchronous (coord.AsyncOptions):
+	// Rounds then counts model versions, and each client exchanges with
+	// it until they are made.
+	Async  *coord.AsyncOptions
+	Rounds int
 	// LocalEpochs per round (FedAvg); Batch the expected local batch.
 	LocalEpochs, Batch int
 	// LearningRate is the clients' local learning rate; ServerLR and
@@ -202,13 +207,16 @@ func (o *Options) Check() error {
 	if !(o.Partition.Alpha >= 0) || math.IsInf(o.Partition.Alpha, 0) {
 		return fmt.Errorf("sim: the Dirichlet concentration must be 0 (an even split) or positive and finite, got %g", o.Partition.Alpha)
 	}
-	if o.Strategy != "fedavg" && o.Strategy != "fedsgd" {
-		return fmt.Errorf("sim: unknown strategy %q (want fedavg or fedsgd)", o.Strategy)
+	if err := o.checkAsync(); err != nil {
+		return err
+	}
+	if o.Async == nil && o.Strategy != "fedavg" && o.Strategy != "fedsgd" {
+		return fmt.Errorf("sim: unknown strategy %q (want fedavg or fedsgd, or easgd or fedbuff with Async)", o.Strategy)
 	}
 	if o.Rounds < 1 {
 		return fmt.Errorf("sim: the number of rounds must be positive, got %d", o.Rounds)
 	}
-	if o.Strategy == "fedavg" && o.LocalEpochs < 1 {
+	if (o.Strategy == "fedavg" || o.Strategy == "fedbuff") && o.LocalEpochs < 1 {
 		return fmt.Errorf("sim: FedAvg needs at least one local epoch, got %d", o.LocalEpochs)
 	}
 	if o.Batch < 1 || !(o.LearningRate > 0) {
@@ -217,7 +225,7 @@ func (o *Options) Check() error {
 	if !(o.Dropout >= 0 && o.Dropout < 1) || !(o.Stragglers >= 0 && o.Stragglers <= 1) {
 		return fmt.Errorf("sim: the drop-out probability must be in [0, 1) and the straggler fraction in [0, 1], got %g and %g", o.Dropout, o.Stragglers)
 	}
-	if _, err := strategy.New(o.StrategyOptions()); err != nil {
+	if _, err := strategy.New(o.StrategyOptions()); o.Async == nil && err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
 	if d := o.DP; d != nil {
@@ -555,6 +563,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Strategy: o.StrategyOptions(),
 		Rounds:   o.Rounds, Fraction: 1, MinAvailable: len(parts), MinUpdates: o.MinUpdates, RoundTimeout: o.RoundTimeout,
 		Task: task, MaxUpdateNorm: 1e6, Logger: o.Logger, Metrics: met}
+	if o.Async != nil {
+		a := *o.Async
+		copts.Async = &a
+	}
 	if o.SecAgg == "masking" {
 		// Under masking the bound is the clip of the clients'
 		// quantisation, whose lattice step grows with it: 100 keeps the

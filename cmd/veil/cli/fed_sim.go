@@ -26,6 +26,7 @@ type fedSimFlags struct {
 	roundTimeout                                                                     time.Duration
 	head                                                                             headFlags
 	secagg                                                                           fedSimSecagg
+	async                                                                            fedSimAsync
 }
 
 func newFedSimCmd(e *env) *cobra.Command {
@@ -52,6 +53,12 @@ noise, and the mean of K clients' noises is √K smaller), and 1 without DP.
 --strategy fedsgd: each client sends one gradient over all its data (one
 plain SGD step, B = ∞) and the coordinator takes an SGD step with momentum
 (--server-lr, 1 by default here, and --momentum).
+--strategy easgd or fedbuff: no rounds; each client exchanges with the
+coordinator whenever it is ready (veil fed coordinator --help, Asynchronous
+strategies): EASGD with --easgd-beta and --easgd-period, FedBuff with
+--fedbuff-size; --max-staleness bounds an update's staleness; --rounds
+counts model versions, and each client calibrates its noise as if it made
+every exchange of the run.
 
 Under DP (the default; --no-dp turns it off) every client has a budget of
 --target-epsilon at --delta per --privacy-unit (identity: all the images of
@@ -86,7 +93,7 @@ func fedSimCmd(e *env) (*cobra.Command, *fedSimFlags) {
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&f.clients, "clients", 8, "number of clients (each with its own identities)")
-	fl.StringVar(&f.strategy, "strategy", "fedavg", "fedavg or fedsgd")
+	fl.StringVar(&f.strategy, "strategy", "fedavg", "fedavg or fedsgd (rounds), or easgd or fedbuff (asynchronous exchanges)")
 	fl.IntVar(&f.rounds, "rounds", 20, "rounds (each client's budget is spread over all of them)")
 	fl.IntVar(&f.localEpochs, "local-epochs", 1, "FedAvg: local epochs per round")
 	fl.IntVar(&f.batch, "batch", 64, "expected local batch (under DP, of people: q = batch / the client's people, at most 1)")
@@ -122,6 +129,7 @@ func fedSimCmd(e *env) (*cobra.Command, *fedSimFlags) {
 	fl.BoolVar(&f.alone, "alone", false, "instead of federating, train each client alone on its own identities (same rounds, epochs and budget) and report each one's accuracy, their mean and the best")
 	registerFedHead(cmd, &f.head)
 	f.secagg.register(fl)
+	f.async.register(fl)
 	return cmd, f
 }
 
@@ -219,6 +227,9 @@ func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, sim.DataO
 	}
 	if !f.noDP {
 		so.DP = &sim.DP{Epsilon: f.targetEps, Delta: f.delta, Clip: f.clip, Unit: f.unit, MaxPerIdentity: f.maxPerIdentity}
+	}
+	if err := f.async.apply(&so); err != nil {
+		return sim.Options{}, sim.DataOptions{}, err
 	}
 	if err := so.Check(); err != nil {
 		return sim.Options{}, sim.DataOptions{}, fmt.Errorf("fed %w", err)

@@ -30,6 +30,9 @@ func TestFedSimRefusesContradictoryFlags(t *testing.T) {
 		{[]string{"--dropout", "1"}, "drop-out probability"},
 		{[]string{"--server-lr", "-1"}, "--server-lr must not be negative"},
 		{[]string{"--target-epsilon", "0"}, "budget"},
+		{[]string{"--strategy", "easgd", "--easgd-beta", "2"}, "--easgd-beta must be in (0, 1], got 2"},
+		{[]string{"--strategy", "fedbuff", "--fedbuff-size", "0"}, "--fedbuff-size must be at least 1, got 0"},
+		{[]string{"--strategy", "fedbuff", "--dropout", "0.2"}, "simulated in rounds only"},
 		// Then a missing data folder says which flag to give.
 		{nil, "give --data DIR"},
 	}
