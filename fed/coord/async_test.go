@@ -411,3 +411,23 @@ func TestAsyncRestartKeepsBufferAndVersion(t *testing.T) {
 	// staleness 0) and 0.5: v₂ = v₁ + (0.3 + 0.5)/2.
 	wantModel(t, h2.co, []float32{1.55, 2.55, 3.55, 4.55, 0.55, 0.55}, 1e-6)
 }
+
+// A client revoked after it pulled cannot send its exchange: the call is
+// refused and the model does not move.
+func TestRevokedClientsExchangeRefused(t *testing.T) {
+	h := startHarness(t, asyncOptions(t, coord.AsyncOptions{Strategy: coord.AsyncEASGD, Beta: 0.5, Period: 1, MaxStaleness: 4}, 10), filepath.Join(t.TempDir(), "pki"))
+	c := h.raw(t, "client-1")
+	task, m := c.pull()
+	if err := h.ca.Revoke("client-1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hd := &fedpb.UpdateHeader{ProtocolVersion: fedpb.ProtocolVersion, Round: task.GetRound(), ModelVersion: task.GetModelVersion(),
+		Dp: &fedpb.DPParams{NoiseMultiplier: 1, Clip: 1, SamplingRate: 0.1, Steps: 1, Delta: 1e-5, PrivacyUnit: "identity"}, Weights: m.Header()}
+	resp, err := client.SendUpdate(ctx, c.api, hd, constant(m, 0.2))
+	if err == nil || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("a revoked client's exchange: %v, %v", resp, err)
+	}
+	wantModel(t, h.co, []float32{1, 2, 3, 4, 0, 0}, 0)
+}
