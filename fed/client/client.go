@@ -423,7 +423,7 @@ func (c *Client) planAndCharge(ctx context.Context, task *fedpb.RoundConfig) (*f
 // train runs the trainer on task from model with the checked plan and
 // checks that the update states exactly that plan.
 func (c *Client) train(ctx context.Context, model wire.Weights, task *fedpb.RoundConfig, plan *fedpb.DPParams) (Update, error) {
-	c.o.Progress(fmt.Sprintf("round %d: training", task.GetRound()))
+	c.o.Progress(fmt.Sprintf("%s %d: training", taskKind(task), task.GetRound()))
 	var run *fedpb.DPParams
 	if plan != nil {
 		run = proto.Clone(plan).(*fedpb.DPParams)

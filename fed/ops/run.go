@@ -42,7 +42,8 @@ type CoordinatorResult struct {
 	// Status is the coordinator's state at the end: its clients, rounds
 	// and last evaluation.
 	Status *fedpb.StatusResponse
-	// Done and Failed count the rounds that closed each way.
+	// Done and Failed count the rounds that closed each way (with an
+	// asynchronous strategy, Done counts the model versions made).
 	Done, Failed int
 	// Privacy says what the federation's ε means (nil without DP rounds,
 	// clients or Config.DP); with Config.Out, the final model's record.
@@ -117,7 +118,11 @@ func RunCoordinator(ctx context.Context, o CoordinatorOptions) (*CoordinatorResu
 		defer kg.Close()
 		co.DPHE.KeyGen = kg
 	}
-	log.Info("strategy", "name", co.Strategy.Name, "server_lr", co.Strategy.ServerLRText())
+	if a := co.Async; a != nil {
+		log.Info("strategy", "name", a.Strategy, "asynchronous", true, "max_staleness", a.MaxStaleness, "thin_p", a.Thin.Drop)
+	} else {
+		log.Info("strategy", "name", co.Strategy.Name, "server_lr", co.Strategy.ServerLRText())
+	}
 	m := NewMetrics()
 	co.Logger, co.Metrics = log, m
 	var evals *Evaluator
@@ -243,6 +248,10 @@ func (c *Config) result(ctx context.Context, co *coord.Coordinator, initCk *chec
 		return nil, err
 	}
 	res := &CoordinatorResult{Status: st}
+	if c.asyncStrategy() {
+		// No rounds: every model version an asynchronous run made.
+		_, res.Done = co.Round()
+	}
 	for _, r := range st.GetRounds() {
 		switch r.GetState() {
 		case "done":

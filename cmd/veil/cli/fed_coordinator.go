@@ -342,7 +342,11 @@ func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	if f.json {
 		return writeJSON(e.stdout, sum)
 	}
-	fmt.Fprintf(e.stdout, "the run is over: %d rounds done, %d failed; model %s\n", sum.Done, sum.Failed, shortVersion(sum.ModelVersion))
+	if cfg.Strategy == "easgd" || cfg.Strategy == "fedbuff" {
+		fmt.Fprintf(e.stdout, "the run is over: %d model versions (%s); model %s\n", sum.Done, cfg.Strategy, shortVersion(sum.ModelVersion))
+	} else {
+		fmt.Fprintf(e.stdout, "the run is over: %d rounds done, %d failed; model %s\n", sum.Done, sum.Failed, shortVersion(sum.ModelVersion))
+	}
 	if sum.Out != "" {
 		fmt.Fprintf(e.stdout, "final model written to %s\n", sum.Out)
 	}
