@@ -73,7 +73,7 @@ func (rc *rawClient) pull() (*fedpb.RoundConfig, wire.Weights) {
 	if err != nil {
 		rc.t.Fatal(err)
 	}
-	dec, err := wire.NewDecoder(first.GetHeader(), wire.Limits{MaxBytes: 1 << 20})
+	dec, err := wire.NewDecoder(first.GetHeader(), wire.Limits{MaxBytes: 64 << 20})
 	if err != nil {
 		rc.t.Fatal(err)
 	}
