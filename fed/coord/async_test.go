@@ -253,45 +253,56 @@ func TestStaleExchangeRefused(t *testing.T) {
 // w (and entries of b), and the units left out stay as they were.
 func TestThinnedExchanges(t *testing.T) {
 	layers := []strategy.FCLayer{{Weight: "w", Bias: "b"}}
-	run := func(thin strategy.ThinOptions) (wire.Weights, wire.Weights) {
-		h := startHarness(t, asyncOptions(t, coord.AsyncOptions{Strategy: coord.AsyncEASGD, Beta: 0.5, Period: 1, MaxStaleness: 4, Thin: thin}, 10), filepath.Join(t.TempDir(), "pki"))
-		c := h.raw(t, "client-1")
-		task, served := c.pull()
-		if r := c.push(task, constant(served, 0.4)); !r.GetAccepted() {
-			t.Fatalf("refused: %s", r.GetReason())
-		}
-		w, _ := h.co.Model()
-		return served, w
-	}
-	_, full := run(strategy.ThinOptions{})
-	_, p0 := run(strategy.ThinOptions{Drop: 0, Layers: layers})
-	for i := range full {
-		for j := range full[i].Values {
-			if full[i].Values[j] != p0[i].Values[j] {
-				t.Fatalf("p = 0: %v, the full exchange: %v", p0, full)
+	for _, c := range []struct {
+		a    coord.AsyncOptions
+		move float32 // what Δ = 0.4 does to a kept value
+	}{
+		{coord.AsyncOptions{Strategy: coord.AsyncEASGD, Beta: 0.5, Period: 1, MaxStaleness: 4}, 0.2},
+		{coord.AsyncOptions{Strategy: coord.AsyncFedBuff, BufferSize: 1, MaxStaleness: 4}, 0.4},
+	} {
+		t.Run(c.a.Strategy, func(t *testing.T) {
+			run := func(thin strategy.ThinOptions) (wire.Weights, wire.Weights) {
+				a := c.a
+				a.Thin = thin
+				h := startHarness(t, asyncOptions(t, a, 10), filepath.Join(t.TempDir(), "pki"))
+				rc := h.raw(t, "client-1")
+				task, served := rc.pull()
+				if r := rc.push(task, constant(served, 0.4)); !r.GetAccepted() {
+					t.Fatalf("refused: %s", r.GetReason())
+				}
+				w, _ := h.co.Model()
+				return served, w
 			}
-		}
-	}
-	for range 5 {
-		served, w := run(strategy.ThinOptions{Drop: 0.5, Layers: layers})
-		kept := map[int]bool{}
-		cols := served[0].Shape[1]
-		for j := 0; j < cols; j++ {
-			// w's first row is (1, 2): a served column is the unit of that value.
-			kept[int(served[0].Values[j])-1] = true
-		}
-		for u := range 2 {
-			want := []float32{float32(1 + u), float32(3 + u), 0}
-			if kept[u] {
-				want = []float32{want[0] + 0.2, want[1] + 0.2, 0.2}
-			}
-			got := []float32{w[0].Values[u], w[0].Values[2+u], w[1].Values[u]}
-			for k := range want {
-				if math.Abs(float64(got[k]-want[k])) > 1e-6 {
-					t.Fatalf("unit %d (kept %v): %v, want %v", u, kept[u], got, want)
+			_, full := run(strategy.ThinOptions{})
+			_, p0 := run(strategy.ThinOptions{Drop: 0, Layers: layers})
+			for i := range full {
+				for j := range full[i].Values {
+					if full[i].Values[j] != p0[i].Values[j] {
+						t.Fatalf("p = 0: %v, the full exchange: %v", p0, full)
+					}
 				}
 			}
-		}
+			for range 5 {
+				served, w := run(strategy.ThinOptions{Drop: 0.5, Layers: layers})
+				kept := map[int]bool{}
+				for j := 0; j < served[0].Shape[1]; j++ {
+					// w's first row is (1, 2): a served column is the unit of that value.
+					kept[int(served[0].Values[j])-1] = true
+				}
+				for u := range 2 {
+					want := []float32{float32(1 + u), float32(3 + u), 0}
+					if kept[u] {
+						want = []float32{want[0] + c.move, want[1] + c.move, c.move}
+					}
+					got := []float32{w[0].Values[u], w[0].Values[2+u], w[1].Values[u]}
+					for k := range want {
+						if math.Abs(float64(got[k]-want[k])) > 1e-6 {
+							t.Fatalf("unit %d (kept %v): %v, want %v", u, kept[u], got, want)
+						}
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -430,4 +441,58 @@ func TestRevokedClientsExchangeRefused(t *testing.T) {
 		t.Fatalf("a revoked client's exchange: %v, %v", resp, err)
 	}
 	wantModel(t, h.co, []float32{1, 2, 3, 4, 0, 0}, 0)
+}
+
+// keptUnits are the units of w (model0's first row is (1, 2)) a served
+// thinned model holds.
+func keptUnits(served wire.Weights) map[int]bool {
+	kept := map[int]bool{}
+	for j := 0; j < served[0].Shape[1]; j++ {
+		kept[int(served[0].Values[j])-1] = true
+	}
+	return kept
+}
+
+// A stale thinned EASGD exchange moves only its own units: client 1 is
+// served both units, client 2 one; client 1's Δ = 0.4 moves everything by
+// 0.2; client 2's Δ = 0.4, computed on the older centre, moves its unit
+// to x̃₀ + 0.2 + β(0.4 − 0.2) = x̃₀ + 0.3, and the unit it was not served
+// stays at x̃₀ + 0.2 (not pulled back towards the older centre).
+func TestThinnedStaleExchangeMovesOnlyItsUnits(t *testing.T) {
+	layers := []strategy.FCLayer{{Weight: "w", Bias: "b"}}
+	h := startHarness(t, asyncOptions(t, coord.AsyncOptions{Strategy: coord.AsyncEASGD, Beta: 0.5, Period: 1, MaxStaleness: 4,
+		Thin: strategy.ThinOptions{Drop: 0.5, Layers: layers}}, 10), filepath.Join(t.TempDir(), "pki"))
+	c1, c2 := h.raw(t, "client-1"), h.raw(t, "client-2")
+	pullUntil := func(c *rawClient, units int) (*fedpb.RoundConfig, wire.Weights, map[int]bool) {
+		for range 200 {
+			task, served := c.pull()
+			if k := keptUnits(served); len(k) == units {
+				return task, served, k
+			}
+		}
+		t.Fatalf("%s was never served %d units in 200 pulls", c.name, units)
+		return nil, nil, nil
+	}
+	t1, m1, _ := pullUntil(c1, 2)
+	t2, m2, k2 := pullUntil(c2, 1)
+	if r := c1.push(t1, constant(m1, 0.4)); !r.GetAccepted() {
+		t.Fatal(r.GetReason())
+	}
+	if r := c2.push(t2, constant(m2, 0.4)); !r.GetAccepted() {
+		t.Fatal(r.GetReason())
+	}
+	w, _ := h.co.Model()
+	for u := range 2 {
+		move := float32(0.2)
+		if k2[u] {
+			move = 0.3
+		}
+		want := []float32{float32(1+u) + move, float32(3+u) + move, move}
+		got := []float32{w[0].Values[u], w[0].Values[2+u], w[1].Values[u]}
+		for k := range want {
+			if math.Abs(float64(got[k]-want[k])) > 1e-6 {
+				t.Fatalf("unit %d (served to client 2: %v): %v, want %v", u, k2[u], got, want)
+			}
+		}
+	}
 }
