@@ -457,6 +457,9 @@ func finishRotation(ctx context.Context, db *sql.DB, oldKeys, newKeys *subKeys, 
 	if err := resealModels(ctx, tx, oldKeys, newKeys); err != nil {
 		return err
 	}
+	if err := resealFederation(ctx, tx, oldKeys, newKeys); err != nil {
+		return err
+	}
 	if err := writeIntegrityState(ctx, tx, newKeys, &st); err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 // SchemaVersion is the version of the database layout this build writes.
 // Open brings an older library up to it with the migrations below, each in
 // its own transaction, and refuses a newer one.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // migrations[i] brings a library from version i to version i+1. Append new
 // migrations; never edit one that has shipped (libraries on users' disks
@@ -27,6 +27,7 @@ var migrations = []func(ctx context.Context, tx *sql.Tx, k *subKeys) error{
 	migrate5,
 	migrate6, // models.go
 	migrate7,
+	migrate8, // federation.go
 }
 
 // keyless adapts a migration that needs no key.

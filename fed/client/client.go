@@ -109,6 +109,9 @@ type Options struct {
 	LedgerDir string
 	DataSet   string
 	Members   []string
+	// Ledger, if set, keeps the data set's ledger instead of LedgerDir
+	// (a tagging library keeps its own inside its encrypted database).
+	Ledger dp.DataLedgerStore
 
 	Trainer Trainer
 	Logger  *slog.Logger
@@ -175,7 +178,7 @@ type Client struct {
 	o      Options
 	conn   *grpc.ClientConn
 	api    fedpb.CoordinatorClient
-	ledger *dp.LedgerDir
+	ledger dp.DataLedgerStore
 	set    dp.DataSet
 	id     string
 	last   *sent        // the last round's update, kept to send again
@@ -196,8 +199,8 @@ type sent struct {
 // New validates o, opens the client's folder and ledger, and dials the
 // coordinator (the connection is made lazily by gRPC).
 func New(o Options) (*Client, error) {
-	if o.Addr == "" || o.Creds == nil || o.Trainer == nil || o.Dir == "" || o.LedgerDir == "" || o.DataSet == "" {
-		return nil, errors.New("client: an address, TLS credentials, a trainer, a folder, a ledger folder and a data set name are required")
+	if o.Addr == "" || o.Creds == nil || o.Trainer == nil || o.Dir == "" || (o.LedgerDir == "" && o.Ledger == nil) || o.DataSet == "" {
+		return nil, errors.New("client: an address, TLS credentials, a trainer, a folder, a ledger (folder) and a data set name are required")
 	}
 	if err := o.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -400,7 +403,11 @@ func (c *Client) planRound(ctx context.Context, task *fedpb.RoundConfig) (*fedpb
 	}
 	// The cost of the checked plan, charged to this client's own ledger
 	// at its own δ.
-	ev, err := Event(plan, model.Len())
+	dim, err := c.noisedDimension(model)
+	if err != nil {
+		return nil, dp.Event{}, "", c.trainingFailed(ctx, task, fmt.Errorf("client: planning round %d: %w: %w", task.GetRound(), ErrTrainingFailed, err))
+	}
+	ev, err := Event(plan, dim)
 	if err != nil {
 		return nil, dp.Event{}, "", fmt.Errorf("client: round %d: %w", task.GetRound(), err)
 	}

@@ -14,14 +14,21 @@ import (
 // ledger, in Options.Dir.
 const legacyLedgerFile = "ledger.json"
 
-// openLedger opens the ledger of the client's data set in o.LedgerDir and
+// openLedger opens the ledger of the client's data set (in o.Ledger, else
+// in o.LedgerDir) and
 // sets or checks its budget (dp.DataLedger.SetBudget: the first budget is
 // o.Policy.Budget; afterwards it may be lowered, but a raise after charges or
 // another δ is refused).
-func openLedger(o *Options) (*dp.LedgerDir, dp.DataSet, error) {
+func openLedger(o *Options) (dp.DataLedgerStore, dp.DataSet, error) {
 	set := dp.DataSet{Name: o.DataSet, Unit: o.Policy.Unit}
 	if err := set.Validate(); err != nil {
 		return nil, set, fmt.Errorf("client: %w", err)
+	}
+	if o.Ledger != nil {
+		if _, err := o.Ledger.Update(set, func(l *dp.DataLedger) error { return l.SetBudget(o.Policy.Budget) }); err != nil {
+			return nil, set, fmt.Errorf("client: %w", err)
+		}
+		return o.Ledger, set, nil
 	}
 	legacy := filepath.Join(o.Dir, legacyLedgerFile)
 	if _, err := os.Stat(legacy); err == nil {

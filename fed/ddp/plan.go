@@ -362,18 +362,18 @@ func (a *Accepted) Plan() Plan { return a.plan }
 func (a *Accepted) Event() dp.Event { return a.ev }
 
 // Charge is a client's accounting of one round of the accepted plan: it
-// charges the round's mechanism to the ledger of set in dir for members
+// charges the round's mechanism to the ledger of set in store for members
 // (nil: every member), its label naming the mechanism and the trust
 // assumption; the ledger gets the policy's budget if it has none yet. A
 // round that would take a member past the budget is refused and leaves the
 // ledger file as it was (dp.ErrBudgetExceeded). Call it before the data
 // are touched.
-func (a *Accepted) Charge(dir *dp.LedgerDir, set dp.DataSet, members []string, label string) (dp.MemberSpent, error) {
+func (a *Accepted) Charge(store dp.DataLedgerStore, set dp.DataSet, members []string, label string) (dp.MemberSpent, error) {
 	if set.Unit != a.pol.Unit {
 		return dp.MemberSpent{}, refuse("privacy unit", "would charge a ledger per %s; this client protects %q", set.Unit, a.pol.Unit)
 	}
 	var spent dp.MemberSpent
-	_, err := dir.Update(set, func(l *dp.DataLedger) error {
+	_, err := store.Update(set, func(l *dp.DataLedger) error {
 		if _, ok := l.Budget(); !ok {
 			if err := l.SetBudget(a.pol.Budget); err != nil {
 				return err
