@@ -76,6 +76,10 @@ func (t *Tagged) Identities() int { return t.Units }
 type BootstrapDP struct {
 	// Epsilon is the target ε per unit for the whole training, at Delta.
 	Epsilon, Delta float64
+	// NoiseMultiplier, if positive, is the σ to run instead of one
+	// calibrated to Epsilon (a federated round runs the plan its client
+	// checked and charged).
+	NoiseMultiplier float64
 	// Clip bounds each unit's gradient (default 1).
 	Clip float64
 	// SamplingRate q of units per step (default: Batch / units).
@@ -213,9 +217,11 @@ func bootstrap(ctx context.Context, ψ *Psi, data *Tagged, o BootstrapOptions) (
 		}
 		rep.Delta = d.Delta
 		steps := o.Epochs * stepsPerEpoch(dpo.SamplingRate)
-		sigma, err := train.NoiseForTarget(dpo, train.NoisedDimension(p, nil), steps, d.Epsilon)
-		if err != nil {
-			return nil, nil, fmt.Errorf("collab: %w", err)
+		sigma := d.NoiseMultiplier
+		if !(sigma > 0) {
+			if sigma, err = train.NoiseForTarget(dpo, train.NoisedDimension(p, nil), steps, d.Epsilon); err != nil {
+				return nil, nil, fmt.Errorf("collab: %w", err)
+			}
 		}
 		dpo.NoiseMultiplier = sigma
 		rep.NoiseMultiplier = sigma
@@ -279,8 +285,8 @@ func bootstrap(ctx context.Context, ψ *Psi, data *Tagged, o BootstrapOptions) (
 func stepsPerEpoch(q float64) int { return int(math.Ceil(1 / q)) }
 
 func dpOptions(d BootstrapDP, data *Tagged, batch int) (train.DPOptions, error) {
-	if !(d.Epsilon > 0) || !(d.Delta > 0 && d.Delta < 1) {
-		return train.DPOptions{}, fmt.Errorf("collab: DP needs ε > 0 and δ in (0, 1), got %g and %g", d.Epsilon, d.Delta)
+	if !(d.Epsilon > 0 || d.NoiseMultiplier > 0) || !(d.Delta > 0 && d.Delta < 1) {
+		return train.DPOptions{}, fmt.Errorf("collab: DP needs ε > 0 (or a noise multiplier) and δ in (0, 1), got %g and %g", d.Epsilon, d.Delta)
 	}
 	if d.Clip == 0 {
 		d.Clip = 1

@@ -38,6 +38,8 @@ var libraryCommands = []func(*env) *cobra.Command{
 	newLibraryStatusCmd,
 	newLibraryLearnCmd,
 	newLibraryModelCmd,
+	newLibraryJoinCmd,
+	newLibraryLeaveCmd,
 }
 
 func newLibraryCmd(e *env) *cobra.Command {

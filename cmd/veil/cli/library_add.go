@@ -15,6 +15,7 @@ import (
 	"github.com/veil-privacy/veil/face/nets"
 	"github.com/veil-privacy/veil/internal/progress"
 	"github.com/veil-privacy/veil/tagging"
+	"github.com/veil-privacy/veil/tagging/fedjoin"
 )
 
 // libraryAddJSON is the output of veil library add --json. The first six
@@ -260,8 +261,9 @@ hand, removed as false), the people (and hidden ones), and lists the files that
 could not be read with the reason, the missing photos, and the photos in which
 no face was found (or every face was removed as false): if one shows a face
 the detector missed, draw it with veil faces add PHOTO --box X,Y,W,H. It
-prints the library's schema version. It decrypts nothing but needs the passphrase to
-check it.
+prints the library's schema version, and, for a library that joined a
+federation (veil library join), the coordinator, the last run with its model
+decision, and the privacy ledger kept in the library (ε spent per person).
 
 Exit status: 0 on success; 2 on a wrong passphrase; 1 when the library cannot
 be opened otherwise.`
@@ -282,9 +284,17 @@ func newLibraryStatusCmd(e *env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return writeJSON(e.stdout, st)
+				fst, err := fedjoin.ReadStatus(cmd.Context(), l)
+				if err != nil {
+					return err
 				}
+				if asJSON {
+					return writeJSON(e.stdout, struct {
+						*tagging.Status
+						Federation *fedjoin.Status `json:"federation"`
+					}{st, fst})
+				}
+				defer printFederation(e, fst)
 				w := e.stdout
 				fmt.Fprintf(w, "library %s (schema version %d)\n", l.Dir(), st.SchemaVersion)
 				fmt.Fprintf(w, "photos  %d (missing %d)\n", st.Photos, st.Missing)
