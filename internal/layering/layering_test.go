@@ -189,6 +189,18 @@ var rules = []rule{
 		forbidden: map[string]func(string) bool{"fed/...": fed},
 	},
 	{
+		why:       "the library (tagging) links no federation: taking part in one is tagging/fedjoin's",
+		subject:   func(p pkg) bool { return p.path == "tagging" },
+		forbidden: map[string]func(string) bool{"fed/...": fed, "gRPC": grpc},
+	},
+	{
+		why:     "tagging/fedjoin is a federated client: it links neither the coordinator nor its serving",
+		subject: func(p pkg) bool { return p.path == "tagging/fedjoin" },
+		forbidden: map[string]func(string) bool{
+			"fed/coord": inModule("fed/coord"), "fed/ops": inModule("fed/ops"),
+		},
+	},
+	{
 		why:       "nothing but a command imports the command package",
 		subject:   func(p pkg) bool { return p.name != "main" && p.path != cliPath },
 		forbidden: map[string]func(string) bool{cliPath: cli},
@@ -261,6 +273,10 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "collab", name: "collab"}, module + "/fed/strategy"},
 		{pkg{path: "fed/ddp", name: "ddp"}, module + "/nn/train"},
 		{pkg{path: "fed/ddp", name: "ddp"}, module + "/fed/client"},
+		{pkg{path: "tagging", name: "tagging"}, module + "/fed/client"},
+		{pkg{path: "tagging", name: "tagging"}, "google.golang.org/grpc"},
+		{pkg{path: "tagging/fedjoin", name: "fedjoin"}, module + "/fed/coord"},
+		{pkg{path: "tagging/fedjoin", name: "fedjoin"}, module + "/fed/ops"},
 	}
 	for _, tc := range tests {
 		caught := false
@@ -288,6 +304,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "serve", name: "serve"}, module + "/tagging"},
 		{pkg{path: "cmd/veil/cli", name: "cli"}, module + "/serve"},
 		{pkg{path: "fed/ddp", name: "ddp"}, module + "/secagg/quant"},
+		{pkg{path: "tagging/fedjoin", name: "fedjoin"}, module + "/fed/client"},
+		{pkg{path: "tagging/fedjoin", name: "fedjoin"}, module + "/collab"},
 	} {
 		for _, r := range rules {
 			if !r.subject(tc.subject) {
