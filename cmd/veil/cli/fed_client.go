@@ -140,13 +140,7 @@ func clientCmd(e *env) (*cobra.Command, *clientFlags) {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runFedClient(cmd.Context(), e, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.addr, "coordinator", "", "the coordinator's host:port")
-	fl.StringVar(&f.serverName, "server-name", "", "name the coordinator's certificate must carry (default: the host of --coordinator)")
-	fl.StringVar(&f.pkiDir, "pki", "", "folder holding NAME.crt, NAME.key and ca.crt")
-	fl.StringVar(&f.name, "name", "", "this client's certificate name in --pki (its id)")
-	fl.StringVar(&f.cert, "cert", "", "this client's certificate (instead of --pki)")
-	fl.StringVar(&f.key, "key", "", "this client's private key (instead of --pki)")
-	fl.StringVar(&f.ca, "ca", "", "the authority's certificate (instead of --pki)")
+	f.registerIdentity(fl, "this client's", "the coordinator's host:port")
 	fl.Float64Var(&f.budgetEps, "budget-epsilon", 0, "this client's total privacy budget ε per --privacy-unit, over every round of the federation (required)")
 	fl.Float64Var(&f.budgetDelta, "budget-delta", 1e-5, "this client's δ; a round asking for a larger δ is refused")
 	fl.StringVar(&f.unit, "privacy-unit", client.DefaultUnit, "privacy unit: identity (all of a person's images) or example (one image); a round with the other unit is refused")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/client"
@@ -71,13 +72,7 @@ func newLibraryJoinCmd(e *env) *cobra.Command {
 	f.lf.register(cmd)
 	fl := cmd.Flags()
 	c := &f.c
-	fl.StringVar(&c.addr, "coordinator", "", "the coordinator's host:port (default: the one this library joined before)")
-	fl.StringVar(&c.serverName, "server-name", "", "name the coordinator's certificate must carry (default: the host of --coordinator)")
-	fl.StringVar(&c.pkiDir, "pki", "", "folder holding NAME.crt, NAME.key and ca.crt")
-	fl.StringVar(&c.name, "name", "", "this library's certificate name in --pki (its id in the federation)")
-	fl.StringVar(&c.cert, "cert", "", "this library's certificate (instead of --pki)")
-	fl.StringVar(&c.key, "key", "", "this library's private key (instead of --pki)")
-	fl.StringVar(&c.ca, "ca", "", "the authority's certificate (instead of --pki)")
+	c.registerIdentity(fl, "this library's", "the coordinator's host:port (default: the one this library joined before)")
 	fl.Float64Var(&c.budgetEps, "budget-epsilon", 0, "total privacy budget ε per person of this library, over every round (required)")
 	fl.Float64Var(&c.budgetDelta, "budget-delta", 1e-5, "δ of the budget; a round asking for a larger δ is refused")
 	fl.Float64Var(&c.minNoise, "min-noise-multiplier", client.DefaultMinNoiseMultiplier, "least DP-SGD noise multiplier σ this library runs; a round asking for less is refused")
@@ -232,4 +227,17 @@ func printFederation(e *env, st *fedjoin.Status) {
 	if l := st.Ledger; l != nil {
 		fmt.Fprintf(w, "privacy ledger  ε = %s of %g per person (δ = %g), %d charges\n", dp.FormatEpsilon(l.Spent), l.Budget.Epsilon, l.Budget.Delta, l.Charges)
 	}
+}
+
+// registerIdentity adds the flags of the coordinator's address and of a
+// federation client's certificate (veil fed client, veil library join);
+// whose is "this client's" or "this library's".
+func (f *clientFlags) registerIdentity(fl *pflag.FlagSet, whose, addrHelp string) {
+	fl.StringVar(&f.addr, "coordinator", "", addrHelp)
+	fl.StringVar(&f.serverName, "server-name", "", "name the coordinator's certificate must carry (default: the host of --coordinator)")
+	fl.StringVar(&f.pkiDir, "pki", "", "folder holding NAME.crt, NAME.key and ca.crt")
+	fl.StringVar(&f.name, "name", "", whose+" certificate name in --pki (its id)")
+	fl.StringVar(&f.cert, "cert", "", whose+" certificate (instead of --pki)")
+	fl.StringVar(&f.key, "key", "", whose+" private key (instead of --pki)")
+	fl.StringVar(&f.ca, "ca", "", "the authority's certificate (instead of --pki)")
 }
