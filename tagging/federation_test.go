@@ -1,11 +1,16 @@
 package tagging
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/veil-privacy/veil/dp"
 )
@@ -183,5 +188,142 @@ func TestMigrate8(t *testing.T) {
 	}
 	if m, err := l.Membership(t.Context()); err != nil || m != nil {
 		t.Fatalf("membership of a migrated library: %q, %v", m, err)
+	}
+}
+
+const envFedChild = "VEIL_TEST_FEDERATION_CHILD"
+
+// TestFederationChild is the process TestFederationKilled kills: on the
+// library in $VEIL_TEST_FEDERATION_CHILD (after "migrate8:" or
+// "charge:") it runs migration 8 up to its commit, or a ledger charge up to
+// the end of its transaction, says so and waits to be killed.
+func TestFederationChild(t *testing.T) {
+	mode, dir, ok := strings.Cut(os.Getenv(envFedChild), ":")
+	if !ok {
+		t.Skip("run by TestFederationKilled")
+	}
+	ctx := context.Background()
+	if mode == "charge" {
+		l, err := Open(dir, []byte(testPass))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.Ledger().Update(fedSet, func(led *dp.DataLedger) error {
+			if _, err := led.Charge(dp.Charge{Label: "round 2", Events: []dp.Event{fedEvent(t, 4, 5)}}); err != nil {
+				return err
+			}
+			os.Stdout.WriteString("ready\n")
+			time.Sleep(time.Minute) // killed before this ends
+			return errors.New("not killed")
+		})
+		t.Fatal(err)
+	}
+	db, err := openDB(filepath.Join(dir, DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dek, _, err := unwrapDEK(ctx, db, []byte(testPass), deriveKEK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := deriveSubKeys(dek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations[7](ctx, tx, &k); err != nil {
+		t.Fatal(err)
+	}
+	if err := setMeta(ctx, tx, metaSchema, []byte("8")); err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("ready\n")
+	time.Sleep(time.Minute)
+	t.Fatal("not killed")
+}
+
+// killChild runs TestFederationChild in mode on dir and kills it with
+// SIGKILL once it is ready.
+func killChild(t *testing.T, mode, dir string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFederationChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envFedChild+"="+mode+":"+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	ready := false
+	for sc.Scan() {
+		if ready = sc.Text() == "ready"; ready {
+			break
+		}
+	}
+	if !ready {
+		cmd.Wait()
+		t.Fatalf("the child (%s) ended before it was ready: %v", mode, sc.Err())
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+}
+
+// TestFederationKilled: migration 8 killed with SIGKILL before its commit
+// leaves the library at version 7, which the next Open upgrades; a ledger
+// charge killed inside its transaction leaves the ledger as it was.
+func TestFederationKilled(t *testing.T) {
+	dir := t.TempDir()
+	l, err := create(t.Context(), dir, []byte(testPass), cheapKDF, 7, deriveKEK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addTestPhoto(t, l, "/a.jpg", 1, 2)
+	l.Close()
+	killChild(t, "migrate8", dir)
+	db, err := openDB(filepath.Join(dir, DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := schemaVersion(t.Context(), db)
+	db.Close()
+	if err != nil || v != 7 {
+		t.Fatalf("after the kill the library is version %d, %v; want 7 as it was", v, err)
+	}
+	l, err = Open(dir, []byte(testPass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Ledger().Update(fedSet, func(led *dp.DataLedger) error {
+		if err := led.SetBudget(dp.Budget{Epsilon: 3, Delta: 1e-5}); err != nil {
+			return err
+		}
+		_, err := led.Charge(dp.Charge{Label: "round 1", Events: []dp.Event{fedEvent(t, 4, 5)}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := rawFedRow(t, l, fedRowLedger)
+	l.Close()
+	killChild(t, "charge", dir)
+	l, err = Open(dir, []byte(testPass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if after := rawFedRow(t, l, fedRowLedger); !bytes.Equal(after, before) {
+		t.Fatal("a charge killed before its commit changed the ledger")
+	}
+	led, err := l.Ledger().Read(fedSet)
+	if err != nil || charges(led) != "round 1" {
+		t.Fatalf("the ledger after the kill: %v", err)
 	}
 }
