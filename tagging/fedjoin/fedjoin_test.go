@@ -336,3 +336,29 @@ func TestRoundSendsOnlyPsi(t *testing.T) {
 		t.Errorf("decisions changed:\n%s\nwant\n%s", after, before)
 	}
 }
+
+// TestRefusesAModelThatIsNotPsi: a coordinator serving another network
+// than ψ on the descriptor gets a decline ("training"), no update, and the
+// library's ledger is not charged.
+func TestRefusesAModelThatIsNotPsi(t *testing.T) {
+	l := synthLibrary(t, 6, 4, 3)
+	charge(t, l, 8, 6, 5)
+	beforeLedger := ledgerBytes(t, l)
+	other := wire.Weights{{Name: "head/fc/w", Shape: []int{128, 64}, Values: make([]float32, 128*64)}}
+	adv := clienttest.Start(t, roundTask(2, 1), other, "lib")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	_, err := joinAgainst(ctx, t, adv, l, testPolicy(8))
+	if !errors.Is(err, client.ErrTrainingFailed) || !strings.Contains(err.Error(), "veil fed init-model --model psi") {
+		t.Fatalf("Join against a model that is not ψ: %v", err)
+	}
+	if got := ledgerBytes(t, l); got != beforeLedger {
+		t.Error("the ledger was charged for a round the library could not train")
+	}
+	if n := len(adv.Updates()); n != 0 {
+		t.Errorf("the library sent %d updates", n)
+	}
+	if d := adv.Declines(); len(d) != 1 || d[0].GetReason() != "training" {
+		t.Errorf("declines %v, want one for training", d)
+	}
+}
