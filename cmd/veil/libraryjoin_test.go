@@ -194,7 +194,7 @@ func TestLibrariesJoinAFederation(t *testing.T) {
 	co := ps.start("coordinator", "fed", "coordinator", "--state", state, "--pki", pkiDir, "--listen", addr, "--init", initPath,
 		"--rounds", "2", "--min-available", "3", "--min-updates", "3", "--fraction", "1", "--deadline", patience.String(),
 		"--local-epochs", "1", "--batch", "4", "--lr", "0.001", "--clip", "1", "--delta", "1e-5", "--noise-multiplier", "0",
-		"--max-update-norm", "100", "--secagg", "masking", "--secagg-phase", "30s", "--linger", "5s", "--json")
+		"--max-update-norm", "100", "--secagg", "masking", "--secagg-phase", "30s", "--linger", patience.String(), "--await-final-download", "--json")
 	t.Setenv("VEIL_PASSPHRASE", joinPass)
 	joins := make([]*proc, len(libs))
 	for i, lib := range libs {

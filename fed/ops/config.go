@@ -61,6 +61,9 @@ type Config struct {
 	Deadline  Duration `json:"deadline"`
 	Available Duration `json:"available"`
 	Linger    Duration `json:"linger"`
+	// AwaitFinalDownload lingers (at most Linger) until every client has
+	// also downloaded the final model (a federation of libraries).
+	AwaitFinalDownload bool `json:"await-final-download"`
 	// StreamIdle ends an update stream that sends nothing for this long;
 	// ReceiveBudgetMiB bounds the MiB held, over all streams, by updates
 	// being received or waiting to be folded (coord.Options).

@@ -153,7 +153,7 @@ func RunCoordinator(ctx context.Context, o CoordinatorOptions) (*CoordinatorResu
 	}
 	srv, err := NewServer(ServerOptions{Coordinator: c, StatePath: cfg.State, Identity: id,
 		Revocations: rev, Listen: cfg.Listen, MetricsListen: cfg.MetricsListen, MetricsTLS: cfg.MetricsTLS, Metrics: m,
-		Linger: time.Duration(cfg.Linger), Logger: log})
+		Linger: time.Duration(cfg.Linger), AwaitFinalDownload: cfg.AwaitFinalDownload, Logger: log})
 	if err != nil {
 		return nil, err
 	}

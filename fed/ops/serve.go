@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/peer"
 
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/fedpb"
@@ -53,6 +52,10 @@ type ServerOptions struct {
 	// so that clients learn it; it stops sooner once every enrolled client
 	// has been told. Default 10 s.
 	Linger time.Duration
+	// AwaitFinalDownload makes the server linger, at most Linger, until
+	// every enrolled client has also downloaded the final model (libraries
+	// import and adopt it: veil library join).
+	AwaitFinalDownload bool
 	// StopTimeout bounds the graceful stop (calls in flight may finish);
 	// default 5 s.
 	StopTimeout time.Duration
@@ -72,6 +75,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	toldDone map[string]bool
+	fetched  map[string]string // AwaitFinalDownload: the version each client last downloaded
 	serving  bool
 }
 
@@ -98,11 +102,11 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, toldDone: map[string]bool{}, health: health.NewServer()}
+	s := &Server{o: o, toldDone: map[string]bool{}, fetched: map[string]string{}, health: health.NewServer()}
 	opts := append(o.Coordinator.ServerOptions(),
 		grpc.Creds(credentials.NewTLS(pki.ServerTLS(o.Identity, o.Revocations))),
 		grpc.ChainUnaryInterceptor(s.watchDone),
-		grpc.ChainStreamInterceptor(s.watchDoneStream),
+		grpc.ChainStreamInterceptor(s.watchDoneStream, s.watchDownloads),
 	)
 	if o.Metrics != nil {
 		opts = append(opts, grpc.StatsHandler(o.Metrics.StatsHandler()))
@@ -218,14 +222,10 @@ func (w doneWatcher) SendMsg(m any) error {
 
 // told records that the caller of ctx has been told the run is over.
 func (s *Server) told(ctx context.Context) {
-	if p, ok := peer.FromContext(ctx); ok {
-		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			if name, _, err := pki.PeerName(ti.State); err == nil {
-				s.mu.Lock()
-				s.toldDone[name] = true
-				s.mu.Unlock()
-			}
-		}
+	if name := peerName(ctx); name != "" {
+		s.mu.Lock()
+		s.toldDone[name] = true
+		s.mu.Unlock()
 	}
 }
 
@@ -266,8 +266,9 @@ func (s *Server) Run(ctx context.Context) error {
 	return err
 }
 
-// linger waits until every enrolled client has been told the run is over,
-// Linger has passed or ctx ends.
+// linger waits until every enrolled client has been told the run is over
+// (with AwaitFinalDownload, and has downloaded the final model), Linger
+// has passed or ctx ends.
 func (s *Server) linger(ctx context.Context) {
 	deadline := time.NewTimer(s.o.Linger)
 	defer deadline.Stop()
@@ -304,7 +305,7 @@ func (s *Server) allTold(ctx context.Context) bool {
 			return false
 		}
 	}
-	return true
+	return !s.o.AwaitFinalDownload || s.allFetched(ids)
 }
 
 // stop stops gracefully within StopTimeout, then forcibly.

@@ -248,6 +248,7 @@ func registerRoundFlags(fl *pflag.FlagSet, c *ops.Config) {
 	fl.DurationVar((*time.Duration)(&c.Deadline), "deadline", time.Duration(c.Deadline), "a round's deadline after its start")
 	fl.DurationVar((*time.Duration)(&c.Available), "available", time.Duration(c.Available), "a client counts as available if it polled this recently")
 	fl.DurationVar((*time.Duration)(&c.Linger), "linger", time.Duration(c.Linger), "keep answering this long after the run is over so clients learn it (less once all have)")
+	fl.BoolVar(&c.AwaitFinalDownload, "await-final-download", false, "linger (at most --linger) until every client has also downloaded the final model (a federation of libraries: veil library join adopts it)")
 	fl.DurationVar((*time.Duration)(&c.StreamIdle), "stream-idle", time.Duration(c.StreamIdle), "end an update stream that sends nothing for this long")
 	fl.IntVar(&c.ReceiveBudgetMiB, "receive-budget-mib", c.ReceiveBudgetMiB, "MiB of update buffers held at once over all streams (at least one update; a stream beyond it waits until its round's deadline)")
 	fl.IntVar(&c.LocalEpochs, "local-epochs", c.LocalEpochs, "local epochs per round (FedAvg)")
