@@ -1,12 +1,9 @@
 package tagging
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,6 +101,21 @@ func TestLibraryLedger(t *testing.T) {
 	}
 }
 
+// chargeRound1 gives the library's ledger a budget of ε = 3 and charges
+// "round 1".
+func chargeRound1(t *testing.T, l *Library) {
+	t.Helper()
+	if _, err := l.Ledger().Update(fedSet, func(led *dp.DataLedger) error {
+		if err := led.SetBudget(dp.Budget{Epsilon: 3, Delta: 1e-5}); err != nil {
+			return err
+		}
+		_, err := led.Charge(dp.Charge{Label: "round 1", Events: []dp.Event{fedEvent(t, 4, 5)}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // charges lists the notes of the ledger's charges.
 func charges(led *dp.DataLedger) string {
 	var out []string
@@ -133,15 +145,7 @@ func TestLibraryLedgerSurvivesRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Ledger().Update(fedSet, func(led *dp.DataLedger) error {
-		if err := led.SetBudget(dp.Budget{Epsilon: 3, Delta: 1e-5}); err != nil {
-			return err
-		}
-		_, err := led.Charge(dp.Charge{Label: "round 1", Events: []dp.Event{fedEvent(t, 4, 5)}})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	chargeRound1(t, l)
 	if err := l.SetMembership(t.Context(), []byte("member")); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +206,6 @@ func TestFederationChild(t *testing.T) {
 	if !ok {
 		t.Skip("run by TestFederationKilled")
 	}
-	ctx := context.Background()
 	if mode == "charge" {
 		l, err := Open(dir, []byte(testPass))
 		if err != nil {
@@ -218,28 +221,7 @@ func TestFederationChild(t *testing.T) {
 		})
 		t.Fatal(err)
 	}
-	db, err := openDB(filepath.Join(dir, DBFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dek, _, err := unwrapDEK(ctx, db, []byte(testPass), deriveKEK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := deriveSubKeys(dek)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := migrations[7](ctx, tx, &k); err != nil {
-		t.Fatal(err)
-	}
-	if err := setMeta(ctx, tx, metaSchema, []byte("8")); err != nil {
-		t.Fatal(err)
-	}
+	migrateUncommitted(t, dir, 7)
 	os.Stdout.WriteString("ready\n")
 	time.Sleep(time.Minute)
 	t.Fatal("not killed")
@@ -249,32 +231,7 @@ func TestFederationChild(t *testing.T) {
 // SIGKILL once it is ready.
 func killChild(t *testing.T, mode, dir string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFederationChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envFedChild+"="+mode+":"+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	ready := false
-	for sc.Scan() {
-		if ready = sc.Text() == "ready"; ready {
-			break
-		}
-	}
-	if !ready {
-		cmd.Wait()
-		t.Fatalf("the child (%s) ended before it was ready: %v", mode, sc.Err())
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
+	killWhenReady(t, "TestFederationChild", envFedChild+"="+mode+":"+dir, "ready")
 }
 
 // TestFederationKilled: migration 8 killed with SIGKILL before its commit
@@ -302,15 +259,7 @@ func TestFederationKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Ledger().Update(fedSet, func(led *dp.DataLedger) error {
-		if err := led.SetBudget(dp.Budget{Epsilon: 3, Delta: 1e-5}); err != nil {
-			return err
-		}
-		_, err := led.Charge(dp.Charge{Label: "round 1", Events: []dp.Event{fedEvent(t, 4, 5)}})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	chargeRound1(t, l)
 	before := rawFedRow(t, l, fedRowLedger)
 	l.Close()
 	killChild(t, "charge", dir)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,35 @@ func TestMigrate7Child(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestMigrate7KilledMidUpgrade")
 	}
+	migrateUncommitted(t, dir, 6)
+	os.Stdout.WriteString("migrated, not committed\n")
+	time.Sleep(time.Minute) // killed before this ends
+	t.Fatal("not killed")
+}
+
+// Migration 7 killed with SIGKILL after its statements ran but before its
+// commit loses nothing: the library is still version 6, as it was, and the
+// next Open upgrades it.
+func TestMigrate7KilledMidUpgrade(t *testing.T) {
+	dir, st, ps := v6Library(t)
+	killWhenReady(t, "TestMigrate7Child", envMigrateChild+"="+dir, "migrated, not committed")
+	db, err := openDB(filepath.Join(dir, DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := schemaVersion(t.Context(), db)
+	db.Close()
+	if err != nil || v != 6 {
+		t.Fatalf("after the kill the library is version %d, %v; want 6 as it was", v, err)
+	}
+	checkV7(t, dir, st, ps)
+}
+
+// migrateUncommitted runs migration from, bringing the library in dir to
+// version from+1, in a transaction it leaves open (the caller is killed
+// before it commits).
+func migrateUncommitted(t *testing.T, dir string, from int) {
+	t.Helper()
 	ctx := context.Background()
 	db, err := openDB(filepath.Join(dir, DBFile))
 	if err != nil {
@@ -181,26 +211,22 @@ func TestMigrate7Child(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrations[6](ctx, tx, &k); err != nil {
+	if err := migrations[from](ctx, tx, &k); err != nil {
 		t.Fatal(err)
 	}
-	if err := setMeta(ctx, tx, metaSchema, []byte("7")); err != nil {
+	if err := setMeta(ctx, tx, metaSchema, []byte(strconv.Itoa(from+1))); err != nil {
 		t.Fatal(err)
 	}
-	os.Stdout.WriteString("migrated, not committed\n")
-	time.Sleep(time.Minute) // killed before this ends
-	t.Fatal("not killed")
 }
 
-// Migration 7 killed with SIGKILL after its statements ran but before its
-// commit loses nothing: the library is still version 6, as it was, and the
-// next Open upgrades it.
-func TestMigrate7KilledMidUpgrade(t *testing.T) {
-	dir, st, ps := v6Library(t)
+// killWhenReady runs the test named run of this binary with env set, waits
+// for it to print the line ready and kills it with SIGKILL.
+func killWhenReady(t *testing.T, run, env, ready string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestMigrate7Child$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envMigrateChild+"="+dir)
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+run+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -209,29 +235,18 @@ func TestMigrate7KilledMidUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(out)
-	ready := false
+	ok := false
 	for sc.Scan() {
-		if sc.Text() == "migrated, not committed" {
-			ready = true
+		if ok = sc.Text() == ready; ok {
 			break
 		}
 	}
-	if !ready {
+	if !ok {
 		cmd.Wait()
-		t.Fatalf("the child ended without migrating: %v", sc.Err())
+		t.Fatalf("%s ended before it was ready: %v", run, sc.Err())
 	}
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	db, err := openDB(filepath.Join(dir, DBFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := schemaVersion(t.Context(), db)
-	db.Close()
-	if err != nil || v != 6 {
-		t.Fatalf("after the kill the library is version %d, %v; want 6 as it was", v, err)
-	}
-	checkV7(t, dir, st, ps)
 }
