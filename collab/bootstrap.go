@@ -191,7 +191,7 @@ func bootstrap(ctx context.Context, ψ *Psi, data *Tagged, o BootstrapOptions) (
 	// φ's parameters live beside a copy of ψ's; ψ gets its trained
 	// values back at the end.
 	p := ψ.params.Clone()
-	head, err := loss.New(p, loss.Config{Kind: "irene", Classes: o.Classes, Alpha: o.Alpha}, ψ.o.Dim)
+	head, err := loss.New(p, loss.Config{Kind: "irene", Classes: o.Classes, Alpha: o.Alpha}, ψ.o.Out)
 	if err != nil {
 		return nil, nil, fmt.Errorf("collab: φ: %w", err)
 	}
@@ -265,7 +265,7 @@ func bootstrap(ctx context.Context, ψ *Psi, data *Tagged, o BootstrapOptions) (
 	if err := ψ.SetWeights(w); err != nil {
 		return nil, nil, err
 	}
-	φ := &classifier{in: ψ.o.Dim, out: o.Classes}
+	φ := &classifier{in: ψ.o.Out, out: o.Classes}
 	for _, n := range []string{"head/fc/w", "head/fc/b"} {
 		i, ok := p.Index(n)
 		if !ok {

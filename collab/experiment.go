@@ -20,7 +20,11 @@ import (
 // people with at least 5 photos (who get named) and the people with one
 // photo (strangers); one face per photo.
 type Split struct {
-	Descs    [][]float32
+	Descs [][]float32
+	// Public, if not nil, holds each face's public features (the
+	// age/gender network's region features, LoadSplitPublic), beside
+	// Descs.
+	Public   [][]float32
 	Identity []int  // per face: its person
 	Stranger []bool // per person
 }
@@ -48,9 +52,24 @@ type Options struct {
 	Epochs, Batch int
 	LearningRate  float64
 	// Epsilon is the DP target per person of a library for bootstrapping
-	// (0: no DP), Delta its δ [1e-5]; each training user's ledger has
-	// budget Budget [Epsilon] and is charged before training.
-	Epsilon, Delta, Budget float64
+	// (0: no DP), Delta its δ [1e-5]; EpsilonW0 the target of W₀'s
+	// exchange (SharedMetricDP) [Epsilon; without DP W₀ is fitted by
+	// metric.MTLMNN with no bound]. Each training user's ledger has
+	// budget Budget [Epsilon + EpsilonW0] and is charged before each
+	// training.
+	Epsilon, Delta, EpsilonW0, Budget float64
+	// W0 configures W₀'s private exchange (its ε and δ come from
+	// EpsilonW0 and Delta).
+	W0 W0DP
+	// PublicEpochs and PublicLearningRate drive the bootstrapping of ψ
+	// on public features [Epochs, LearningRate], PublicOut its output
+	// size [128] and PublicHidden its hidden width [256, as the
+	// federation's head; -1: linear]; used when the splits carry public
+	// features.
+	PublicEpochs       int
+	PublicLearningRate float64
+	PublicOut          int
+	PublicHidden       int
 	// Iterations bound every LMNN and MT-LMNN fit [100].
 	Iterations int
 	// Workers for the metric fits [GOMAXPROCS].
@@ -87,8 +106,20 @@ func (o *Options) defaults() error {
 	if o.Delta == 0 {
 		o.Delta = 1e-5
 	}
+	if o.EpsilonW0 == 0 {
+		o.EpsilonW0 = o.Epsilon
+	}
 	if o.Budget == 0 {
-		o.Budget = o.Epsilon
+		o.Budget = o.Epsilon + o.EpsilonW0
+	}
+	def(&o.PublicOut, 128)
+	def(&o.PublicHidden, 256)
+	o.PublicHidden = max(o.PublicHidden, 0)
+	if o.PublicEpochs == 0 {
+		o.PublicEpochs = o.Epochs
+	}
+	if o.PublicLearningRate == 0 {
+		o.PublicLearningRate = o.LearningRate
 	}
 	switch {
 	case o.Users < 2 || o.HeldOut < 1:
@@ -99,8 +130,12 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("collab: at least 4 photos of a person per library (3 named and one to suggest), got %d", o.PhotosPerUser)
 	case o.Trials < 1 || o.Iterations < 1:
 		return errors.New("collab: trials and iterations must be at least 1")
-	case o.Epsilon < 0 || o.Budget < 0 || math.IsNaN(o.Epsilon):
+	case o.Epsilon < 0 || o.EpsilonW0 < 0 || o.Budget < 0 || math.IsNaN(o.Epsilon) || math.IsNaN(o.EpsilonW0):
 		return errors.New("collab: ε and the budget must not be negative")
+	case o.Epsilon == 0 && o.EpsilonW0 > 0:
+		return errors.New("collab: W₀'s ε needs bootstrapping under DP too (--epsilon > 0): ψ would leak without a bound")
+	case o.PublicOut < 1 || o.PublicEpochs < 0 || o.PublicLearningRate < 0:
+		return errors.New("collab: the public head's output size, epochs and learning rate must be positive")
 	case o.Epsilon > 0 && o.Budget < o.Epsilon:
 		return fmt.Errorf("collab: the users' budget %g is below the training's ε %g: every ledger would refuse", o.Budget, o.Epsilon)
 	}
@@ -154,15 +189,26 @@ type Report struct {
 	PersonLibraries int `json:"person_libraries"`
 	// ClassesShared is the share of hashed-tag classes holding more than
 	// one person-of-a-library (collisions Eq. 2 must absorb).
-	ClassesShared float64            `json:"classes_shared"`
-	Classes       int                `json:"classes"`
-	Trials        int                `json:"trials"`
-	Bootstrap     *BootstrapReport   `json:"bootstrap"`
-	WallS         map[string]float64 `json:"wall_s"`
+	ClassesShared float64          `json:"classes_shared"`
+	Classes       int              `json:"classes"`
+	Trials        int              `json:"trials"`
+	Bootstrap     *BootstrapReport `json:"bootstrap"`
+	// W0 is W₀'s private exchange (absent without DP).
+	W0 *W0Report `json:"w0_exchange,omitempty"`
+	// BootstrapPublic is ψ's bootstrapping on public features (absent
+	// without them).
+	BootstrapPublic *BootstrapReport   `json:"bootstrap_public,omitempty"`
+	WallS           map[string]float64 `json:"wall_s"`
 }
 
 // Method names, in report order.
 var Methods = []string{"plain", "local_lmnn", "shared_bootstrap", "shared_w0", "per_user_metric"}
+
+// PublicMethods are the methods on public features, reported when the
+// splits carry them: plain public features (a random projection's
+// starting point is not a method: public_plain is the raw 2,048 values)
+// and ψ bootstrapped on them.
+var PublicMethods = []string{"public_plain", "shared_bootstrap_public"}
 
 // simulate lays the split's people out as libraries. Training users: each
 // named person in 1…maxUsers random users' libraries, each holding an
@@ -193,6 +239,9 @@ func simulate(s *Split, users, maxUsers, perUser int, disjoint bool, rng *rand.R
 		}
 		for _, i := range faces {
 			l.Descs = append(l.Descs, s.Descs[i])
+			if s.Public != nil {
+				l.Public = append(l.Public, s.Public[i])
+			}
 			l.Person = append(l.Person, q)
 		}
 	}
@@ -329,6 +378,12 @@ type tuned struct {
 // 3 named photos, over a grid scaled to the space (the ratio of the median
 // nearest-named distance to plain descriptors').
 func tune(train []*Library, sp space, plainMedian float64, o *Options, goals []Goal) ([]tuned, error) {
+	return tuneFrom(train, sp, plainMedian, o, goals, 30)
+}
+
+// tuneFrom is tune over distances scale·[lo/100, 0.65]: public features
+// need lower ones than the descriptor's spaces.
+func tuneFrom(train []*Library, sp space, plainMedian float64, o *Options, goals []Goal, lo int) ([]tuned, error) {
 	sets, err := querySets(train, sp, 3, o.Trials, o.Seed)
 	if err != nil {
 		return nil, err
@@ -339,7 +394,7 @@ func tune(train []*Library, sp space, plainMedian float64, o *Options, goals []G
 	}
 	out := make([]tuned, len(goals))
 	for i, g := range goals {
-		s := choose(sets, scale, g)
+		s := choose(sets, scale, g, lo)
 		out[i] = tuned{sp: sp, dist: s.Distance, mg: s.Margin, train: s}
 	}
 	return out, nil
@@ -373,30 +428,14 @@ func ownMetric(ctx context.Context, libs []*Library, base tuned, named int, o *O
 		}
 		for t := range o.Trials {
 			isNamed := chooseNamed(l, named, trialRNG(o.Seed, t, li, named))
-			var d metric.Data
-			var unnamedX [][]float64
-			per := map[int]int{}
-			for i, x := range xs {
-				if isNamed[i] {
-					d.X = append(d.X, to64(x))
-					d.Labels = append(d.Labels, l.Person[i])
-					per[l.Person[i]]++
-				} else {
-					unnamedX = append(unnamedX, to64(x))
-				}
-			}
-			two := false
-			for _, n := range per {
-				two = two || n >= 2
+			m, _, namedX, unnamedX, err := OwnMetric(ctx, lm, xs, l.Person, isNamed)
+			if err != nil {
+				return Score{}, 0, err
 			}
 			dist, mg := base.dist, base.mg
 			ys := xs
-			if len(per) >= 2 && two {
-				m, _, err := lm.Fit(ctx, d, nil)
-				if err != nil {
-					return Score{}, 0, fmt.Errorf("collab: a held-out library's metric: %w", err)
-				}
-				nd, err := metric.MatchThreshold(m, d.X, unnamedX, base.dist)
+			if m != nil {
+				nd, err := metric.MatchThreshold(m, namedX, unnamedX, base.dist)
 				if err != nil {
 					return Score{}, 0, err
 				}
@@ -415,6 +454,38 @@ func ownMetric(ctx context.Context, libs []*Library, base tuned, named int, o *O
 		}
 	}
 	return c.score(0, 0), fitted, nil
+}
+
+// OwnMetric is what a library learns alone (veil library learn): an LMNN
+// metric fitted on its named faces (isNamed) of xs, with its report (the
+// training loss before and after). A library with fewer than two named
+// people, or no person with two named faces, learns none (nil metric).
+// It also returns the named and the unnamed faces as float64 vectors.
+func OwnMetric(ctx context.Context, lm *metric.LMNN, xs [][]float32, person []int, isNamed []bool) (*metric.Metric, *metric.Report, [][]float64, [][]float64, error) {
+	var d metric.Data
+	var unnamedX [][]float64
+	per := map[int]int{}
+	for i, x := range xs {
+		if isNamed[i] {
+			d.X = append(d.X, to64(x))
+			d.Labels = append(d.Labels, person[i])
+			per[person[i]]++
+		} else {
+			unnamedX = append(unnamedX, to64(x))
+		}
+	}
+	two := false
+	for _, n := range per {
+		two = two || n >= 2
+	}
+	if len(per) < 2 || !two {
+		return nil, nil, d.X, unnamedX, nil
+	}
+	m, rep, err := lm.Fit(ctx, d, nil)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("collab: a library's own metric: %w", err)
+	}
+	return m, rep, d.X, unnamedX, nil
 }
 
 // pooled builds the training users' hashed-tag data: every person of a
@@ -496,34 +567,12 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 	defTrain := scoreAt(plainSets, def.Distance, def.Margin)
 	rep.Goal = Goal{Precision: 0.995, Strangers: defTrain.StrangersRate + 1e-9}
 	goals := []Goal{rep.Goal, LibraryGoal}
-	held1 := func(t tuned, withTrain bool) (Figures, error) {
-		var f Figures
-		var err error
-		if withTrain {
-			tr := t.train
-			f.Train = &tr
-		}
-		if f.Named1, err = heldOut(held, t, 1, &o); err != nil {
-			return f, err
-		}
-		f.Named3, err = heldOut(held, t, 3, &o)
-		return f, err
-	}
+	held1 := func(t tuned, withTrain bool) (Figures, error) { return heldFigures(held, t, withTrain, &o) }
 	if rep.PlainDefaults, err = held1(tuned{dist: def.Distance, mg: def.Margin, train: defTrain}, true); err != nil {
 		return nil, err
 	}
 	addHeld := func(name string, ts []tuned, eps *float64) error {
-		r := &MethodReport{EpsilonPerUser: eps}
-		var err error
-		if r.Figures, err = held1(ts[0], true); err != nil {
-			return err
-		}
-		if r.LibraryGoal, err = held1(ts[1], true); err != nil {
-			return err
-		}
-		rep.Methods[name] = r
-		say("%s: held-out coverage %.3f / %.3f (1 / 3 named), strangers %.3f / %.3f", name, r.Named1.Coverage, r.Named3.Coverage, r.Named1.StrangersRate, r.Named3.StrangersRate)
-		return nil
+		return addHeldOn(held, name, ts, eps, &o, rep, say)
 	}
 	own1 := func(base tuned) (Figures, error) {
 		f := Figures{Fitted: &[2]int{}}
@@ -570,34 +619,11 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	bo := BootstrapOptions{Classes: o.Classes, Alpha: o.Alpha, Epochs: o.Epochs, Batch: o.Batch, LearningRate: o.LearningRate,
-		Seed: o.Seed, Engine: o.Engine, Progress: func(e int, l float64) { say("bootstrapping epoch %d: loss %.4f", e, l) }}
-	var eps *float64
-	if o.Epsilon > 0 {
-		bo.DP = &BootstrapDP{Epsilon: o.Epsilon, Delta: o.Delta}
-		led, err := dp.NewLedger(dp.LedgerOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for u := range users {
-			if err := led.SetBudget(userID(u), dp.Budget{Epsilon: o.Budget, Delta: o.Delta}); err != nil {
-				return nil, err
-			}
-		}
-		bo.Charge = func(ev dp.Event) error {
-			for u := range users {
-				if ok, err := led.CanCharge(userID(u), ev); err != nil || !ok {
-					return fmt.Errorf("user %d's ledger refuses (budget ε = %g): %w", u, o.Budget, errors.Join(err, dp.ErrBudgetExceeded))
-				}
-			}
-			for u := range users {
-				if _, err := led.Charge(userID(u), ev); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
+	led, charge, err := userLedgers(len(users), &o)
+	if err != nil {
+		return nil, err
 	}
+	bo := o.bootstrapOptions(charge, say)
 	t1 = time.Now()
 	br, err := Bootstrap(ctx, ψ, data, bo)
 	if err != nil {
@@ -605,6 +631,7 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 	}
 	wall["bootstrap"] = time.Since(t1).Seconds()
 	rep.Bootstrap = br
+	var eps *float64
 	if o.Epsilon > 0 {
 		e := br.Epsilon
 		eps = &e
@@ -618,10 +645,24 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 		return nil, err
 	}
 
-	// Tuning: MT-LMNN over the training users on ψ's output, W₀ kept.
+	// Tuning: MT-LMNN over the training users on ψ's output, W₀ kept;
+	// under DP by the private exchange, charged to the same ledgers.
 	t1 = time.Now()
-	w0, err := SharedMetric(ctx, users, ψ, &o)
-	if err != nil {
+	var w0 *metric.Metric
+	var w0eps *float64
+	if o.Epsilon > 0 {
+		d := o.W0
+		d.Epsilon, d.Delta = o.EpsilonW0, o.Delta
+		if w0, rep.W0, err = SharedMetricDP(ctx, users, psiSpace, &o, d, charge); err != nil {
+			return nil, err
+		}
+		sp, err := led.Spent(userID(0))
+		if err != nil {
+			return nil, err
+		}
+		w0eps = &sp.Epsilon
+		say("W₀ exchanged under DP: ε %.2f alone, %.2f with bootstrapping (σ %.2f, %d steps)", rep.W0.Epsilon, sp.Epsilon, rep.W0.NoiseMultiplier, rep.W0.Steps)
+	} else if w0, err = SharedMetric(ctx, users, ψ, &o); err != nil {
 		return nil, err
 	}
 	wall["mt_lmnn"] = time.Since(t1).Seconds()
@@ -629,15 +670,165 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	// W₀ is exchanged without a DP bound in this version.
-	if err := addHeld("shared_w0", sw, nil); err != nil {
+	if err := addHeld("shared_w0", sw, w0eps); err != nil {
 		return nil, err
 	}
 	if err := addOwn("per_user_metric", sb, eps); err != nil {
 		return nil, err
 	}
+	if train.Public != nil && test.Public != nil {
+		if err := runPublic(ctx, rep, users, held, &o); err != nil {
+			return nil, err
+		}
+	}
 	wall["total"] = time.Since(t0).Seconds()
 	return rep, nil
+}
+
+// heldFigures scores held-out users in a tuned space with 1 and 3 named
+// photos, with the training users' figures if withTrain.
+func heldFigures(held []*Library, t tuned, withTrain bool, o *Options) (Figures, error) {
+	var f Figures
+	var err error
+	if withTrain {
+		tr := t.train
+		f.Train = &tr
+	}
+	if f.Named1, err = heldOut(held, t, 1, o); err != nil {
+		return f, err
+	}
+	f.Named3, err = heldOut(held, t, 3, o)
+	return f, err
+}
+
+// addHeldOn reports a method: held-out users' figures at the settings
+// chosen for the main goal (ts[0]) and the library's goal (ts[1]).
+func addHeldOn(held []*Library, name string, ts []tuned, eps *float64, o *Options, rep *Report, say func(string, ...any)) error {
+	r := &MethodReport{EpsilonPerUser: eps}
+	var err error
+	if r.Figures, err = heldFigures(held, ts[0], true, o); err != nil {
+		return err
+	}
+	if r.LibraryGoal, err = heldFigures(held, ts[1], true, o); err != nil {
+		return err
+	}
+	rep.Methods[name] = r
+	say("%s: held-out coverage %.3f / %.3f (1 / 3 named), strangers %.3f / %.3f", name, r.Named1.Coverage, r.Named3.Coverage, r.Named1.StrangersRate, r.Named3.StrangersRate)
+	return nil
+}
+
+// bootstrapOptions are ψ's bootstrapping options from o, under DP when
+// o.Epsilon > 0 with the ledgers' charge.
+func (o *Options) bootstrapOptions(charge func(dp.Event) error, say func(string, ...any)) BootstrapOptions {
+	bo := BootstrapOptions{Classes: o.Classes, Alpha: o.Alpha, Epochs: o.Epochs, Batch: o.Batch, LearningRate: o.LearningRate,
+		Seed: o.Seed, Engine: o.Engine, Progress: func(e int, l float64) { say("bootstrapping epoch %d: loss %.4f", e, l) }}
+	if o.Epsilon > 0 {
+		bo.DP = &BootstrapDP{Epsilon: o.Epsilon, Delta: o.Delta}
+		bo.Charge = charge
+	}
+	return bo
+}
+
+// userLedgers gives every training user a ledger with o's budget and
+// returns the charge that spends an event on every user's ledger, or
+// refuses (changing none) when one would go over its budget. Without DP
+// it returns nil ledgers and charge.
+func userLedgers(users int, o *Options) (*dp.Ledger, func(dp.Event) error, error) {
+	if o.Epsilon == 0 {
+		return nil, nil, nil
+	}
+	led, err := dp.NewLedger(dp.LedgerOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	for u := range users {
+		if err := led.SetBudget(userID(u), dp.Budget{Epsilon: o.Budget, Delta: o.Delta}); err != nil {
+			return nil, nil, err
+		}
+	}
+	charge := func(ev dp.Event) error {
+		for u := range users {
+			if ok, err := led.CanCharge(userID(u), ev); err != nil || !ok {
+				return fmt.Errorf("user %d's ledger refuses (budget ε = %g): %w", u, o.Budget, errors.Join(err, dp.ErrBudgetExceeded))
+			}
+		}
+		for u := range users {
+			if _, err := led.Charge(userID(u), ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return led, charge, nil
+}
+
+// runPublic is the papers' setting: ψ a head on the public features
+// (PsiOptions.Out: a random projection to PublicOut values at the start),
+// bootstrapped as on the descriptors from the same hashed tags, under DP
+// with its own ledgers (a deployment would share one of the two ψ, so the
+// two designs' ε are not added). Suggestions are made in ψ's output;
+// public_plain makes them in the raw public features.
+func runPublic(ctx context.Context, rep *Report, users, held []*Library, o *Options) error {
+	say := func(f string, a ...any) {
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf(f, a...))
+		}
+	}
+	pub := func(libs []*Library) []*Library {
+		out := make([]*Library, len(libs))
+		for i, l := range libs {
+			c := *l
+			c.Descs, c.Public = l.Public, nil
+			out[i] = &c
+		}
+		return out
+	}
+	pu, ph := pub(users), pub(held)
+	// The same hashed tags (the same key stream) as the descriptor design.
+	data, _, _, err := pooled(pu, o.Classes, rand.New(rand.NewPCG(o.Seed, 0x9ab11c)))
+	if err != nil {
+		return err
+	}
+	zero := 0.0
+	plainSets, err := querySets(users, nil, 3, o.Trials, o.Seed)
+	if err != nil {
+		return err
+	}
+	plainMedian := medianNearest(plainSets)
+	goals := []Goal{rep.Goal, LibraryGoal}
+	heldPub := func(name string, sp space, eps *float64) error {
+		ts, err := tuneFrom(pu, sp, plainMedian, o, goals, 2)
+		if err != nil {
+			return err
+		}
+		return addHeldOn(ph, name, ts, eps, o, rep, say)
+	}
+	if err := heldPub("public_plain", nil, &zero); err != nil {
+		return err
+	}
+	ψ, err := NewPsi(PsiOptions{Dim: data.Dim, Out: o.PublicOut, Hidden: o.PublicHidden, Seed: o.Seed})
+	if err != nil {
+		return err
+	}
+	_, charge, err := userLedgers(len(users), o)
+	if err != nil {
+		return err
+	}
+	bo := o.bootstrapOptions(charge, say)
+	bo.Epochs, bo.LearningRate = o.PublicEpochs, o.PublicLearningRate
+	t1 := time.Now()
+	br, err := Bootstrap(ctx, ψ, data, bo)
+	if err != nil {
+		return fmt.Errorf("collab: ψ on public features: %w", err)
+	}
+	rep.WallS["bootstrap_public"] = time.Since(t1).Seconds()
+	rep.BootstrapPublic = br
+	var eps *float64
+	if o.Epsilon > 0 {
+		e := br.Epsilon
+		eps = &e
+	}
+	return heldPub("shared_bootstrap_public", ψ.Apply, eps)
 }
 
 func userID(u int) string { return "user-" + strconv.Itoa(u) }
@@ -700,6 +891,51 @@ func LoadSplit(src *eval.LFWSource, file string) (*Split, error) {
 		}
 	}
 	return s, nil
+}
+
+// LoadSplitPublic is LoadSplit with each face's public features from pub
+// (the age/gender network's region features: describer.Options.AgeGender)
+// in Split.Public; faces missing either are left out.
+func LoadSplitPublic(src, pub *eval.LFWSource, file string) (*Split, error) {
+	keep := func(n int) bool { return n == 1 || n >= MinImages }
+	people, err := src.People([]string{file}, keep, "describing "+file)
+	if err != nil {
+		return nil, err
+	}
+	public, err := pub.People([]string{file}, keep, "public features of "+file)
+	if err != nil {
+		return nil, err
+	}
+	if len(public) != len(people) {
+		return nil, fmt.Errorf("collab: %d people described but %d with public features", len(people), len(public))
+	}
+	s := &Split{Public: [][]float32{}}
+	for k, p := range people {
+		s.Stranger = append(s.Stranger, len(p.Descriptors) == 1)
+		if len(public[k].Descriptors) != len(p.Descriptors) {
+			return nil, fmt.Errorf("collab: %s has %d photos described but %d with public features", p.Name, len(p.Descriptors), len(public[k].Descriptors))
+		}
+		for i, d := range p.Descriptors {
+			if len(d) > 0 && len(public[k].Descriptors[i]) > 0 {
+				s.Descs = append(s.Descs, d)
+				s.Public = append(s.Public, public[k].Descriptors[i])
+				s.Identity = append(s.Identity, len(s.Stranger)-1)
+			}
+		}
+	}
+	return s, nil
+}
+
+// LoadDevSplitsPublic is LoadDevSplits with public features
+// (LoadSplitPublic).
+func LoadDevSplitsPublic(src, pub *eval.LFWSource) (train, test *Split, err error) {
+	if train, err = LoadSplitPublic(src, pub, DevTrainFile); err != nil {
+		return nil, nil, err
+	}
+	if test, err = LoadSplitPublic(src, pub, DevTestFile); err != nil {
+		return nil, nil, err
+	}
+	return train, test, nil
 }
 
 // DevTrainFile and DevTestFile are LFW's development people lists: the

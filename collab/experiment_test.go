@@ -3,6 +3,7 @@ package collab
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -164,5 +165,64 @@ func TestRunRefusesBadOptions(t *testing.T) {
 		if _, err := Run(context.Background(), s, s, o); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}
+	}
+}
+
+// withPublic gives s public features: a fixed random map of each
+// descriptor to 24 values, plus noise.
+func withPublic(s *Split, seed uint64) *Split {
+	rng := rand.New(rand.NewPCG(seed, 77))
+	proj := make([]float64, 24*128)
+	for i := range proj {
+		proj[i] = rng.NormFloat64()
+	}
+	s.Public = nil
+	for _, d := range s.Descs {
+		p := make([]float32, 24)
+		for r := range p {
+			v := 0.3 * rng.NormFloat64()
+			for c, x := range d {
+				v += proj[r*128+c] * float64(x)
+			}
+			p[r] = float32(v)
+		}
+		s.Public = append(s.Public, p)
+	}
+	return s
+}
+
+// TestRunUnderDPChargesW0: under DP, W₀'s exchange is charged to the
+// same ledgers as bootstrapping, so shared_w0's ε per user is the two
+// composed (above bootstrapping's alone, within the budget); a budget
+// that covers bootstrapping but not W₀ stops the run; public features
+// give the public methods.
+func TestRunUnderDPChargesW0(t *testing.T) {
+	train := withPublic(synthSplit(5, 40, 8, 40), 1)
+	test := withPublic(synthSplit(6, 16, 8, 20), 2)
+	o := Options{Users: 4, HeldOut: 2, MaxUsersPerPerson: 2, Trials: 1, Classes: 64, Epochs: 2, Batch: 16, Iterations: 5, Workers: 1, Seed: 7,
+		Epsilon: 4, EpsilonW0: 2, W0: W0DP{Steps: 3}, PublicOut: 8, PublicHidden: -1}
+	rep, err := Run(context.Background(), train, test, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, ew := rep.Methods["shared_bootstrap"].EpsilonPerUser, rep.Methods["shared_w0"].EpsilonPerUser
+	if eb == nil || ew == nil || !(*ew > *eb) || *ew > 6 || *eb > 4 {
+		t.Fatalf("ε per user: bootstrapping %v, with W₀ %v (targets 4 and 2, budget 6)", eb, ew)
+	}
+	if rep.W0 == nil || rep.W0.Epsilon > 2 || rep.W0.Steps != 3 || rep.W0.Libraries != 4 {
+		t.Fatalf("W₀ exchange %+v", rep.W0)
+	}
+	for _, m := range PublicMethods {
+		r, ok := rep.Methods[m]
+		if !ok || r.Named3.Known == 0 {
+			t.Fatalf("public method %s missing or empty", m)
+		}
+	}
+	if e := rep.Methods["shared_bootstrap_public"].EpsilonPerUser; e == nil || *e > 4 {
+		t.Fatalf("ψ on public features: ε %v", e)
+	}
+	o.Budget = 4.5
+	if _, err := Run(context.Background(), train, test, o); err == nil || !strings.Contains(err.Error(), "W₀") {
+		t.Fatalf("a budget below bootstrapping and W₀ together: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package collab
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gomlx/gomlx/core/graph"
@@ -12,8 +13,15 @@ import (
 
 // PsiOptions configures ψ.
 type PsiOptions struct {
-	// Dim is the descriptor's size (default 128).
+	// Dim is the input's size (default 128).
 	Dim int
+	// Out is ψ's output size; 0 or Dim makes ψ residual (x + r(x),
+	// starting at the identity). Another size makes ψ a head on public
+	// features (the papers' setting): ψ(x) = r(x)/‖r(x)‖, its layers
+	// randomly initialised (a random projection at the start), as the
+	// federation's head on the age/gender features (nn/arch, with ReLU
+	// for PReLU); ψ has then no library model file (Model refuses it).
+	Out int
 	// Hidden is the hidden width of r's MLP; 0 makes r linear.
 	Hidden int
 	// Seed seeds the initial weights of r's first layer (not privacy noise).
@@ -40,8 +48,11 @@ func NewPsi(o PsiOptions) (*Psi, error) {
 	if o.Dim == 0 {
 		o.Dim = 128
 	}
-	if o.Dim < 1 || o.Hidden < 0 {
-		return nil, fmt.Errorf("collab: ψ needs a positive dimension and a hidden width ≥ 0, got %d and %d", o.Dim, o.Hidden)
+	if o.Out == 0 {
+		o.Out = o.Dim
+	}
+	if o.Dim < 1 || o.Hidden < 0 || o.Out < 1 {
+		return nil, fmt.Errorf("collab: ψ needs positive input and output sizes and a hidden width ≥ 0, got %d, %d and %d", o.Dim, o.Out, o.Hidden)
 	}
 	p := nn.NewParams()
 	ψ := &Psi{o: o, params: p}
@@ -55,18 +66,21 @@ func NewPsi(o PsiOptions) (*Psi, error) {
 		return nil
 	}
 	if o.Hidden == 0 {
-		if err := add(psiFC1, o.Dim, o.Dim); err != nil {
+		if err := add(psiFC1, o.Dim, o.Out); err != nil {
 			return nil, err
 		}
 	} else {
 		if err := add(psiFC1, o.Dim, o.Hidden); err != nil {
 			return nil, err
 		}
-		if err := add(psiFC2, o.Hidden, o.Dim); err != nil {
+		if err := add(psiFC2, o.Hidden, o.Out); err != nil {
 			return nil, err
 		}
 	}
 	p.Init(o.Seed)
+	if !ψ.Residual() {
+		return ψ, nil
+	}
 	last := ψ.names[len(ψ.names)-1]
 	for _, n := range last {
 		i, _ := p.Index(n)
@@ -74,6 +88,9 @@ func NewPsi(o PsiOptions) (*Psi, error) {
 	}
 	return ψ, nil
 }
+
+// Residual says whether ψ is x + r(x) (output size = input size).
+func (ψ *Psi) Residual() bool { return ψ.o.Out == ψ.o.Dim }
 
 // Options returns ψ's options, defaults filled in.
 func (ψ *Psi) Options() PsiOptions { return ψ.o }
@@ -93,6 +110,9 @@ func (ψ *Psi) Embed(s *nn.Scope, x *graph.Node) *graph.Node {
 	y := ψ.layers[0].Apply(s, x)
 	if len(ψ.layers) == 2 {
 		y = ψ.layers[1].Apply(s, nn.ReLU(y))
+	}
+	if !ψ.Residual() {
+		return nn.L2Normalize(y)
 	}
 	return graph.Add(x, y)
 }
@@ -133,6 +153,9 @@ func (ψ *Psi) SetWeights(w map[string][]float32) error {
 // Apply on ψ's weights), for a library to map its descriptors without the
 // engine. It fails when x has the wrong size or ψ(x) is not finite.
 func (ψ *Psi) Apply(x []float32) ([]float32, error) {
+	if !ψ.Residual() {
+		return ψ.applyHead(x)
+	}
 	y, err := ψ.view().Apply(x)
 	if err != nil {
 		return nil, fmt.Errorf("collab: %w", err)
@@ -154,4 +177,54 @@ func (ψ *Psi) ApplyAll(xs [][]float32) ([][]float32, error) {
 		out[i] = y
 	}
 	return out, nil
+}
+
+// applyHead computes a non-residual ψ(x) = r(x) in Go (float64 sums,
+// ReLU between the layers), as psimodel.Model.Apply does for residual ones.
+func (ψ *Psi) applyHead(x []float32) ([]float32, error) {
+	if len(x) != ψ.o.Dim {
+		return nil, fmt.Errorf("collab: ψ input of %d values, want %d", len(x), ψ.o.Dim)
+	}
+	in := x
+	for li, l := range ψ.names {
+		wi, _ := ψ.params.Index(l[0])
+		bi, _ := ψ.params.Index(l[1])
+		w, b := ψ.params.Values(wi), ψ.params.Values(bi)
+		out := make([]float64, len(b))
+		for o := range out {
+			out[o] = float64(b[o])
+		}
+		for i, v := range in {
+			if v == 0 {
+				continue
+			}
+			row := w[i*len(b) : (i+1)*len(b)]
+			for o, wv := range row {
+				out[o] += float64(v) * float64(wv)
+			}
+		}
+		y := make([]float32, len(out))
+		for o, v := range out {
+			if li < len(ψ.names)-1 && v < 0 {
+				v = 0
+			}
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, errors.New("collab: ψ(x) is not finite")
+			}
+			y[o] = float32(v)
+		}
+		in = y
+	}
+	var n float64
+	for _, v := range in {
+		n += float64(v) * float64(v)
+	}
+	if n == 0 {
+		return nil, errors.New("collab: ψ(x) is zero")
+	}
+	n = 1 / math.Sqrt(n)
+	for i := range in {
+		in[i] = float32(float64(in[i]) * n)
+	}
+	return in, nil
 }

@@ -1,6 +1,7 @@
 package collab
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -22,6 +23,9 @@ func (ψ *Psi) view() *psimodel.Model {
 // Model returns ψ in the library's model-file format (package
 // tagging/psimodel): the weights copied, layer by layer.
 func (ψ *Psi) Model() (*psimodel.Model, error) {
+	if !ψ.Residual() {
+		return nil, errors.New("collab: ψ on public features has no library model file (a library's ψ maps its 128-d descriptors)")
+	}
 	m := ψ.view()
 	for i := range m.Layers {
 		m.Layers[i].W = slices.Clone(m.Layers[i].W)

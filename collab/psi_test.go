@@ -192,3 +192,58 @@ func TestBootstrapUnderDPReportsItsEpsilon(t *testing.T) {
 		t.Fatalf("DP report %+v: want 0 < ε ≤ 3, σ > 0 and 8 steps", rep)
 	}
 }
+
+// TestPsiOnPublicFeatures: ψ as a head on public features maps the
+// input size to Out, unit length, has no library model file, and
+// bootstrapping trains it (its loss falls).
+func TestPsiOnPublicFeatures(t *testing.T) {
+	for _, hidden := range []int{0, 16} {
+		ψ, err := NewPsi(PsiOptions{Dim: 40, Out: 12, Hidden: hidden, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ψ.Residual() {
+			t.Fatal("a 40 → 12 head reported residual")
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		x := make([]float32, 40)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		y, err := ψ.Apply(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n float64
+		for _, v := range y {
+			n += float64(v) * float64(v)
+		}
+		if len(y) != 12 || math.Abs(n-1) > 1e-5 {
+			t.Fatalf("hidden %d: ψ(x) of %d values, squared norm %g", hidden, len(y), n)
+		}
+		if _, err := ψ.Model(); err == nil {
+			t.Fatal("a head on public features exported as a library model")
+		}
+		if _, err := ψ.Apply(x[:39]); err == nil {
+			t.Fatal("a 39-value input accepted")
+		}
+	}
+	if _, err := NewPsi(PsiOptions{Dim: 4, Out: -1}); err == nil {
+		t.Fatal("a negative output size accepted")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	libs := []*Library{synthLibrary(rng, 10, 6, 0), synthLibrary(rng, 10, 6, 0)}
+	data := taggedFrom(t, libs, 64)
+	ψ, err := NewPsi(PsiOptions{Out: 32, Hidden: 16, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var losses []float64
+	if _, err := Bootstrap(context.Background(), ψ, data, BootstrapOptions{Classes: 64, Epochs: 15, Batch: 16, LearningRate: 1e-2, Seed: 2,
+		Progress: func(_ int, l float64) { losses = append(losses, l) }}); err != nil {
+		t.Fatal(err)
+	}
+	if len(losses) != 15 || !(losses[14] < 0.8*losses[0]) {
+		t.Fatalf("the public head's loss did not fall: %v", losses)
+	}
+}

@@ -12,7 +12,9 @@ import (
 // photo, as in LFW), each of a person, and which persons are strangers
 // (never named). Person numbers are the library's own.
 type Library struct {
-	Descs    [][]float32
+	Descs [][]float32
+	// Public, if not nil, holds each face's public features.
+	Public   [][]float32
 	Person   []int
 	Stranger map[int]bool
 	// origin is each local person's index in the Split it was simulated
@@ -131,13 +133,13 @@ var LibraryGoal = Goal{Precision: 0.98, Strangers: 0.05}
 
 func (g Goal) meets(s Score) bool { return s.Precision >= g.Precision && s.StrangersRate < g.Strangers }
 
-// choose picks the setting over a grid of distances scale·[0.30, 0.65]
+// choose picks the setting over a grid of distances scale·[lo/100, 0.65]
 // (step scale·0.01) and margins scale·[0, 0.10] by g, on sets of queries
 // (one per library and trial) pooled.
-func choose(sets [][]query, scale float64, g Goal) Score {
+func choose(sets [][]query, scale float64, g Goal, lo int) Score {
 	var best Score
 	var bestFeasible, first = false, true
-	for di := 30; di <= 65; di++ {
+	for di := lo; di <= 65; di++ {
 		for mi := 0; mi <= 10; mi++ {
 			d, m := scale*float64(di)/100, scale*float64(mi)/100
 			s := scoreAt(sets, d, m)

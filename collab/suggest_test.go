@@ -41,7 +41,7 @@ func TestChooseMeetsTheGoal(t *testing.T) {
 		}
 		qs = append(qs, query{stranger: true, best: pd(1, scale*0.44), second: pd(2, math.Inf(1))},
 			query{truth: 2, best: pd(1, scale*0.48), second: pd(2, math.Inf(1))})
-		s := choose([][]query{qs}, scale, LibraryGoal)
+		s := choose([][]query{qs}, scale, LibraryGoal, 30)
 		if s.Coverage != 60.0/61 || s.Precision != 1 || s.StrangersRate != 0 {
 			t.Fatalf("scale %g: chose %+v", scale, s)
 		}

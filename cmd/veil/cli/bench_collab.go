@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/veil-privacy/veil/collab"
+	"github.com/veil-privacy/veil/eval"
 	"github.com/veil-privacy/veil/internal/engine"
 )
 
@@ -43,6 +44,7 @@ type benchCollabFlags struct {
 	lfw      lfwFlags
 	asJSON   bool
 	plotPath string
+	public   bool
 }
 
 func newBenchCollabCmd(e *env) *cobra.Command {
@@ -59,7 +61,7 @@ func newBenchCollabCmd(e *env) *cobra.Command {
 			return runBenchCollab(cmd.Context(), e, &f, o)
 		},
 	}
-	cmd.AddCommand(newBenchCollabNoisyCmd(e))
+	cmd.AddCommand(newBenchCollabNoisyCmd(e), newBenchCollabAsyncCmd(e))
 	f.lfw.register(cmd)
 	fl := cmd.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
@@ -77,7 +79,16 @@ func newBenchCollabCmd(e *env) *cobra.Command {
 	fl.Float64Var(&o.LearningRate, "lr", 1e-3, "bootstrapping learning rate (Adam)")
 	fl.Float64Var(&o.Epsilon, "epsilon", 8, "DP target ε per person of a library for bootstrapping (0: no DP)")
 	fl.Float64Var(&o.Delta, "delta", 1e-5, "δ of the DP guarantee")
-	fl.Float64Var(&o.Budget, "budget", 0, "each training user's ledger budget ε (default: --epsilon)")
+	fl.Float64Var(&o.EpsilonW0, "epsilon-w0", 0, "DP target ε per person of a library for W₀'s exchange (default: --epsilon; 0 with --epsilon 0: W₀ by MT-LMNN without a bound)")
+	fl.IntVar(&o.W0.Steps, "w0-steps", 20, "W₀'s private exchanges (gradient steps of V₀)")
+	fl.Float64Var(&o.W0.LearningRate, "w0-lr", 0.01, "learning rate of W₀'s private exchanges")
+	fl.Float64Var(&o.W0.Clip, "w0-clip", 1, "clip of each library's V₀ gradient (Frobenius norm)")
+	fl.Float64Var(&o.Budget, "budget", 0, "each training user's ledger budget ε (default: --epsilon + --epsilon-w0)")
+	fl.BoolVar(&f.public, "public", true, "also train ψ as a head on public features (the age/gender network's 2048 region features of LFW's face box): public_plain and shared_bootstrap_public")
+	fl.IntVar(&o.PublicOut, "public-out", 128, "output size of ψ on public features")
+	fl.IntVar(&o.PublicHidden, "public-hidden", 256, "hidden width of ψ on public features (-1: linear)")
+	fl.IntVar(&o.PublicEpochs, "public-epochs", 0, "bootstrapping epochs of ψ on public features (default: --epochs)")
+	fl.Float64Var(&o.PublicLearningRate, "public-lr", 0, "bootstrapping learning rate of ψ on public features (default: --lr)")
 	fl.IntVar(&o.Iterations, "iterations", 100, "iterations of every LMNN and MT-LMNN fit")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the simulation, named photos and initial weights (privacy noise uses a CSPRNG)")
 	return cmd
@@ -90,13 +101,12 @@ func runBenchCollab(ctx context.Context, e *env, f *benchCollabFlags, o collab.O
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	in, err := collabInputs(e, &f.lfw, f.plotPath)
+	in, err := collabInputs(e, &f.lfw, f.plotPath, f.public)
 	if err != nil {
 		return err
 	}
 	o.Engine, o.Progress = in.engine, in.progress
-	train, test := in.train, in.test
-	rep, err := collab.Run(ctx, train, test, o)
+	rep, err := collab.Run(ctx, in.train, in.test, o)
 	if err != nil {
 		return err
 	}
@@ -109,8 +119,11 @@ func runBenchCollab(ctx context.Context, e *env, f *benchCollabFlags, o collab.O
 	if f.asJSON {
 		return writeJSON(e.stdout, rep)
 	}
-	for _, m := range collab.Methods {
-		r := rep.Methods[m]
+	for _, m := range append(collab.Methods, collab.PublicMethods...) {
+		r, ok := rep.Methods[m]
+		if !ok {
+			continue
+		}
 		for i, s := range []collab.Score{r.Named1, r.Named3} {
 			fmt.Fprintf(e.stdout, "%-17s %d named: precision %.2f%%, coverage %.2f%%, strangers %.2f%%\n",
 				m, 1+2*i, 100*s.Precision, 100*s.Coverage, 100*s.StrangersRate)
@@ -184,13 +197,12 @@ func runBenchCollabNoisy(ctx context.Context, e *env, f *benchCollabNoisyFlags, 
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	in, err := collabInputs(e, &f.lfw, f.plotPath)
+	in, err := collabInputs(e, &f.lfw, f.plotPath, false)
 	if err != nil {
 		return err
 	}
 	o.Engine, o.Progress = in.engine, in.progress
-	train, test := in.train, in.test
-	rep, err := collab.NoisyTags(ctx, train, test, o)
+	rep, err := collab.NoisyTags(ctx, in.train, in.test, o)
 	if err != nil {
 		return err
 	}
@@ -219,8 +231,9 @@ type collabIn struct {
 }
 
 // collabInputs checks --plot, makes the command's engine, loads LFW's
-// development splits and returns the progress printer (nil under -q).
-func collabInputs(e *env, lfw *lfwFlags, plotPath string) (collabIn, error) {
+// development splits (with the age/gender network's region features if
+// public) and returns the progress printer (nil under -q).
+func collabInputs(e *env, lfw *lfwFlags, plotPath string, public bool) (collabIn, error) {
 	var in collabIn
 	if plotPath != "" {
 		if err := collab.CheckPlotPath(plotPath); err != nil {
@@ -235,11 +248,34 @@ func collabInputs(e *env, lfw *lfwFlags, plotPath string) (collabIn, error) {
 	if err != nil {
 		return in, err
 	}
-	if in.train, in.test, err = collab.LoadDevSplits(src); err != nil {
+	if public {
+		in.train, in.test, err = loadPublicSplits(e, lfw, src)
+	} else {
+		in.train, in.test, err = collab.LoadDevSplits(src)
+	}
+	if err != nil {
 		return in, err
 	}
 	if !lfw.head.quiet {
 		in.progress = func(s string) { fmt.Fprintln(e.stderr, s) }
 	}
 	return in, nil
+}
+
+// loadPublicSplits opens the age/gender describer through the flags'
+// cache and loads the development splits with public features.
+func loadPublicSplits(e *env, lfw *lfwFlags, src *eval.LFWSource) (train, test *collab.Split, err error) {
+	ag, err := lfw.head.describerOptions().AgeGender()
+	if err != nil {
+		return nil, nil, err
+	}
+	o := eval.LFWSourceOptions{Dir: lfw.dir(), Describe: ag, Workers: engine.Parallelism()}
+	if !lfw.head.quiet {
+		o.Progress = e.stderr
+	}
+	pub, err := eval.NewLFWSource(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return collab.LoadDevSplitsPublic(src, pub)
 }
