@@ -20,6 +20,47 @@
 // task per library and keeps only the shared W₀ = V₀ᵀV₀, which is all a
 // library would exchange; suggestions are then made in V₀·ψ(x).
 //
+// # W₀ under DP
+//
+// W₀ is trained from the libraries' named faces, so exchanging it spends
+// privacy too. SharedMetricDP is the exchange as a DP mechanism with the
+// same unit (one person of one library): for Steps rounds, every library
+// computes the gradient of its own LMNN loss (Eq. 7's task term, divided
+// by its number of target pairs) with respect to V₀ in the stacked map
+// [V₀; V_k], clips it to Clip in Frobenius norm and sends it; its V_k is
+// updated locally and never sent. The coordinator adds Gaussian noise of
+// standard deviation σ·2·Clip to each coordinate of the sum (a person of a
+// library changes only that library's clipped gradient, by at most
+// 2·Clip; the release is dp.Source.AddGaussian64's exact discretised
+// noise), and steps V₀ with the noisy mean and the data-free gradient of
+// ‖W₀ − I‖²_F. σ is the smallest for which the Steps Gaussian releases
+// are (ε, δ)-DP by the RDP accountant; the event is charged to every
+// user's ledger before any library computes, next to bootstrapping's, so
+// the ε reported for shared_w0 is the ledger's composition of the two. Its
+// cost is the noise: a 128×128 V₀ gets noise of norm about 2·Clip·σ·128
+// per step against a signal of at most Clip per library.
+//
+// # ψ on public features
+//
+// With PsiOptions.Out different from Dim, ψ is not residual: it is a head
+// ψ(x) = r(x)/‖r(x)‖ on public features, as the federation's head on the
+// age/gender network's 2,048 region features (nn/arch; here with ReLU),
+// started at a random map: the papers' setting, where the shared
+// extractor is trained from public features rather than refined from a
+// face descriptor. Run trains it when the splits carry public features
+// (LoadSplitPublic), with the same hashed tags and its own ledgers (a
+// deployment would share one of the two ψ).
+//
+// # Asynchronous training (Irene's Fig. 10)
+//
+// Async simulates, in one process and on a simulated clock, the users as
+// clients of package fed/strategy's algorithms: asynchronous EASGD with
+// several periods λ, EASGD with the centre thinned by dropout at every
+// exchange (only the kept hidden units are sent and merged), FedBuff and
+// synchronous FedAvg, with one client whose steps take Slowdown times
+// longer; it reports the shared model's accuracy against simulated time
+// and against the bytes the exchanges' wire encoding takes.
+//
 // The experiment (Run) simulates users from LFW's development training
 // identities, trains the shared parts on their pooled hashed-tag data
 // (centralised, in process: the libraries-as-clients federation comes

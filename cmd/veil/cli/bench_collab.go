@@ -24,7 +24,16 @@ trained on the training users' pooled data, each person of a library under a
 hashed tag (HMAC under that library's own key, into --classes classes), with
 Irene's noisy bootstrapping (Eq. 2, --alpha), under DP-SGD when --epsilon > 0
 (unit: one person of one library; every user's ledger is charged first); then
-MT-LMNN over the training users gives the shared W₀.
+MT-LMNN over the training users gives the shared W₀: under DP by a private
+exchange (each library's clipped V₀ gradient, Gaussian noise on the sum,
+--epsilon-w0 per person of a library, charged to the same ledgers, so
+shared_w0's epsilon_per_user is the two composed).
+
+With --public (the default), ψ is also trained as a head on public features
+(the age/gender network's 2048 region features of LFW's fixed face box, as
+the federation's head: the papers' setting), from a random map, with the same
+hashed tags and its own ledgers: shared_bootstrap_public, and public_plain for
+the raw public features.
 
 For held-out users who name 1 or 3 photos per person, reported under methods:
 plain (descriptors at the library's thresholds), local_lmnn (each user's own
