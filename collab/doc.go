@@ -53,13 +53,9 @@
 //
 // # Asynchronous training (Irene's Fig. 10)
 //
-// Async simulates, in one process and on a simulated clock, the users as
-// clients of package fed/strategy's algorithms: asynchronous EASGD with
-// several periods λ, EASGD with the centre thinned by dropout at every
-// exchange (only the kept hidden units are sent and merged), FedBuff and
-// synchronous FedAvg, with one client whose steps take Slowdown times
-// longer; it reports the shared model's accuracy against simulated time
-// and against the bytes the exchanges' wire encoding takes.
+// NewTagTask gives the users' hashed-tag data as a classification task
+// for package fed/asyncsim, which simulates fed/strategy's asynchronous
+// algorithms on it (collab itself imports nothing of the federation).
 //
 // The experiment (Run) simulates users from LFW's development training
 // identities, trains the shared parts on their pooled hashed-tag data

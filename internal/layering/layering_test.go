@@ -201,6 +201,11 @@ var rules = []rule{
 		},
 	},
 	{
+		why:       "an experiment is a leaf: nothing but a command imports fed/asyncsim",
+		subject:   func(p pkg) bool { return p.name != "main" && p.path != cliPath && p.path != "fed/asyncsim" },
+		forbidden: map[string]func(string) bool{"fed/asyncsim": inModule("fed/asyncsim")},
+	},
+	{
 		why:       "nothing but a command imports the command package",
 		subject:   func(p pkg) bool { return p.name != "main" && p.path != cliPath },
 		forbidden: map[string]func(string) bool{cliPath: cli},
@@ -271,6 +276,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "fed/dphefed", name: "dphefed"}, module + "/fed/keygen"},
 		{pkg{path: "fed/keygen", name: "keygen"}, module + "/fed/coord"},
 		{pkg{path: "collab", name: "collab"}, module + "/fed/strategy"},
+		{pkg{path: "fed/coord", name: "coord"}, module + "/fed/asyncsim"},
 		{pkg{path: "fed/ddp", name: "ddp"}, module + "/nn/train"},
 		{pkg{path: "fed/ddp", name: "ddp"}, module + "/fed/client"},
 		{pkg{path: "tagging", name: "tagging"}, module + "/fed/client"},

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/veil-privacy/veil/collab"
+	"github.com/veil-privacy/veil/fed/asyncsim"
 )
 
 // benchCollabAsyncLong is veil bench collab async's help text.
@@ -36,7 +36,7 @@ func newBenchCollabAsyncCmd(e *env) *cobra.Command {
 	var lfw lfwFlags
 	var asJSON bool
 	var plotPath string
-	var o collab.AsyncOptions
+	var o asyncsim.Options
 	cmd := &cobra.Command{
 		Use:     "async",
 		Short:   "Irene's Fig. 10: EASGD (λ, dropout), FedBuff and FedAvg with a slow client, accuracy against time and bytes",
@@ -75,7 +75,7 @@ func newBenchCollabAsyncCmd(e *env) *cobra.Command {
 
 // runBenchCollabAsync checks the flags, loads LFW's development training
 // split, runs collab.Async and prints its report.
-func runBenchCollabAsync(ctx context.Context, e *env, lfw *lfwFlags, asJSON bool, plotPath string, o collab.AsyncOptions) error {
+func runBenchCollabAsync(ctx context.Context, e *env, lfw *lfwFlags, asJSON bool, plotPath string, o asyncsim.Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -87,17 +87,17 @@ func runBenchCollabAsync(ctx context.Context, e *env, lfw *lfwFlags, asJSON bool
 		return err
 	}
 	o.Progress = in.progress
-	rep, err := collab.Async(ctx, in.train, o)
+	rep, err := asyncsim.Simulate(ctx, in.train, o)
 	if err != nil {
 		return err
 	}
 	if plotPath != "" {
-		if err := collab.PlotAsync(rep, plotPath); err != nil {
+		if err := asyncsim.Plot(rep, plotPath); err != nil {
 			return err
 		}
 	}
 	if asJSON {
-		return writeJSON(e.stdout, map[string]*collab.AsyncReport{"async": rep})
+		return writeJSON(e.stdout, map[string]*asyncsim.Report{"async": rep})
 	}
 	for _, r := range rep.Runs {
 		fmt.Fprintf(e.stdout, "%-16s accuracy %.2f%% at time %g, %.1f MB; %d exchanges (%d refused stale)\n",

@@ -1,4 +1,4 @@
-package collab
+package asyncsim
 
 import (
 	"errors"
@@ -15,15 +15,15 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// PlotAsync draws Async's accuracy against simulated time (left) and
+// Plot draws Simulate's accuracy against simulated time (left) and
 // against bytes exchanged (right), one line per strategy (Irene's
 // Fig. 10), and writes a PNG to path.
-func PlotAsync(rep *AsyncReport, path string) error {
+func Plot(rep *Report, path string) error {
 	if ext := strings.ToLower(filepath.Ext(path)); ext != ".png" {
-		return fmt.Errorf("collab: plot %s: want a .png file", path)
+		return fmt.Errorf("asyncsim: plot %s: want a .png file", path)
 	}
 	if len(rep.Runs) == 0 {
-		return errors.New("collab: plot: the report has no runs")
+		return errors.New("asyncsim: plot: the report has no runs")
 	}
 	byTime, byBytes := plot.New(), plot.New()
 	byTime.Title.Text = fmt.Sprintf("accuracy against simulated time (client 0 %g× slower)", rep.Slowdown)
@@ -49,7 +49,7 @@ func PlotAsync(rep *AsyncReport, path string) error {
 		}{{byTime, t}, {byBytes, b}} {
 			l, err := plotter.NewLine(d.xys)
 			if err != nil {
-				return fmt.Errorf("collab: plot: %w", err)
+				return fmt.Errorf("asyncsim: plot: %w", err)
 			}
 			l.Color = plotutil.Color(i)
 			l.Dashes = plotutil.Dashes(i / 7)
@@ -68,14 +68,14 @@ func PlotAsync(rep *AsyncReport, path string) error {
 	byBytes.Draw(cs[0][1])
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("collab: plot: %w", err)
+		return fmt.Errorf("asyncsim: plot: %w", err)
 	}
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
 		f.Close()
-		return fmt.Errorf("collab: plot: %w", err)
+		return fmt.Errorf("asyncsim: plot: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("collab: plot: %w", err)
+		return fmt.Errorf("asyncsim: plot: %w", err)
 	}
 	return nil
 }

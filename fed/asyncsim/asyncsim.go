@@ -1,4 +1,15 @@
-package collab
+// Package asyncsim is Irene's Fig. 10 experiment: asynchronous training
+// with package fed/strategy's algorithms — asynchronous EASGD with several
+// communication periods λ, EASGD with dropout-thinned exchanges, FedBuff
+// and synchronous FedAvg — simulated in one process on a simulated clock,
+// with one client several times slower than the others. The clients are
+// users simulated from LFW by package collab (collab.NewTagTask), each
+// training a small classifier over its persons' hashed tags; the report is
+// the shared model's accuracy on held-out faces against simulated time and
+// against the bytes the exchanges take on the wire (package fed/wire's
+// encoding). Nothing here is a federation: no network, no coordinator; it
+// measures the algorithms.
+package asyncsim
 
 import (
 	"context"
@@ -10,14 +21,15 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/veil-privacy/veil/collab"
 	"github.com/veil-privacy/veil/fed/strategy"
 	"github.com/veil-privacy/veil/fed/wire"
 )
 
-// AsyncOptions configures Async, Irene's Fig. 10 experiment: a simulation
+// Options configures Simulate, Irene's Fig. 10 experiment: a simulation
 // in one process with simulated clocks. Zero fields take the defaults in
 // brackets.
-type AsyncOptions struct {
+type Options struct {
 	// Users is the number of simulated training users (clients) [8];
 	// MaxUsersPerPerson and PhotosPerUser as in Options [2, 10].
 	Users, MaxUsersPerPerson, PhotosPerUser int
@@ -62,9 +74,9 @@ type AsyncOptions struct {
 
 // Validate reports the first option out of range (defaults filled in on a
 // copy).
-func (o AsyncOptions) Validate() error { return o.defaults() }
+func (o Options) Validate() error { return o.defaults() }
 
-func (o *AsyncOptions) defaults() error {
+func (o *Options) defaults() error {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -98,37 +110,37 @@ func (o *AsyncOptions) defaults() error {
 	}
 	switch {
 	case o.Users < 2:
-		return fmt.Errorf("collab: need at least 2 clients, got %d", o.Users)
+		return fmt.Errorf("asyncsim: need at least 2 clients, got %d", o.Users)
 	case o.MaxUsersPerPerson < 1 || o.MaxUsersPerPerson > o.Users:
-		return fmt.Errorf("collab: a person's users must be 1…%d, got %d", o.Users, o.MaxUsersPerPerson)
+		return fmt.Errorf("asyncsim: a person's users must be 1…%d, got %d", o.Users, o.MaxUsersPerPerson)
 	case o.PhotosPerUser < 1 || o.Classes < 2 || o.Hidden < 1 || o.Batch < 1:
-		return errors.New("collab: photos per user, hidden width and batch must be at least 1, classes at least 2")
+		return errors.New("asyncsim: photos per user, hidden width and batch must be at least 1, classes at least 2")
 	case !(o.LearningRate > 0) || math.IsInf(o.LearningRate, 0):
-		return fmt.Errorf("collab: learning rate must be positive and finite, got %g", o.LearningRate)
+		return fmt.Errorf("asyncsim: learning rate must be positive and finite, got %g", o.LearningRate)
 	case o.LocalSteps < 1 || o.BufferSize < 1 || o.MaxStaleness < 0 || o.DropPeriod < 1:
-		return errors.New("collab: local steps, buffer size and dropout's period must be at least 1, staleness not negative")
+		return errors.New("asyncsim: local steps, buffer size and dropout's period must be at least 1, staleness not negative")
 	case !(o.Slowdown >= 1) || math.IsInf(o.Slowdown, 0):
-		return fmt.Errorf("collab: the slow client's slowdown must be finite and at least 1, got %g", o.Slowdown)
+		return fmt.Errorf("asyncsim: the slow client's slowdown must be finite and at least 1, got %g", o.Slowdown)
 	case !(o.Duration > 0) || !(o.EvalEvery > 0) || o.Duration/o.EvalEvery > 1e5:
-		return fmt.Errorf("collab: duration and evaluation interval must be positive, at most 1e5 evaluations, got %g and %g", o.Duration, o.EvalEvery)
+		return fmt.Errorf("asyncsim: duration and evaluation interval must be positive, at most 1e5 evaluations, got %g and %g", o.Duration, o.EvalEvery)
 	case o.Target < 0 || o.Target > 1:
-		return fmt.Errorf("collab: target accuracy %g outside [0, 1]", o.Target)
+		return fmt.Errorf("asyncsim: target accuracy %g outside [0, 1]", o.Target)
 	}
 	for _, l := range o.Periods {
 		if l < 1 {
-			return fmt.Errorf("collab: EASGD period λ must be at least 1, got %d", l)
+			return fmt.Errorf("asyncsim: EASGD period λ must be at least 1, got %d", l)
 		}
 	}
 	for _, p := range o.Drops {
 		if !(p >= 0 && p < 1) {
-			return fmt.Errorf("collab: dropout rate p must be in [0, 1), got %g", p)
+			return fmt.Errorf("asyncsim: dropout rate p must be in [0, 1), got %g", p)
 		}
 	}
 	return (strategy.EASGDOptions{Beta: o.Beta, Period: 1, LearningRate: o.LearningRate}).Validate()
 }
 
-// AsyncPoint is one measurement of a strategy's shared model.
-type AsyncPoint struct {
+// Point is one measurement of a strategy's shared model.
+type Point struct {
 	// Time is simulated time (units of one fast client's step).
 	Time float64 `json:"time"`
 	// Bytes are all clients' bytes sent and received so far (wire
@@ -138,16 +150,16 @@ type AsyncPoint struct {
 	Accuracy float64 `json:"accuracy"`
 }
 
-// AsyncRun is one strategy's run.
-type AsyncRun struct {
+// Run is one strategy's run.
+type Run struct {
 	Name     string  `json:"name"`
 	Strategy string  `json:"strategy"`
 	Period   int     `json:"period,omitempty"`
 	Drop     float64 `json:"drop"`
 	// Curve is the accuracy against time and bytes.
-	Curve []AsyncPoint `json:"curve"`
+	Curve []Point `json:"curve"`
 	// Final is the last point.
-	Final AsyncPoint `json:"final"`
+	Final Point `json:"final"`
 	// TimeToTarget and BytesToTarget are the first point at or above the
 	// report's target (null: never reached).
 	TimeToTarget  *float64 `json:"time_to_target"`
@@ -166,9 +178,9 @@ type AsyncRun struct {
 	WallS      float64 `json:"wall_s"`
 }
 
-// AsyncReport is Async's outcome.
-type AsyncReport struct {
-	Runs []AsyncRun `json:"runs"`
+// Report is Simulate's outcome.
+type Report struct {
+	Runs []Run `json:"runs"`
 	// Target is the accuracy of TimeToTarget.
 	Target float64 `json:"target"`
 	// Clock says what the simulated time is.
@@ -306,14 +318,14 @@ func (m mlp) gradient(w wire.Weights, xs [][]float32, ys []int32) (wire.Weights,
 	return g, loss
 }
 
-// asyncClient is one simulated library's training data.
-type asyncClient struct {
+// client is one simulated library's training data.
+type client struct {
 	x   [][]float32
 	y   []int32
 	rng *rand.Rand
 }
 
-func (c *asyncClient) batch(n int) ([][]float32, []int32) {
+func (c *client) batch(n int) ([][]float32, []int32) {
 	xs := make([][]float32, n)
 	ys := make([]int32, n)
 	for i := range xs {
@@ -323,26 +335,29 @@ func (c *asyncClient) batch(n int) ([][]float32, []int32) {
 	return xs, ys
 }
 
-// asyncTask is the simulation's data and model.
-type asyncTask struct {
+// task is the simulation's data and model.
+type task struct {
 	m       mlp
-	clients []*asyncClient
+	clients []*client
 	testX   [][]float32
 	testOK  []map[int]bool
-	o       *AsyncOptions
+	o       *Options
 	units   int
 }
 
 // accuracy is the share of held-out faces whose predicted class is one of
 // their person's hashed tags.
-func (t *asyncTask) accuracy(w wire.Weights) float64 {
+func (t *task) accuracy(w wire.Weights) float64 {
 	right := 0
 	for i, x := range t.testX {
 		if t.testOK[i][t.m.predict(w, x)] {
 			right++
 		}
 	}
-	return ratio(right, len(t.testX))
+	if len(t.testX) == 0 {
+		return 0
+	}
+	return float64(right) / float64(len(t.testX))
 }
 
 // wireBytes is the wire size of w: its header (protobuf) and payload.
@@ -352,7 +367,7 @@ func wireBytes(w wire.Weights) int64 {
 }
 
 // stepTime is client k's simulated step duration.
-func (t *asyncTask) stepTime(k int) float64 {
+func (t *task) stepTime(k int) float64 {
 	if k == 0 {
 		return t.o.Slowdown
 	}
@@ -362,8 +377,8 @@ func (t *asyncTask) stepTime(k int) float64 {
 // recorder samples a run's shared model at every EvalEvery of simulated
 // time.
 type recorder struct {
-	t     *asyncTask
-	run   *AsyncRun
+	t     *task
+	run   *Run
 	next  float64
 	bytes int64
 }
@@ -371,7 +386,7 @@ type recorder struct {
 // upTo records the model at every sampling time ≤ now not yet recorded.
 func (r *recorder) upTo(now float64, model func() wire.Weights) {
 	for r.next <= now && r.next <= r.t.o.Duration {
-		r.run.Curve = append(r.run.Curve, AsyncPoint{Time: r.next, Bytes: r.bytes, Accuracy: r.t.accuracy(model())})
+		r.run.Curve = append(r.run.Curve, Point{Time: r.next, Bytes: r.bytes, Accuracy: r.t.accuracy(model())})
 		r.next += r.t.o.EvalEvery
 	}
 }
@@ -394,9 +409,9 @@ func nextClient(at []float64) int {
 // its elastic difference on them (its own values stand for the dropped
 // ones, so their difference is zero) and sends the difference of the kept
 // units, which the centre merges (Thinned.Merge) and applies.
-func (t *asyncTask) runEASGD(start wire.Weights, period int, drop float64, rng *rand.Rand) (*AsyncRun, error) {
+func (t *task) runEASGD(start wire.Weights, period int, drop float64, rng *rand.Rand) (*Run, error) {
 	o := t.o
-	run := &AsyncRun{Name: fmt.Sprintf("easgd_l%d", period), Strategy: "easgd", Period: period, Drop: drop, ModelBytes: int(wireBytes(start))}
+	run := &Run{Name: fmt.Sprintf("easgd_l%d", period), Strategy: "easgd", Period: period, Drop: drop, ModelBytes: int(wireBytes(start))}
 	if drop > 0 {
 		run.Name = fmt.Sprintf("easgd_l%d_p%g", period, drop)
 	}
@@ -502,7 +517,7 @@ func overlay(th *strategy.Thinned, own wire.Weights) (wire.Weights, error) {
 
 // localTrain runs steps local SGD steps of client k from w and returns the
 // difference (trained − w).
-func (t *asyncTask) localTrain(k int, w wire.Weights, steps int) wire.Weights {
+func (t *task) localTrain(k int, w wire.Weights, steps int) wire.Weights {
 	cur := w.Clone()
 	for range steps {
 		xs, ys := t.clients[k].batch(t.o.Batch)
@@ -524,9 +539,9 @@ func (t *asyncTask) localTrain(k int, w wire.Weights, steps int) wire.Weights {
 // runFedBuff simulates buffered asynchronous aggregation
 // (strategy.FedBuff): each client trains LocalSteps steps from the model
 // version it holds, sends the difference, and fetches the newest model.
-func (t *asyncTask) runFedBuff(start wire.Weights) (*AsyncRun, error) {
+func (t *task) runFedBuff(start wire.Weights) (*Run, error) {
 	o := t.o
-	run := &AsyncRun{Name: "fedbuff", Strategy: "fedbuff", KeptShare: 1, ModelBytes: int(wireBytes(start))}
+	run := &Run{Name: "fedbuff", Strategy: "fedbuff", KeptShare: 1, ModelBytes: int(wireBytes(start))}
 	fb, err := strategy.NewFedBuff(strategy.FedBuffOptions{BufferSize: o.BufferSize, MaxStaleness: o.MaxStaleness}, start)
 	if err != nil {
 		return nil, err
@@ -571,9 +586,9 @@ func (t *asyncTask) runFedBuff(start wire.Weights) (*AsyncRun, error) {
 // runFedAvg simulates synchronous FedAvg rounds (strategy.New("fedavg"),
 // examples weighting): every client trains LocalSteps steps from the
 // model; the round ends when the slowest has sent its difference.
-func (t *asyncTask) runFedAvg(start wire.Weights) (*AsyncRun, error) {
+func (t *task) runFedAvg(start wire.Weights) (*Run, error) {
 	o := t.o
-	run := &AsyncRun{Name: "fedavg", Strategy: "fedavg", KeptShare: 1, ModelBytes: int(wireBytes(start))}
+	run := &Run{Name: "fedavg", Strategy: "fedavg", KeptShare: 1, ModelBytes: int(wireBytes(start))}
 	s, err := strategy.New(strategy.Options{Name: "fedavg", Weighting: "examples"})
 	if err != nil {
 		return nil, err
@@ -621,7 +636,7 @@ func (t *asyncTask) runFedAvg(start wire.Weights) (*AsyncRun, error) {
 	return run, nil
 }
 
-// Async runs Irene's Fig. 10 experiment on split (LFW's development
+// Simulate runs Irene's Fig. 10 experiment on split (LFW's development
 // training identities): ⌈1/5⌉ of each named person's photos are held out;
 // users are simulated from the rest as in NoisyTags, each with its
 // persons' hashed tags; each user is a client training a small classifier
@@ -634,39 +649,39 @@ func (t *asyncTask) runFedAvg(start wire.Weights) (*AsyncRun, error) {
 // faces. The clock is simulated: a step takes one unit (Slowdown for the
 // slow client), exchanges take none; wall time on this machine is
 // reported separately.
-func Async(ctx context.Context, split *Split, o AsyncOptions) (*AsyncReport, error) {
+func Simulate(ctx context.Context, split *collab.Split, o Options) (*Report, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
 	rng := rand.New(rand.NewPCG(o.Seed, 0xa5c))
-	t, err := newAsyncTask(split, &o, rng)
+	t, err := newTask(split, &o, rng)
 	if err != nil {
 		return nil, err
 	}
 	start := t.m.init(rng)
-	rep := &AsyncReport{Clock: fmt.Sprintf("simulated: one unit per local step of a fast client, %g per step of the slow one (client 0); exchanges take no simulated time", o.Slowdown),
+	rep := &Report{Clock: fmt.Sprintf("simulated: one unit per local step of a fast client, %g per step of the slow one (client 0); exchanges take no simulated time", o.Slowdown),
 		Users: o.Users, Slowdown: o.Slowdown, Classes: o.Classes, Parameters: start.Len(), TestFaces: len(t.testX)}
 	for _, c := range t.clients {
 		rep.TrainFaces += len(c.x)
 	}
 	type job struct {
 		name string
-		run  func() (*AsyncRun, error)
+		run  func() (*Run, error)
 	}
 	var jobs []job
 	for _, l := range o.Periods {
-		jobs = append(jobs, job{fmt.Sprintf("EASGD λ = %d", l), func() (*AsyncRun, error) {
+		jobs = append(jobs, job{fmt.Sprintf("EASGD λ = %d", l), func() (*Run, error) {
 			return t.runEASGD(start, l, 0, rand.New(rand.NewPCG(o.Seed, uint64(l))))
 		}})
 	}
 	for _, p := range o.Drops {
-		jobs = append(jobs, job{fmt.Sprintf("EASGD λ = %d, p = %g", o.DropPeriod, p), func() (*AsyncRun, error) {
+		jobs = append(jobs, job{fmt.Sprintf("EASGD λ = %d, p = %g", o.DropPeriod, p), func() (*Run, error) {
 			return t.runEASGD(start, o.DropPeriod, p, rand.New(rand.NewPCG(o.Seed, math.Float64bits(p))))
 		}})
 	}
-	jobs = append(jobs, job{"FedBuff", func() (*AsyncRun, error) { return t.runFedBuff(start) }},
-		job{"FedAvg", func() (*AsyncRun, error) { return t.runFedAvg(start) }})
+	jobs = append(jobs, job{"FedBuff", func() (*Run, error) { return t.runFedBuff(start) }},
+		job{"FedAvg", func() (*Run, error) { return t.runFedAvg(start) }})
 	for _, j := range jobs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -675,7 +690,7 @@ func Async(ctx context.Context, split *Split, o AsyncOptions) (*AsyncReport, err
 		t1 := time.Now()
 		r, err := j.run()
 		if err != nil {
-			return nil, fmt.Errorf("collab: %s: %w", j.name, err)
+			return nil, fmt.Errorf("asyncsim: %s: %w", j.name, err)
 		}
 		r.WallS = time.Since(t1).Seconds()
 		if n := len(r.Curve); n > 0 {
@@ -707,66 +722,37 @@ func Async(ctx context.Context, split *Split, o AsyncOptions) (*AsyncReport, err
 	return rep, nil
 }
 
-// newAsyncTask holds out ⌈1/5⌉ of each named person's photos of split,
-// simulates the users from the rest and gives each its persons' faces
-// under their hashed tags.
-func newAsyncTask(split *Split, o *AsyncOptions, rng *rand.Rand) (*asyncTask, error) {
-	if split == nil || len(split.Descs) == 0 {
-		return nil, errors.New("collab: no faces to simulate users from")
-	}
-	trainSplit, testFaces := holdOut(split, rng)
-	users := simulate(trainSplit, o.Users, o.MaxUsersPerPerson, o.PhotosPerUser, false, rng)
-	data, _, classOf, err := pooled(users, o.Classes, rng)
+// newTask builds the clients from collab.NewTagTask's users, their
+// descriptors scaled by √dim: descriptors have unit length, scaled their
+// coordinates have about unit variance, the scale He initialisation
+// assumes.
+func newTask(split *collab.Split, o *Options, rng *rand.Rand) (*task, error) {
+	tt, err := collab.NewTagTask(split, o.Users, o.MaxUsersPerPerson, o.PhotosPerUser, o.Classes, rng)
 	if err != nil {
 		return nil, err
 	}
-	t := &asyncTask{m: mlp{in: data.Dim, hidden: o.Hidden, classes: o.Classes}, o: o, units: data.Units}
-	// Descriptors have unit length; scaled by √dim their coordinates have
-	// about unit variance, the scale He initialisation assumes.
-	scale := float32(math.Sqrt(float64(data.Dim)))
-	scaled := func(x []float32) []float32 {
-		y := make([]float32, len(x))
-		for i, v := range x {
-			y[i] = v * scale
-		}
-		return y
-	}
-	tags := map[int]map[int]bool{}
-	for li, l := range users {
-		c := &asyncClient{}
-		for i, q := range l.Person {
-			if class, ok := classOf[li][q]; ok {
-				c.x = append(c.x, scaled(l.Descs[i]))
-				c.y = append(c.y, int32(class))
+	t := &task{m: mlp{in: tt.Dim, hidden: o.Hidden, classes: o.Classes}, o: o, units: tt.PersonLibraries, testOK: tt.TestTags}
+	scale := float32(math.Sqrt(float64(tt.Dim)))
+	scaled := func(xs [][]float32) [][]float32 {
+		out := make([][]float32, len(xs))
+		for k, x := range xs {
+			out[k] = make([]float32, len(x))
+			for i, v := range x {
+				out[k][i] = v * scale
 			}
 		}
-		if len(c.x) == 0 {
-			return nil, fmt.Errorf("collab: simulated user %d has no named person: use fewer users", li)
-		}
-		t.clients = append(t.clients, c)
-		for q, class := range classOf[li] {
-			p := l.origin[q]
-			if tags[p] == nil {
-				tags[p] = map[int]bool{}
-			}
-			tags[p][class] = true
-		}
+		return out
 	}
-	for _, i := range testFaces {
-		if p := split.Identity[i]; tags[p] != nil {
-			t.testX = append(t.testX, scaled(split.Descs[i]))
-			t.testOK = append(t.testOK, tags[p])
-		}
+	for _, u := range tt.Users {
+		t.clients = append(t.clients, &client{x: scaled(u.X), y: u.Class})
 	}
-	if len(t.testX) == 0 {
-		return nil, errors.New("collab: no held-out face of a trained person")
-	}
+	t.testX = scaled(tt.TestX)
 	return t, nil
 }
 
 // reseed restarts every client's batch draws, so each strategy sees the
 // same sequence of batches per client.
-func (t *asyncTask) reseed(seed uint64) {
+func (t *task) reseed(seed uint64) {
 	for k, c := range t.clients {
 		c.rng = rand.New(rand.NewPCG(seed, 0xba7c<<16|uint64(k)))
 	}

@@ -1,4 +1,4 @@
-package collab
+package asyncsim
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/veil-privacy/veil/collab"
 	"github.com/veil-privacy/veil/fed/strategy"
 )
 
@@ -91,13 +92,13 @@ func TestOverlayKeepsOwnValuesForDroppedUnits(t *testing.T) {
 // waiting for the slow client; the slow client's share of the updates.
 func TestAsyncAccounting(t *testing.T) {
 	split := synthSplit(11, 30, 8, 5)
-	o := AsyncOptions{Users: 4, Classes: 32, Hidden: 8, Periods: []int{4}, Drops: []float64{0.5}, DropPeriod: 4,
+	o := Options{Users: 4, Classes: 32, Hidden: 8, Periods: []int{4}, Drops: []float64{0.5}, DropPeriod: 4,
 		LocalSteps: 4, BufferSize: 2, Duration: 200, EvalEvery: 20, Seed: 5}
-	rep, err := Async(context.Background(), split, o)
+	rep, err := Simulate(context.Background(), split, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := map[string]AsyncRun{}
+	runs := map[string]Run{}
 	for _, r := range rep.Runs {
 		runs[r.Name] = r
 		if len(r.Curve) != 11 || r.Curve[0].Time != 0 || r.Final.Time != 200 {
@@ -148,7 +149,7 @@ func TestAsyncAccounting(t *testing.T) {
 
 // TestAsyncRefusesBadOptions names each bad option.
 func TestAsyncRefusesBadOptions(t *testing.T) {
-	for _, o := range []AsyncOptions{
+	for _, o := range []Options{
 		{Users: 1},
 		{Slowdown: 0.5},
 		{Drops: []float64{1}},
@@ -162,7 +163,34 @@ func TestAsyncRefusesBadOptions(t *testing.T) {
 			t.Errorf("options %+v accepted", o)
 		}
 	}
-	if _, err := Async(context.Background(), &Split{}, AsyncOptions{}); err == nil {
+	if _, err := Simulate(context.Background(), &collab.Split{}, Options{}); err == nil {
 		t.Error("an empty split accepted")
 	}
+}
+
+// synthSplit is a split of people around random centres in 128
+// dimensions: people with faces photos each, then strangers with one.
+func synthSplit(seed uint64, people, faces, strangers int) *collab.Split {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	s := &collab.Split{}
+	for p := range people + strangers {
+		c := make([]float64, 128)
+		for i := range c {
+			c[i] = 0.09 * rng.NormFloat64()
+		}
+		n := faces
+		if p >= people {
+			n = 1
+		}
+		s.Stranger = append(s.Stranger, p >= people)
+		for range n {
+			d := make([]float32, 128)
+			for i := range d {
+				d[i] = float32(c[i] + 0.02*rng.NormFloat64())
+			}
+			s.Descs = append(s.Descs, d)
+			s.Identity = append(s.Identity, p)
+		}
+	}
+	return s
 }
