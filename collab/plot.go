@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -52,9 +53,15 @@ func Plot(rep *Report, path string) error {
 		{"strangers, 3 named", func(r *MethodReport) float64 { return 100 * r.Named3.StrangersRate }, 1.5, 3},
 	}
 	colors := []struct{ r, g, b uint8 }{{0x1f, 0x77, 0xb4}, {0xae, 0xc7, 0xe8}, {0xd6, 0x27, 0x28}, {0xff, 0x98, 0x96}}
+	methods := Methods
+	for _, m := range PublicMethods {
+		if _, ok := rep.Methods[m]; ok {
+			methods = append(slices.Clone(methods), m)
+		}
+	}
 	for _, s := range series {
 		var v plotter.Values
-		for _, m := range Methods {
+		for _, m := range methods {
 			r, ok := rep.Methods[m]
 			if !ok {
 				return fmt.Errorf("collab: plot: the report has no method %s", m)
@@ -74,8 +81,8 @@ func Plot(rep *Report, path string) error {
 	}
 	p.Legend.Top = true
 	p.Legend.Left = false
-	p.NominalX(Methods...)
-	if err := p.Save(8*vg.Inch, 4.5*vg.Inch, path); err != nil {
+	p.NominalX(methods...)
+	if err := p.Save(vg.Length(1.2+1.4*float64(len(methods)))*vg.Inch, 4.5*vg.Inch, path); err != nil {
 		return fmt.Errorf("collab: plot: %w", err)
 	}
 	return nil
