@@ -34,9 +34,9 @@ func Plot(rep *Report, path string) error {
 		p.Y.Label.Text = "accuracy on held-out faces (%)"
 		p.Y.Min = 0
 		p.Add(plotter.NewGrid())
-		p.Legend.Top, p.Legend.Left = false, false
-		p.Legend.YOffs = vg.Points(-20)
 	}
+	byTime.Legend.Top, byTime.Legend.Left = true, true
+	byTime.Legend.XOffs = vg.Points(10)
 	for i, r := range rep.Runs {
 		var t, b plotter.XYs
 		for _, pt := range r.Curve {
@@ -55,7 +55,7 @@ func Plot(rep *Report, path string) error {
 			l.Dashes = plotutil.Dashes(i / 7)
 			l.Width = vg.Points(1.2)
 			d.p.Add(l)
-			if d.p == byBytes {
+			if d.p == byTime {
 				d.p.Legend.Add(r.Name, l)
 			}
 		}
