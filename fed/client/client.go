@@ -322,13 +322,7 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 	if task.GetSecagg() != nil {
 		var err error
 		if sec, err = c.prepareSecure(task); err != nil {
-			var pe *PolicyError
-			if errors.As(err, &pe) {
-				c.o.Progress(fmt.Sprintf("refused: %v", err))
-				c.decline(ctx, task, err)
-				return fmt.Errorf("client: %w", err)
-			}
-			return err
+			return c.declinePolicy(ctx, task, err)
 		}
 	}
 	var plan *fedpb.DPParams
@@ -361,8 +355,12 @@ func (c *Client) round(ctx context.Context, task *fedpb.RoundConfig) error {
 		return err
 	}
 	if sec != nil {
-		// Trained once the shares arrive (secPhase); the advert now.
-		sec.plan, sec.model = plan, model
+		// Trained once the shares arrive (secPhase); the advert, bound to
+		// this model, now.
+		if err := c.advertise(sec, model); err != nil {
+			return c.declinePolicy(ctx, task, err)
+		}
+		sec.plan = plan
 		c.sec = sec
 		c.o.Progress(fmt.Sprintf("round %d: securely aggregated; key advert sent", task.GetRound()))
 		return c.sendSecure(ctx, &fedpb.SecAggMessage{Round: task.GetRound(), Msg: &fedpb.SecAggMessage_Advert{Advert: sec.advert}})

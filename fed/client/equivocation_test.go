@@ -40,6 +40,9 @@ type equivocator struct {
 	fedpb.UnimplementedCoordinatorServer
 	tasks map[string]*fedpb.RoundConfig
 	model wire.Weights
+	// models, by client name, overrides model: the weights that client
+	// downloads (a coordinator that serves clients different models).
+	models map[string]wire.Weights
 
 	mu      sync.Mutex
 	push    map[string]chan *fedpb.Push
@@ -99,10 +102,18 @@ func (e *equivocator) Join(ctx context.Context, req *fedpb.JoinRequest) (*fedpb.
 }
 
 func (e *equivocator) DownloadModel(_ *fedpb.ModelRequest, stream grpc.ServerStreamingServer[fedpb.WeightsChunk]) error {
-	if err := stream.Send(&fedpb.WeightsChunk{Part: &fedpb.WeightsChunk_Header{Header: e.model.Header()}}); err != nil {
+	name, _, err := caller(stream.Context())
+	if err != nil {
 		return err
 	}
-	return e.model.Chunks(wire.DefaultChunk, func(b []byte) error { return stream.Send(&fedpb.WeightsChunk{Part: &fedpb.WeightsChunk_Data{Data: b}}) })
+	m := e.model
+	if o, ok := e.models[name]; ok {
+		m = o
+	}
+	if err := stream.Send(&fedpb.WeightsChunk{Part: &fedpb.WeightsChunk_Header{Header: m.Header()}}); err != nil {
+		return err
+	}
+	return m.Chunks(wire.DefaultChunk, func(b []byte) error { return stream.Send(&fedpb.WeightsChunk{Part: &fedpb.WeightsChunk_Data{Data: b}}) })
 }
 
 func (e *equivocator) Decline(context.Context, *fedpb.DeclineRequest) (*fedpb.DeclineResponse, error) {
@@ -275,7 +286,11 @@ func (e *equivocator) relayShares() error {
 // unmaskSum replays what the clients sent into the real masking server
 // (parameters of the first task) and unmasks the sum.
 func (e *equivocator) unmaskSum() ([]uint32, error) {
-	p, err := secround.Params(e.anyTask().GetSecagg())
+	md, err := secround.ModelDigest(e.anyTask().GetModelVersion())
+	if err != nil {
+		return nil, err
+	}
+	p, err := secround.Params(e.anyTask().GetSecagg(), md)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +366,10 @@ func (e *equivocator) unmaskSum() ([]uint32, error) {
 // client-1 told a noise share twice the others' (it would charge its
 // ledger for noise the sum does not carry), a lower sampling rate, half
 // the rounds, or T = 2 where the others are told T = 4; or, in a round of
-// local DP under masking, another quantiser clip. Over gRPC with
+// local DP under masking, another quantiser clip; or, in either mode,
+// client-1 is served other weights than the rest (a task naming another
+// model version: a model crafted to isolate client-1's update in the sum,
+// which without noise would expose it). Over gRPC with
 // mutual TLS, every client refuses the round on the neighbours' adverts,
 // naming the different configuration; none sends shares or a masked
 // vector, none computes its clipped sum, so the coordinator unmasks
@@ -363,7 +381,9 @@ func (e *equivocator) unmaskSum() ([]uint32, error) {
 //
 // Before the configuration was bound into the signed adverts and the
 // charge moved after the adverts' check, the equivocated cases ran to the
-// unmasked sum and each client's ledger was charged (at the task).
+// unmasked sum and each client's ledger was charged (at the task); before
+// the model's digest was bound (secround.RoundContext), the two
+// other-model cases still did.
 func TestEquivocatedPlanIsRefusedByEveryClient(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
 	ca, err := pki.Init(dir, "test")
@@ -401,26 +421,35 @@ func TestEquivocatedPlanIsRefusedByEveryClient(t *testing.T) {
 	local.Secagg.Length = uint32(q.Padded())
 	localPolicy := policy()
 	localPolicy.SecAgg = client.SecAggPolicy{Require: true, MinHonest: 3}
+	// A model a coordinator could craft for client-1 alone: the round's
+	// model with one weight changed (in an attack, weights that make
+	// client-1's update stand out in the sum).
+	m1 := model0()
+	m1[0].Values[0] += 1
 	for _, tc := range []struct {
 		name  string
 		local bool
 		edit  func(*fedpb.SecAggConfig) // client-1's configuration
+		// model serves client-1 m1, in a task naming it.
+		model bool
 	}{
 		{name: "one configuration"},
 		{name: "local DP: one configuration", local: true},
-		{"local DP: client-1 told another quantiser clip", true, func(sa *fedpb.SecAggConfig) { sa.Quant.Clip = 5 }},
-		{"client-1 told twice the noise share", false, func(sa *fedpb.SecAggConfig) {
+		{name: "local DP: client-1 told another quantiser clip", local: true, edit: func(sa *fedpb.SecAggConfig) { sa.Quant.Clip = 5 }},
+		{name: "client-1 told twice the noise share", local: false, edit: func(sa *fedpb.SecAggConfig) {
 			p := plan
 			p.Noise *= 2
 			sa.Ddp = secround.PlanProto(p)
 		}},
-		{"client-1 told a lower sampling rate", false, func(sa *fedpb.SecAggConfig) {
+		{name: "client-1 told a lower sampling rate", local: false, edit: func(sa *fedpb.SecAggConfig) {
 			p := plan
 			p.SamplingRate /= 2
 			sa.Ddp = secround.PlanProto(p)
 		}},
-		{"client-1 told T = 2, the others T = 4", false, func(sa *fedpb.SecAggConfig) { sa.MinHonest = 2 }},
-		{"client-1 told half the rounds", false, func(sa *fedpb.SecAggConfig) {
+		{name: "client-1 told T = 2, the others T = 4", local: false, edit: func(sa *fedpb.SecAggConfig) { sa.MinHonest = 2 }},
+		{name: "client-1 served another model", model: true},
+		{name: "local DP: client-1 served another model", local: true, model: true},
+		{name: "client-1 told half the rounds", local: false, edit: func(sa *fedpb.SecAggConfig) {
 			p := plan
 			p.Rounds /= 2
 			sa.Ddp = secround.PlanProto(p)
@@ -437,6 +466,10 @@ func TestEquivocatedPlanIsRefusedByEveryClient(t *testing.T) {
 			}
 			if tc.edit != nil {
 				tc.edit(e.tasks["client-1"].Secagg)
+			}
+			if tc.model {
+				e.models = map[string]wire.Weights{"client-1": m1}
+				e.tasks["client-1"].ModelVersion = wire.Version(m1.Header())
 			}
 			addr := startEquivocator(t, e, dir)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -482,7 +515,7 @@ func TestEquivocatedPlanIsRefusedByEveryClient(t *testing.T) {
 			wg.Wait()
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			if tc.edit == nil {
+			if tc.edit == nil && !tc.model {
 				// The control: the round runs to the unmasked sum.
 				if e.sumErr != nil || len(e.sum) != int(base.Secagg.Length) {
 					t.Fatalf("with one configuration the coordinator did not unmask the sum: %v", e.sumErr)

@@ -57,7 +57,10 @@ type secureRound struct {
 	model wire.Weights
 	mc    *masking.Client
 	dir   *secround.Directory
-	q     *quant.Quantizer
+	// id and signer make mc once the model is in hand (advertise).
+	id     uint32
+	signer crypto.Signer
+	q      *quant.Quantizer
 	// ddp is a distributed DP-SGD round (nil otherwise: q quantises the
 	// trainer's update), with the plan the owner's policy accepted.
 	ddp *ddp.Round
@@ -98,7 +101,9 @@ func (c *Client) prepareSecure(task *fedpb.RoundConfig) (*secureRound, error) {
 	if !ok {
 		return nil, fmt.Errorf("client: the certificate's key (%T) cannot sign", c.o.Identity.Cert.PrivateKey)
 	}
-	p, err := secround.Params(sa)
+	// The parameters are checked here, before anything is downloaded;
+	// the advert binds the model's digest once it is (advertise).
+	p, err := secround.Params(sa, [32]byte{})
 	if err != nil {
 		return nil, refuse(n, SettingSecAgg, "has secure aggregation parameters this client refuses: %v", err)
 	}
@@ -123,17 +128,54 @@ func (c *Client) prepareSecure(task *fedpb.RoundConfig) (*secureRound, error) {
 			return nil, refuse(n, SettingSecAggNoise, "cannot be quantised with this client's noise share σ = %d: %v", noise, err)
 		}
 	}
-	dir := secround.NewDirectory(sa, c.o.Identity.Pool)
-	mc, ad, err := masking.NewClient(masking.ClientConfig{ID: id, Signer: signer, Keys: dir, MinThreshold: max(2, c.o.Policy.SecAgg.MinHonest)}, p, rand.Reader)
+	if minT := max(2, c.o.Policy.SecAgg.MinHonest); p.Threshold < minT {
+		return nil, refuse(n, SettingThreshold, "has the secure aggregation threshold %d, below this client's minimum %d", p.Threshold, minT)
+	}
+	s.id, s.signer = id, signer
+	return s, nil
+}
+
+// declinePolicy declines task when err is a refusal of the owner's
+// policy (a *PolicyError) and returns the error that stops the round.
+func (c *Client) declinePolicy(ctx context.Context, task *fedpb.RoundConfig, err error) error {
+	var pe *PolicyError
+	if errors.As(err, &pe) {
+		c.o.Progress(fmt.Sprintf("refused: %v", err))
+		c.decline(ctx, task, err)
+		return fmt.Errorf("client: %w", err)
+	}
+	return err
+}
+
+// advertise makes the round's masking client and its signed key advert
+// once the round's model is in hand: the parameters bind, besides the
+// round's whole configuration, the digest of model computed here over
+// the bytes this client received and trains from (secround.RoundContext),
+// so a neighbour served another model in the same round made its advert
+// under another context and is refused at the adverts (ShareKeys), before
+// anything is charged.
+func (c *Client) advertise(s *secureRound, model wire.Weights) error {
+	n := s.task.GetRound()
+	md, err := secround.ModelDigest(wire.Version(model.Header()))
 	if err != nil {
-		return nil, refuse(n, SettingThreshold, "%v", err)
+		return fmt.Errorf("client: round %d: %w", n, err)
+	}
+	sa := s.task.GetSecagg()
+	p, err := secround.Params(sa, md)
+	if err != nil {
+		return refuse(n, SettingSecAgg, "has secure aggregation parameters this client refuses: %v", err)
+	}
+	dir := secround.NewDirectory(sa, c.o.Identity.Pool)
+	mc, ad, err := masking.NewClient(masking.ClientConfig{ID: s.id, Signer: s.signer, Keys: dir, MinThreshold: max(2, c.o.Policy.SecAgg.MinHonest)}, p, rand.Reader)
+	if err != nil {
+		return refuse(n, SettingThreshold, "%v", err)
 	}
 	b, err := ad.MarshalBinary()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s.mc, s.dir, s.advert = mc, dir, b
-	return s, nil
+	s.mc, s.dir, s.advert, s.model = mc, dir, b, model
+	return nil
 }
 
 // DistributedTrainer is a Trainer that takes part in distributed DP-SGD
@@ -315,7 +357,7 @@ func (c *Client) answer(ctx context.Context, s *secureRound, ph *fedpb.SecAggPha
 		}
 		shares, err := s.mc.ShareKeys(ads, rand.Reader)
 		if errors.Is(err, masking.ErrParamsMismatch) {
-			return nil, bad(fmt.Errorf("a neighbour's key advert was made under another configuration of this round than this client's: the coordinator sent the round's clients different settings (distributed DP plan, quantiser, threshold, roster or graph), so the sum would not carry the noise this client's plan promises; nothing was charged: %w", err))
+			return nil, bad(fmt.Errorf("a neighbour's key advert was made under another configuration of this round than this client's: the coordinator sent the round's clients different settings (distributed DP plan, quantiser, threshold, roster or graph) or different models, so the sum would not carry the noise this client's plan promises; nothing was charged: %w", err))
 		}
 		if err != nil {
 			return nil, bad(err)

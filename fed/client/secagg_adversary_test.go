@@ -127,7 +127,11 @@ func TestClientRefusesSubstitutedKeys(t *testing.T) {
 	task.Secagg.Length = uint32(q.Padded())
 	m0 := model0()
 	task.ProtocolVersion, task.ModelVersion, task.DeadlineUnixMs = fedpb.ProtocolVersion, wire.Version(m0.Header()), time.Now().Add(time.Hour).UnixMilli()
-	params, err := secround.Params(task.Secagg)
+	md, err := secround.ModelDigest(task.ModelVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := secround.Params(task.Secagg, md)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -548,7 +548,7 @@ func (c *Coordinator) restore() error {
 		if c.o.SecAgg == nil {
 			return fmt.Errorf("coordinator: the open round %d is securely aggregated (%s): restart with the same secure aggregation", n, sa.GetMode())
 		}
-		m, err := c.maskingFromConfig(n, sa, time.UnixMilli(deadline))
+		m, err := c.maskingFromConfig(n, sa, cfg.GetModelVersion(), time.UnixMilli(deadline))
 		if err == nil {
 			err = m.restore(context.Background(), c.st.db)
 		}
@@ -796,7 +796,7 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 	var sec *maskingRound
 	if c.o.SecAgg != nil {
 		var err error
-		if sec, err = c.beginMasking(n, sel, time.Now(), deadline); err != nil {
+		if sec, err = c.beginMasking(n, sel, cfg.ModelVersion, time.Now(), deadline); err != nil {
 			return fmt.Errorf("coordinator: starting round %d: %w", n, err)
 		}
 		cfg.Secagg = sec.cfg

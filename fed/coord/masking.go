@@ -92,8 +92,9 @@ type maskingRound struct {
 var maskingKinds = [4]string{"advert", "shares", "masked", "unmask"}
 
 // beginMasking sets up round n's masking among the selected clients
-// (sorted), starting at start with the round's deadline.
-func (c *Coordinator) beginMasking(n uint64, sel []string, start, deadline time.Time) (*maskingRound, error) {
+// (sorted), from model version, starting at start with the round's
+// deadline.
+func (c *Coordinator) beginMasking(n uint64, sel []string, version string, start, deadline time.Time) (*maskingRound, error) {
 	s := c.o.SecAgg
 	roster := slices.Sorted(slices.Values(sel))
 	k, t := s.graph(len(roster))
@@ -120,19 +121,23 @@ func (c *Coordinator) beginMasking(n uint64, sel []string, start, deadline time.
 			return nil, fmt.Errorf("coordinator: the distributed DP-SGD plan's wrap bound covers %d clients, the round selected %d", plan.Clients, len(roster))
 		}
 		cfg.Ddp, cfg.Threshold, cfg.Length = secround.PlanProto(plan), uint32(max(t, plan.Threshold)), uint32(plan.Padded())
-		return c.maskingFromConfig(n, cfg, deadline)
+		return c.maskingFromConfig(n, cfg, version, deadline)
 	}
 	var err error
 	if cfg.Quant, err = s.quantConfig(c.model.Len(), len(roster), c.o.MaxUpdateNorm); err != nil {
 		return nil, err
 	}
-	return c.maskingFromConfig(n, cfg, deadline)
+	return c.maskingFromConfig(n, cfg, version, deadline)
 }
 
-// maskingFromConfig makes round n's masking state from its config (at
-// the round's start or on a restart).
-func (c *Coordinator) maskingFromConfig(n uint64, cfg *fedpb.SecAggConfig, deadline time.Time) (*maskingRound, error) {
-	p, q, err := MaskingParams(cfg)
+// maskingFromConfig makes round n's masking state from its config and
+// model version (at the round's start or on a restart).
+func (c *Coordinator) maskingFromConfig(n uint64, cfg *fedpb.SecAggConfig, version string, deadline time.Time) (*maskingRound, error) {
+	model, err := secround.ModelDigest(version)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: round %d: %w", n, err)
+	}
+	p, q, err := MaskingParams(cfg, model)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: round %d: %w", n, err)
 	}
@@ -158,14 +163,15 @@ func (c *Coordinator) maskingFromConfig(n uint64, cfg *fedpb.SecAggConfig, deadl
 }
 
 // MaskingParams returns the masking parameters and the quantiser (at the
-// proposed noise) of a round's secure aggregation section, checked.
-func MaskingParams(cfg *fedpb.SecAggConfig) (masking.Params, *quant.Quantizer, error) {
+// proposed noise) of a round's secure aggregation section, checked, bound
+// to the round's model (secround.ModelDigest of the version served).
+func MaskingParams(cfg *fedpb.SecAggConfig, model [32]byte) (masking.Params, *quant.Quantizer, error) {
 	if _, ok := secround.PlanOf(cfg); ok {
 		// Distributed DP-SGD: the plan's encoding (maskingFromConfig).
 		if _, _, err := secround.Round(cfg); err != nil {
 			return masking.Params{}, nil, err
 		}
-		p, err := secround.Params(cfg)
+		p, err := secround.Params(cfg, model)
 		return p, nil, err
 	}
 	q, err := secround.Quantizer(cfg, cfg.GetQuant().GetNoise())
@@ -175,7 +181,7 @@ func MaskingParams(cfg *fedpb.SecAggConfig) (masking.Params, *quant.Quantizer, e
 	if cfg.GetLength() == 0 {
 		cfg.Length = uint32(q.Padded())
 	}
-	p, err := secround.Params(cfg)
+	p, err := secround.Params(cfg, model)
 	return p, q, err
 }
 

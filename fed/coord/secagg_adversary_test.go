@@ -90,7 +90,11 @@ func TestMisbehavingClientIsRefusedAndTheRoundCompletes(t *testing.T) {
 	}
 	task := p.GetTask()
 	sa := task.GetSecagg()
-	params, err := secround.Params(sa)
+	md, err := secround.ModelDigest(task.GetModelVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := secround.Params(sa, md)
 	if err != nil {
 		t.Fatal(err)
 	}

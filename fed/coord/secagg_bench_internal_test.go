@@ -70,7 +70,7 @@ func BenchmarkSecureClientRound(b *testing.B) {
 			for range b.N {
 				rand.Read(cfg.RoundId)
 				cfg.Length = 0
-				p, q, err := MaskingParams(cfg)
+				p, q, err := MaskingParams(cfg, [32]byte{})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,6 +1,7 @@
 package secround_test
 
 import (
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -126,23 +127,49 @@ func TestConfigDigestCoversEveryField(t *testing.T) {
 	if secround.ConfigDigest(c) == secround.ConfigDigest(e) {
 		t.Error("an empty quantiser and none have the same digest")
 	}
-	// Params binds the digest.
+	// Params binds the digest and the model's.
 	cfg := &fedpb.SecAggConfig{Mode: "masking", RoundId: make([]byte, 32), GraphSeed: make([]byte, 32), Degree: 3, Threshold: 3, Length: 8,
 		Roster: []*fedpb.SecAggMember{{Id: 1, Client: "a"}, {Id: 2, Client: "b"}, {Id: 3, Client: "c"}, {Id: 4, Client: "d"}}}
-	p, err := secround.Params(cfg)
+	model := [32]byte{1}
+	p, err := secround.Params(cfg, model)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Context != secround.ConfigDigest(cfg) {
-		t.Fatal("Params does not bind the configuration's digest")
+	if p.Context != secround.RoundContext(cfg, model) {
+		t.Fatal("Params does not bind the configuration's digest and the model's")
 	}
 	cfg.MinHonest = 3
-	q, err := secround.Params(cfg)
+	q, err := secround.Params(cfg, model)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pd, _ := p.Digest()
 	if qd, _ := q.Digest(); pd == qd {
 		t.Fatal("two configurations that differ outside the masking parameters give one parameters digest")
+	}
+}
+
+// TestRoundContextBindsTheModel: two clients of one configuration that
+// trained from different models (one byte of the weights apart) sign
+// different contexts and so different masking parameters, and a model
+// version that is not a hex SHA-256 is refused.
+func TestRoundContextBindsTheModel(t *testing.T) {
+	cfg := fullConfig()
+	a, err := secround.ModelDigest("00" + strings.Repeat("ab", 31))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := a
+	b[31] ^= 1
+	if secround.RoundContext(cfg, a) == secround.RoundContext(cfg, b) {
+		t.Fatal("two models give one round context")
+	}
+	if secround.RoundContext(cfg, a) == secround.ConfigDigest(cfg) {
+		t.Fatal("the round context is the configuration's digest alone")
+	}
+	for _, v := range []string{"", "abc", strings.Repeat("ab", 31), strings.Repeat("ab", 33), strings.Repeat("zz", 32)} {
+		if _, err := secround.ModelDigest(v); err == nil {
+			t.Errorf("ModelDigest(%q) accepted", v)
+		}
 	}
 }

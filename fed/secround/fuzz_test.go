@@ -48,14 +48,14 @@ func FuzzSecAggConfig(f *testing.F) {
 			cfg.GetDdp().GetDim() > 1<<12 || cfg.GetDdp().GetBlock() > 1<<12 {
 			return
 		}
-		if p, err := secround.Params(&cfg); err == nil {
+		if p, err := secround.Params(&cfg, [32]byte{7}); err == nil {
 			if err := p.Validate(); err != nil {
 				t.Fatalf("Params accepted an invalid round: %v", err)
 			}
 			// The configuration a client's advert signs is the whole of
 			// what it parsed, and the same after a round trip.
-			if p.Context != secround.ConfigDigest(&cfg) {
-				t.Fatal("Params does not bind the configuration's digest")
+			if p.Context != secround.RoundContext(&cfg, [32]byte{7}) {
+				t.Fatal("Params does not bind the configuration's digest and the model's")
 			}
 		}
 		again, err := proto.Marshal(&cfg)

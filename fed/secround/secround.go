@@ -56,9 +56,12 @@ const Masking = "masking"
 
 // Params returns the masking parameters of a round's secure aggregation
 // section, checked (masking.Params.Validate, names that can name a
-// certificate, ids unique), with the whole section bound in Context
-// (ConfigDigest): the key adverts of the round sign it.
-func Params(cfg *fedpb.SecAggConfig) (masking.Params, error) {
+// certificate, ids unique), with the whole section and the digest of the
+// round's model bound in Context (RoundContext): the key adverts of the
+// round sign them. model is ModelDigest of the model version the caller
+// trains from (a client: computed over the bytes it received) or serves
+// (the coordinator).
+func Params(cfg *fedpb.SecAggConfig, model [32]byte) (masking.Params, error) {
 	var p masking.Params
 	if cfg.GetMode() != Masking {
 		return p, fmt.Errorf("secure aggregation mode %q, not %s", cfg.GetMode(), Masking)
@@ -79,7 +82,7 @@ func Params(cfg *fedpb.SecAggConfig) (masking.Params, error) {
 		p.Roster = append(p.Roster, mb.GetId())
 	}
 	p.Degree, p.Threshold, p.Length = int(cfg.GetDegree()), int(cfg.GetThreshold()), int(cfg.GetLength())
-	p.Context = ConfigDigest(cfg)
+	p.Context = RoundContext(cfg, model)
 	if err := p.Validate(); err != nil {
 		return p, err
 	}
