@@ -231,11 +231,15 @@ func (e *equivocator) pushAll(msg func(name string) *fedpb.Push) {
 	}
 }
 
-// relayAdverts pushes each client every other client's advert (the graph
-// is complete), with its certificate, unchecked.
+// relayAdverts pushes each client its neighbours' adverts in the graph
+// of its task, with their certificates, unchecked.
 func (e *equivocator) relayAdverts() error {
 	msgs := map[string]*fedpb.Push{}
 	for to := range e.tasks {
+		g, err := e.graph(to)
+		if err != nil {
+			return err
+		}
 		var ads []masking.KeyAdvert
 		out := &fedpb.SecAggAdverts{}
 		for from, b := range e.adverts {
@@ -246,10 +250,12 @@ func (e *equivocator) relayAdverts() error {
 			if err := a.UnmarshalBinary(b); err != nil {
 				return err
 			}
+			if !g.Adjacent(e.id(to), a.From) {
+				continue
+			}
 			ads = append(ads, a)
 			out.Certs = append(out.Certs, &fedpb.SecAggCert{Id: a.From, Der: e.certs[from]})
 		}
-		var err error
 		if out.Adverts, err = masking.EncodeAdverts(e.roundID(), ads); err != nil {
 			return err
 		}
@@ -385,42 +391,12 @@ func (e *equivocator) unmaskSum() ([]uint32, error) {
 // the model's digest was bound (secround.RoundContext), the two
 // other-model cases still did.
 func TestEquivocatedPlanIsRefusedByEveryClient(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "pki")
-	ca, err := pki.Init(dir, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
 	names := []string{"client-1", "client-2", "client-3", "client-4"}
-	for _, n := range append([]string{"coordinator"}, names...) {
-		role := pki.Client
-		if n == "coordinator" {
-			role = pki.Server
-		}
-		if _, err := ca.Issue(pki.IssueOptions{Name: n, Role: role}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := issueRoster(t, names)
 	m0 := model0()
-	named := func(r *fedpb.RoundConfig) *fedpb.RoundConfig {
-		r.ProtocolVersion, r.ModelVersion, r.DeadlineUnixMs = fedpb.ProtocolVersion, wire.Version(m0.Header()), time.Now().Add(time.Hour).UnixMilli()
-		r.Secagg.RoundId[0], r.Secagg.MinHonest = 7, 4
-		for i, n := range names {
-			r.Secagg.Roster[i].Client = n
-		}
-		return r
-	}
 	distributed, plan := ddpTask(t)
-	distributed = named(distributed)
-	// A local DP round under masking (each client's own DP-SGD, quantised).
-	local := named(secureTask())
-	local.Secagg.Quant.Clip = 10
-	q, err := secround.Quantizer(local.Secagg, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	local.Secagg.Length = uint32(q.Padded())
-	localPolicy := policy()
-	localPolicy.SecAgg = client.SecAggPolicy{Require: true, MinHonest: 3}
+	distributed = nameTask(distributed, names, m0)
+	local, localPolicy := localTask(t, names, m0)
 	// A model a coordinator could craft for client-1 alone: the round's
 	// model with one weight changed (in an attack, weights that make
 	// client-1's update stand out in the sum).
@@ -471,48 +447,7 @@ func TestEquivocatedPlanIsRefusedByEveryClient(t *testing.T) {
 				e.models = map[string]wire.Weights{"client-1": m1}
 				e.tasks["client-1"].ModelVersion = wire.Version(m1.Header())
 			}
-			addr := startEquivocator(t, e, dir)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			type result struct {
-				err           error
-				dir           string
-				before, after map[string]string
-				sums          int
-			}
-			results := make([]result, len(names))
-			var wg sync.WaitGroup
-			for i, n := range names {
-				id, err := pki.LoadIdentity(filepath.Join(dir, n+".crt"), filepath.Join(dir, n+".key"), filepath.Join(dir, "ca.crt"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				cdir := filepath.Join(t.TempDir(), n)
-				tr := &sumTrainer{planTrainer: planTrainer{sigma: 2, q: 0.1}}
-				c, err := client.New(client.Options{Addr: addr, Creds: credentials.NewTLS(pki.ClientTLS(id, "localhost")), Policy: pol,
-					Identity: id, Dir: cdir, LedgerDir: filepath.Join(cdir, "ledgers"), DataSet: n, Trainer: tr, ReconnectFor: -1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				// The ledger folder, byte for byte (the folder also caches
-				// the public model, downloaded with the task).
-				results[i].dir, results[i].before = cdir, snapshot(t, filepath.Join(cdir, "ledgers"))
-				if len(results[i].before) == 0 {
-					t.Fatal("the client keeps no ledger")
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					results[i].err = c.Run(ctx)
-					results[i].after = snapshot(t, filepath.Join(cdir, "ledgers"))
-					tr.mu.Lock()
-					results[i].sums = tr.sums
-					tr.mu.Unlock()
-					results[i].sums += tr.count()
-				}()
-			}
-			wg.Wait()
+			results := runClients(t, e, dir, names, pol)
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			if tc.edit == nil && !tc.model {
@@ -533,17 +468,7 @@ func TestEquivocatedPlanIsRefusedByEveryClient(t *testing.T) {
 					!strings.Contains(r.err.Error(), "nothing was charged") {
 					t.Errorf("%s ended with %v; want a refusal naming the different configuration", names[i], r.err)
 				}
-				if r.sums != 0 {
-					t.Errorf("%s computed its clipped sum or trained", names[i])
-				}
-				if len(r.before) != len(r.after) {
-					t.Errorf("%s's ledger folder: %d files before the round, %d after", names[i], len(r.before), len(r.after))
-				}
-				for path, b := range r.before {
-					if r.after[path] != b {
-						t.Errorf("%s: %s changed", names[i], filepath.Base(path))
-					}
-				}
+				r.untouched(t, names[i])
 			}
 			if len(e.adverts) != len(names) || len(e.shares) != 0 || len(e.masked) != 0 || len(e.unmask) != 0 || e.sum != nil {
 				t.Fatalf("the coordinator got %d adverts, %d share sets, %d masked vectors, %d unmasking responses (sum %v); want the adverts only",
@@ -551,6 +476,140 @@ func TestEquivocatedPlanIsRefusedByEveryClient(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nameTask gives task's roster the names, in order, and makes it a
+// round of model m that closes in an hour.
+func nameTask(task *fedpb.RoundConfig, names []string, m wire.Weights) *fedpb.RoundConfig {
+	task.ProtocolVersion, task.ModelVersion, task.DeadlineUnixMs = fedpb.ProtocolVersion, wire.Version(m.Header()), time.Now().Add(time.Hour).UnixMilli()
+	task.Secagg.RoundId[0], task.Secagg.MinHonest = 7, 4
+	for i, n := range names {
+		task.Secagg.Roster[i].Client = n
+	}
+	return task
+}
+
+// localTask is a local DP round under masking (each client's own DP-SGD,
+// quantised) among names, of model m, and an owner's policy (T = 3)
+// that accepts it.
+func localTask(t *testing.T, names []string, m wire.Weights) (*fedpb.RoundConfig, client.Policy) {
+	t.Helper()
+	local := nameTask(secureTask(), names, m)
+	local.Secagg.Quant.Clip = 10
+	q, err := secround.Quantizer(local.Secagg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local.Secagg.Length = uint32(q.Padded())
+	pol := policy()
+	pol.SecAgg = client.SecAggPolicy{Require: true, MinHonest: 3}
+	return local, pol
+}
+
+// graph is the round's communication graph as name's task gives it.
+func (e *equivocator) graph(name string) (*masking.Graph, error) {
+	task := e.tasks[name]
+	md, err := secround.ModelDigest(task.GetModelVersion())
+	if err != nil {
+		return nil, err
+	}
+	p, err := secround.Params(task.GetSecagg(), md)
+	if err != nil {
+		return nil, err
+	}
+	return masking.NewGraph(&p)
+}
+
+// issueRoster makes an authority in a temporary folder and issues a
+// server certificate to "coordinator" and a client certificate to each
+// name; it returns the folder.
+func issueRoster(t *testing.T, names []string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "pki")
+	ca, err := pki.Init(dir, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range append([]string{"coordinator"}, names...) {
+		role := pki.Client
+		if n == "coordinator" {
+			role = pki.Server
+		}
+		if _, err := ca.Issue(pki.IssueOptions{Name: n, Role: role}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// clientResult is how one client of runClients ended: its error, its
+// folder, its ledger folder before and after (file → bytes), and how
+// many clipped sums it computed or trainings it ran.
+type clientResult struct {
+	err           error
+	dir           string
+	before, after map[string]string
+	sums          int
+}
+
+// untouched checks that the client neither computed nor trained and that
+// its ledger folder is byte for byte as before the round.
+func (r *clientResult) untouched(t *testing.T, name string) {
+	t.Helper()
+	if r.sums != 0 {
+		t.Errorf("%s computed its clipped sum or trained", name)
+	}
+	if len(r.before) != len(r.after) {
+		t.Errorf("%s's ledger folder: %d files before the round, %d after", name, len(r.before), len(r.after))
+	}
+	for path, b := range r.before {
+		if r.after[path] != b {
+			t.Errorf("%s: %s changed", name, filepath.Base(path))
+		}
+	}
+}
+
+// runClients serves e with the authority in dir and runs one real fed
+// client per name, with policy pol, until each stops (30 s at most).
+func runClients(t *testing.T, e *equivocator, dir string, names []string, pol client.Policy) []clientResult {
+	t.Helper()
+	addr := startEquivocator(t, e, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	results := make([]clientResult, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		id, err := pki.LoadIdentity(filepath.Join(dir, n+".crt"), filepath.Join(dir, n+".key"), filepath.Join(dir, "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cdir := filepath.Join(t.TempDir(), n)
+		tr := &sumTrainer{planTrainer: planTrainer{sigma: 2, q: 0.1}}
+		c, err := client.New(client.Options{Addr: addr, Creds: credentials.NewTLS(pki.ClientTLS(id, "localhost")), Policy: pol,
+			Identity: id, Dir: cdir, LedgerDir: filepath.Join(cdir, "ledgers"), DataSet: n, Trainer: tr, ReconnectFor: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// The ledger folder, byte for byte (the folder also caches the
+		// public model, downloaded with the task).
+		results[i].dir, results[i].before = cdir, snapshot(t, filepath.Join(cdir, "ledgers"))
+		if len(results[i].before) == 0 {
+			t.Fatal("the client keeps no ledger")
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i].err = c.Run(ctx)
+			results[i].after = snapshot(t, filepath.Join(cdir, "ledgers"))
+			tr.mu.Lock()
+			results[i].sums = tr.sums
+			tr.mu.Unlock()
+			results[i].sums += tr.count()
+		}()
+	}
+	wg.Wait()
+	return results
 }
 
 // checkOneCharge checks that the ledger of data set name in the client

@@ -76,6 +76,16 @@ type SecAggPolicy struct {
 	// guarantee and is what its ledger is charged; the distributed DP-SGD
 	// work sets this and charges the distributed mechanism.
 	NoiseMultiplier float64
+	// SparseGraphs accepts masking rounds whose protection of this
+	// client depends on the communication graph's seed: a sparse graph
+	// (SecAgg+'s k < n − 1) on which the n − T clients that may collude
+	// could surround this client (masking.Params.SeedIndependent). The
+	// seed is the coordinator's: one that controls some clients could try
+	// seeds until this client's neighbours are all its own (see
+	// fed/secround's package comment). Off (the default), such a round is
+	// refused (SettingGraph); the complete graph, and a sparse graph that
+	// tolerates n − T colluders anywhere, are accepted.
+	SparseGraphs bool
 }
 
 // DDPPolicy is what the owner plans for distributed DP-SGD: rounds of one
@@ -192,6 +202,7 @@ const (
 	SettingThreshold    Setting = "secagg threshold"
 	SettingBits         Setting = "secagg bits"
 	SettingSecAggNoise  Setting = "secagg noise"
+	SettingGraph        Setting = "secagg graph"
 	// SettingDDP is a distributed DP-SGD round's plan (fed/ddp.CheckPlan
 	// names the plan's setting in the message).
 	SettingDDP Setting = "distributed dp"

@@ -131,8 +131,32 @@ func (c *Client) prepareSecure(task *fedpb.RoundConfig) (*secureRound, error) {
 	if minT := max(2, c.o.Policy.SecAgg.MinHonest); p.Threshold < minT {
 		return nil, refuse(n, SettingThreshold, "has the secure aggregation threshold %d, below this client's minimum %d", p.Threshold, minT)
 	}
+	if err := c.checkGraph(n, &p); err != nil {
+		return nil, err
+	}
 	s.id, s.signer = id, signer
 	return s, nil
+}
+
+// checkGraph refuses a round whose communication graph this client's
+// protection could depend on the graph seed for, unless the owner
+// accepts that (SecAggPolicy.SparseGraphs). The seed is the
+// coordinator's, picked after it chose the roster: one that controls
+// some of the roster's clients could try seeds until this client's
+// neighbours are all its own. With the owner's T, at most n − T of the
+// roster collude, and masking.Params.SeedIndependent says whether that
+// many colluders are tolerated wherever they sit (always, on the
+// complete graph).
+func (c *Client) checkGraph(n uint64, p *masking.Params) error {
+	if c.o.Policy.SecAgg.SparseGraphs {
+		return nil
+	}
+	r := len(p.Roster)
+	if colluders := max(0, r-max(2, c.o.Policy.SecAgg.MinHonest)); !p.SeedIndependent(colluders) {
+		return refuse(n, SettingGraph, "has a sparse secure aggregation graph (%d neighbours among %d clients, threshold %d) drawn from a seed the coordinator chose: the %d clients this client's T = %d leaves possibly colluding could be placed all around it by a chosen seed, more than the round tolerates (%d); this client accepts only a graph whose seed cannot matter (the complete graph)",
+			p.EffectiveDegree(), r, p.Threshold, colluders, max(2, c.o.Policy.SecAgg.MinHonest), min(p.ToleratedColluders(), p.EffectiveDegree()-1))
+	}
+	return nil
 }
 
 // declinePolicy declines task when err is a refusal of the owner's

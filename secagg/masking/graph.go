@@ -103,3 +103,21 @@ func permute(roster []uint32, seed *[32]byte) []uint32 {
 	}
 	return out
 }
+
+// SeedIndependent reports whether the round protects every honest client
+// against colluders clients of the roster colluding with the coordinator
+// wherever they sit in the graph, so that the choice of GraphSeed (which
+// the coordinator makes, and could grind until a target's neighbours are
+// its own) cannot matter: either the graph is complete (the seed is
+// unused), or colluders ≤ ToleratedColluders (no client has more
+// colluding neighbours than the threshold tolerates, even with all of
+// them) and colluders < k (the graph, Harary's H(k, n), is k-vertex-
+// connected, so removing the colluders leaves the honest clients'
+// subgraph connected and no honest client isolated).
+func (p *Params) SeedIndependent(colluders int) bool {
+	k := p.EffectiveDegree()
+	if k >= len(p.Roster)-1 {
+		return true
+	}
+	return colluders <= p.ToleratedColluders() && colluders < k
+}
