@@ -3,10 +3,12 @@ package secround_test
 import (
 	"bytes"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -241,4 +243,22 @@ func fixed(b []byte, size int) (uint64, []byte, error) {
 		v = v<<8 | uint64(c)
 	}
 	return v, b[size:], nil
+}
+
+// FuzzModelDigest: ModelDigest accepts exactly the hex encodings of 32
+// bytes, and what it accepts is the version it was given.
+func FuzzModelDigest(f *testing.F) {
+	f.Add(strings.Repeat("ab", 32))
+	f.Add(strings.Repeat("AB", 32))
+	f.Add("")
+	f.Add(strings.Repeat("0", 63))
+	f.Fuzz(func(t *testing.T, v string) {
+		d, err := secround.ModelDigest(v)
+		if err != nil {
+			return
+		}
+		if len(v) != 64 || !strings.EqualFold(hex.EncodeToString(d[:]), v) {
+			t.Fatalf("ModelDigest(%q) = %x", v, d)
+		}
+	})
 }
