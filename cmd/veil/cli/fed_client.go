@@ -38,7 +38,7 @@ type clientFlags struct {
 	budgetEps, budgetDelta      float64
 	minNoise, maxClip, maxRate  float64
 	allowNoDP                   bool
-	requireSecAgg               bool
+	requireSecAgg, sparseGraphs bool
 	keygenName                  string
 	minHonest                   int
 	unit, dir, data, trainer    string
@@ -149,6 +149,7 @@ func clientCmd(e *env) (*cobra.Command, *clientFlags) {
 	fl.Float64Var(&f.maxRate, "max-sampling-rate", client.DefaultMaxSamplingRate, "largest share q of this client's privacy units sampled per step, in (0, 1] (the ledger charges the q a round runs; lower it to refuse rounds whose batch samples more)")
 	fl.StringVar(&f.keygenName, "keygen-name", "", "take part in DPHE rounds (veil fed coordinator --secagg dphe) whose key generator's certificate carries this name (default: refuse DPHE rounds)")
 	fl.BoolVar(&f.requireSecAgg, "require-secagg", false, "refuse rounds without secure aggregation (where the coordinator would see this client's update)")
+	fl.BoolVar(&f.sparseGraphs, "secagg-sparse-graphs", false, "take part in masking rounds on a sparse graph (SecAgg+) even where the coordinator's choice of its seed could surround this client with the n − T clients that may collude (default: refuse them; the complete graph, the coordinator's default up to 16 clients, is always accepted)")
 	fl.IntVar(&f.minHonest, "secagg-min-honest", 2, "T: the least honest surviving clients this client assumes in a secure round, for masking and distributed DP alike; a threshold t below it is refused")
 	fl.BoolVar(&f.allowNoDP, "allow-no-dp", false, "take part in rounds without differential privacy (no privacy guarantee for this client's data; default: refuse them)")
 	fl.StringVar(&f.dir, "dir", "", "this client's folder: the last model it received (required; created)")
@@ -276,7 +277,7 @@ func (f *clientFlags) policy() (client.Policy, error) {
 	}
 	p := client.Policy{Unit: f.unit, Budget: dp.Budget{Epsilon: f.budgetEps, Delta: f.budgetDelta}, MinNoiseMultiplier: f.minNoise,
 		MaxClip: f.maxClip, MaxSamplingRate: f.maxRate, AllowNoDP: f.allowNoDP,
-		SecAgg: client.SecAggPolicy{Require: f.requireSecAgg, MinHonest: f.minHonest}}
+		SecAgg: client.SecAggPolicy{Require: f.requireSecAgg, MinHonest: f.minHonest, SparseGraphs: f.sparseGraphs}}
 	if err == nil && (f.minHonest < 2 || f.minHonest > 1<<16) {
 		err = fmt.Errorf("--secagg-min-honest must be at least 2, got %d", f.minHonest)
 	}
