@@ -24,18 +24,19 @@ import (
 // four phases after the task: the client checks the round against its
 // owner's policy (the threshold, the modulus, and that the sum of the
 // roster's encodings with its own noise share cannot wrap; a distributed
-// DP-SGD plan, ddp.Accept) and that its charge fits the budget, then
-// sends its key advert, signed by its certificate's key over the digest
-// of the round's whole secure aggregation configuration
-// (secround.ConfigDigest); on the neighbours' adverts (each checked
+// DP-SGD plan, ddp.Accept; a graph whose seed cannot matter, checkGraph)
+// and that its charge fits the budget, downloads the model, then sends
+// its key advert, signed by its certificate's key over the digest of the
+// round's whole secure aggregation configuration and of the model it
+// received (secround.RoundContext); on the neighbours' adverts (each checked
 // against the certificate relayed with it, which must be the authority's
 // client certificate of the name the roster gives, and made under this
 // client's own configuration digest: a coordinator that sent clients
-// different plans is refused here, having received only the advert) it
-// sends its encrypted shares; on the shares addressed to it, once they
-// check out, it charges its ledger (chargeSecure), trains, quantises the
-// update with its noise share (SecureInput), masks it and streams the
-// masked vector; on the unmasking request it sends its shares of the
+// different plans or models is refused here, having received only the
+// advert) it sends its encrypted shares; on the shares addressed to it,
+// once they check out, it charges its ledger (chargeSecure), trains,
+// quantises the update with its noise share (SecureInput), masks it and
+// streams the masked vector; on the unmasking request it sends its shares of the
 // survivors' self-mask seeds and of the dropped clients' mask keys. Its
 // update never leaves it otherwise, and a round refused before the
 // masked vector costs it nothing.

@@ -141,9 +141,10 @@
 //     clients add as much as this client assumes — and must be at least the
 //     client's own requirement. That the plan is common is enforced, not
 //     assumed: the federation binds the whole round configuration, plan
-//     included, into every client's signed key advert (fed/secround,
-//     ConfigDigest), and a client refuses, uncharged, a round in which a
-//     neighbour's advert was made under another.
+//     included, and the model each client received into every client's
+//     signed key advert (fed/secround, RoundContext), and a client
+//     refuses, uncharged, a round in which a neighbour's advert was made
+//     under another.
 //   - The ledger's event names the mechanism and this assumption (Label,
 //     Assumption); a model trained this way says so in its privacy record
 //     (record.Privacy.Mechanism).

@@ -12,12 +12,17 @@
 // the distributed DP-SGD plan's noise share is twice what it tells the
 // rest, so that client charges its ledger for noise the sum does not
 // carry; or give clients different T, clip, sampling rate, rounds,
-// quantiser, modulus, roster or graph. So the masking parameters bind the
-// whole configuration: Params sets masking.Params.Context to ConfigDigest,
-// SHA-256 of the canonical encoding of every field of the section (the
-// masking parameters, the quantiser, T, the distributed DP-SGD plan, the
-// round id, the roster's ids and names, the graph's degree and seed, the
-// phase deadlines). Each key advert carries and is signed over the digest
+// quantiser, modulus, roster or graph; or serve one client other weights
+// than the rest (without DP, a model crafted for one client could make
+// its update stand out in the sum). So the masking parameters bind the
+// whole configuration and the model: Params sets masking.Params.Context
+// to RoundContext, SHA-256 of ConfigDigest (SHA-256 of the canonical
+// encoding of every field of the section: the masking parameters, the
+// quantiser, T, the distributed DP-SGD plan, the round id, the roster's
+// ids and names, the graph's degree and seed, the phase deadlines) and of
+// the model's digest (ModelDigest): a client passes the one it computes
+// over the weights it received and trains from, the coordinator the
+// version it serves. Each key advert carries and is signed over the digest
 // of the parameters (Context included) by the client's certificate key,
 // and a client refuses, before it sends its shares, any neighbour's advert
 // made under another digest (masking.ErrParamsMismatch) or not signed over
@@ -27,8 +32,8 @@
 //
 // The guarantee: the masked inputs whose masks cancel together (every
 // input in a sum the coordinator can unmask is masked with its verified
-// neighbours only) were all computed under one configuration, byte for
-// byte, so a sum that contains an honest client's input carries at least
+// neighbours only) were all computed under one configuration and from one
+// model, byte for byte, so a sum that contains an honest client's input carries at least
 // the noise of the plan that client accepted, from every honest client in
 // it. A coordinator that equivocates can still drop clients (each group
 // it isolates is a round of its own, which the threshold t, at least the
@@ -36,7 +41,24 @@
 // fail; it cannot make a client believe in noise that others do not add.
 // It assumes what masking assumes: an honest authority (each id's
 // advert is checked against the certificate of the roster's name for it)
-// and at most Params.ToleratedColluders colluding neighbours.
+// and at most Params.ToleratedColluders colluding neighbours. The model
+// is bound, not judged: one malicious model sent to every client is what
+// DP's noise is for.
+//
+// # The graph's seed
+//
+// graph_seed is the coordinator's, picked after it chose the roster: with
+// a sparse graph it could try seeds until a target's neighbours are all
+// clients it controls. The fed client therefore takes part only where the
+// seed cannot matter to it (masking.Params.SeedIndependent for the n − T
+// clients its owner's T leaves possibly colluding: the complete graph, or
+// one that tolerates that many colluders wherever they sit), unless its
+// owner opts into sparse graphs. Making a sparse graph's seed unbiasable
+// needs one more exchange than the protocol has: each client commits to a
+// random contribution in its advert, the coordinator relays the set of
+// commitments (bound in every digest), the clients reveal, and the seed is
+// the hash of every roster client's reveal, a missing reveal failing the
+// round. See docs/privacy.md.
 package secround
 
 import (

@@ -20,7 +20,10 @@
 //
 // The graph is a k-regular Harary graph on the roster in an order drawn
 // from GraphSeed (complete when k ≥ n − 1); each client's secrets are
-// shared among its neighbours and itself, threshold t. Pairwise seeds are
+// shared among its neighbours and itself, threshold t. The graph is
+// k-vertex-connected whatever the seed, so Params.SeedIndependent can say
+// when c colluders are tolerated wherever they sit: a caller whose seed
+// comes from the coordinator (which could grind it) checks it. Pairwise seeds are
 // HKDF-SHA256 of the X25519 secret, bound to the round and the pair; the
 // PRG is ChaCha20; shares travel under ChaCha20-Poly1305 keyed by
 // HKDF(X25519) bound to round, sender and recipient; Shamir is over
@@ -58,9 +61,11 @@
 // Params.ToleratedColluders of any client's neighbours (each colluder
 // hands over both kinds of share), and the honest clients' subgraph is
 // connected (a client whose neighbours all collude is exposed by its
-// pairwise seeds; always true for k = n − 1, with high probability for
-// SecAgg+'s k ≈ log n on a random graph when colluders are a bounded
-// fraction); X25519, HKDF-SHA256, ChaCha20 and
+// pairwise seeds; always true for k = n − 1 and for fewer than k
+// colluders, with high probability for SecAgg+'s k ≈ log n on a random
+// graph when colluders are a bounded fraction, which needs GraphSeed
+// random and not chosen by a coordinator that knows the colluders);
+// X25519, HKDF-SHA256, ChaCha20 and
 // ChaCha20-Poly1305 are secure. Not provided: robustness against a
 // coordinator that corrupts the sum (it can always make the round fail or
 // the result wrong, never reveal an honest input), and SecAgg's signed
