@@ -56,9 +56,9 @@
 // owner opts into sparse graphs. Making a sparse graph's seed unbiasable
 // needs one more exchange than the protocol has: each client commits to a
 // random contribution in its advert, the coordinator relays the set of
-// commitments (bound in every digest), the clients reveal, and the seed is
-// the hash of every roster client's reveal, a missing reveal failing the
-// round. See docs/privacy.md.
+// commitments, each client reveals its contribution signed over the set's
+// digest, and the seed is the hash of every roster client's reveal, a
+// missing reveal failing the round. See docs/privacy.md.
 package secround
 
 import (
