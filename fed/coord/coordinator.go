@@ -414,6 +414,10 @@ func New(o Options) (*Coordinator, error) {
 			return nil, err
 		}
 	}
+	if err := c.restoreDDP(); err != nil {
+		st.close()
+		return nil, err
+	}
 	one := int64(4 * c.model.Len())
 	switch {
 	case o.ReceiveBudget == 0:
@@ -773,6 +777,9 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 	sort.Strings(avail)
 	k := max(c.o.MinUpdates, int(math.Ceil(c.o.Fraction*float64(len(avail)))))
 	k = min(k, len(avail))
+	if d := c.ddpOptions(); d != nil {
+		k = min(k, d.Plan.Clients) // the plan's wrap bound
+	}
 	c.mu.Lock()
 	c.rng.Shuffle(len(avail), func(i, j int) { avail[i], avail[j] = avail[j], avail[i] })
 	sel := slices.Clone(avail[:k])
@@ -890,6 +897,9 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 type closing struct {
 	state, reason   string
 	next, nextState wire.Weights
+	// ddpState is the server optimiser's state after a distributed
+	// DP-SGD step (stored with next).
+	ddpState []byte
 	// header and payload are next encoded, version its id.
 	header             *fedpb.WeightsHeader
 	payload            []byte
@@ -913,7 +923,7 @@ func (c *Coordinator) aggregate(r *openRound, sum *strategy.Sum, counted, withdr
 	} else {
 		var err error
 		if d := c.ddpOptions(); d != nil && r.sec != nil {
-			cl.next, cl.nextState, err = c.ddpStep(d, sum)
+			cl.next, cl.nextState, cl.ddpState, err = c.ddpStep(d, sum)
 		} else if fused, ok := c.strat.(strategy.SumApplier); ok {
 			cl.next, cl.nextState, err = fused.ApplySum(c.model, sum, c.stratSt)
 		} else {
@@ -949,6 +959,11 @@ func (c *Coordinator) closeTx(tx *sql.Tx, r *openRound, sum *strategy.Sum, cl cl
 		}
 		if err := setMeta(tx, "model", []byte(cl.version)); err != nil {
 			return err
+		}
+		if cl.ddpState != nil {
+			if err := putDDPState(tx, cl.version, cl.ddpState); err != nil {
+				return err
+			}
 		}
 	}
 	_, err := tx.Exec(`UPDATE rounds SET state = ?, reason = ?, sum = NULL, sum_weight = ?, updates = ? WHERE round = ? AND state = 'open'`,
@@ -1069,18 +1084,22 @@ type charged struct {
 // goroutine before the update is queued; fold uses the result only if lb
 // is still what is stored.
 func (c *Coordinator) charge(client string, lb []byte, m *fedpb.DPParams, dim int) (charged, error) {
+	ev, err := event(m, dim)
+	if err != nil {
+		return charged{base: lb, refusal: refuse("dp", "the update's DP metadata: %v", err)}, nil
+	}
+	return c.chargeEvent(client, lb, ev)
+}
+
+// chargeEvent works out the charge of ev to the client's stored ledger lb
+// (charge, with the event known).
+func (c *Coordinator) chargeEvent(client string, lb []byte, ev dp.Event) (charged, error) {
 	ch := charged{base: lb}
 	l, err := c.ledgers.take(client, lb)
 	if err != nil {
 		return ch, err
 	}
 	l.UseCurveCache(c.curves)
-	ev, err := event(m, dim)
-	if err != nil {
-		c.ledgers.put(client, lb, l)
-		ch.refusal = refuse("dp", "the update's DP metadata: %v", err)
-		return ch, nil
-	}
 	s, err := l.Charge(client, ev)
 	if err != nil {
 		c.ledgers.put(client, lb, l) // a refused charge leaves the ledger as it was

@@ -78,30 +78,8 @@ func TestDistributedRoundStepsWithTheReleasedSum(t *testing.T) {
 	if plan.Noise, err = ddp.RequiredNoise(dpol, plan); err != nil {
 		t.Fatal(err)
 	}
-	type stepped struct {
-		released []float32
-		batch    float64
-		mech     string
-		next     wire.Weights
-	}
-	var mu sync.Mutex
-	var steps []stepped
-	o.SecAgg.DDP = &coord.DDPOptions{Plan: plan, Step: func(model wire.Weights, released []float32, batch float64, mech string) (wire.Weights, error) {
-		// A stand-in for training.Session.ApplyReleased (tested in
-		// nn/train): plain SGD with the released mean.
-		next := model.Clone()
-		k := 0
-		for i := range next {
-			for j := range next[i].Values {
-				next[i].Values[j] -= 0.5 * released[k] / float32(batch)
-				k++
-			}
-		}
-		mu.Lock()
-		steps = append(steps, stepped{slices.Clone(released), batch, mech, next.Clone()})
-		mu.Unlock()
-		return next, nil
-	}}
+	srv := &sgdServer{lr: 0.5}
+	o.SecAgg.DDP = &coord.DDPOptions{Plan: plan, Server: srv}
 	rec := &recorder{sums: map[uint64][]uint32{}}
 	h := startHarnessWith(t, o, dir, rec.options(), func(c *coord.Coordinator) {
 		coord.OnSecureSum(c, func(n uint64, s []uint32) { rec.mu.Lock(); rec.sums[n] = s; rec.mu.Unlock() })
@@ -136,6 +114,7 @@ func TestDistributedRoundStepsWithTheReleasedSum(t *testing.T) {
 	if err := <-h.done; err != nil {
 		t.Fatal(err)
 	}
+	steps := srv.steps
 	if len(steps) != 1 {
 		t.Fatalf("%d server steps, want 1", len(steps))
 	}

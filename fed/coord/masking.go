@@ -363,14 +363,23 @@ func (m *maskingRound) receiveMasked(ctx context.Context, client string, h *fedp
 		if err := tx.QueryRow(`SELECT ledger FROM clients WHERE id = ?`, client).Scan(&lb); err != nil {
 			return refuse("unknown_client", "client %q is not enrolled", client)
 		}
-		if r.cfg.GetDp() != nil {
-			x, err := c.charge(client, lb, h.GetDp(), dim)
-			if err != nil {
-				return err
-			}
-			if x.refusal != nil {
-				return x.refusal
-			}
+		var x charged
+		ev, distributed, err := c.ddpEvent(r.cfg)
+		switch {
+		case err != nil:
+			return err
+		case distributed:
+			x, err = c.chargeEvent(client, lb, ev)
+		case r.cfg.GetDp() != nil:
+			x, err = c.charge(client, lb, h.GetDp(), dim)
+		}
+		if err != nil {
+			return err
+		}
+		if x.refusal != nil {
+			return x.refusal
+		}
+		if x.ledger != nil {
 			ch, lb = &x, x.ledger
 		}
 		if _, err := tx.Exec(`UPDATE clients SET ledger = ?, updates = updates + 1 WHERE id = ?`, lb, client); err != nil {

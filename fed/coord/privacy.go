@@ -11,6 +11,7 @@ import (
 
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/secround"
 )
 
 // PrivacyLog is what a coordinator's state records about the privacy of
@@ -22,7 +23,8 @@ type PrivacyLog struct {
 	// InitialVersion is the version of the model the state started from
 	// (Options.Init when the state was new).
 	InitialVersion string
-	// DPRounds counts the done rounds whose task required DP-SGD,
+	// DPRounds counts the done rounds whose task required DP-SGD (local
+	// or distributed),
 	// PlainRounds the done rounds whose task did not (their updates, in
 	// the model, carry no privacy guarantee).
 	DPRounds, PlainRounds int
@@ -87,9 +89,14 @@ func ReadPrivacy(ctx context.Context, db *sql.DB) (*PrivacyLog, error) {
 		if d != nil {
 			units[d.GetPrivacyUnit()], deltas[d.GetDelta()] = true, true
 		}
+		// A distributed DP-SGD round's DP is its plan (SecAggOptions.DDP).
+		plan, distributed := secround.PlanOf(cfg.GetSecagg())
+		if distributed {
+			units[plan.Unit], deltas[plan.Delta] = true, true
+		}
 		switch {
 		case state != "done":
-		case d != nil:
+		case d != nil || distributed:
 			out.DPRounds++
 		default:
 			out.PlainRounds++

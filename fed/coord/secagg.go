@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/ddp"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/secround"
 	"github.com/veil-privacy/veil/fed/strategy"
-	"github.com/veil-privacy/veil/fed/wire"
 	"github.com/veil-privacy/veil/secagg/quant"
 )
 
@@ -78,14 +79,15 @@ type DDPOptions struct {
 	// its Clients at least any round's roster (the wrap bound's n). Each
 	// round's masking threshold is at least Plan.Threshold.
 	Plan ddp.Plan
-	// Step takes central DP-SGD's optimiser step from model with the
-	// released noisy gradient sum (ddp.Round.Decode of the unmasked sum,
-	// in the model's tensor order) divided by expectedBatch, recording
-	// mechanism (what was released, with its trust assumption) in the
-	// weights' privacy record, and returns the next model (e.g.
-	// training.Session.ApplyReleased then its weights, as fed/ddpsim).
-	// The coordinator does not link the engine: the caller supplies it.
-	Step func(model wire.Weights, released []float32, expectedBatch float64, mechanism string) (wire.Weights, error)
+	// Server takes the server's optimiser steps (fed/ddpserver: veil
+	// train's); the coordinator does not link the engine.
+	Server DDPServer
+
+	// mu guards the cached charge of a round (ddpEvent).
+	mu        sync.Mutex
+	event     *dp.Event
+	eventPlan ddp.Plan
+	eventT    int
 }
 
 // validate fills the defaults and checks o against the coordinator's
@@ -114,8 +116,8 @@ func (s *SecAggOptions) validate(o *Options) error {
 		return errors.New("coordinator: secure aggregation settings must not be negative")
 	}
 	if d := s.DDP; d != nil {
-		if d.Step == nil {
-			return errors.New("coordinator: distributed DP-SGD needs the server's optimiser step (SecAgg.DDP.Step)")
+		if d.Server == nil {
+			return errors.New("coordinator: distributed DP-SGD needs the server's optimiser (SecAgg.DDP.Server)")
 		}
 		if err := d.Plan.Validate(); err != nil {
 			return fmt.Errorf("coordinator: %w", err)
@@ -244,32 +246,4 @@ func (c *Coordinator) closeSecure(r *openRound, withdrawn int) (closing, *strate
 		return closing{state: "failed", reason: reason, withdrawn: withdrawn}, strategy.NewSum(c.model)
 	}
 	return c.aggregate(r, sum, sum.Count, withdrawn), sum
-}
-
-// ddpOptions are the distributed DP-SGD options (nil: none).
-func (c *Coordinator) ddpOptions() *DDPOptions {
-	if c.o.SecAgg == nil {
-		return nil
-	}
-	return c.o.SecAgg.DDP
-}
-
-// ddpStep is a distributed DP-SGD round's server step: central DP-SGD's
-// optimiser step with the released sum (sum.Values, decoded from the
-// unmasked sum), named by the mechanism at the coordinator's T; the
-// strategy's state is kept as it was.
-func (c *Coordinator) ddpStep(d *DDPOptions, sum *strategy.Sum) (wire.Weights, wire.Weights, error) {
-	mech := d.Plan.Mechanism(c.o.SecAgg.MinHonest).Label()
-	released := make([]float32, len(sum.Values))
-	for i, v := range sum.Values {
-		released[i] = float32(v)
-	}
-	next, err := d.Step(c.model.Clone(), released, d.Plan.ExpectedBatch, mech)
-	if err != nil {
-		return nil, nil, fmt.Errorf("distributed DP-SGD step: %w", err)
-	}
-	if err := c.model.SameLayout(next); err != nil {
-		return nil, nil, fmt.Errorf("distributed DP-SGD step: %w", err)
-	}
-	return next, c.stratSt, nil
 }

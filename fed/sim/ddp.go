@@ -5,17 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/client"
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/ddp"
+	"github.com/veil-privacy/veil/fed/ddpserver"
 	"github.com/veil-privacy/veil/fed/fedpb"
-	"github.com/veil-privacy/veil/fed/local"
 	"github.com/veil-privacy/veil/fed/wire"
 	"github.com/veil-privacy/veil/nn/train"
-	"github.com/veil-privacy/veil/training"
 )
 
 // DDP makes every round of a masked simulation (SecAgg "masking") one step
@@ -57,33 +55,23 @@ func (d *DDP) check(o *Options) error {
 	return nil
 }
 
-// ddpServer is the coordinator's optimiser for distributed DP-SGD: a
-// training session whose DP-SGD noise is never drawn (the clients' shares
-// are the noise), stepped with the released sums.
+// ddpServer is the coordinator's optimiser for distributed DP-SGD
+// (fed/ddpserver, as veil fed coordinator's), built on the whole training
+// set, and the T every client trusts.
 type ddpServer struct {
-	s     *training.Session
-	plan  ddp.Plan
-	T     int
-	delta float64
-
-	mu    sync.Mutex
-	steps int
+	*ddpserver.Server
+	T int
 }
 
-// newDDPServer builds the server's session and the plan every client is
-// offered: its noise share is what the clients' common policy (T, the
-// run's rounds, the budget) requires, and each client checks it.
-func newDDPServer(o *Options, clients int) (*ddpServer, error) {
+// newDDPServer builds the server and the plan every client is offered:
+// its noise share is what the clients' common policy (T, the run's
+// rounds, the budget) requires, and each client checks it.
+func newDDPServer(o *Options, clients, dim int) (*ddpServer, error) {
 	people := o.Data.Train.(train.Identified).Identities()
 	q := math.Min(1, float64(o.DDP.Batch)/float64(people))
-	s, err := training.NewSession(o.Model, o.Optim, &training.DPOptions{Unit: train.UnitIdentity, NoiseMultiplier: 1, Clip: o.DP.Clip,
-		SamplingRate: q, Delta: o.DP.Delta, MaxPerIdentity: o.DP.MaxPerIdentity}, 1, o.Data)
-	if err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
-	}
 	T := o.DDP.MinHonest
 	plan := ddp.Plan{Unit: dp.UnitIdentity, Delta: o.DP.Delta, Clip: o.DP.Clip, SamplingRate: q, Rounds: o.Rounds, Clients: clients,
-		Threshold: T, Noise: 1, Dim: s.Trainable(), Block: 1 << 14, Scale: 1 << 20, Bits: 32, WrapProb: 1e-9,
+		Threshold: T, Noise: 1, Dim: dim, Block: 1 << 14, Scale: 1 << 20, Bits: 32, WrapProb: 1e-9,
 		ExpectedBatch: q * float64(people)}
 	pol, err := ddpPolicy(o.DP, T, o.Rounds).Distributed()
 	if err != nil {
@@ -92,7 +80,11 @@ func newDDPServer(o *Options, clients int) (*ddpServer, error) {
 	if plan.Noise, err = ddp.RequiredNoise(pol, plan); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	return &ddpServer{s: s, plan: plan, T: T, delta: o.DP.Delta}, nil
+	s, err := ddpserver.New(ddpserver.Options{Model: o.Model, Optim: o.Optim, Plan: plan, MinHonest: T, Data: o.Data})
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	return &ddpServer{Server: s, T: T}, nil
 }
 
 // ddpPolicy is a simulated client's policy under distributed DP-SGD: the
@@ -104,36 +96,13 @@ func ddpPolicy(d *DP, T, rounds int) client.Policy {
 	return p
 }
 
-// initial is the session's initial weights: the coordinator's first model.
-func (d *ddpServer) initial() wire.Weights { return local.ToWire(d.s.Weights()) }
+// initial is the server's initial weights: the coordinator's first
+// model.
+func (d *ddpServer) initial() wire.Weights { return d.Weights() }
 
 // options are the coordinator's distributed DP-SGD options.
 func (d *ddpServer) options() *coord.DDPOptions {
-	return &coord.DDPOptions{Plan: d.plan, Step: d.step}
-}
-
-// step is the coordinator's server step: veil train's optimiser with the
-// released sum over the expected batch, its privacy record naming the
-// mechanism and the ε of the rounds so far at T honest clients.
-func (d *ddpServer) step(_ wire.Weights, released []float32, batch float64, mech string) (wire.Weights, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	eps, err := d.plan.Mechanism(d.T).Epsilon(d.steps+1, d.delta)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.s.ApplyReleased(released, batch, mech, eps); err != nil {
-		return nil, err
-	}
-	d.steps++
-	return local.ToWire(d.s.Weights()), nil
-}
-
-// privacy is the server model's privacy record.
-func (d *ddpServer) privacy() train.Privacy {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.s.Privacy()
+	return &coord.DDPOptions{Plan: d.Plan(), Server: d.Server}
 }
 
 // ClippedSum passes a distributed round's clipped sum through, one client

@@ -514,7 +514,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	initial := eval.Initial()
 	var dsrv *ddpServer
 	if o.DDP != nil {
-		if dsrv, err = newDDPServer(&o, len(parts)); err != nil {
+		if dsrv, err = newDDPServer(&o, len(parts), initial.Len()); err != nil {
 			return nil, err
 		}
 		initial = dsrv.initial()
@@ -734,13 +734,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				rep.NoiseMultiplier[names[k]], rep.SamplingRate[names[k]] = p.GetNoiseMultiplier(), p.GetSamplingRate()
 			}
 		}
-		if dsrv != nil {
-			// The coordinator charges nothing in distributed rounds (each
-			// client's ledger does): the model's record is the server's.
-			p := dsrv.privacy()
-			rep.Mechanism = &p
-		} else if rep.Privacy, _, err = ops.ReadFederationPrivacy(ctx, filepath.Join(dir, "state.db")); err != nil {
+		if rep.Privacy, _, err = ops.ReadFederationPrivacy(ctx, filepath.Join(dir, "state.db")); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
+		}
+		if dsrv != nil {
+			// The server's record: its steps, ε at T and σ_eff.
+			p := dsrv.Privacy()
+			rep.Mechanism = &p
 		}
 	}
 	rep.WallS = time.Since(start).Seconds()
@@ -811,7 +811,7 @@ func Alone(ctx context.Context, o Options) (*AloneReport, error) {
 	initial := eval.Initial()
 	var dsrv *ddpServer
 	if o.DDP != nil {
-		if dsrv, err = newDDPServer(&o, len(parts)); err != nil {
+		if dsrv, err = newDDPServer(&o, len(parts), initial.Len()); err != nil {
 			return nil, err
 		}
 		initial = dsrv.initial()
