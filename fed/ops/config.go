@@ -83,8 +83,8 @@ type Config struct {
 
 	// SecAgg is the rounds' secure aggregation: "masking" (SecAgg+
 	// masking: the coordinator sees only the sum of at least
-	// SecAggThreshold clients' quantised updates) or "off" (each update in
-	// plaintext). SecAggMinHonest is T, SecAggDegree k and SecAggThreshold
+	// SecAggThreshold clients' quantised updates), "off" (each update in
+	// plaintext) or "dphe"; "" is masking under DDP, else off. SecAggMinHonest is T, SecAggDegree k and SecAggThreshold
 	// t (0: the defaults of coord.SecAggOptions), SecAggPhase the
 	// deadline of each key, share and unmasking phase (0: --deadline/6).
 	SecAgg          string   `json:"secagg"`
@@ -115,6 +115,9 @@ type Config struct {
 	FedBuffSize  int     `json:"fedbuff-size"`
 	MaxStaleness int     `json:"max-staleness"`
 	ThinP        float64 `json:"thin-p"`
+
+	// DDPConfig are the distributed DP-SGD settings (--ddp).
+	DDPConfig
 }
 
 // Duration is a time.Duration written in JSON as Go's duration text
@@ -145,7 +148,7 @@ func DefaultConfig() Config {
 		Deadline: Duration(10 * time.Minute), Available: Duration(30 * time.Second), Linger: Duration(10 * time.Second),
 		StreamIdle: Duration(coord.DefaultStreamIdle), ReceiveBudgetMiB: coord.DefaultReceiveBudget >> 20,
 		LocalEpochs: 1, LR: 0.01, Batch: 32, DP: true, Clip: 1, Delta: 1e-5, Unit: "identity", MaxUpdateNorm: 100,
-		SecAgg: "off", SecAggMinHonest: 2,
+		SecAggMinHonest: 2, DDPConfig: DefaultDDPConfig(),
 		KeyGenName: "keygen", DPHECount: 64, DPHESelectionEpsilon: 1, DPHEThreshold: 0.1,
 	}
 }
@@ -221,7 +224,7 @@ func (c *Config) Options() (coord.Options, error) {
 		StreamIdle: time.Duration(c.StreamIdle), ReceiveBudget: int64(c.ReceiveBudgetMiB) << 20,
 		Task: coord.Task{LocalEpochs: c.LocalEpochs, LocalSteps: c.LocalSteps, LearningRate: c.LR, Batch: c.Batch},
 	}
-	if c.DP && c.SecAgg != "dphe" {
+	if c.DP && c.SecAgg != "dphe" && !c.DDP {
 		o.Task.DP = &fedpb.DPParams{Clip: c.Clip, Delta: c.Delta, PrivacyUnit: c.Unit, NoiseMultiplier: c.NoiseMultiplier}
 	}
 	var err error
@@ -252,6 +255,10 @@ func (c *Config) Options() (coord.Options, error) {
 // check validates the settings in the words of the flags (and so of the
 // configuration file's keys), before package coord's own validation.
 func (c *Config) check() error {
+	c.secAggDefault()
+	if err := c.checkDDP(); err != nil {
+		return err
+	}
 	switch {
 	case c.Strategy != "fedavg" && c.Strategy != "fedsgd" && !c.asyncStrategy():
 		return fmt.Errorf("--strategy %q: want fedavg, fedsgd, easgd or fedbuff", c.Strategy)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/veil-privacy/veil/fed/coord"
+	"github.com/veil-privacy/veil/fed/ddpserver"
 	"github.com/veil-privacy/veil/fed/dphefed"
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/pki"
@@ -102,10 +103,14 @@ func RunCoordinator(ctx context.Context, o CoordinatorOptions) (*CoordinatorResu
 	if err != nil {
 		return nil, err
 	}
+	var ddpSrv *ddpserver.Server
 	if co.SecAgg != nil {
 		// Adverts are checked against client certificates of the
 		// coordinator's own authority.
 		co.SecAgg.Roots = id.Pool
+		if co.SecAgg.DDP, ddpSrv, err = cfg.ddpOptions(initCk, &co); err != nil {
+			return nil, err
+		}
 	}
 	if co.DPHE != nil {
 		if err := checkAddress("keygen", cfg.KeyGen, false); err != nil {
@@ -171,7 +176,7 @@ func RunCoordinator(ctx context.Context, o CoordinatorOptions) (*CoordinatorResu
 		}
 		return nil, runErr
 	}
-	return cfg.result(ctx, c, initCk)
+	return cfg.result(ctx, c, initCk, ddpSrv)
 }
 
 // checkFiles checks the settings that name files: --out and --eval-data
@@ -242,7 +247,7 @@ func (c *Config) evaluator(networks func(string) (training.Describers, *engine.E
 }
 
 // result reads the finished run's state and writes the final model.
-func (c *Config) result(ctx context.Context, co *coord.Coordinator, initCk *checkpoint.Checkpoint) (*CoordinatorResult, error) {
+func (c *Config) result(ctx context.Context, co *coord.Coordinator, initCk *checkpoint.Checkpoint, ddpSrv *ddpserver.Server) (*CoordinatorResult, error) {
 	st, err := ReadStatus(ctx, c.State)
 	if err != nil {
 		return nil, err
@@ -271,8 +276,13 @@ func (c *Config) result(ctx context.Context, co *coord.Coordinator, initCk *chec
 		return res, nil
 	}
 	w, _ := co.Model()
-	out, err := FederatedModel(initCk, w, plog, ModelOptions{DP: c.DP, Unit: train.Unit(c.Unit), Delta: c.Delta,
-		Clip: c.Clip, NoiseMultiplier: c.NoiseMultiplier})
+	mo := ModelOptions{DP: c.DP, Unit: train.Unit(c.Unit), Delta: c.Delta, Clip: c.Clip, NoiseMultiplier: c.NoiseMultiplier}
+	if ddpSrv != nil {
+		// The weights' moving average, as veil train writes, with the
+		// distributed mechanism's effective σ.
+		w, mo.NoiseMultiplier = ddpSrv.Average(), ddpSrv.Privacy().NoiseMultiplier
+	}
+	out, err := FederatedModel(initCk, w, plog, mo)
 	if err != nil {
 		return nil, fmt.Errorf("--out: %w", err)
 	}
