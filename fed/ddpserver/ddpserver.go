@@ -51,6 +51,10 @@ type Options struct {
 	// Init, if set, are the initial weights (the coordinator's --init);
 	// else the network initialised from Optim.Seed.
 	Init wire.Weights
+	// MaxPerIdentity caps a sampled person's images in the session's
+	// clipped sums (Session().ClippedSum, fed/ddpsim's clients); 0: the
+	// micro-batch.
+	MaxPerIdentity int
 }
 
 // Server is the coordinator's optimiser of distributed DP-SGD rounds. Its
@@ -89,7 +93,7 @@ func New(o Options) (*Server, error) {
 		}
 	}
 	s, err := training.NewSession(o.Model, o.Optim, &training.DPOptions{Unit: train.Unit(o.Plan.Unit), NoiseMultiplier: mech.EffectiveMultiplier(),
-		Clip: o.Plan.Clip, SamplingRate: o.Plan.SamplingRate, Delta: o.Plan.Delta}, 1, d)
+		Clip: o.Plan.Clip, SamplingRate: o.Plan.SamplingRate, Delta: o.Plan.Delta, MaxPerIdentity: o.MaxPerIdentity}, 1, d)
 	if err != nil {
 		return nil, fmt.Errorf("ddpserver: %w", err)
 	}

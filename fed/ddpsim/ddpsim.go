@@ -35,6 +35,7 @@ import (
 	"github.com/veil-privacy/veil/dataset"
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/ddp"
+	"github.com/veil-privacy/veil/fed/ddpserver"
 	"github.com/veil-privacy/veil/nn/train"
 	"github.com/veil-privacy/veil/secagg/quant"
 	"github.com/veil-privacy/veil/training"
@@ -258,31 +259,38 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if rounds == 0 {
 		rounds = DefaultEpochs * int(math.Ceil(1/q))
 	}
-	// The coordinator's trainer: veil train's model, optimiser and
-	// sampling rate; its own noise multiplier is never used (the noise is
-	// the clients').
-	s, err := training.NewSession(o.Model, o.Optim, &training.DPOptions{Unit: train.UnitIdentity, NoiseMultiplier: 1, Clip: o.Clip,
-		SamplingRate: q, Delta: o.Delta, MaxPerIdentity: o.MaxPerIdentity}, 1, o.Data)
+	// The number of values the model trains (a session without DP).
+	probe, err := training.NewSession(o.Model, o.Optim, nil, 1, o.Data)
 	if err != nil {
 		return nil, fmt.Errorf("ddpsim: %w", err)
 	}
-	rep := &Report{Mode: "distributed", Clients: o.Clients, Rounds: rounds, Drop: o.Drop, MinHonest: o.MinHonest, Threshold: o.MinHonest,
-		PrivacyUnit: dp.UnitIdentity, SamplingRate: q, Delta: o.Delta, EpsilonPerClient: map[string]float64{}, Parameters: s.Trainable(), Bits: o.Bits}
-	if rep.InitAccuracy, _, err = s.Evaluate(); err != nil {
-		return nil, err
-	}
-	o.Progress(fmt.Sprintf("development-pairs accuracy as initialised: %.4f", rep.InitAccuracy))
-
+	dim := probe.Trainable()
 	// The coordinator's plan; its noise share is what the clients' common
 	// policy requires, and every client checks it against its own.
 	plan := ddp.Plan{Unit: dp.UnitIdentity, Delta: o.Delta, Clip: o.Clip, SamplingRate: q, Rounds: rounds, Clients: o.Clients,
-		Threshold: o.MinHonest, Noise: 1, Dim: s.Trainable(), Block: o.Block, Scale: o.Scale, Bits: o.Bits, WrapProb: o.WrapProb,
+		Threshold: o.MinHonest, Noise: 1, Dim: dim, Block: o.Block, Scale: o.Scale, Bits: o.Bits, WrapProb: o.WrapProb,
 		ExpectedBatch: q * float64(people)}
 	pol := ddp.Policy{Unit: dp.UnitIdentity, Budget: dp.Budget{Epsilon: o.Epsilon, Delta: o.Delta}, MaxClip: o.Clip, MaxSamplingRate: 1,
 		MinHonest: o.MinHonest, Rounds: rounds}
 	if plan.Noise, err = ddp.RequiredNoise(pol, plan); err != nil {
 		return nil, err
 	}
+	// The coordinator's optimiser (fed/ddpserver, as veil fed
+	// coordinator's): veil train's model, optimiser and sampling rate,
+	// its record the mechanism's. Its session also computes each
+	// client's clipped sum at the round's weights.
+	srv, err := ddpserver.New(ddpserver.Options{Model: o.Model, Optim: o.Optim, Plan: plan, MinHonest: o.MinHonest, Data: o.Data,
+		MaxPerIdentity: o.MaxPerIdentity})
+	if err != nil {
+		return nil, fmt.Errorf("ddpsim: %w", err)
+	}
+	s := srv.Session()
+	rep := &Report{Mode: "distributed", Clients: o.Clients, Rounds: rounds, Drop: o.Drop, MinHonest: o.MinHonest, Threshold: o.MinHonest,
+		PrivacyUnit: dp.UnitIdentity, SamplingRate: q, Delta: o.Delta, EpsilonPerClient: map[string]float64{}, Parameters: dim, Bits: o.Bits}
+	if rep.InitAccuracy, _, err = s.Evaluate(); err != nil {
+		return nil, err
+	}
+	o.Progress(fmt.Sprintf("development-pairs accuracy as initialised: %.4f", rep.InitAccuracy))
 	mech := plan.Mechanism(o.MinHonest)
 	rep.NoiseShare, rep.Sensitivity, rep.EffectiveMultiplier, rep.Padded = plan.Noise, plan.Sensitivity(), mech.EffectiveMultiplier(), plan.Padded()
 	rep.Mechanism, rep.Assumption = mech.Label(), ddp.Assumption(o.MinHonest)
@@ -371,7 +379,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := s.ApplyReleased(released, plan.ExpectedBatch, mech.Label(), worst); err != nil {
+		if _, _, err := srv.Step(srv.Weights(), released, plan.ExpectedBatch, mech.Label()); err != nil {
 			return nil, err
 		}
 		if (r+1)%max(1, rounds/10) == 0 {
@@ -389,7 +397,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		rep.EpsilonPerClient[c.name] = sp.Epsilon
 	}
-	rep.Model = s.Privacy()
+	rep.Model = srv.Privacy()
 	if rep.DevAccuracy, rep.Threshold0, err = s.Evaluate(); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -13,9 +14,12 @@ import (
 // real masking protocol (three clients over gRPC with mutual TLS, each
 // charging its own ledger): both rounds are unmasked from all three
 // clients and stepped by the server's optimiser, whose privacy record
-// counts two steps and names the mechanism and the clients' T; every
-// client spent the same ε, within its budget, and the coordinator's state
-// keeps no message of the rounds.
+// counts two steps and names the mechanism and the clients' T, with the
+// effective noise multiplier of the summed noise (the one the label
+// states, not a placeholder 1); every client spent the same ε, within its
+// budget, the coordinator's copies of their ledgers hold that ε too (the
+// federation's record: two DP rounds), and the coordinator's state keeps
+// no message of the rounds.
 func TestDistributedSim(t *testing.T) {
 	o := options(t, 6, 3)
 	o.SecAgg, o.DDP = "masking", &sim.DDP{Batch: 3}
@@ -45,6 +49,12 @@ func TestDistributedSim(t *testing.T) {
 	}
 	if len(rep.EpsilonPerClient) != 3 || math.Abs(m.Epsilon-eps0) > 1e-9*eps0 {
 		t.Errorf("the model's ε %g, the clients' %v", m.Epsilon, rep.EpsilonPerClient)
+	}
+	if m.NoiseMultiplier == 1 || !(m.NoiseMultiplier > 0) || !strings.Contains(m.Mechanism, fmt.Sprintf("σ_eff = %.6g", m.NoiseMultiplier)) {
+		t.Errorf("the record's noise multiplier %g is not the mechanism's σ_eff (%q)", m.NoiseMultiplier, m.Mechanism)
+	}
+	if p := rep.Privacy; p == nil || p.DPRounds != 2 || p.PlainRounds != 0 || math.Abs(p.EpsilonOneClient-eps0) > 1e-9*eps0 {
+		t.Errorf("the coordinator's ledgers: %+v, want 2 DP rounds at the clients' ε = %g", p, eps0)
 	}
 	o.DDP, o.SecAgg = &sim.DDP{Batch: 3}, "off"
 	if err := o.Check(); err == nil || !strings.Contains(err.Error(), "masking") {
