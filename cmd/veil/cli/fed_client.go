@@ -41,6 +41,7 @@ type clientFlags struct {
 	requireSecAgg, sparseGraphs bool
 	keygenName                  string
 	minHonest                   int
+	ddpRounds                   int
 	unit, dir, data, trainer    string
 	ledgerDir, dataSet          string
 	retryFor, trainDelay        time.Duration
@@ -100,7 +101,10 @@ Secure aggregation: the client takes part in masking rounds (veil fed
 coordinator --secagg masking), signing its key advert with its certificate's
 key, only if their threshold t is at least --secagg-min-honest (T, the
 honest surviving clients it assumes); with --require-secagg it refuses any
-round the coordinator would see its update in (--secagg off).
+round the coordinator would see its update in (--secagg off). With
+--ddp-rounds N it takes part in distributed DP-SGD rounds (veil fed
+coordinator --ddp) whose plan adds a noise share large enough for N rounds,
+with T = --secagg-min-honest honest clients, to fit in --budget-epsilon.
 The client charges the privacy ledger of its data set (--dataset, lfw by
 default, in --privacy-unit) in the ledger folder (--ledger-dir; default
 $VEIL_LEDGERS, else ~/.local/share/veil/ledgers), the ledger veil train and
@@ -151,6 +155,7 @@ func clientCmd(e *env) (*cobra.Command, *clientFlags) {
 	fl.BoolVar(&f.requireSecAgg, "require-secagg", false, "refuse rounds without secure aggregation (where the coordinator would see this client's update)")
 	fl.BoolVar(&f.sparseGraphs, "secagg-sparse-graphs", false, "take part in masking rounds on a sparse graph (SecAgg+) even where the coordinator's choice of its seed could surround this client with the n − T clients that may collude (default: refuse them; the complete graph, the coordinator's default up to 16 clients, is always accepted)")
 	fl.IntVar(&f.minHonest, "secagg-min-honest", 2, "T: the least honest surviving clients this client assumes in a secure round, for masking and distributed DP alike; a threshold t below it is refused")
+	fl.IntVar(&f.ddpRounds, "ddp-rounds", 0, "take part in distributed DP-SGD rounds (veil fed coordinator --ddp), whose noise share must make this many rounds, at T = --secagg-min-honest honest clients, fit in --budget-epsilon (0: refuse them)")
 	fl.BoolVar(&f.allowNoDP, "allow-no-dp", false, "take part in rounds without differential privacy (no privacy guarantee for this client's data; default: refuse them)")
 	fl.StringVar(&f.dir, "dir", "", "this client's folder: the last model it received (required; created)")
 	addLedgerDirFlag(fl, &f.ledgerDir)
@@ -277,9 +282,12 @@ func (f *clientFlags) policy() (client.Policy, error) {
 	}
 	p := client.Policy{Unit: f.unit, Budget: dp.Budget{Epsilon: f.budgetEps, Delta: f.budgetDelta}, MinNoiseMultiplier: f.minNoise,
 		MaxClip: f.maxClip, MaxSamplingRate: f.maxRate, AllowNoDP: f.allowNoDP,
-		SecAgg: client.SecAggPolicy{Require: f.requireSecAgg, MinHonest: f.minHonest, SparseGraphs: f.sparseGraphs}}
+		SecAgg: client.SecAggPolicy{Require: f.requireSecAgg, MinHonest: f.minHonest, SparseGraphs: f.sparseGraphs}, DDP: client.DDPPolicy{Rounds: f.ddpRounds}}
 	if err == nil && (f.minHonest < 2 || f.minHonest > 1<<16) {
 		err = fmt.Errorf("--secagg-min-honest must be at least 2, got %d", f.minHonest)
+	}
+	if err == nil && f.ddpRounds < 0 {
+		err = fmt.Errorf("--ddp-rounds must not be negative, got %d", f.ddpRounds)
 	}
 	return p, err
 }
@@ -334,6 +342,7 @@ var policyFlag = map[client.Setting]string{
 	client.SettingThreshold:    "--secagg-min-honest",
 	client.SettingBits:         "the smallest modulus (16 bits)",
 	client.SettingSecAggNoise:  "the round's quantisation",
+	client.SettingDDP:          "--ddp-rounds",
 }
 
 // clientTrainer returns the trainer --trainer names and the members of

@@ -133,7 +133,7 @@ noise (--noise-multiplier, > 0) and a DP selection of at most --dphe-count
 blocks, charged to its own ledger, and encrypts it; the coordinator
 multiplies the ciphertexts and receives from the key generator only the
 sum of at least 3 clients (a round with fewer decrypts nothing). With
---secagg off (the default) the coordinator receives each
+--secagg off (the default without --ddp) the coordinator receives each
 client's clipped, noised update in plaintext.
 
 Asynchronous strategies: with --strategy easgd or fedbuff there are no
@@ -155,6 +155,30 @@ Each exchange gets every check a round's update gets (certificate,
 SHA-256, layout, finite values, --max-update-norm, DP metadata, the
 client's budget charged) and is stored in --state in one transaction
 before it is acknowledged. Not yet with --secagg (refused).
+
+Distributed DP-SGD (--ddp): each round is one step of central DP-SGD over
+the people of all the clients, instead of FedAvg of local training. Each
+selected client Poisson-samples its people at q = --batch / --ddp-people,
+sums their gradients clipped to --clip, adds its share of discrete Gaussian
+noise and masks the result (--secagg masking, the default under --ddp; any
+other --secagg is refused: a client's share alone is far less noise than
+its DP needs, so the coordinator must see only sums). The coordinator
+unmasks the sum of at least --secagg-threshold clients (at least T =
+--secagg-min-honest), which carries the noise of at least T honest
+clients, and takes veil train's optimiser step with it (--ddp-optimizer,
+--ddp-lr, --ddp-weight-decay; --out writes the weights' moving average,
+--ddp-ema). The noise share is calibrated so that --rounds rounds at T
+honest clients spend --ddp-epsilon at --delta per --privacy-unit; each
+client checks the plan against its own policy (its budget, T, clip and
+rounds) and refuses a weaker one, and charges its own ledger. The
+coordinator charges its copy of each client's ledger with the same
+mechanism when it stores the client's masked vector, and refuses a
+vector that would take the copy past the client's budget. The ε assumes
+that at least T honest clients survive into every unmasked sum and that
+the coordinator colludes with none of them. The server optimiser's state
+is stored with each round's model, so a restarted coordinator continues
+with exactly the same steps. --ddp needs --init (veil fed init-model's
+embedding head).
 
 Server learning rate: FedAvg adds --server-lr times the mean of the round's
 updates. By default that is 1 without DP and, with --dp, √K rounded to a
@@ -261,7 +285,7 @@ func registerRoundFlags(fl *pflag.FlagSet, c *ops.Config) {
 	fl.StringVar(&c.Unit, "privacy-unit", c.Unit, "privacy unit: identity (all of a person's images) or example (one image)")
 	fl.Float64Var(&c.NoiseMultiplier, "noise-multiplier", 0, "least DP-SGD noise multiplier σ (0: each client calibrates σ to its budget)")
 	fl.Float64Var(&c.MaxUpdateNorm, "max-update-norm", c.MaxUpdateNorm, "refuse updates whose L2 norm is above this (with --secagg masking: clients clip to it)")
-	fl.StringVar(&c.SecAgg, "secagg", c.SecAgg, "secure aggregation: masking (the coordinator sees only sums of at least t clients' updates), dphe (the key generator decrypts only sums of at least 3 clients' encrypted, noised, sparse updates) or off (each update in plaintext)")
+	fl.StringVar(&c.SecAgg, "secagg", c.SecAgg, "secure aggregation: masking (the coordinator sees only sums of at least t clients' updates), dphe (the key generator decrypts only sums of at least 3 clients' encrypted, noised, sparse updates) or off (each update in plaintext); default: masking with --ddp (which needs it), else off")
 	fl.StringVar(&c.KeyGen, "keygen", "", "with --secagg dphe: the key generator's HOST:PORT (veil fed keygen)")
 	fl.StringVar(&c.KeyGenName, "keygen-name", c.KeyGenName, "with --secagg dphe: the name on the key generator's certificate (clients trust only the name their owner configured)")
 	fl.IntVar(&c.DPHECount, "dphe-count", c.DPHECount, "with --secagg dphe: the most blocks of coordinates each client's DP selection sends")
@@ -271,6 +295,19 @@ func registerRoundFlags(fl *pflag.FlagSet, c *ops.Config) {
 	fl.IntVar(&c.SecAggDegree, "secagg-degree", 0, "with --secagg masking: k, each client's neighbours (0: all up to 16 clients, 2⌈log₂ n⌉ beyond)")
 	fl.IntVar(&c.SecAggThreshold, "secagg-threshold", 0, "with --secagg masking: t, the least survivors unmasked (0: the least t with 2t > k+1, at least T)")
 	fl.DurationVar((*time.Duration)(&c.SecAggPhase), "secagg-phase", 0, "with --secagg masking: the deadline of each key, share and unmasking phase (0: --deadline/6)")
+	registerDDPFlags(fl, &c.DDPConfig)
+}
+
+// registerDDPFlags adds the flags of distributed DP-SGD rounds (--ddp).
+func registerDDPFlags(fl *pflag.FlagSet, d *ops.DDPConfig) {
+	fl.BoolVar(&d.DDP, "ddp", false, "distributed DP-SGD: each round is one DP-SGD step over the federation's people, each client sending its clipped gradient sum with its share of the noise under --secagg masking; the coordinator takes the optimiser step")
+	fl.IntVar(&d.DDPPeople, "ddp-people", 0, "with --ddp: the privacy units over the federation (the sampling rate is --batch / this)")
+	fl.Float64Var(&d.DDPEpsilon, "ddp-epsilon", 0, "with --ddp: the ε per client (at --delta, over --rounds, at T = --secagg-min-honest) the noise share is calibrated for; each client checks it against its own budget")
+	fl.IntVar(&d.DDPMaxClients, "ddp-max-clients", d.DDPMaxClients, "with --ddp: the most clients a round sums (the modulus' wrap bound); no round selects more")
+	fl.StringVar(&d.DDPOptimizer, "ddp-optimizer", d.DDPOptimizer, "with --ddp: the server's optimiser, adam or sgd (veil train's)")
+	fl.Float64Var(&d.DDPLR, "ddp-lr", d.DDPLR, "with --ddp: the server optimiser's learning rate")
+	fl.Float64Var(&d.DDPWeightDecay, "ddp-weight-decay", d.DDPWeightDecay, "with --ddp: the server optimiser's weight decay")
+	fl.Float64Var(&d.DDPEMA, "ddp-ema", d.DDPEMA, "with --ddp: the decay of the weights' moving average, which --out writes (0: the last weights)")
 }
 
 // applyConfigFile reads a JSON configuration into cfg, then sets again the
