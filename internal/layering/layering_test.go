@@ -153,6 +153,13 @@ var rules = []rule{
 		},
 	},
 	{
+		why:     "fed/ddpserver is the coordinator's optimiser of distributed DP-SGD, which the coordinator calls through an interface and whose state it stores: no storage of its own, not the coordinator",
+		subject: func(p pkg) bool { return p.path == "fed/ddpserver" },
+		forbidden: map[string]func(string) bool{
+			"SQLite": sqlite, "fed/coord": inModule("fed/coord"),
+		},
+	},
+	{
 		why: "leaf utilities and plain records stand on the standard library alone",
 		subject: func(p pkg) bool {
 			return p.path == "internal/atomicfile" || p.path == "internal/vec" || p.path == "nn/record" || p.path == "tagging/psimodel"
