@@ -34,14 +34,17 @@ func (g gatedDDPTrainer) ClippedSum(ctx context.Context, model wire.Weights, tas
 	return g.ddpTrainer.ClippedSum(ctx, model, task, plan)
 }
 
-// ddpOptions are secOptions with distributed DP-SGD rounds of the plan
-// every ddpClientPolicy accepts, stepped by srv.
-func ddpOptions(t *testing.T, dir, state string, rounds int, srv coord.DDPServer) (coord.Options, ddp.Plan) {
+// ddpOptions are secOptions (the authority in dir, a new state file) with
+// distributed DP-SGD rounds of the plan every ddpClientPolicy accepts,
+// stepped by srv.
+func ddpOptions(t *testing.T, rounds int, srv coord.DDPServer) (o coord.Options, plan ddp.Plan, dir string) {
 	t.Helper()
-	o := secOptions(t, dir, state, rounds)
+	dir = filepath.Join(t.TempDir(), "pki")
+	testCA(t, dir)
+	o = secOptions(t, dir, filepath.Join(t.TempDir(), "state.db"), rounds)
 	o.Task.DP = nil
 	o.RoundTimeout, o.SecAgg.PhaseTimeout = 40*time.Second, 6*time.Second
-	plan := ddp.Plan{Unit: "identity", Delta: 1e-5, Clip: 1, SamplingRate: 0.1, Rounds: 10, Clients: 4, Threshold: 3, Noise: 1,
+	plan = ddp.Plan{Unit: "identity", Delta: 1e-5, Clip: 1, SamplingRate: 0.1, Rounds: 10, Clients: 4, Threshold: 3, Noise: 1,
 		Dim: 6, Scale: 1 << 10, Bits: 32, WrapProb: 1e-9, ExpectedBatch: 2}
 	dpol, err := ddpClientPolicy().Distributed()
 	if err != nil {
@@ -51,7 +54,7 @@ func ddpOptions(t *testing.T, dir, state string, rounds int, srv coord.DDPServer
 		t.Fatal(err)
 	}
 	o.SecAgg.DDP = &coord.DDPOptions{Plan: plan, Server: srv}
-	return o, plan
+	return o, plan, dir
 }
 
 // ddpClient is a client of h with policy pol, its ledgers in ledgers,
@@ -123,11 +126,9 @@ func storedDDPState(t *testing.T, state string) (st []byte, version string) {
 // coordinator that stored no optimiser state (or restored none) restarts
 // the momentum at zero and ends elsewhere.
 func TestDistributedOptimiserStateSurvivesARestart(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "pki")
-	testCA(t, dir)
-	state := filepath.Join(t.TempDir(), "state.db")
 	srv1 := &sgdServer{lr: 0.5}
-	o, _ := ddpOptions(t, dir, state, 3, srv1)
+	o, _, dir := ddpOptions(t, 3, srv1)
+	state := o.StatePath
 	h := startHarnessOpts(t, o, dir, "127.0.0.1:0", nil, nil)
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -197,11 +198,9 @@ func TestDistributedOptimiserStateSurvivesARestart(t *testing.T) {
 // plan's unit and δ (so that the final model's record is not marked
 // non-private).
 func TestDistributedRoundsChargeTheCoordinatorsLedgers(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "pki")
-	testCA(t, dir)
-	state := filepath.Join(t.TempDir(), "state.db")
 	const rounds = 3
-	o, plan := ddpOptions(t, dir, state, rounds, &sgdServer{lr: 0.5})
+	o, plan, dir := ddpOptions(t, rounds, &sgdServer{lr: 0.5})
+	state := o.StatePath
 	h := startHarnessOpts(t, o, dir, "127.0.0.1:0", nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -259,11 +258,9 @@ func TestDistributedRoundsChargeTheCoordinatorsLedgers(t *testing.T) {
 // the vector is not stored, the round is unmasked over the three others
 // only (its sum is exactly theirs), and the copy still holds one round.
 func TestDistributedRoundRefusesAClientPastItsBudget(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "pki")
-	testCA(t, dir)
-	state := filepath.Join(t.TempDir(), "state.db")
 	const rounds = 3
-	o, plan := ddpOptions(t, dir, state, rounds, &sgdServer{lr: 0.5})
+	o, plan, dir := ddpOptions(t, rounds, &sgdServer{lr: 0.5})
+	state := o.StatePath
 	o.MinUpdates = 3
 	// client-4 drops out of round 2 before sending: the round waits for
 	// its vector until the masked vectors' deadline.

@@ -65,21 +65,8 @@ func ddpClientPolicy() client.Policy {
 // and neither a clipped sum nor an encoding is in what the coordinator
 // received or stored.
 func TestDistributedRoundStepsWithTheReleasedSum(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "pki")
-	testCA(t, dir)
-	o := secOptions(t, dir, filepath.Join(t.TempDir(), "state.db"), 1)
-	o.Task.DP = nil
-	plan := ddp.Plan{Unit: "identity", Delta: 1e-5, Clip: 1, SamplingRate: 0.1, Rounds: 10, Clients: 4, Threshold: 3, Noise: 1,
-		Dim: 6, Scale: 1 << 10, Bits: 32, WrapProb: 1e-9, ExpectedBatch: 2}
-	dpol, err := ddpClientPolicy().Distributed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if plan.Noise, err = ddp.RequiredNoise(dpol, plan); err != nil {
-		t.Fatal(err)
-	}
 	srv := &sgdServer{lr: 0.5}
-	o.SecAgg.DDP = &coord.DDPOptions{Plan: plan, Server: srv}
+	o, plan, dir := ddpOptions(t, 1, srv)
 	rec := &recorder{sums: map[uint64][]uint32{}}
 	h := startHarnessWith(t, o, dir, rec.options(), func(c *coord.Coordinator) {
 		coord.OnSecureSum(c, func(n uint64, s []uint32) { rec.mu.Lock(); rec.sums[n] = s; rec.mu.Unlock() })
