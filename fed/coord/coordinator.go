@@ -883,6 +883,11 @@ func (c *Coordinator) closeRound(ctx context.Context, r *openRound) error {
 		return c.closeTx(tx, r, sum, cl)
 	})
 	if err != nil {
+		if cl.ddpState != nil {
+			// The server stepped but the close was not stored: back to
+			// the stored state of the current model.
+			err = errors.Join(err, c.restoreDDP())
+		}
 		return fmt.Errorf("coordinator: closing round %d: %w", r.n, err)
 	}
 	// The round's sum is gone from the database (its pages zeroed); the
