@@ -54,7 +54,7 @@ func (f *finishedRound) receiveMasked(context.Context, string, *fedpb.UpdateHead
 	return 0, nil
 }
 func (f *finishedRound) step(context.Context, time.Time) (bool, error) { return true, nil }
-func (f *finishedRound) outcome() (*strategy.Sum, string)             { return f.sum, "" }
+func (f *finishedRound) outcome() (*strategy.Sum, string)              { return f.sum, "" }
 func (f *finishedRound) erase(*sql.Tx) error {
 	if f.failErase {
 		f.failErase = false
