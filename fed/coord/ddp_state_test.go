@@ -263,8 +263,9 @@ func TestDistributedRoundRefusesAClientPastItsBudget(t *testing.T) {
 	state := o.StatePath
 	o.MinUpdates = 3
 	// client-4 drops out of round 2 before sending: the round waits for
-	// its vector until the masked vectors' deadline.
-	o.RoundTimeout, o.SecAgg.PhaseTimeout = 12*time.Second, 2*time.Second
+	// its vector until the masked vectors' deadline (25 s); the phases
+	// leave room for a loaded machine.
+	o.RoundTimeout, o.SecAgg.PhaseTimeout = 30*time.Second, 5*time.Second
 	one, err := plan.Mechanism(2).Epsilon(1, 1e-5)
 	if err != nil {
 		t.Fatal(err)
