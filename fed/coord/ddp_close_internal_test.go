@@ -103,3 +103,20 @@ func TestDistributedCloseThatFailsRestoresTheServer(t *testing.T) {
 		t.Fatalf("after the close: the server at %d steps, stored state %v, model %v; want one step, stored, the model stepped once", srv.steps, st, w[0].Values)
 	}
 }
+
+// TestDistributedRoundSelectsNoMoreThanThePlansClients: with four clients
+// available and a plan whose wrap bound covers three, the round selects
+// three (more would refuse to start: their sum could wrap the modulus).
+func TestDistributedRoundSelectsNoMoreThanThePlansClients(t *testing.T) {
+	model := wire.Weights{{Name: "w", Shape: []int{2}, Values: []float32{1, 2}}}
+	o := Options{StatePath: filepath.Join(t.TempDir(), "state.db"), Init: model, Strategy: strategy.Options{Name: "fedavg", DP: true},
+		Rounds: 1, Fraction: 1, MinAvailable: 3, MinUpdates: 2, RoundTimeout: time.Hour, MaxUpdateNorm: 10,
+		Task: Task{LocalSteps: 1, LearningRate: 0.1, Batch: 1},
+		SecAgg: &SecAggOptions{Mode: "masking", MinHonest: 2, Roots: x509.NewCertPool(), DDP: &DDPOptions{Server: &countingServer{},
+			Plan: ddp.Plan{Unit: "identity", Delta: 1e-5, Clip: 1, SamplingRate: 0.1, Rounds: 1, Clients: 3, Threshold: 2, Noise: 100,
+				Dim: 2, Scale: 1 << 10, Bits: 32, WrapProb: 1e-9, ExpectedBatch: 2}}}}
+	c := enrolled(t, o, true, "a", "b", "c", "d")
+	if n := len(c.round.selected); n != 3 {
+		t.Fatalf("the round selected %d clients, the plan covers 3", n)
+	}
+}
