@@ -21,7 +21,6 @@ import (
 	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/fed/secround"
-	"github.com/veil-privacy/veil/fed/wire"
 )
 
 // tamperStream rewrites, in flight, the round pushed to one client.
@@ -63,9 +62,7 @@ func TestPlanTamperedInFlightIsRefused(t *testing.T) {
 	if plan.Noise, err = ddp.RequiredNoise(dpol, plan); err != nil {
 		t.Fatal(err)
 	}
-	o.SecAgg.DDP = &coord.DDPOptions{Plan: plan, Step: func(model wire.Weights, _ []float32, _ float64, _ string) (wire.Weights, error) {
-		return model.Clone(), nil
-	}}
+	o.SecAgg.DDP = &coord.DDPOptions{Plan: plan, Server: &sgdServer{}} // learning rate 0: the model stays
 	doubled := plan
 	doubled.Noise *= 2
 	tamper := grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
