@@ -162,9 +162,18 @@ var rules = []rule{
 	{
 		why: "leaf utilities and plain records stand on the standard library alone",
 		subject: func(p pkg) bool {
-			return p.path == "internal/atomicfile" || p.path == "internal/vec" || p.path == "nn/record" || p.path == "tagging/psimodel"
+			return p.path == "internal/atomicfile" || p.path == "internal/vec" || p.path == "nn/record"
 		},
 		forbidden: map[string]func(string) bool{"a package of the module": anyOurs},
+	},
+	{
+		why: "the SHA-256 helper and a ψ model file's format stand on the standard library and internal/vec (for ClearUpper) alone",
+		subject: func(p pkg) bool {
+			return p.path == "internal/digest" || p.path == "tagging/psimodel"
+		},
+		forbidden: map[string]func(string) bool{"a package of the module but internal/vec and internal/digest": func(d string) bool {
+			return anyOurs(d) && d != module+"/internal/vec" && d != module+"/internal/digest"
+		}},
 	},
 	{
 		why:     "face clustering and matching are pure computation on descriptors: no storage, no engine, not the library",
@@ -270,6 +279,9 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "nn/checkpoint", name: "checkpoint"}, module + "/nn/train"},
 		{pkg{path: "internal/atomicfile", name: "atomicfile"}, module + "/internal/datadir"},
 		{pkg{path: "internal/vec", name: "vec"}, module + "/metric"},
+		{pkg{path: "internal/vec", name: "vec"}, module + "/internal/digest"},
+		{pkg{path: "internal/digest", name: "digest"}, module + "/internal/atomicfile"},
+		{pkg{path: "tagging/psimodel", name: "psimodel"}, module + "/tagging"},
 		{pkg{path: "tagging/cluster", name: "cluster"}, "modernc.org/sqlite/lib"},
 		{pkg{path: "tagging/cluster", name: "cluster"}, module + "/tagging"},
 		{pkg{path: "tagging/match", name: "match"}, "modernc.org/sqlite"},
@@ -319,6 +331,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{pkg{path: "fed/ddp", name: "ddp"}, module + "/secagg/quant"},
 		{pkg{path: "tagging/fedjoin", name: "fedjoin"}, module + "/fed/client"},
 		{pkg{path: "tagging/fedjoin", name: "fedjoin"}, module + "/collab"},
+		{pkg{path: "tagging/psimodel", name: "psimodel"}, module + "/internal/digest"},
+		{pkg{path: "internal/digest", name: "digest"}, module + "/internal/vec"},
 	} {
 		for _, r := range rules {
 			if !r.subject(tc.subject) {
