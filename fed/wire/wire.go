@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/internal/digest"
 	"github.com/veil-privacy/veil/internal/vec"
 )
 
@@ -165,7 +166,7 @@ func shapeSize(shape []int) (int, error) {
 // Header returns the header of w's payload (with its SHA-256).
 func (w Weights) Header() *fedpb.WeightsHeader {
 	h := w.layoutHeader()
-	sum := sha256.New()
+	sum := digest.New()
 	if !w.hashValues(sum) {
 		w.writePayload(sum)
 	}
@@ -179,9 +180,8 @@ func (w Weights) Header() *fedpb.WeightsHeader {
 func (w Weights) Encode() (*fedpb.WeightsHeader, []byte) {
 	p := w.Payload()
 	h := w.layoutHeader()
-	sum := sha256.New()
-	hashBlocks(sum, p)
-	h.Sha256 = sum.Sum(nil)
+	sum := digest.Sum256(p)
+	h.Sha256 = sum[:]
 	return h, p
 }
 
@@ -374,7 +374,7 @@ func NewDecoder(h *fedpb.WeightsHeader, lim Limits) (*Decoder, error) {
 	if total != h.GetTotalBytes() {
 		return nil, refuse("declares %d bytes, its shapes need %d", h.GetTotalBytes(), total)
 	}
-	d := &Decoder{w: specs, want: total, sum: h.GetSha256(), h: sha256.New()}
+	d := &Decoder{w: specs, want: total, sum: h.GetSha256(), h: digest.New()}
 	if uint64(cap(lim.Buffer)) >= total {
 		d.buf = lim.Buffer[:0]
 	} else {
@@ -396,8 +396,7 @@ func (d *Decoder) Write(p []byte) error {
 		n := min(len(p), passBlock)
 		start := len(d.buf)
 		d.buf = append(d.buf, p[:n]...)
-		vec.ClearUpper() // see hashBlocks
-		d.h.Write(d.buf[start:])
+		d.h.Write(d.buf[start:]) // digest.New: clears the AVX upper state first
 		d.addSquares()
 		d.got += uint64(n)
 		p = p[n:]
