@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/veil-privacy/veil/internal/atomicfile"
+	"github.com/veil-privacy/veil/internal/digest"
 )
 
 // EnvLedgers names the environment variable that sets the default ledger
@@ -266,7 +266,7 @@ type legacyLedgerJSON struct {
 }
 
 func ledgerMAC(key, body []byte) []byte {
-	m := hmac.New(sha256.New, key)
+	m := hmac.New(digest.New, key)
 	m.Write([]byte("veil ledger file\x00"))
 	m.Write(body)
 	return m.Sum(nil)

@@ -30,7 +30,6 @@ package tagging
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
 	"encoding/json"
@@ -41,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/veil-privacy/veil/internal/digest"
 	"github.com/veil-privacy/veil/tagging/match"
 	"github.com/veil-privacy/veil/tagging/psimodel"
 )
@@ -173,7 +173,7 @@ func (l *Library) ImportModel(ctx context.Context, file []byte) (ModelInfo, erro
 }
 
 func infoOf(id, at int64, file []byte, m *psimodel.Model, active bool) ModelInfo {
-	sum := sha256.Sum256(file)
+	sum := digest.Sum256(file)
 	hidden := 0
 	if len(m.Layers) > 1 {
 		hidden = m.Layers[0].Out

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/veil-privacy/veil/internal/digest"
 )
 
 // FileError is a file the library could not read, with the reason in
@@ -206,7 +208,7 @@ func ReadContent(path string, maxBytes int64) (*Content, error) {
 	if int64(len(data)) > maxBytes {
 		return nil, fmt.Errorf("file grew past the %d-byte limit while being read", maxBytes)
 	}
-	c := &Content{Data: data, SHA256: sha256.Sum256(data), Size: int64(len(data))}
+	c := &Content{Data: data, SHA256: digest.Sum256(data), Size: int64(len(data))}
 	if c.Size == st.Size() {
 		c.stamp = stampOf(st, now)
 	}

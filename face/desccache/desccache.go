@@ -63,6 +63,7 @@ import (
 	"runtime"
 
 	"github.com/veil-privacy/veil/internal/atomicfile"
+	"github.com/veil-privacy/veil/internal/digest"
 )
 
 // EnvCache names the environment variable that overrides the cache folder.
@@ -246,7 +247,7 @@ func createKey(path string) error {
 // HMAC-SHA256 under the install's key of the settings' and the image's
 // SHA-256, in hex.
 func (c *Cache) Key(image []byte) string {
-	img := sha256.Sum256(image)
+	img := digest.Sum256(image)
 	m := hmac.New(sha256.New, c.key)
 	m.Write(c.settings[:])
 	m.Write(img[:])

@@ -31,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/veil-privacy/veil/face/tfjs"
+	"github.com/veil-privacy/veil/internal/digest"
 )
 
 //go:embed models.sha256
@@ -127,7 +128,7 @@ func VerifyFile(dir, name string) error {
 		return fmt.Errorf("opening model file: %w", err)
 	}
 	defer f.Close()
-	h := sha256.New()
+	h := digest.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return fmt.Errorf("reading model file %s: %w", path, err)
 	}

@@ -3,10 +3,10 @@ package dphe
 import (
 	"bytes"
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 
+	"github.com/veil-privacy/veil/internal/digest"
 	"github.com/veil-privacy/veil/secagg/paillier"
 )
 
@@ -107,7 +107,7 @@ func (m *Message) body(pk *paillier.PublicKey) []byte {
 func macInput(body []byte, tag [32]byte) []byte { return append(body, tag[:]...) }
 
 func computeMAC(key [32]byte, data []byte) [32]byte {
-	h := hmac.New(sha256.New, key[:])
+	h := hmac.New(digest.New, key[:])
 	h.Write(data)
 	var out [32]byte
 	copy(out[:], h.Sum(nil))
@@ -369,4 +369,4 @@ func DecodeAggregate(b []byte, pk *paillier.PublicKey) (*Aggregate, error) {
 }
 
 // digestBody returns the SHA-256 of a message body.
-func digestBody(body []byte) [32]byte { return sha256.Sum256(body) }
+func digestBody(body []byte) [32]byte { return digest.Sum256(body) }

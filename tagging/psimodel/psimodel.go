@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/veil-privacy/veil/internal/digest"
 )
 
 // Format constants.
@@ -137,7 +139,7 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 			}
 		}
 	}
-	sum := sha256.Sum256(b)
+	sum := digest.Sum256(b)
 	return append(b, sum[:]...), nil
 }
 
@@ -158,7 +160,7 @@ func Parse(b []byte) (*Model, error) {
 		return nil, bad("format version %d, this build reads %d", b[len(magic)], Version)
 	}
 	body, trailer := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
-	if sum := sha256.Sum256(body); string(sum[:]) != string(trailer) {
+	if sum := digest.Sum256(body); string(sum[:]) != string(trailer) {
 		return nil, bad("checksum mismatch (truncated or corrupted)")
 	}
 	p := len(magic) + 1
