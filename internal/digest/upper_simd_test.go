@@ -7,21 +7,11 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"hash"
-	"simd/archsimd"
 	"testing"
 
 	"github.com/veil-privacy/veil/internal/cputime"
 	"github.com/veil-privacy/veil/internal/vec"
 )
-
-// dirty leaves the AVX registers' upper halves in use, as a kernel
-// without VZEROUPPER or an asynchronous preemption on an AVX-512
-// processor does.
-//
-//go:noinline
-func dirty(a, b []float64) {
-	archsimd.LoadFloat64x4Slice(a).Add(archsimd.LoadFloat64x4Slice(b)).StoreSlice(b)
-}
 
 // TestHashingClearsTheDirtyState: SHA-NI does not touch the upper halves,
 // so whether they are in use after hashing shows whether the hashing
@@ -32,7 +22,6 @@ func TestHashingClearsTheDirtyState(t *testing.T) {
 		t.Fatal("this processor cannot report the AVX upper state (no AVX or no XINUSE): the check cannot run here")
 	}
 	p := data(BlockSize + 100)
-	x, y := []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8}
 	for _, tc := range []struct {
 		name  string
 		hash  func()
@@ -48,7 +37,7 @@ func TestHashingClearsTheDirtyState(t *testing.T) {
 		// other code on the thread.
 		matched := 0
 		for range 5 {
-			dirty(x, y)
+			vec.DirtyUpper()
 			if in, _ := vec.UpperInUse(); !in {
 				continue
 			}
@@ -63,74 +52,54 @@ func TestHashingClearsTheDirtyState(t *testing.T) {
 	}
 }
 
-// BenchmarkSum256AfterDirtyUpper hashes 256 KiB right after code that
-// leaves the AVX upper halves dirty, as an asynchronous preemption does
-// on an AVX-512 processor under Go 1.26: crypto/sha256 (old) against this
-// package's Sum256 (new), in the same run. It reports CPU time per hash
-// (cpu-ns/op), readable on a loaded machine.
-func BenchmarkSum256AfterDirtyUpper(b *testing.B) {
+// hashCase is one way of hashing a benchmark compares.
+type hashCase struct {
+	name string
+	hash func(p []byte)
+}
+
+// afterDirty runs each case on 256 KiB right after vec.DirtyUpper,
+// reporting CPU time per hash (cpu-ns/op), readable on a loaded machine.
+func afterDirty(b *testing.B, cases ...hashCase) {
 	p := data(256 << 10)
-	x, y := []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8}
-	for _, bc := range []struct {
-		name string
-		sum  func([]byte) [32]byte
-	}{{"crypto-sha256", sha256.Sum256}, {"digest", Sum256}} {
+	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(p)))
 			cpu0 := cputime.Process()
 			for b.Loop() {
-				dirty(x, y)
-				bc.sum(p)
+				vec.DirtyUpper()
+				bc.hash(p)
 			}
 			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// BenchmarkSum256AfterDirtyUpper hashes 256 KiB right after code that
+// leaves the AVX upper halves dirty, as an asynchronous preemption does
+// on an AVX-512 processor under Go 1.26: crypto/sha256 (old) against this
+// package's Sum256 (new), in the same run.
+func BenchmarkSum256AfterDirtyUpper(b *testing.B) {
+	afterDirty(b,
+		hashCase{"crypto-sha256", func(p []byte) { sha256.Sum256(p) }},
+		hashCase{"digest", func(p []byte) { Sum256(p) }})
 }
 
 // BenchmarkHMACAfterDirtyUpper is the same for HMAC-SHA256 of 256 KiB,
 // over crypto/sha256.New (old) and New (new).
 func BenchmarkHMACAfterDirtyUpper(b *testing.B) {
-	p := data(256 << 10)
-	x, y := []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8}
-	for _, bc := range []struct {
-		name string
-		h    func() hash.Hash
-	}{{"crypto-sha256", sha256.New}, {"digest", New}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.SetBytes(int64(len(p)))
-			cpu0 := cputime.Process()
-			for b.Loop() {
-				dirty(x, y)
-				m := hmac.New(bc.h, []byte("key"))
-				m.Write(p)
-				m.Sum(nil)
-			}
-			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
-		})
+	mac := func(h func() hash.Hash) func([]byte) {
+		return func(p []byte) { m := hmac.New(h, []byte("key")); m.Write(p); m.Sum(nil) }
 	}
+	afterDirty(b, hashCase{"crypto-sha256", mac(sha256.New)}, hashCase{"digest", mac(New)})
 }
 
 // BenchmarkSHA512AfterDirtyUpper hashes 256 KiB with crypto/sha512 right
-// after the dirtying code, with and without vec.ClearUpper: Go computes
-// SHA-512 with AVX2 (VEX-encoded) instructions, which should not stall.
+// after the dirtying code, without and with vec.ClearUpper: Go computes
+// SHA-512 with AVX2 (VEX-encoded) instructions on amd64, which do not
+// stall on the dirty state.
 func BenchmarkSHA512AfterDirtyUpper(b *testing.B) {
-	p := data(256 << 10)
-	x, y := []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8}
-	for _, bc := range []struct {
-		name  string
-		clear bool
-	}{{"dirty", false}, {"cleared", true}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.SetBytes(int64(len(p)))
-			cpu0 := cputime.Process()
-			for b.Loop() {
-				dirty(x, y)
-				if bc.clear {
-					vec.ClearUpper()
-				}
-				sha512.Sum512(p)
-			}
-			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
-		})
-	}
+	afterDirty(b,
+		hashCase{"dirty", func(p []byte) { sha512.Sum512(p) }},
+		hashCase{"cleared", func(p []byte) { vec.ClearUpper(); sha512.Sum512(p) }})
 }

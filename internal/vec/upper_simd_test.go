@@ -4,18 +4,8 @@ package vec
 
 import (
 	"crypto/sha256"
-	"simd/archsimd"
 	"testing"
 )
-
-// dirty leaves the AVX registers' upper halves in use, as a kernel
-// without VZEROUPPER or an asynchronous preemption on an AVX-512
-// processor does.
-//
-//go:noinline
-func dirty(a, b []float64) {
-	archsimd.LoadFloat64x4Slice(a).Add(archsimd.LoadFloat64x4Slice(b)).StoreSlice(b)
-}
 
 // TestClearUpperClearsTheDirtyState: after code that leaves the upper
 // halves dirty (checked: XINUSE shows it), ClearUpper leaves them clear,
@@ -25,12 +15,11 @@ func TestClearUpperClearsTheDirtyState(t *testing.T) {
 		t.Fatal("this processor has no AVX or no XGETBV with ECX = 1 (XINUSE): the check cannot run here")
 	}
 	const upper = 1<<2 | 1<<6 // YMM and ZMM upper halves of registers 0–15
-	a, b := []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8}
 	sawDirty, cleared := 0, 0
 	// Several tries: a goroutine switch between two steps could run
 	// other code on the thread.
 	for range 5 {
-		dirty(a, b)
+		DirtyUpper()
 		if s, _ := avxStateInUse(); s&upper != 0 {
 			sawDirty++
 		}
@@ -53,7 +42,6 @@ func TestClearUpperClearsTheDirtyState(t *testing.T) {
 // with and without ClearUpper in between.
 func BenchmarkSHA256AfterDirtyUpper(b *testing.B) {
 	p := make([]byte, 256<<10)
-	x, y := []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8}
 	for _, bc := range []struct {
 		name  string
 		clear bool
@@ -61,7 +49,7 @@ func BenchmarkSHA256AfterDirtyUpper(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(p)))
 			for b.Loop() {
-				dirty(x, y)
+				DirtyUpper()
 				if bc.clear {
 					ClearUpper()
 				}
