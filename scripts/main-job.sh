@@ -10,8 +10,9 @@
 #  4. face tagging: a small encrypted photo library of LFW people
 #     (scripts/main-job-tagging.sh): people, clusters and suggestions
 #     (out/library, out/tagging-*.json).
-#  5. federated learning: veil fed sim, 8 clients with disjoint identities,
-#     FedAvg under DP at ε = 8 per identity per client (out/fed-sim.json).
+#  5. federated learning: veil fed sim --secagg masking --network, 8 clients
+#     with disjoint identities over gRPC and mutual TLS, distributed DP-SGD
+#     under SecAgg+ masking at ε = 8 per identity per client (out/fed-sim.json).
 #  6. the tagging app: veil serve on out/library, the people page screenshot
 #     in headless Chromium (out/serve-people.png), then the server stopped.
 # Results go to out/ (verify.json, demo-*.png, train-dp.json, train-nodp.json).
@@ -63,11 +64,14 @@ bin/veil train "${head[@]}" --batch 128 --checkpoint out/head-nodp.ckpt --quiet 
 echo "== face tagging: an encrypted photo library (veil library, faces, people, suggest)"
 VEIL_BIN=bin/veil scripts/main-job-tagging.sh
 
-echo "== federated learning (veil fed sim): 8 clients with disjoint identities, FedAvg, ε = 8 per identity per client"
-# A coordinator and 8 clients in one process over gRPC with mutual TLS on
-# loopback, 20 rounds; each client's own ledger and the coordinator's enforce
-# its budget. Scored on the development pairs like the runs above.
-bin/veil fed sim --quiet --json > out/fed-sim.json
+echo "== federated learning (veil fed sim --secagg masking --network): 8 clients, distributed DP-SGD, ε = 8 per identity per client"
+# A coordinator and 8 clients over gRPC with mutual TLS on loopback: every
+# round is one step of central DP-SGD over all the clients' people, each
+# client adding a share of the noise to its clipped gradient sum under
+# SecAgg+ masking, so the coordinator sees only the sum of the 8 masked
+# vectors; each client's own ledger and the coordinator's copy enforce its
+# budget. Scored on the development pairs like the runs above.
+bin/veil fed sim --secagg masking --network --quiet --json > out/fed-sim.json
 python3 - out/fed-sim.json <<'PY' 2>/dev/null || cat out/fed-sim.json
 import json, sys
 r = json.load(open(sys.argv[1]))
