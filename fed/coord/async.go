@@ -36,8 +36,9 @@ package coord
 //
 // Tickets live in memory (one per client: asking again replaces it); a
 // restarted coordinator refuses an update of a ticket it did not issue,
-// and the client asks for a new one. Secure aggregation of asynchronous
-// updates is not supported yet: New refuses Async with SecAgg or DPHE.
+// and the client asks for a new one. Under masking secure aggregation,
+// FedBuff's buffers are masking rounds (asyncsec.go); EASGD and DPHE are
+// refused.
 
 import (
 	"bytes"
@@ -96,8 +97,6 @@ func (a *AsyncOptions) validate(o *Options) error {
 	switch {
 	case a.Strategy != AsyncEASGD && a.Strategy != AsyncFedBuff:
 		return fmt.Errorf("coordinator: asynchronous strategy %q (want %s or %s)", a.Strategy, AsyncEASGD, AsyncFedBuff)
-	case o.SecAgg != nil || o.DPHE != nil:
-		return fmt.Errorf("coordinator: secure aggregation of the asynchronous strategy %s is not supported yet (it would aggregate each buffer of at least the secure threshold securely); run it without --secagg", a.Strategy)
 	case a.MaxStaleness < 0:
 		return fmt.Errorf("coordinator: the maximum staleness must not be negative, got %d", a.MaxStaleness)
 	case !(a.Thin.Drop >= 0 && a.Thin.Drop < 1):
@@ -120,6 +119,9 @@ func (a *AsyncOptions) validate(o *Options) error {
 		if a.Exponent == 0 {
 			a.Exponent = 0.5
 		}
+	}
+	if o.SecAgg != nil || o.DPHE != nil {
+		return a.validateSecure(o)
 	}
 	// The synchronous settings are unused: a placeholder strategy and
 	// round sizes that pass their checks.
@@ -157,6 +159,10 @@ type ticket struct {
 
 // stratName is the strategy recorded in the state file.
 func (c *Coordinator) stratName() string {
+	if c.o.secureBuffers() {
+		// Not resumable as plaintext FedBuff, nor the other way round.
+		return c.o.Async.Strategy + "+masking"
+	}
 	if c.o.Async != nil {
 		return c.o.Async.Strategy
 	}

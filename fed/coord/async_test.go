@@ -359,8 +359,8 @@ func TestSlowClientDoesNotBlockFastOne(t *testing.T) {
 	}
 }
 
-// Asynchronous strategies under secure aggregation are refused with a
-// clear reason (not supported yet), as are settings out of range.
+// Settings out of range are refused with a clear reason, as is a FedBuff
+// buffer too small for masking (more in TestAsyncSecureOptionsValidated).
 func TestAsyncOptionsValidated(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -374,7 +374,7 @@ func TestAsyncOptionsValidated(t *testing.T) {
 		{"buffer", coord.AsyncOptions{Strategy: coord.AsyncFedBuff}, false, "buffer size"},
 		{"staleness", coord.AsyncOptions{Strategy: coord.AsyncFedBuff, BufferSize: 2, MaxStaleness: -1}, false, "staleness"},
 		{"thin", coord.AsyncOptions{Strategy: coord.AsyncEASGD, Beta: 0.5, Period: 1, Thin: strategy.ThinOptions{Drop: 1}}, false, "dropout"},
-		{"secagg", coord.AsyncOptions{Strategy: coord.AsyncFedBuff, BufferSize: 4}, true, "not supported yet"},
+		{"secagg", coord.AsyncOptions{Strategy: coord.AsyncFedBuff, BufferSize: 2}, true, "at least 3 clients"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := asyncOptions(t, tc.a, 3)

@@ -408,7 +408,7 @@ func New(o Options) (*Coordinator, error) {
 		st.close()
 		return nil, err
 	}
-	if o.Async != nil {
+	if o.asyncExchanges() {
 		if err := c.restoreAsync(); err != nil {
 			st.close()
 			return nil, err
@@ -776,7 +776,7 @@ func (c *Coordinator) withUnit(ctx context.Context, ids []string, unit string) (
 func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 	sort.Strings(avail)
 	k := max(c.o.MinUpdates, int(math.Ceil(c.o.Fraction*float64(len(avail)))))
-	k = min(k, len(avail))
+	k = c.roundSize(min(k, len(avail)), len(avail))
 	if d := c.ddpOptions(); d != nil {
 		k = min(k, d.Plan.Clients) // the plan's wrap bound
 	}
@@ -791,7 +791,7 @@ func (c *Coordinator) startRound(ctx context.Context, avail []string) error {
 	deadline := time.Now().Add(c.o.RoundTimeout)
 	t := c.o.Task
 	cfg := &fedpb.RoundConfig{
-		ProtocolVersion: fedpb.ProtocolVersion, Round: n, ModelVersion: c.version, Strategy: c.strat.Name(),
+		ProtocolVersion: fedpb.ProtocolVersion, Round: n, ModelVersion: c.version, Strategy: c.roundStrategy(),
 		LocalEpochs: uint32(t.LocalEpochs), LocalSteps: uint32(t.LocalSteps), LearningRate: t.LearningRate,
 		DeadlineUnixMs: deadline.UnixMilli(), MaxUpdateNorm: c.o.MaxUpdateNorm, Batch: uint32(t.Batch),
 		Seed: c.rng.Uint64(), Rounds: uint64(c.o.Rounds),
