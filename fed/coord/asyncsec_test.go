@@ -211,7 +211,9 @@ func TestAsyncSecureOptionsValidated(t *testing.T) {
 		{"small buffer", func(o *coord.Options) { o.Async.BufferSize = 2 }, "at least 3 clients; the buffer size K is 2"},
 		{"below threshold", func(o *coord.Options) { o.SecAgg.Threshold = 5 }, "at least the secure threshold t = 5 clients; the buffer size K is 4"},
 		{"honest above threshold", func(o *coord.Options) { o.SecAgg.Threshold, o.SecAgg.MinHonest = 3, 4 }, "T = 4 must be in [2, the buffer's threshold t = 3]"},
-		{"easgd", func(o *coord.Options) { *o.Async = coord.AsyncOptions{Strategy: coord.AsyncEASGD, Beta: 0.5, Period: 1} }, "must see every client's x in plaintext"},
+		{"easgd", func(o *coord.Options) {
+			*o.Async = coord.AsyncOptions{Strategy: coord.AsyncEASGD, Beta: 0.5, Period: 1}
+		}, "must see every client's x in plaintext"},
 		{"dphe", func(o *coord.Options) { o.SecAgg, o.DPHE = nil, &coord.DPHEOptions{} }, "DPHE"},
 		{"thinned", func(o *coord.Options) { o.Async.Thin.Drop = 0.3 }, "thinned models"},
 	} {
