@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/veil-privacy/veil/fed/coord"
@@ -22,8 +23,14 @@ func (c *Config) asyncOptions() (*coord.AsyncOptions, error) {
 		return nil, nil
 	}
 	switch {
-	case c.SecAgg != "off":
-		return nil, fmt.Errorf("--strategy %s with --secagg %s is not supported yet: asynchronous updates would be aggregated securely per buffer of at least the secure threshold; run it with --secagg off", c.Strategy, c.SecAgg)
+	case c.SecAgg == "dphe":
+		return nil, fmt.Errorf("--strategy %s with --secagg dphe is not supported yet; run --strategy fedbuff with --secagg masking, or --secagg off", c.Strategy)
+	case c.SecAgg == "masking" && c.Strategy == coord.AsyncEASGD:
+		return nil, errors.New("--strategy easgd cannot run with --secagg masking: each elastic exchange moves the centre by β(x − x̃) with one client's own parameters x, so the coordinator must see every client's x in plaintext; use --strategy fedbuff with --secagg masking, or --secagg off")
+	case c.SecAgg == "masking" && c.FedBuffSize < 3:
+		return nil, fmt.Errorf("--secagg masking aggregates each FedBuff buffer as one masking round of --fedbuff-size clients, which must be at least 3 (and at least the threshold t): got %d", c.FedBuffSize)
+	case c.SecAgg == "masking" && c.ThinP != 0:
+		return nil, errors.New("--thin-p is not supported with --secagg masking: each client would be served a different sub-model, which a buffer's masked sum cannot merge")
 	case c.Momentum != 0:
 		return nil, fmt.Errorf("--momentum is for --strategy fedsgd, not %s", c.Strategy)
 	case c.MaxStaleness < 0:

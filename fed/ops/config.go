@@ -299,9 +299,9 @@ func (c *Config) check() error {
 		return errors.New("--secagg dphe needs DP and --noise-multiplier > 0 (each client's release of its update)")
 	case c.SecAgg == "dphe" && (c.DPHECount < 1 || !(c.DPHESelectionEpsilon > 0) || !(c.DPHEThreshold >= 0)):
 		return fmt.Errorf("--secagg dphe needs --dphe-count ≥ 1, --dphe-selection-epsilon > 0 and --dphe-threshold ≥ 0, got %d, %g and %g", c.DPHECount, c.DPHESelectionEpsilon, c.DPHEThreshold)
-	case c.SecAgg == "masking" && c.MinAvail < 3:
+	case c.SecAgg == "masking" && !c.asyncStrategy() && c.MinAvail < 3:
 		return fmt.Errorf("--secagg masking needs rounds of at least 3 clients: --min-available is %d", c.MinAvail)
-	case c.SecAgg == "masking" && !(c.SecAggMinHonest >= 2 && c.SecAggMinHonest <= c.MinUpdate):
+	case c.SecAgg == "masking" && !(c.SecAggMinHonest >= 2 && (c.asyncStrategy() || c.SecAggMinHonest <= c.MinUpdate)):
 		return fmt.Errorf("--secagg-min-honest must be in [2, --min-updates = %d], got %d", c.MinUpdate, c.SecAggMinHonest)
 	case c.SecAggDegree < 0 || c.SecAggThreshold < 0 || c.SecAggPhase < 0:
 		return errors.New("--secagg-degree, --secagg-threshold and --secagg-phase must not be negative")
