@@ -116,7 +116,9 @@ func TestConfigOptionsNameTheFlag(t *testing.T) {
 		{func(c *ops.Config) { c.Strategy, c.SecAgg, c.FedBuffSize = "fedbuff", "masking", 2 }, "--fedbuff-size clients, which must be at least 3 (and at least the threshold t): got 2"},
 		{func(c *ops.Config) { c.Strategy, c.SecAgg, c.ThinP = "fedbuff", "masking", 0.2 }, "--thin-p is not supported with --secagg masking"},
 		{func(c *ops.Config) { c.Strategy, c.SecAgg, c.MinAvail = "easgd", "masking", 3 }, "--strategy easgd cannot run with --secagg masking: each elastic exchange"},
-		{func(c *ops.Config) { c.Strategy, c.SecAgg, c.KeyGen, c.MinAvail, c.MinUpdate, c.DP, c.NoiseMultiplier = "fedbuff", "dphe", "127.0.0.1:1", 3, 3, true, 1 }, "--strategy fedbuff with --secagg dphe is not supported yet"},
+		{func(c *ops.Config) {
+			c.Strategy, c.SecAgg, c.KeyGen, c.MinAvail, c.MinUpdate, c.DP, c.NoiseMultiplier = "fedbuff", "dphe", "127.0.0.1:1", 3, 3, true, 1
+		}, "--strategy fedbuff with --secagg dphe is not supported yet"},
 		{func(c *ops.Config) { c.Weighting = "size" }, `--weighting "size"`},
 		{func(c *ops.Config) { c.Strategy = "fedsgd" }, "--strategy fedsgd needs --server-lr > 0"},
 		{func(c *ops.Config) { c.ServerLR = -1 }, "--server-lr must not be negative"},
