@@ -154,7 +154,13 @@ operating system's CSPRNG) and merges the update into the kept units only.
 Each exchange gets every check a round's update gets (certificate,
 SHA-256, layout, finite values, --max-update-norm, DP metadata, the
 client's budget charged) and is stored in --state in one transaction
-before it is acknowledged. Not yet with --secagg (refused).
+before it is acknowledged. With --secagg masking, FedBuff runs each
+buffer as one masking round over --fedbuff-size K clients (K at least 3
+and at least the threshold t): the coordinator sees only the buffer's
+sum; buffers run one after another, so every update has staleness 0, and
+a buffer left with fewer than t survivors is abandoned, unrevealed.
+EASGD is refused with --secagg (each elastic exchange needs the client's
+own parameters in plaintext), as are --secagg dphe and --thin-p with it.
 
 Distributed DP-SGD (--ddp): each round is one step of central DP-SGD over
 the people of all the clients, instead of FedAvg of local training. Each
