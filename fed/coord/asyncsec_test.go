@@ -1,18 +1,13 @@
 package coord_test
 
 import (
-	"bytes"
 	"math"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/veil-privacy/veil/fed/coord"
-	"github.com/veil-privacy/veil/fed/fedpb"
 	"github.com/veil-privacy/veil/fed/strategy"
 	"github.com/veil-privacy/veil/fed/wire"
 )
@@ -84,22 +79,7 @@ func TestFedBuffBufferUnderMasking(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
 			h := startBuffers(t, 1, rec)
-			var inputs sync.Map
-			for name, err := range runSecure(t, h, tc.drop, &inputs) {
-				if err != nil {
-					t.Errorf("%s: %v", name, err)
-				}
-			}
-			if err := <-h.done; err != nil {
-				t.Fatal(err)
-			}
-			st, updates, reason, _ := roundRow(t, h.state, "client-1")
-			if st != "done" || updates != len(tc.count) {
-				t.Fatalf("buffer 1: %s with %d updates (%s), want done with %d", st, updates, reason, len(tc.count))
-			}
-			if got, want := rec.sums[1], sumOf(t, &inputs, tc.count); !slices.Equal(got, want) {
-				t.Fatalf("unmasked sum %v, want the quantised vectors' sum %v", got[:8], want[:8])
-			}
+			sumsExactly(t, h, rec, tc.drop, tc.count)
 			w, _ := h.co.Model()
 			got := append(slices.Clone(w[0].Values), w[1].Values...)
 			for i, want := range plainFedBuff(t, tc.count) {
@@ -126,15 +106,7 @@ func TestFedBuffTooFewSurvivorsRevealNothing(t *testing.T) {
 	if st := roundState(t, h.state, 1); st != "failed" {
 		t.Fatalf("buffer 1 %s, want failed", st)
 	}
-	if len(rec.sums) != 0 {
-		t.Fatal("a buffer's sum was unmasked with fewer than t survivors")
-	}
-	for _, b := range rec.recv {
-		m := &fedpb.SecAggMessage{}
-		if proto.Unmarshal(b, m) == nil && m.GetUnmask() != nil {
-			t.Fatal("a client sent unmasking shares: the coordinator asked with fewer than t survivors")
-		}
-	}
+	nothingUnmasked(t, rec)
 	w, _ := h.co.Model()
 	if !slices.Equal(w[0].Values, w0[0].Values) || !slices.Equal(w[1].Values, w0[1].Values) {
 		t.Fatal("the model changed")
@@ -149,40 +121,7 @@ func TestFedBuffTooFewSurvivorsRevealNothing(t *testing.T) {
 func TestFedBuffCoordinatorSeesNoUpdate(t *testing.T) {
 	rec := &recorder{}
 	h := startBuffers(t, 2, rec)
-	var inputs sync.Map
-	for name, err := range runSecure(t, h, nil, &inputs) {
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	if err := <-h.done; err != nil {
-		t.Fatal(err)
-	}
-	var needles [][]byte
-	for i := range secNames {
-		needles = append(needles, updateNeedles(vecTrainer{base: float32(i + 1)}.values(6), 1)...)
-	}
-	n := 0
-	inputs.Range(func(_, v any) bool {
-		n++
-		needles = append(needles, u32Needles(v.([]uint32))...)
-		return true
-	})
-	if n != 4 {
-		t.Fatalf("%d clients quantised", n)
-	}
-	all := bytes.Join(rec.recv, nil)
-	if len(all) < 4*4*4 {
-		t.Fatalf("recorded only %d bytes", len(all))
-	}
-	for _, nd := range needles {
-		if bytes.Contains(all, nd) {
-			t.Fatal("a client's update or quantised vector is in what the coordinator received")
-		}
-	}
-	if f := findUpdate(t, h.state, needles); len(f) > 0 {
-		t.Fatalf("a client's update or quantised vector is in %v", f)
-	}
+	seesNoUpdate(t, h, rec)
 	if st := roundState(t, h.state, 2); st != "done" {
 		t.Fatalf("buffer 2 %s, want done", st)
 	}

@@ -200,23 +200,7 @@ func TestMaskingRoundSumsExactly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
 			h := startSecure(t, 1, rec)
-			var inputs sync.Map
-			for name, err := range runSecure(t, h, tc.drop, &inputs) {
-				if err != nil {
-					t.Errorf("%s: %v", name, err)
-				}
-			}
-			if err := <-h.done; err != nil {
-				t.Fatal(err)
-			}
-			st, updates, reason, _ := roundRow(t, h.state, "client-1")
-			if st != "done" || updates != len(tc.count) {
-				t.Fatalf("round 1: %s with %d updates (%s), want done with %d", st, updates, reason, len(tc.count))
-			}
-			want := sumOf(t, &inputs, tc.count)
-			if got := rec.sums[1]; !slices.Equal(got, want) {
-				t.Fatalf("unmasked sum %v, want the quantised vectors' sum %v", got[:8], want[:8])
-			}
+			sumsExactly(t, h, rec, tc.drop, tc.count)
 			// No noise share is proposed or required here, so the decoded
 			// mean is the updates' mean within the lattice step: the model
 			// moved by the server rate round(√n) = 2 times that mean.
@@ -234,6 +218,31 @@ func TestMaskingRoundSumsExactly(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sumsExactly runs the four clients of a one-round run (dropping as drop
+// says) until it ends and checks that round 1 is done with the clients
+// named in count, its unmasked sum exactly the sum of their quantised
+// vectors.
+func sumsExactly(t *testing.T, h *harness, rec *recorder, drop map[string]int, count []string) {
+	t.Helper()
+	var inputs sync.Map
+	for name, err := range runSecure(t, h, drop, &inputs) {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
+	}
+	st, updates, reason, _ := roundRow(t, h.state, "client-1")
+	if st != "done" || updates != len(count) {
+		t.Fatalf("round 1: %s with %d updates (%s), want done with %d", st, updates, reason, len(count))
+	}
+	want := sumOf(t, &inputs, count)
+	if got := rec.sums[1]; !slices.Equal(got, want) {
+		t.Fatalf("unmasked sum %v, want the quantised vectors' sum %v", got[:8], want[:8])
 	}
 }
 
@@ -298,15 +307,7 @@ func TestTooFewSurvivorsRevealNothing(t *testing.T) {
 	if st := roundState(t, h.state, 1); st != "failed" {
 		t.Fatalf("round 1 %s, want failed", st)
 	}
-	if len(rec.sums) != 0 {
-		t.Fatal("a sum was unmasked with fewer than t survivors")
-	}
-	for _, b := range rec.recv {
-		m := &fedpb.SecAggMessage{}
-		if proto.Unmarshal(b, m) == nil && m.GetUnmask() != nil {
-			t.Fatal("a client sent unmasking shares: the coordinator asked with fewer than t survivors")
-		}
-	}
+	nothingUnmasked(t, rec)
 	if w, _ := h.co.Model(); !slices.Equal(w[0].Values, w0[0].Values) {
 		t.Fatal("the model changed")
 	}
@@ -320,6 +321,18 @@ func TestTooFewSurvivorsRevealNothing(t *testing.T) {
 func TestCoordinatorSeesNoUpdate(t *testing.T) {
 	rec := &recorder{}
 	h := startSecure(t, 2, rec)
+	seesNoUpdate(t, h, rec)
+	if !strings.Contains(roundState(t, h.state, 2), "done") {
+		t.Fatal("round 2 is not done")
+	}
+}
+
+// seesNoUpdate runs the four clients without drop-out until the run
+// ends, then looks for each client's update (float32 and float64 runs)
+// and quantised vector (runs of four values, either byte order) in every
+// byte the coordinator received and in its state files.
+func seesNoUpdate(t *testing.T, h *harness, rec *recorder) {
+	t.Helper()
 	var inputs sync.Map
 	for name, err := range runSecure(t, h, nil, &inputs) {
 		if err != nil {
@@ -354,9 +367,6 @@ func TestCoordinatorSeesNoUpdate(t *testing.T) {
 	if f := findUpdate(t, h.state, needles); len(f) > 0 {
 		t.Fatalf("a client's update or quantised vector is in %v", f)
 	}
-	if !strings.Contains(roundState(t, h.state, 2), "done") {
-		t.Fatal("round 2 is not done")
-	}
 }
 
 // TestMaskingNeedsUniformWeighting: FedAvg weighted by example counts
@@ -376,6 +386,21 @@ func TestMaskingNeedsUniformWeighting(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
+}
+
+// nothingUnmasked checks that no sum was unmasked and no client sent
+// unmasking shares (the coordinator never asked for them).
+func nothingUnmasked(t *testing.T, rec *recorder) {
+	t.Helper()
+	if len(rec.sums) != 0 {
+		t.Fatal("a sum was unmasked with fewer than t survivors")
+	}
+	for _, b := range rec.recv {
+		m := &fedpb.SecAggMessage{}
+		if proto.Unmarshal(b, m) == nil && m.GetUnmask() != nil {
+			t.Fatal("a client sent unmasking shares: the coordinator asked with fewer than t survivors")
+		}
+	}
 }
 
 // u32Needles are runs of four of x's values, big- and little-endian.
