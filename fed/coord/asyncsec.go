@@ -60,6 +60,8 @@ func (a *AsyncOptions) validateSecure(o *Options) error {
 		return fmt.Errorf("coordinator: the asynchronous strategy %s under DPHE secure aggregation is not supported yet; run it with --secagg masking (FedBuff) or without secure aggregation", a.Strategy)
 	case a.Strategy == AsyncEASGD:
 		return errors.New("coordinator: EASGD cannot run under secure aggregation: each elastic exchange moves the centre by β(x − x̃) with x one client's own parameters, so the coordinator must see every client's x in plaintext (there is no sum over clients to hide it in); use --strategy fedbuff with --secagg masking, or EASGD without --secagg")
+	case o.SecAgg.DDP != nil:
+		return errors.New("coordinator: distributed DP-SGD rounds are synchronous steps of one optimiser, not FedBuff's buffers of local updates: run them without an asynchronous strategy")
 	case a.Thin.Drop > 0 || len(a.Thin.Layers) > 0:
 		return errors.New("coordinator: thinned models are not supported under secure aggregation (each client is served a different sub-model, which the buffer's masked sum cannot merge); set the thinning rate to 0")
 	}

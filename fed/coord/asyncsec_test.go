@@ -155,6 +155,7 @@ func TestAsyncSecureOptionsValidated(t *testing.T) {
 		}, "must see every client's x in plaintext"},
 		{"dphe", func(o *coord.Options) { o.SecAgg, o.DPHE = nil, &coord.DPHEOptions{} }, "DPHE"},
 		{"thinned", func(o *coord.Options) { o.Async.Thin.Drop = 0.3 }, "thinned models"},
+		{"distributed DP-SGD", func(o *coord.Options) { o.SecAgg.DDP = &coord.DDPOptions{} }, "distributed DP-SGD rounds are synchronous"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := bufferOptions(t, dir, 1)
