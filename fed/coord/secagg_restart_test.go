@@ -56,7 +56,8 @@ func stored(t *testing.T, state, kind string) int {
 // coordinator replays the stored adverts, shares, vectors and answers,
 // and the round finishes: one sum is unmasked over both processes, and it
 // is exactly the sum of the four quantised vectors; each client is
-// counted and charged once, and the stored messages are gone.
+// counted and charged once, and the stored messages are gone. The same
+// holds for a FedBuff buffer under masking (a masking round).
 func TestMaskingRoundSurvivesARestart(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -65,9 +66,12 @@ func TestMaskingRoundSurvivesARestart(t *testing.T) {
 		// stored before the stop.
 		hold int
 		kind string
+		// fedbuff runs the round as a FedBuff buffer under masking.
+		fedbuff bool
 	}{
-		{"masked vectors", 3, "masked"},
-		{"unmasking answers", 4, "unmask"},
+		{"masked vectors", 3, "masked", false},
+		{"unmasking answers", 4, "unmask", false},
+		{"FedBuff buffer, masked vectors", 3, "masked", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "pki")
@@ -75,6 +79,9 @@ func TestMaskingRoundSurvivesARestart(t *testing.T) {
 			state := filepath.Join(t.TempDir(), "state.db")
 			o := secOptions(t, dir, state, 1)
 			o.RoundTimeout, o.SecAgg.PhaseTimeout = 40*time.Second, 6*time.Second
+			if tc.fedbuff {
+				o.Async = &coord.AsyncOptions{Strategy: coord.AsyncFedBuff, BufferSize: 4}
+			}
 			var mu sync.Mutex
 			var sums [][]uint32
 			onSum := func(c *coord.Coordinator) {
