@@ -160,6 +160,9 @@ type Options struct {
 	// DDP, with SecAgg "masking", makes the rounds distributed DP-SGD
 	// steps (DDP's documentation) instead of FedAvg or FedSGD.
 	DDP *DDP
+	// DPHE, with SecAgg "dphe" (required then), makes the rounds DPHE
+	// rounds (DPHE's documentation).
+	DPHE *DPHE
 	// Seed seeds the fault injection.
 	Seed uint64
 	// Dir holds the state file, the CA and the clients' folders (default:
@@ -187,7 +190,11 @@ func pool(ca *x509.Certificate) *x509.CertPool {
 // StrategyOptions are the options of the simulation's coordinator's
 // strategy.
 func (o *Options) StrategyOptions() strategy.Options {
-	return strategy.Options{Name: o.Strategy, DP: o.DP != nil, ServerLR: o.ServerLR, Momentum: o.Momentum}
+	s := strategy.Options{Name: o.Strategy, DP: o.DP != nil, ServerLR: o.ServerLR, Momentum: o.Momentum}
+	if o.SecAgg == "dphe" && s.ServerLR == 0 {
+		s.Weighting, s.ServerLR = "uniform", 1 // the clients train without DP-SGD (DPHE's documentation)
+	}
+	return s
 }
 
 func (o *Options) validate() error {
@@ -260,8 +267,17 @@ func (o *Options) Check() error {
 		if o.MinUpdates < secAggMinHonest {
 			return fmt.Errorf("sim: with secure aggregation a round needs at least T = %d updates, got %d", secAggMinHonest, o.MinUpdates)
 		}
+	case "dphe":
+		if o.DPHE == nil {
+			return errors.New("sim: --secagg dphe needs DPHE settings")
+		}
 	default:
-		return fmt.Errorf("sim: secure aggregation %q (want masking or off)", o.SecAgg)
+		return fmt.Errorf("sim: secure aggregation %q (want masking, dphe or off)", o.SecAgg)
+	}
+	if o.DPHE != nil {
+		if err := o.DPHE.check(o); err != nil {
+			return err
+		}
 	}
 	if o.DDP != nil {
 		if err := o.DDP.check(o); err != nil {
@@ -330,6 +346,8 @@ type Report struct {
 	// privacy record: its steps, ε at the clients' T and δ, and the
 	// mechanism with its trust assumption.
 	Mechanism *train.Privacy `json:"model_privacy,omitempty"`
+	// DPHE describes the release of a DPHE simulation (Options.DPHE).
+	DPHE *DPHEReport `json:"dphe,omitempty"`
 	// NoiseMultiplier and SamplingRate are each client's DP-SGD settings.
 	NoiseMultiplier map[string]float64 `json:"noise_multiplier,omitempty"`
 	SamplingRate    map[string]float64 `json:"sampling_rate,omitempty"`
@@ -551,7 +569,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Strategy == "fedsgd" {
 		task.LocalEpochs, task.LocalSteps = 0, 1
 	}
-	if o.DP != nil && dsrv == nil {
+	if o.DP != nil && dsrv == nil && o.DPHE == nil {
 		task.DP = &fedpb.DPParams{Clip: o.DP.Clip, Delta: o.DP.Delta, PrivacyUnit: o.DP.Unit}
 	}
 	// An update's norm: FedAvg's is bounded by the local steps' movement,
@@ -576,6 +594,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if dsrv != nil {
 			copts.SecAgg.MinHonest, copts.SecAgg.DDP = dsrv.T, dsrv.options()
 		}
+	}
+	if o.DPHE != nil {
+		ks, kopts, err := startDPHE(ctx, &o, dir, ca, identity, initial.Len())
+		if err != nil {
+			return nil, err
+		}
+		defer ks.close()
+		copts.DPHE = kopts
+		rep.DPHE = o.DPHE.report(o.DP.Clip)
+		o.Progress(fmt.Sprintf("DPHE: %d of %d blocks of %d lanes per client and round, σ = %.4f, C = %g, selection ε = %g",
+			o.DPHE.Count, o.DPHE.blocks, o.DPHE.lanes, o.DPHE.NoiseMultiplier, o.DP.Clip, o.DPHE.SelectionEpsilon))
 	}
 	co, err := coord.New(copts)
 	if err != nil {
@@ -642,6 +671,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if dsrv != nil {
 			pol = ddpPolicy(o.DP, dsrv.T, o.Rounds)
 		}
+		var dopts client.DPHEOptions
+		if o.DPHE != nil {
+			dopts = o.DPHE.dpheClient()
+		}
 		drops := rand.New(rand.NewPCG(o.Seed, uint64(k)+1))
 		decided := map[uint64]bool{}
 		c, err := client.New(client.Options{Addr: ln.Addr().String(), Creds: credentials.NewTLS(pki.ClientTLS(cid, "localhost")),
@@ -649,7 +682,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			// Each simulated client is a silo of its own: its own ledger
 			// folder, charged for the people of its part.
 			LedgerDir: filepath.Join(dir, "clients", name, "ledgers"), DataSet: d.Name, Members: d.Members(train.Unit(pol.Unit)),
-			Trainer: &faulty{Trainer: tr, sem: sem, straggler: stragglers[k]}, Logger: o.Logger,
+			Trainer: &faulty{Trainer: tr, sem: sem, straggler: stragglers[k]}, Logger: o.Logger, DPHE: dopts,
 			Progress: func(ev string) { o.Progress(name + ": " + ev) },
 			SitOut: func(t *fedpb.RoundConfig) bool {
 				if o.Dropout == 0 {
@@ -730,7 +763,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				return nil, err
 			}
 			rep.EpsilonPerClient[names[k]] = s.Epsilon
-			if p := r.tr.Mechanism(); p != nil {
+			if o.DPHE != nil {
+				rep.NoiseMultiplier[names[k]] = o.DPHE.NoiseMultiplier
+			} else if p := r.tr.Mechanism(); p != nil {
 				rep.NoiseMultiplier[names[k]], rep.SamplingRate[names[k]] = p.GetNoiseMultiplier(), p.GetSamplingRate()
 			}
 		}

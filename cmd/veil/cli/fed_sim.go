@@ -231,6 +231,9 @@ func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, sim.DataO
 	if err := f.async.apply(&so); err != nil {
 		return sim.Options{}, sim.DataOptions{}, err
 	}
+	if f.secagg.mode == "dphe" {
+		f.secagg.dphe.apply(&so, changed)
+	}
 	if err := so.Check(); err != nil {
 		return sim.Options{}, sim.DataOptions{}, fmt.Errorf("fed %w", err)
 	}
@@ -254,6 +257,9 @@ func printFedSim(w io.Writer, r *sim.Report) {
 				r.ImagesPerClient[n], r.SamplingRate[n], r.NoiseMultiplier[n], dp.FormatEpsilon(r.EpsilonPerClient[n]), r.Delta, r.PrivacyUnit)
 		}
 		printFederationPrivacy(w, r.Privacy)
+		if r.DPHE != nil {
+			printDPHE(w, r.DPHE)
+		}
 	} else {
 		fmt.Fprintln(w, "privacy: none (trained without DP)")
 	}

@@ -13,7 +13,14 @@ func TestFedSimSecaggRefusesBadSettings(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--secagg", "paillier"}, `--secagg "paillier": want off or masking`},
+		{[]string{"--secagg", "paillier"}, `--secagg "paillier": want off, masking or dphe`},
+		{[]string{"--dphe-count", "3"}, "--dphe-count applies to --secagg dphe only, not off"},
+		{[]string{"--secagg", "masking", "--dphe-threshold", "1"}, "--dphe-threshold applies to --secagg dphe only, not masking"},
+		{[]string{"--secagg", "dphe", "--strategy", "fedsgd"}, "--strategy does not apply to --secagg dphe"},
+		{[]string{"--secagg", "dphe", "--network"}, "--network does not apply to --secagg dphe"},
+		{[]string{"--secagg", "dphe", "--dphe-count", "-1"}, "selection count must be at least one block"},
+		{[]string{"--secagg", "dphe", "--clients", "2"}, "at least 3 clients"},
+		{[]string{"--secagg", "dphe"}, "give --data DIR"},
 		{[]string{"--drop-per-round", "2"}, "--drop-per-round applies to --secagg masking only"},
 		{[]string{"--min-honest", "2"}, "--min-honest applies to --secagg masking only"},
 		{[]string{"--secagg", "masking", "--strategy", "fedsgd"}, "--strategy does not apply to --secagg masking"},
