@@ -128,6 +128,9 @@ type dpheRound struct {
 	done   bool
 	sum    *strategy.Sum
 	failed string
+	// revealed are the clients whose contributions a decrypted sum
+	// holds: charged when the round closes (dphe_charge.go).
+	revealed []string
 }
 
 // beginDPHE sets up round n at the key generator among the selected
@@ -245,6 +248,9 @@ func (d *dpheRound) receive(ctx context.Context, client string, _ *x509.Certific
 	if d.done {
 		return secRefuse("round %d's sum is already taken", d.n)
 	}
+	if err := d.checkDPHECharge(ctx, client); err != nil {
+		return err
+	}
 	for i, msg := range msgs {
 		if err := d.r.Receive(client, msg); err != nil {
 			if i > 0 {
@@ -331,6 +337,7 @@ func (d *dpheRound) step(ctx context.Context, now time.Time) (bool, error) {
 		return true, nil
 	}
 	want := slices.Sorted(maps.Keys(d.got))
+	d.revealed = want
 	if s.Round != d.cfg.GetRound() || len(s.Sum) != c.model.Len() || !slices.Equal(slices.Sorted(slices.Values(s.Clients)), want) {
 		d.failed = fmt.Sprintf("DPHE: the key generator's sum is of round %d, %d values and %d clients; the round is %d, %d values and %d clients",
 			s.Round, len(s.Sum), len(s.Clients), d.cfg.GetRound(), c.model.Len(), len(want))
@@ -353,7 +360,12 @@ func (d *dpheRound) outcome() (*strategy.Sum, string) {
 	return d.sum, d.failed
 }
 
+// erase deletes the round's contributions and, in the same closing
+// transaction, charges the coordinator's copy of the ledger of every
+// client the decrypted sum holds (dphe_charge.go).
 func (d *dpheRound) erase(tx *sql.Tx) error {
-	_, err := tx.Exec(`DELETE FROM secagg WHERE round = ?`, d.n)
-	return err
+	if _, err := tx.Exec(`DELETE FROM secagg WHERE round = ?`, d.n); err != nil {
+		return err
+	}
+	return d.chargeDPHE(tx)
 }

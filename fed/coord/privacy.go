@@ -85,7 +85,7 @@ func ReadPrivacy(ctx context.Context, db *sql.DB) (*PrivacyLog, error) {
 			rows.Close()
 			return nil, fmt.Errorf("coordinator privacy: round %d's task: %w", n, err)
 		}
-		d := cfg.GetDp()
+		d, h := cfg.GetDp(), cfg.GetDphe()
 		if d != nil {
 			units[d.GetPrivacyUnit()], deltas[d.GetDelta()] = true, true
 		}
@@ -94,9 +94,14 @@ func ReadPrivacy(ctx context.Context, db *sql.DB) (*PrivacyLog, error) {
 		if distributed {
 			units[plan.Unit], deltas[plan.Delta] = true, true
 		}
+		if h != nil {
+			// A DPHE release protects the client's whole update: each
+			// person in it, at least.
+			units["identity"], deltas[h.GetSelectionDelta()] = true, true
+		}
 		switch {
 		case state != "done":
-		case d != nil || distributed:
+		case d != nil || distributed || h != nil:
 			out.DPRounds++
 		default:
 			out.PlainRounds++

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 // generator of its own and three clients over gRPC with mutual TLS, a
 // 512-bit test key): both rounds decrypt the three clients' sum; σ is
 // calibrated so that the two rounds spend each client's budget: every
-// client's own ledger spent ε within 0.1% below ε = 8 and not above.
+// client's own ledger spent ε within 0.1% below ε = 8 and not above, and
+// the coordinator's copies of the ledgers as much (two DP rounds).
 func TestDPHESim(t *testing.T) {
 	o := options(t, 6, 3)
 	o.SecAgg, o.DPHE = "dphe", &sim.DPHE{Count: 2, SelectionEpsilon: 0.5, KeyBits: 512}
@@ -38,6 +40,9 @@ func TestDPHESim(t *testing.T) {
 		if !(eps <= 8 && eps > 8*(1-1e-3)) {
 			t.Errorf("%s spent ε = %g of 8", name, eps)
 		}
+	}
+	if p := rep.Privacy; p == nil || p.DPRounds != 2 || p.PlainRounds != 0 || math.Abs(p.EpsilonOneClient-rep.EpsilonPerClient["client-1"]) > 1e-9 {
+		t.Errorf("the coordinator's ledgers: %+v, the clients' %v", rep.Privacy, rep.EpsilonPerClient)
 	}
 	o.DPHE = &sim.DPHE{Count: -1, SelectionEpsilon: 1}
 	if err := o.Check(); err == nil || !strings.Contains(err.Error(), "at least one block") {
