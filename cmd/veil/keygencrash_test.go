@@ -24,8 +24,14 @@ var servingAddr = regexp.MustCompile(`key generator serving"? addr=(\S+)`)
 // process and the address it serves.
 func startKeygen(t *testing.T, ps *procs, name, pkiDir, state string) (*proc, string) {
 	t.Helper()
-	p := ps.start(name, "fed", "keygen", "--pki", pkiDir, "--name", "keygen", "--listen", "127.0.0.1:0", "--state", state,
-		"--bits", "512", "--insecure-test-key-size")
+	return startKeygenWith(t, ps, name, pkiDir, state, "--bits", "512", "--insecure-test-key-size")
+}
+
+// startKeygenWith is startKeygen with the extra arguments extra (none: a
+// 2048-bit key).
+func startKeygenWith(t *testing.T, ps *procs, name, pkiDir, state string, extra ...string) (*proc, string) {
+	t.Helper()
+	p := ps.start(name, append([]string{"fed", "keygen", "--pki", pkiDir, "--name", "keygen", "--listen", "127.0.0.1:0", "--state", state}, extra...)...)
 	deadline := time.Now().Add(patience)
 	for time.Now().Before(deadline) {
 		if m := servingAddr.FindStringSubmatch(ps.log(p)); m != nil {
