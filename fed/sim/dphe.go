@@ -50,6 +50,10 @@ type DPHE struct {
 	// KeyBits is the key generator's Paillier modulus (0: 2048; smaller
 	// keys are for tests, and make every party accept them).
 	KeyBits int
+	// InProcess runs the same rounds in one process, the releases added
+	// as the key generator would reveal their sum (no network, nothing
+	// encrypted; the packing of a 2048-bit key): see dpheLocal.
+	InProcess bool
 
 	// set by Run: the settings the rounds use.
 	lanes, blocks int
@@ -79,6 +83,8 @@ func (d *DPHE) check(o *Options) error {
 		return fmt.Errorf("sim: DPHE's selection ε must be positive and finite, got %g", d.SelectionEpsilon)
 	case !(d.SelectionThreshold >= 0) || math.IsInf(d.SelectionThreshold, 0):
 		return fmt.Errorf("sim: DPHE's selection threshold must be ≥ 0 and finite, got %g", d.SelectionThreshold)
+	case d.InProcess && (d.KeyBits != 0 || o.Dropout != 0 || o.Stragglers != 0):
+		return errors.New("sim: DPHE in one process encrypts nothing and simulates no drop-outs or stragglers")
 	case d.KeyBits != 0 && (d.KeyBits < 512 || d.KeyBits > 4096):
 		return fmt.Errorf("sim: the key generator's modulus must be 512 to 4096 bits (0: 2048), got %d", d.KeyBits)
 	}

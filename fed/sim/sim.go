@@ -543,6 +543,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	o.Progress(fmt.Sprintf("development-pairs accuracy as initialised: %.4f", rep.InitAccuracy))
+	if o.DPHE != nil && o.DPHE.InProcess {
+		for k, d := range parts {
+			name := fmt.Sprintf("client-%d", k+1)
+			rep.IdentitiesPerClient[name], rep.ImagesPerClient[name] = d.Identities, d.Train.Len()
+		}
+		if err := dpheLocal(ctx, o, parts, eval, rep, dir); err != nil {
+			return nil, err
+		}
+		rep.WallS = time.Since(start).Seconds()
+		return rep, nil
+	}
 
 	// A certificate authority, the coordinator's certificate and one per client.
 	caDir := filepath.Join(dir, "pki")

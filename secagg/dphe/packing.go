@@ -118,9 +118,8 @@ func (p *Packing) pack(pk *paillier.PublicKey, fracBits int, vals []float64) (*b
 		if math.IsNaN(x) {
 			return nil, fmt.Errorf("dphe: packing: lane %d is not a number", l)
 		}
-		x = max(-p.Bound, min(p.Bound, x))
 		m.Lsh(m, uint(w))
-		m.Add(m, q.SetInt64(int64(math.Round(math.Ldexp(x, fracBits)))))
+		m.Add(m, q.SetInt64(p.FixedPoint(x, fracBits)))
 	}
 	if m.Sign() < 0 {
 		m.Add(m, pk.N())

@@ -232,7 +232,7 @@ func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, sim.DataO
 		return sim.Options{}, sim.DataOptions{}, err
 	}
 	if f.secagg.mode == "dphe" {
-		f.secagg.dphe.apply(&so, changed)
+		f.secagg.dphe.apply(&so, changed, f.secagg.network)
 	}
 	if err := so.Check(); err != nil {
 		return sim.Options{}, sim.DataOptions{}, fmt.Errorf("fed %w", err)

@@ -38,7 +38,7 @@ func (d *fedSimDPHE) refuse(changed func(string) bool, mode string) error {
 
 // check refuses the flags that do not apply to --secagg dphe.
 func (d *fedSimDPHE) check(changed func(string) bool) error {
-	for _, n := range []string{"strategy", "momentum", "alone", "no-dp", "drop-per-round", "min-honest", "network", "max-per-identity"} {
+	for _, n := range []string{"strategy", "momentum", "alone", "no-dp", "drop-per-round", "min-honest", "max-per-identity"} {
 		if changed(n) {
 			return fmt.Errorf("fed sim: --%s does not apply to --secagg dphe (FedAvg rounds, each client's whole update released with its own noise through the key generator)", n)
 		}
@@ -46,11 +46,12 @@ func (d *fedSimDPHE) check(changed func(string) bool) error {
 	return nil
 }
 
-// apply makes o a DPHE simulation: 4 rounds of 5 local epochs and
-// rounds of at least 3 contributions unless given (docs/dphe-settings.md).
-func (d *fedSimDPHE) apply(o *sim.Options, changed func(string) bool) {
+// apply makes o a DPHE simulation, in one process unless network: 4
+// rounds of 5 local epochs and rounds of at least 3 contributions unless
+// given (docs/dphe-settings.md).
+func (d *fedSimDPHE) apply(o *sim.Options, changed func(string) bool, network bool) {
 	o.SecAgg = "dphe"
-	o.DPHE = &sim.DPHE{Count: d.count, NoiseMultiplier: d.noise, SelectionEpsilon: d.selEps, SelectionThreshold: d.threshold}
+	o.DPHE = &sim.DPHE{Count: d.count, NoiseMultiplier: d.noise, SelectionEpsilon: d.selEps, SelectionThreshold: d.threshold, InProcess: !network}
 	if !changed("rounds") {
 		o.Rounds = 4
 	}
@@ -64,6 +65,10 @@ func (d *fedSimDPHE) apply(o *sim.Options, changed func(string) bool) {
 
 // printDPHE prints a DPHE simulation's release.
 func printDPHE(w io.Writer, d *sim.DPHEReport) {
-	fmt.Fprintf(w, "DPHE: %d of %d blocks of %d coordinates per client and round, σ = %.4f, C = %g, selection ε = %g, %d-bit key; each release protects %s\n",
-		d.Count, d.Blocks, d.Lanes, d.NoiseMultiplier, d.Clip, d.SelectionEpsilon, d.KeyBits, d.Unit)
+	key := fmt.Sprintf("%d-bit key", d.KeyBits)
+	if d.KeyBits == 0 {
+		key = "in one process, nothing encrypted"
+	}
+	fmt.Fprintf(w, "DPHE: %d of %d blocks of %d coordinates per client and round, σ = %.4f, C = %g, selection ε = %g, %s; each release protects %s\n",
+		d.Count, d.Blocks, d.Lanes, d.NoiseMultiplier, d.Clip, d.SelectionEpsilon, key, d.Unit)
 }

@@ -25,10 +25,10 @@ type fedSimSecagg struct {
 }
 
 func (s *fedSimSecagg) register(fl *pflag.FlagSet) {
-	fl.StringVar(&s.mode, "secagg", "off", "off (each client's update in plaintext, all of its DP noise its own) or masking: distributed DP-SGD as secure aggregation by masking reveals it (each round, each client's Poisson-sampled, per-identity-clipped gradient sum with its discrete Gaussian noise share, summed modulo 2^32; the coordinator takes veil train's step with the sum). Masking defaults: --batch 512 over the federation, --rounds 20·⌈1/q⌉, --ema 0.95 of the steps, as veil train's main job. dphe: FedAvg through a key generator, coordinator and clients over mutual TLS, each client's whole update clipped to --clip, sparsified by a DP selection and noised by the client, encrypted with DPHE (Paillier), only the sum decrypted; defaults --rounds 4, --local-epochs 5")
+	fl.StringVar(&s.mode, "secagg", "off", "off (each client's update in plaintext, all of its DP noise its own) or masking: distributed DP-SGD as secure aggregation by masking reveals it (each round, each client's Poisson-sampled, per-identity-clipped gradient sum with its discrete Gaussian noise share, summed modulo 2^32; the coordinator takes veil train's step with the sum). Masking defaults: --batch 512 over the federation, --rounds 20·⌈1/q⌉, --ema 0.95 of the steps, as veil train's main job. dphe: FedAvg through a key generator, coordinator and clients over mutual TLS, each client's whole update clipped to --clip, sparsified by a DP selection and noised by the client, encrypted with DPHE (Paillier), only the sum decrypted (in one process, the releases added as the key generator reveals their sum; --network: through the real protocol); defaults --rounds 4, --local-epochs 5")
 	s.dphe.register(fl)
 	fl.IntVar(&s.dropPerRound, "drop-per-round", 1, "--secagg masking: clients that drop out of each round before sending")
-	fl.BoolVar(&s.network, "network", false, "--secagg masking: run the same distributed DP-SGD through the real protocol (a coordinator and one client per part over gRPC with mutual TLS, SecAgg+ masking, each client's own ledger) instead of summing the encodings in one process; no drop-outs (--drop-per-round 0), every round needs T clients")
+	fl.BoolVar(&s.network, "network", false, "--secagg dphe: run the same rounds through a key generator, a coordinator and one client per part over gRPC with mutual TLS (a 2048-bit Paillier key; each contribution encrypted). --secagg masking: run the same distributed DP-SGD through the real protocol (a coordinator and one client per part over gRPC with mutual TLS, SecAgg+ masking, each client's own ledger) instead of summing the encodings in one process; no drop-outs (--drop-per-round 0), every round needs T clients")
 	fl.IntVar(&s.honest, "min-honest", 0, "--secagg masking: T, the honest clients each client trusts to be in every unmasked sum (the threshold; 0: clients − drop-per-round)")
 }
 
@@ -37,10 +37,13 @@ func (s *fedSimSecagg) register(fl *pflag.FlagSet) {
 func (s *fedSimSecagg) check(changed func(string) bool, clients int) error {
 	switch s.mode {
 	case "off":
-		for _, n := range []string{"drop-per-round", "min-honest", "network"} {
+		for _, n := range []string{"drop-per-round", "min-honest"} {
 			if changed(n) {
 				return fmt.Errorf("fed sim: --%s applies to --secagg masking only", n)
 			}
+		}
+		if changed("network") {
+			return errors.New("fed sim: --network applies to --secagg masking or dphe only")
 		}
 		return s.dphe.refuse(changed, "off")
 	case "dphe":
