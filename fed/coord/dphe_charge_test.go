@@ -3,11 +3,21 @@ package coord_test
 import (
 	"context"
 	"math"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
+	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/client"
 	"github.com/veil-privacy/veil/fed/coord"
+	"github.com/veil-privacy/veil/fed/dphefed"
+	"github.com/veil-privacy/veil/fed/fedpb"
+	"github.com/veil-privacy/veil/fed/pki"
+	"github.com/veil-privacy/veil/fed/wire"
+	"github.com/veil-privacy/veil/secagg/dphe"
 )
 
 // TestDPHEChargesCoordinatorLedgers runs two DPHE rounds of four clients
@@ -83,6 +93,91 @@ func TestDPHEChargesCoordinatorLedgers(t *testing.T) {
 	for _, c := range pl.Clients {
 		if len(c.Events) != 4 {
 			t.Errorf("client %s: %d events in the coordinator's copy, want 4 (a selection and a release per round)", c.ID, len(c.Events))
+		}
+	}
+}
+
+// TestDPHECoordinatorRefusesPastBudget plays a client that ignores its
+// own ledger: it declared a budget of ε = 1, below one contribution's
+// charge at σ = 2 and selection ε₁ = 1, and sends a contribution made
+// with a ledger of its own. The coordinator's copy of its ledger refuses
+// it before it enters the aggregator ("budget"), leaves the copy
+// uncharged, and the round completes with the other three clients, their
+// copies charged.
+func TestDPHECoordinatorRefusesPastBudget(t *testing.T) {
+	f := startDPHEWith(t, 1, func(o *coord.DPHEOptions) { o.NoiseMultiplier, o.SelectionEpsilon = 2, 1 })
+	cs := map[string]*client.Client{}
+	for i, name := range secNames[:3] {
+		cs[name] = f.dpheClient(t, i, 1e6, false)
+	}
+	tasks := make(chan *fedpb.RoundConfig, 1)
+	id4, err := pki.LoadIdentity(filepath.Join(f.dir, "client-4.crt"), filepath.Join(f.dir, "client-4.key"), filepath.Join(f.dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := client.DefaultPolicy(dp.Budget{Epsilon: 1, Delta: 1e-5})
+	pol.MinNoiseMultiplier, pol.MaxClip = 0, 20
+	sitter, err := client.New(client.Options{Addr: f.addr, Creds: f.creds(t, "client-4"), Policy: pol, Identity: id4,
+		Dir: filepath.Join(f.dir, "clients", "client-4"), LedgerDir: filepath.Join(f.dir, "clients", "client-4", "ledgers"), DataSet: "client-4",
+		Trainer: plainTrainer{vecTrainer{base: 4}}, SitOut: func(task *fedpb.RoundConfig) bool {
+			select {
+			case tasks <- task:
+			default:
+			}
+			return true
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sitter.Close() })
+	cs["client-4"] = sitter
+	errs := make(chan map[string]error, 1)
+	go func() { errs <- runClients(t, cs) }()
+	cfg := (<-tasks).GetDphe()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kg, err := dphefed.Dial(dphefed.DialOptions{Addr: f.kgAddr, Identity: id4, Name: "keygen", AllowInsecureTestKeySize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kg.Close()
+	l, err := dp.NewLedger(dp.LedgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetBudget("u", dp.Budget{Epsilon: 1e300, Delta: 1e-5}); err != nil {
+		t.Fatal(err)
+	}
+	upd := make([]float64, 6)
+	ct, err := dphefed.Contribute(ctx, kg, 1, upd, dphefed.ContributeOptions{Privacy: &dphe.Privacy{Clip: cfg.GetClip(), NoiseMultiplier: cfg.GetNoiseMultiplier(),
+		Ledger: l, Principal: "u", Select: &dphe.Selection{Epsilon: cfg.GetSelectionEpsilon(), Delta: cfg.GetSelectionDelta(), Threshold: cfg.GetSelectionThreshold(),
+			Count: int(cfg.GetCount())}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(f.addr, append(wire.DialOptions(), grpc.WithTransportCredentials(f.creds(t, "client-4")))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	a, err := fedpb.NewCoordinatorClient(conn).SecAggSend(ctx, &fedpb.SecAggMessage{ProtocolVersion: fedpb.ProtocolVersion, Round: 1,
+		Msg: &fedpb.SecAggMessage_Dphe{Dphe: &fedpb.DPHEContribution{Messages: ct.Messages}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.GetAccepted() || !strings.Contains(a.GetReason(), "past its privacy budget") {
+		t.Fatalf("a contribution past the client's budget: accepted %v (%s)", a.GetAccepted(), a.GetReason())
+	}
+	<-errs
+	if err := <-f.done; err != nil {
+		t.Fatal(err)
+	}
+	if st := roundState(t, f.state, 1); st != "done" {
+		t.Fatalf("round 1 is %q, want done with three clients", st)
+	}
+	for _, c := range readStatus(t, f.state).Clients {
+		if (c.Id == "client-4") != (c.Epsilon == 0) {
+			t.Errorf("client %s: ε = %g in the coordinator's copy", c.Id, c.Epsilon)
 		}
 	}
 }
