@@ -167,25 +167,33 @@ func startDPHE(ctx context.Context, o *Options, dir string, ca *pki.CA, identity
 		SelectionThreshold: d.SelectionThreshold, Bound: d.bound}, nil
 }
 
-// settle works out the packing the coordinator will propose (the key's
-// lanes for values bounded by C·(1 + 10σ), the coordinator's default),
-// caps the count at its blocks and, with no σ given, calibrates σ so
-// that o.Rounds contributions spend the clients' budget; σ and the lanes
-// depend on each other through the bound, so they are settled together.
+// settle settles the rounds' packing (the lanes of the key generator's
+// key), count and σ (settleWith).
 func (d *DPHE) settle(ctx context.Context, kg *dphefed.KeyGen, o *Options, dim int) error {
 	pk, frac, err := kg.PublicKey(ctx)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
+	_, err = d.settleWith(o, dim, func(bound float64) (*dphe.Packing, error) {
+		return dphe.NewPacking(pk, frac, dim, bound, o.Partition.Clients)
+	})
+	return err
+}
+
+// settleWith settles the packing (made by packing for the bound of
+// values, C·(1 + 10σ)), the count and, with no σ given, σ calibrated so
+// that o.Rounds contributions spend the clients' budget: σ and the lanes
+// depend on each other through the bound, so they are settled together.
+func (d *DPHE) settleWith(o *Options, dim int, packing func(bound float64) (*dphe.Packing, error)) (*dphe.Packing, error) {
 	calibrate, count := d.NoiseMultiplier == 0, d.Count
 	if calibrate {
 		d.NoiseMultiplier = 1
 	}
 	for range 8 {
 		d.bound = o.DP.Clip * (1 + 10*d.NoiseMultiplier)
-		pack, err := dphe.NewPacking(pk, frac, dim, d.bound, o.Partition.Clients)
+		pack, err := packing(d.bound)
 		if err != nil {
-			return fmt.Errorf("sim: DPHE's packing: %w", err)
+			return nil, fmt.Errorf("sim: DPHE's packing: %w", err)
 		}
 		d.lanes, d.blocks = pack.Lanes, pack.Blocks()
 		if count == 0 {
@@ -193,20 +201,20 @@ func (d *DPHE) settle(ctx context.Context, kg *dphefed.KeyGen, o *Options, dim i
 		}
 		d.Count = min(d.Count, d.blocks)
 		if !calibrate {
-			return nil
+			return pack, nil
 		}
 		// σ calibrated for these lanes: if it gives the same lanes, the
 		// settings are consistent.
 		next, err := dphe.NoiseMultiplierFor(d.release(o.DP.Clip, o.DP.Delta), dim, d.lanes, o.Rounds, dp.Budget{Epsilon: o.DP.Epsilon, Delta: o.DP.Delta})
 		if err != nil {
-			return fmt.Errorf("sim: %w", err)
+			return nil, fmt.Errorf("sim: %w", err)
 		}
 		if next == d.NoiseMultiplier {
-			return nil
+			return pack, nil
 		}
 		d.NoiseMultiplier = next
 	}
-	return errors.New("sim: DPHE's noise multiplier and packing did not settle")
+	return nil, errors.New("sim: DPHE's noise multiplier and packing did not settle")
 }
 
 // dpheClient is a simulated client's DPHE settings: it trusts the

@@ -82,36 +82,15 @@ func dpheLocal(ctx context.Context, o Options, parts []*training.Data, eval *loc
 // settleLocal settles d's packing, count and σ for dim coordinates as
 // settle does for a key of localKeyBits bits.
 func (d *DPHE) settleLocal(o *Options, dim int) (*dphe.Packing, error) {
-	calibrate, count := d.NoiseMultiplier == 0, d.Count
-	if calibrate {
-		d.NoiseMultiplier = 1
-	}
-	for range 8 {
-		d.bound = o.DP.Clip * (1 + 10*d.NoiseMultiplier)
-		pack := &dphe.Packing{Coordinates: dim, Lanes: 1, Bound: d.bound, MaxUsers: o.Partition.Clients}
+	return d.settleWith(o, dim, func(bound float64) (*dphe.Packing, error) {
+		pack := &dphe.Packing{Coordinates: dim, Lanes: 1, Bound: bound, MaxUsers: o.Partition.Clients}
 		w, err := pack.LaneBits(keygen.DefaultFracBits)
 		if err != nil {
-			return nil, fmt.Errorf("sim: DPHE's packing: %w", err)
+			return nil, err
 		}
 		pack.Lanes = max(1, min((localKeyBits-3)/w, dim))
-		d.lanes, d.blocks = pack.Lanes, pack.Blocks()
-		if count == 0 {
-			d.Count = max(1, d.blocks/10)
-		}
-		d.Count = min(d.Count, d.blocks)
-		if !calibrate {
-			return pack, nil
-		}
-		next, err := dphe.NoiseMultiplierFor(d.release(o.DP.Clip, o.DP.Delta), dim, d.lanes, o.Rounds, dp.Budget{Epsilon: o.DP.Epsilon, Delta: o.DP.Delta})
-		if err != nil {
-			return nil, fmt.Errorf("sim: %w", err)
-		}
-		if next == d.NoiseMultiplier {
-			return pack, nil
-		}
-		d.NoiseMultiplier = next
-	}
-	return nil, fmt.Errorf("sim: DPHE's noise multiplier and packing did not settle")
+		return pack, nil
+	})
 }
 
 // localClient is a client of the in-process DPHE simulation.
@@ -218,18 +197,7 @@ func dpheLocalRound(ctx context.Context, o *Options, cs []*localClient, model wi
 // finishLocal scores the final model (and its average, and the curve)
 // and reads the clients' ledgers into rep.
 func finishLocal(o *Options, cs []*localClient, model wire.Weights, avg *average, eval *local.Evaluator, rep *Report) error {
-	var err error
-	if rep.LastAccuracy, rep.Threshold, err = eval.Accuracy(model); err != nil {
-		return err
-	}
-	rep.DevAccuracy = rep.LastAccuracy
-	if o.EMA > 0 && avg.avg != nil {
-		rep.EMA = o.EMA
-		if rep.DevAccuracy, rep.Threshold, err = eval.Accuracy(avg.avg); err != nil {
-			return err
-		}
-	}
-	if rep.RoundAccuracy, rep.RoundEMAAccuracy, err = avg.score(eval); err != nil {
+	if err := rep.score(o, model, avg, eval); err != nil {
 		return err
 	}
 	rep.Delta, rep.PrivacyUnit = o.DP.Delta, o.DP.Unit

@@ -745,17 +745,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	final, _ := co.Model()
-	if rep.LastAccuracy, rep.Threshold, err = eval.Accuracy(final); err != nil {
-		return nil, err
-	}
-	rep.DevAccuracy = rep.LastAccuracy
-	if o.EMA > 0 && avg.avg != nil {
-		rep.EMA = o.EMA
-		if rep.DevAccuracy, rep.Threshold, err = eval.Accuracy(avg.avg); err != nil {
-			return nil, err
-		}
-	}
-	if rep.RoundAccuracy, rep.RoundEMAAccuracy, err = avg.score(eval); err != nil {
+	if err := rep.score(&o, final, avg, eval); err != nil {
 		return nil, err
 	}
 	met.mu.Lock()
@@ -791,6 +781,24 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.WallS = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// score scores the final model, the rounds' average (EMA) and the curve
+// into r.
+func (r *Report) score(o *Options, final wire.Weights, avg *average, eval *local.Evaluator) error {
+	var err error
+	if r.LastAccuracy, r.Threshold, err = eval.Accuracy(final); err != nil {
+		return err
+	}
+	r.DevAccuracy = r.LastAccuracy
+	if o.EMA > 0 && avg.avg != nil {
+		r.EMA = o.EMA
+		if r.DevAccuracy, r.Threshold, err = eval.Accuracy(avg.avg); err != nil {
+			return err
+		}
+	}
+	r.RoundAccuracy, r.RoundEMAAccuracy, err = avg.score(eval)
+	return err
 }
 
 func maxPer(d *DP) int {
