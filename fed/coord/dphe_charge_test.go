@@ -30,24 +30,7 @@ import (
 // privacy record counts two DP rounds.
 func TestDPHEChargesCoordinatorLedgers(t *testing.T) {
 	f := startDPHEWith(t, 2, func(o *coord.DPHEOptions) { o.NoiseMultiplier, o.SelectionEpsilon = 2, 1 })
-	f.o.RoundTimeout = 40 * time.Second
-	held := &heldTrainer{vecTrainer: vecTrainer{base: 4}, started: make(chan struct{}), release: make(chan struct{})}
-	cs := map[string]*client.Client{}
-	for i, name := range secNames {
-		var tr client.Trainer = plainTrainer{vecTrainer{base: float32(i + 1)}}
-		if i == 3 {
-			tr = held
-		}
-		cs[name] = f.dpheClientWith(t, i, 1e6, false, tr)
-	}
-	errs := make(chan map[string]error, 1)
-	go func() { errs <- runClients(t, cs) }()
-	<-held.started
-	for deadline := time.Now().Add(20 * time.Second); stored(t, f.state, "dphe") < 3; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("three contributions were not stored")
-		}
-	}
+	cs, held, errs := f.heldRun(t, 1e6)
 	for _, c := range readStatus(t, f.state).Clients {
 		if c.Epsilon != 0 {
 			t.Fatalf("client %s charged ε = %g in the coordinator's copy before the round closed", c.Id, c.Epsilon)
@@ -110,61 +93,14 @@ func TestDPHECoordinatorRefusesPastBudget(t *testing.T) {
 	for i, name := range secNames[:3] {
 		cs[name] = f.dpheClient(t, i, 1e6, false)
 	}
-	tasks := make(chan *fedpb.RoundConfig, 1)
-	id4, err := pki.LoadIdentity(filepath.Join(f.dir, "client-4.crt"), filepath.Join(f.dir, "client-4.key"), filepath.Join(f.dir, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := client.DefaultPolicy(dp.Budget{Epsilon: 1, Delta: 1e-5})
-	pol.MinNoiseMultiplier, pol.MaxClip = 0, 20
-	sitter, err := client.New(client.Options{Addr: f.addr, Creds: f.creds(t, "client-4"), Policy: pol, Identity: id4,
-		Dir: filepath.Join(f.dir, "clients", "client-4"), LedgerDir: filepath.Join(f.dir, "clients", "client-4", "ledgers"), DataSet: "client-4",
-		Trainer: plainTrainer{vecTrainer{base: 4}}, SitOut: func(task *fedpb.RoundConfig) bool {
-			select {
-			case tasks <- task:
-			default:
-			}
-			return true
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sitter.Close() })
+	sitter, tasks, id4 := f.sitter(t, 1)
 	cs["client-4"] = sitter
 	errs := make(chan map[string]error, 1)
 	go func() { errs <- runClients(t, cs) }()
 	cfg := (<-tasks).GetDphe()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kg, err := dphefed.Dial(dphefed.DialOptions{Addr: f.kgAddr, Identity: id4, Name: "keygen", AllowInsecureTestKeySize: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kg.Close()
-	l, err := dp.NewLedger(dp.LedgerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.SetBudget("u", dp.Budget{Epsilon: 1e300, Delta: 1e-5}); err != nil {
-		t.Fatal(err)
-	}
-	upd := make([]float64, 6)
-	ct, err := dphefed.Contribute(ctx, kg, 1, upd, dphefed.ContributeOptions{Privacy: &dphe.Privacy{Clip: cfg.GetClip(), NoiseMultiplier: cfg.GetNoiseMultiplier(),
-		Ledger: l, Principal: "u", Select: &dphe.Selection{Epsilon: cfg.GetSelectionEpsilon(), Delta: cfg.GetSelectionDelta(), Threshold: cfg.GetSelectionThreshold(),
-			Count: int(cfg.GetCount())}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(f.addr, append(wire.DialOptions(), grpc.WithTransportCredentials(f.creds(t, "client-4")))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	a, err := fedpb.NewCoordinatorClient(conn).SecAggSend(ctx, &fedpb.SecAggMessage{ProtocolVersion: fedpb.ProtocolVersion, Round: 1,
-		Msg: &fedpb.SecAggMessage_Dphe{Dphe: &fedpb.DPHEContribution{Messages: ct.Messages}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.sendRaw(ctx, t, "client-4", f.contributeRaw(ctx, t, id4, cfg, make([]float32, 6)))
 	if a.GetAccepted() || !strings.Contains(a.GetReason(), "past its privacy budget") {
 		t.Fatalf("a contribution past the client's budget: accepted %v (%s)", a.GetAccepted(), a.GetReason())
 	}
@@ -180,4 +116,112 @@ func TestDPHECoordinatorRefusesPastBudget(t *testing.T) {
 			t.Errorf("client %s: ε = %g in the coordinator's copy", c.Id, c.Epsilon)
 		}
 	}
+}
+
+// heldRun starts the four DPHE clients with budget eps, the fourth held in
+// its training (released by closing held.release), and waits until the
+// other three's contributions are stored; errs will carry the clients'
+// errors once they stop.
+func (f *dpheFed) heldRun(t *testing.T, eps float64) (cs map[string]*client.Client, held *heldTrainer, errs chan map[string]error) {
+	t.Helper()
+	f.o.RoundTimeout = 40 * time.Second
+	held = &heldTrainer{vecTrainer: vecTrainer{base: 4}, started: make(chan struct{}), release: make(chan struct{})}
+	cs = map[string]*client.Client{}
+	for i, name := range secNames {
+		var tr client.Trainer = plainTrainer{vecTrainer{base: float32(i + 1)}}
+		if i == 3 {
+			tr = held
+		}
+		cs[name] = f.dpheClientWith(t, i, eps, false, tr)
+	}
+	errs = make(chan map[string]error, 1)
+	go func() { errs <- runClients(t, cs) }()
+	<-held.started
+	waitStored(t, f.state, 3)
+	return cs, held, errs
+}
+
+// waitStored waits until n DPHE contributions are stored in state.
+func waitStored(t *testing.T, state string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); stored(t, state, "dphe") < n; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d contributions were not stored", n)
+		}
+	}
+}
+
+// sitter is client-4 with budget eps: selected, but sending nothing
+// itself; the tasks it is given go to the channel (when it has room). It
+// returns client-4's identity too, for the test to act as it.
+func (f *dpheFed) sitter(t *testing.T, eps float64) (*client.Client, <-chan *fedpb.RoundConfig, *pki.Identity) {
+	t.Helper()
+	tasks := make(chan *fedpb.RoundConfig, 1)
+	id, err := pki.LoadIdentity(filepath.Join(f.dir, "client-4.crt"), filepath.Join(f.dir, "client-4.key"), filepath.Join(f.dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := client.DefaultPolicy(dp.Budget{Epsilon: eps, Delta: 1e-5})
+	pol.MinNoiseMultiplier, pol.MaxClip = 0, 20
+	c, err := client.New(client.Options{Addr: f.addr, Creds: f.creds(t, "client-4"), Policy: pol, Identity: id,
+		Dir: filepath.Join(f.dir, "clients", "client-4"), LedgerDir: filepath.Join(f.dir, "clients", "client-4", "ledgers"), DataSet: "client-4",
+		Trainer: plainTrainer{vecTrainer{base: 4}}, SitOut: func(task *fedpb.RoundConfig) bool {
+			select {
+			case tasks <- task:
+			default:
+			}
+			return true
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, tasks, id
+}
+
+// contributeRaw makes the contribution of update to round 1 as the client
+// of identity id, with the round's settings cfg and a ledger of its own
+// (of no limit): what a client that ignores its policy and ledger sends.
+func (f *dpheFed) contributeRaw(ctx context.Context, t *testing.T, id *pki.Identity, cfg *fedpb.DPHEConfig, update []float32) [][]byte {
+	t.Helper()
+	kg, err := dphefed.Dial(dphefed.DialOptions{Addr: f.kgAddr, Identity: id, Name: "keygen", AllowInsecureTestKeySize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kg.Close()
+	l, err := dp.NewLedger(dp.LedgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetBudget("u", dp.Budget{Epsilon: 1e300, Delta: 1e-5}); err != nil {
+		t.Fatal(err)
+	}
+	upd := make([]float64, len(update))
+	for i, v := range update {
+		upd[i] = float64(v)
+	}
+	ct, err := dphefed.Contribute(ctx, kg, 1, upd, dphefed.ContributeOptions{Privacy: &dphe.Privacy{Clip: cfg.GetClip(), NoiseMultiplier: cfg.GetNoiseMultiplier(),
+		Ledger: l, Principal: "u", Select: &dphe.Selection{Epsilon: cfg.GetSelectionEpsilon(), Delta: cfg.GetSelectionDelta(), Threshold: cfg.GetSelectionThreshold(),
+			Count: int(cfg.GetCount())}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ct.Messages
+}
+
+// sendRaw sends msgs as name's DPHE contribution to round 1 and returns
+// the coordinator's answer.
+func (f *dpheFed) sendRaw(ctx context.Context, t *testing.T, name string, msgs [][]byte) *fedpb.SecAggAck {
+	t.Helper()
+	conn, err := grpc.NewClient(f.addr, append(wire.DialOptions(), grpc.WithTransportCredentials(f.creds(t, name)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	a, err := fedpb.NewCoordinatorClient(conn).SecAggSend(ctx, &fedpb.SecAggMessage{ProtocolVersion: fedpb.ProtocolVersion, Round: 1,
+		Msg: &fedpb.SecAggMessage_Dphe{Dphe: &fedpb.DPHEContribution{Messages: msgs}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/veil-privacy/veil/dp"
@@ -24,7 +23,6 @@ import (
 	"github.com/veil-privacy/veil/fed/keygen"
 	"github.com/veil-privacy/veil/fed/pki"
 	"github.com/veil-privacy/veil/fed/wire"
-	"github.com/veil-privacy/veil/secagg/dphe"
 )
 
 // dpheTol is the tolerance of a DPHE sum against the clients' updates:
@@ -386,24 +384,7 @@ func TestDPHEClientRefusesCoordinatorSettings(t *testing.T) {
 // and the stored contributions are gone.
 func TestDPHERoundSurvivesARestart(t *testing.T) {
 	f := startDPHE(t, 1)
-	f.o.RoundTimeout = 40 * time.Second
-	held := &heldTrainer{vecTrainer: vecTrainer{base: 4}, started: make(chan struct{}), release: make(chan struct{})}
-	cs := map[string]*client.Client{}
-	for i, name := range secNames {
-		var tr client.Trainer = plainTrainer{vecTrainer{base: float32(i + 1)}}
-		if i == 3 {
-			tr = held
-		}
-		cs[name] = f.dpheClientWith(t, i, 1e300, false, tr)
-	}
-	errs := make(chan map[string]error, 1)
-	go func() { errs <- runClients(t, cs) }()
-	<-held.started
-	for deadline := time.Now().Add(20 * time.Second); stored(t, f.state, "dphe") < 3; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("three contributions were not stored")
-		}
-	}
+	cs, held, errs := f.heldRun(t, 1e300)
 	f.stop()
 	h2 := startHarnessOpts(t, f.o, f.dir, f.addr, nil, f.rec.options())
 	close(held.release)
@@ -459,78 +440,21 @@ func TestDPHEHalfRefusedContributionLeavesNoTrace(t *testing.T) {
 	for i, name := range secNames[:3] {
 		cs[name] = f.dpheClient(t, i, 1e300, false)
 	}
-	// client-4 is available and selected but sends nothing itself; its
-	// task's selection count is noted.
-	counts := make(chan uint32, 1)
-	id4, err := pki.LoadIdentity(filepath.Join(f.dir, "client-4.crt"), filepath.Join(f.dir, "client-4.key"), filepath.Join(f.dir, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := client.DefaultPolicy(dp.Budget{Epsilon: 1e300, Delta: 1e-5})
-	pol.MinNoiseMultiplier, pol.MaxClip = 0, 20
-	sitter, err := client.New(client.Options{Addr: f.addr, Creds: f.creds(t, "client-4"), Policy: pol, Identity: id4,
-		Dir: filepath.Join(f.dir, "clients", "client-4"), LedgerDir: filepath.Join(f.dir, "clients", "client-4", "ledgers"), DataSet: "client-4",
-		Trainer: plainTrainer{vecTrainer{base: 4}}, SitOut: func(task *fedpb.RoundConfig) bool {
-			select {
-			case counts <- task.GetDphe().GetCount():
-			default:
-			}
-			return true
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sitter.Close() })
+	// client-4 is available and selected but sends nothing itself.
+	sitter, tasks, id4 := f.sitter(t, 1e300)
 	cs["client-4"] = sitter
 	errs := make(chan map[string]error, 1)
 	go func() { errs <- runClients(t, cs) }()
-	count := <-counts
-	for deadline := time.Now().Add(8 * time.Second); stored(t, f.state, "dphe") < 3; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("three contributions were not stored")
-		}
-	}
+	cfg := (<-tasks).GetDphe()
+	waitStored(t, f.state, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	kg, err := dphefed.Dial(dphefed.DialOptions{Addr: f.kgAddr, Identity: id4, Name: "keygen", AllowInsecureTestKeySize: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kg.Close()
-	l, err := dp.NewLedger(dp.LedgerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.SetBudget("u", dp.Budget{Epsilon: 1e300, Delta: 1e-5}); err != nil {
-		t.Fatal(err)
-	}
-	upd := make([]float64, 6)
-	for i, v := range (vecTrainer{base: 4}).values(6) {
-		upd[i] = float64(v)
-	}
-	ct, err := dphefed.Contribute(ctx, kg, 1, upd, dphefed.ContributeOptions{Privacy: &dphe.Privacy{Clip: 20, NoiseMultiplier: 1e-9, Ledger: l, Principal: "u",
-		Select: &dphe.Selection{Epsilon: 1e6, Delta: 1e-6, Threshold: 0.1, Count: int(count)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(f.addr, append(wire.DialOptions(), grpc.WithTransportCredentials(f.creds(t, "client-4")))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	api := fedpb.NewCoordinatorClient(conn)
-	send := func(msgs [][]byte) *fedpb.SecAggAck {
-		a, err := api.SecAggSend(ctx, &fedpb.SecAggMessage{ProtocolVersion: fedpb.ProtocolVersion, Round: 1,
-			Msg: &fedpb.SecAggMessage_Dphe{Dphe: &fedpb.DPHEContribution{Messages: msgs}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	if a := send(append(slices.Clone(ct.Messages), ct.Messages[0])); a.GetAccepted() || !strings.Contains(a.GetReason(), "already received") {
+	msgs := f.contributeRaw(ctx, t, id4, cfg, (vecTrainer{base: 4}).values(6))
+	send := func(msgs [][]byte) *fedpb.SecAggAck { return f.sendRaw(ctx, t, "client-4", msgs) }
+	if a := send(append(slices.Clone(msgs), msgs[0])); a.GetAccepted() || !strings.Contains(a.GetReason(), "already received") {
 		t.Fatalf("a contribution ending in a replayed message: accepted %v (%s)", a.GetAccepted(), a.GetReason())
 	}
-	if a := send(ct.Messages); !a.GetAccepted() {
+	if a := send(msgs); !a.GetAccepted() {
 		t.Fatalf("the correct contribution after a refused one: %s", a.GetReason())
 	}
 	<-errs
