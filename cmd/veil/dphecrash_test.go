@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/nn/checkpoint"
 )
 
@@ -48,20 +47,7 @@ func TestDPHECoordinatorSurvivesSIGKILL(t *testing.T) {
 			"--ledger-dir", filepath.Join(dir, n+"-ledgers"), "--trainer", "fixed", "--fixed-delta", fmt.Sprint(crashDeltas[i]),
 			"--train-delay", fmt.Sprint(time.Duration(i)*3*time.Second), "--retry-for", patience.String(), "--json")
 	}
-	ps.killInOpenRound(co, f.state, 3)
-	if err := ps.wait(co, patience); err == nil {
-		t.Fatal("the killed coordinator exited 0")
-	}
-	time.Sleep(2500 * time.Millisecond)
-	co2 := ps.start("coordinator-2", coordArgs...)
-	for i, c := range clients {
-		if err := ps.wait(c, patience); err != nil {
-			t.Fatalf("%s: %v\n%s", f.names[i], err, ps.log(c))
-		}
-	}
-	if err := ps.wait(co2, patience); err != nil {
-		t.Fatalf("restarted coordinator: %v\n%s", err, ps.log(co2))
-	}
+	co2 := f.killAndRestart(co, clients, coordArgs)
 	defer func() {
 		if t.Failed() {
 			for _, p := range append(clients, kg, co, co2) {
@@ -76,69 +62,106 @@ func TestDPHECoordinatorSurvivesSIGKILL(t *testing.T) {
 	if n := strings.Count(klog, "round decrypted"); n != rounds || strings.Contains(klog, "decryption refused") {
 		t.Errorf("the key generator decrypted %d times (want %d, one per round, none refused)", n, rounds)
 	}
-	var st statusJSON
-	if err := json.Unmarshal(ps.run("fed", "status", "--state", f.state, "--json"), &st); err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Rounds) != rounds {
-		t.Fatalf("%d rounds in the log, want %d: %+v", len(st.Rounds), rounds, st.Rounds)
-	}
-	for i, r := range st.Rounds {
-		if r.Round != uint64(i+1) || r.State != "done" || r.Updates != 3 {
-			t.Errorf("round %+v, want round %d done with 3 updates", r, i+1)
-		}
-	}
-	final, err := checkpoint.Load(f.outPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The mean (0.01 + 0.02 + 0.06)/3 = 0.03 per round at η = 1; the
-	// noise on the mean is about 6e-5 per value and round (a lost or
-	// doubled contribution moves a value by 0.01/3 or more per round, a
-	// clipped one by 0.01).
-	for i := range f.initCk.Values {
-		for j, v := range f.initCk.Values[i] {
-			if got, want := float64(final.Values[i][j]), float64(v)+rounds*0.03; math.Abs(got-want) > 1e-3 {
-				t.Fatalf("final %s[%d] = %g, want %g ± 1e-3", f.initCk.Header.Params[i].Name, j, got, want)
-			}
-		}
-	}
+	st := f.checkRounds(rounds)
+	// The release's noise on the mean is about 6e-5 per value and round.
+	f.checkFinal(rounds, 1e-3)
 	for _, c := range st.Clients {
-		if c.Updates != rounds {
-			t.Errorf("%s counted %d times, want %d", c.ID, c.Updates, rounds)
-		}
-		charges, own := clientDPHECharges(t, filepath.Join(dir, c.ID+"-ledgers"))
+		charges, own := clientDPHECharges(ps, filepath.Join(dir, c.ID+"-ledgers"))
 		if charges != rounds || math.Abs(own-c.Epsilon) > 1e-9*own {
 			t.Errorf("%s: %d DPHE charges spending ε = %g in its own ledger, ε = %g in the coordinator's copy; want %d, equal", c.ID, charges, own, c.Epsilon, rounds)
 		}
 	}
 }
 
-// clientDPHECharges reads a client's ledger folder: its DPHE charges and
-// the ε its people spent.
-func clientDPHECharges(t *testing.T, dir string) (int, float64) {
-	t.Helper()
-	d, err := dp.OpenLedgerDir(dir)
-	if err != nil {
-		t.Fatal(err)
+// clientDPHECharges reads a client's ledger folder with veil privacy
+// ledger show: its DPHE charges and the worst ε its people spent.
+func clientDPHECharges(ps *procs, dir string) (int, float64) {
+	ps.t.Helper()
+	var out struct {
+		Ledgers []struct {
+			WorstEpsilon float64 `json:"worst_epsilon"`
+			History      []struct {
+				Note string `json:"note"`
+			} `json:"history"`
+		} `json:"ledgers"`
 	}
-	sets, err := d.List()
-	if err != nil || len(sets) != 1 {
-		t.Fatalf("ledger sets %v: %v", sets, err)
-	}
-	l, err := d.Read(sets[0])
-	if err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal(ps.run("privacy", "ledger", "show", "--ledger-dir", dir, "--json"), &out); err != nil || len(out.Ledgers) != 1 {
+		ps.t.Fatalf("%s: %d ledgers (%v)", dir, len(out.Ledgers), err)
 	}
 	n := 0
-	for _, h := range l.History() {
+	for _, h := range out.Ledgers[0].History {
 		if strings.Contains(h.Note, "DPHE round") {
 			n++
 		}
 	}
-	s, err := l.Spent(nil)
-	if err != nil {
-		t.Fatal(err)
+	return n, out.Ledgers[0].WorstEpsilon
+}
+
+// killAndRestart kills the coordinator co with SIGKILL once a round holds
+// some but not all of its three updates, starts it again with args, and
+// waits for the clients and the restarted coordinator to finish; it
+// returns the restarted coordinator.
+func (f *crashFed) killAndRestart(co *proc, clients []*proc, args []string) *proc {
+	ps := f.ps
+	ps.t.Helper()
+	ps.killInOpenRound(co, f.state, 3)
+	if err := ps.wait(co, patience); err == nil {
+		ps.t.Fatal("the killed coordinator exited 0")
 	}
-	return n, s.Epsilon
+	time.Sleep(2500 * time.Millisecond)
+	co2 := ps.start("coordinator-2", args...)
+	for i, c := range clients {
+		if err := ps.wait(c, patience); err != nil {
+			ps.t.Fatalf("%s: %v\n%s", f.names[i], err, ps.log(c))
+		}
+	}
+	if err := ps.wait(co2, patience); err != nil {
+		ps.t.Fatalf("restarted coordinator: %v\n%s", err, ps.log(co2))
+	}
+	return co2
+}
+
+// checkRounds reads veil fed status: rounds rounds, each done with the
+// three clients' updates, each client counted once per round.
+func (f *crashFed) checkRounds(rounds int) statusJSON {
+	ps := f.ps
+	ps.t.Helper()
+	var st statusJSON
+	if err := json.Unmarshal(ps.run("fed", "status", "--state", f.state, "--json"), &st); err != nil {
+		ps.t.Fatal(err)
+	}
+	if len(st.Rounds) != rounds {
+		ps.t.Fatalf("%d rounds in the log, want %d: %+v", len(st.Rounds), rounds, st.Rounds)
+	}
+	for i, r := range st.Rounds {
+		if r.Round != uint64(i+1) || r.State != "done" || r.Updates != 3 {
+			ps.t.Errorf("round %+v, want round %d done with 3 updates", r, i+1)
+		}
+	}
+	for _, c := range st.Clients {
+		if c.Updates != uint64(rounds) {
+			ps.t.Errorf("%s counted %d times, want %d", c.ID, c.Updates, rounds)
+		}
+	}
+	return st
+}
+
+// checkFinal checks that the final model is the initial one plus the
+// mean of the clients' fixed updates, (0.01 + 0.02 + 0.06)/3 = 0.03 per
+// round at η = 1, within tol: an update lost or counted twice moves a
+// value by 0.01/3 or more per round.
+func (f *crashFed) checkFinal(rounds int, tol float64) {
+	ps := f.ps
+	ps.t.Helper()
+	final, err := checkpoint.Load(f.outPath)
+	if err != nil {
+		ps.t.Fatal(err)
+	}
+	for i := range f.initCk.Values {
+		for j, v := range f.initCk.Values[i] {
+			if got, want := float64(final.Values[i][j]), float64(v)+float64(rounds)*0.03; math.Abs(got-want) > tol {
+				ps.t.Fatalf("final %s[%d] = %g, want %g ± %g", f.initCk.Header.Params[i].Name, j, got, want, tol)
+			}
+		}
+	}
 }
