@@ -110,7 +110,7 @@ func (c *Client) dpheRound(ctx context.Context, task *fedpb.RoundConfig) error {
 	if s := c.dphe; s != nil && s.round == n {
 		// Pushed again after a reconnection: the same contribution (the
 		// coordinator acknowledges one it has).
-		return c.sendSecure(ctx, s.msg)
+		return c.sendDPHE(ctx, s.msg)
 	}
 	if err := c.checkDPHE(task); err != nil {
 		c.o.Progress(fmt.Sprintf("refused: %v", err))
@@ -156,5 +156,22 @@ func (c *Client) dpheRound(ctx context.Context, task *fedpb.RoundConfig) error {
 	msg := &fedpb.SecAggMessage{Round: n, Msg: &fedpb.SecAggMessage_Dphe{Dphe: &fedpb.DPHEContribution{Messages: ct.Messages}}}
 	c.dphe = &dpheSent{round: n, msg: msg}
 	c.o.Progress(fmt.Sprintf("round %d: DPHE contribution sent (%d messages)", n, len(ct.Messages)))
-	return c.sendSecure(ctx, msg)
+	return c.sendDPHE(ctx, msg)
+}
+
+// sendDPHE sends a DPHE contribution. A refusal (the round past its
+// deadline, or closed) ends this round for the client, not its run: it
+// goes on to the next round, as after a refused plaintext update; its
+// ledger keeps the charge of the release it made.
+func (c *Client) sendDPHE(ctx context.Context, m *fedpb.SecAggMessage) error {
+	m.ProtocolVersion = fedpb.ProtocolVersion
+	a, err := c.api.SecAggSend(ctx, m)
+	if err != nil {
+		return fmt.Errorf("client: round %d: sending the DPHE contribution: %w", m.GetRound(), err)
+	}
+	if !a.GetAccepted() {
+		c.o.Progress(fmt.Sprintf("round %d: DPHE contribution refused: %s", m.GetRound(), a.GetReason()))
+		c.o.Logger.Warn("DPHE contribution refused", "round", m.GetRound(), "reason", a.GetReason())
+	}
+	return nil
 }

@@ -225,3 +225,61 @@ func (f *dpheFed) sendRaw(ctx context.Context, t *testing.T, name string, msgs [
 	}
 	return a
 }
+
+// lateTrainer is plainTrainer, late by delay in round 1.
+type lateTrainer struct {
+	plainTrainer
+	delay time.Duration
+}
+
+func (l lateTrainer) Train(ctx context.Context, model wire.Weights, task *fedpb.RoundConfig, plan *fedpb.DPParams) (client.Update, error) {
+	if task.GetRound() == 1 {
+		select {
+		case <-time.After(l.delay):
+		case <-ctx.Done():
+			return client.Update{}, ctx.Err()
+		}
+	}
+	return l.plainTrainer.Train(ctx, model, task, plan)
+}
+
+// TestDPHELateClientGoesOn: client-4 trains past round 1's deadline, so
+// round 1 closes with the other three and client-4's contribution is
+// refused as stale; client-4 goes on (its run does not end) and takes
+// part in round 2, which is done with all four.
+func TestDPHELateClientGoesOn(t *testing.T) {
+	f := startDPHE(t, 2)
+	f.o.RoundTimeout = 8 * time.Second
+	cs := map[string]*client.Client{}
+	for i, name := range secNames {
+		var tr client.Trainer = plainTrainer{vecTrainer{base: float32(i + 1)}}
+		if i == 3 {
+			tr = lateTrainer{plainTrainer: plainTrainer{vecTrainer{base: 4}}, delay: 10 * time.Second}
+		}
+		cs[name] = f.dpheClientWith(t, i, 1e300, false, tr)
+	}
+	errs := make(chan map[string]error, 1)
+	go func() { errs <- runClients(t, cs) }()
+	select {
+	case err := <-f.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(80 * time.Second):
+		t.Fatal("the run did not end: the late client did not take part in round 2")
+	}
+	for name, err := range <-errs {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	st := readStatus(t, f.state)
+	if len(st.Rounds) != 2 || st.Rounds[0].State != "done" || st.Rounds[0].Updates != 3 || st.Rounds[1].State != "done" || st.Rounds[1].Updates != 4 {
+		t.Fatalf("rounds %v, want round 1 done with 3 contributions and round 2 with 4", st.Rounds)
+	}
+	for _, c := range st.Clients {
+		if want := map[bool]uint64{true: 1, false: 2}[c.Id == "client-4"]; c.Updates != want {
+			t.Errorf("%s counted %d times, want %d", c.Id, c.Updates, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -47,8 +48,8 @@ func (d *fedSimDPHE) check(changed func(string) bool) error {
 }
 
 // apply makes o a DPHE simulation, in one process unless network: 4
-// rounds of 5 local epochs and rounds of at least 3 contributions unless
-// given (docs/dphe-settings.md).
+// rounds of 5 local epochs, rounds of at least 3 contributions and a
+// round's deadline of 2 hours unless given (docs/dphe-settings.md).
 func (d *fedSimDPHE) apply(o *sim.Options, changed func(string) bool, network bool) {
 	o.SecAgg = "dphe"
 	o.DPHE = &sim.DPHE{Count: d.count, NoiseMultiplier: d.noise, SelectionEpsilon: d.selEps, SelectionThreshold: d.threshold, InProcess: !network}
@@ -60,6 +61,11 @@ func (d *fedSimDPHE) apply(o *sim.Options, changed func(string) bool, network bo
 	}
 	if !changed("min-updates") {
 		o.MinUpdates = 0 // the key generator's 3
+	}
+	if !changed("round-timeout") {
+		// 8 clients' 5 local epochs, 2 at a time, took over 10 minutes a
+		// round on a loaded 2-core machine: a round waits for its clients.
+		o.RoundTimeout = 2 * time.Hour
 	}
 }
 
