@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/veil-privacy/veil/dp"
 	"github.com/veil-privacy/veil/fed/dphefed"
 	"github.com/veil-privacy/veil/fed/fedpb"
@@ -145,6 +148,14 @@ func (c *Client) dpheRound(ctx context.Context, task *fedpb.RoundConfig) error {
 		Ledger: dpheCharger{c: c, label: fmt.Sprintf("veil fed client: DPHE round %d", n)}, Source: c.o.DPHE.Source,
 		Select: &dphe.Selection{Epsilon: cfg.GetSelectionEpsilon(), Delta: cfg.GetSelectionDelta(), Threshold: cfg.GetSelectionThreshold(), Count: int(cfg.GetCount())}}
 	ct, err := dphefed.Contribute(ctx, kg, cfg.GetRound(), update, dphefed.ContributeOptions{Privacy: priv})
+	if status.Code(err) == codes.PermissionDenied {
+		// The key generator gives no keys for the round (it is over:
+		// this client was late): nothing was charged or sent, and the
+		// client goes on to the next round.
+		c.o.Progress(fmt.Sprintf("round %d: the key generator refused the round's keys; sitting it out: %v", n, err))
+		c.o.Logger.Warn("DPHE round's keys refused", "round", n, "err", err)
+		return nil
+	}
 	if err != nil {
 		if errors.Is(err, dp.ErrBudgetExceeded) {
 			c.o.Progress(fmt.Sprintf("budget: round %d would take this client past its budget; stopping", n))

@@ -226,38 +226,79 @@ func (f *dpheFed) sendRaw(ctx context.Context, t *testing.T, name string, msgs [
 	return a
 }
 
-// lateTrainer is plainTrainer, late by delay in round 1.
+// lateTrainer is plainTrainer, late in round 1: it returns once wait
+// does.
 type lateTrainer struct {
 	plainTrainer
-	delay time.Duration
+	wait func(ctx context.Context)
 }
 
 func (l lateTrainer) Train(ctx context.Context, model wire.Weights, task *fedpb.RoundConfig, plan *fedpb.DPParams) (client.Update, error) {
 	if task.GetRound() == 1 {
-		select {
-		case <-time.After(l.delay):
-		case <-ctx.Done():
-			return client.Update{}, ctx.Err()
-		}
+		l.wait(ctx)
 	}
 	return l.plainTrainer.Train(ctx, model, task, plan)
 }
 
 // TestDPHELateClientGoesOn: client-4 trains past round 1's deadline, so
-// round 1 closes with the other three and client-4's contribution is
-// refused as stale; client-4 goes on (its run does not end) and takes
-// part in round 2, which is done with all four.
+// round 1 closes with the other three; client-4 goes on (its run does not
+// end) and takes part in round 2, which is done with all four. Late by
+// 10 s against a deadline of 8 s, its contribution is refused as stale
+// (or, on a loaded machine where round 1 is decrypted first, its keys);
+// waiting until round 1 is done, its keys are refused by the key
+// generator, nothing charged or sent.
 func TestDPHELateClientGoesOn(t *testing.T) {
-	f := startDPHE(t, 2)
-	f.o.RoundTimeout = 8 * time.Second
-	cs := map[string]*client.Client{}
-	for i, name := range secNames {
-		var tr client.Trainer = plainTrainer{vecTrainer{base: float32(i + 1)}}
-		if i == 3 {
-			tr = lateTrainer{plainTrainer: plainTrainer{vecTrainer{base: 4}}, delay: 10 * time.Second}
-		}
-		cs[name] = f.dpheClientWith(t, i, 1e300, false, tr)
+	for _, tc := range []struct {
+		name string
+		wait func(state string) func(context.Context)
+	}{
+		{"past the deadline", func(string) func(context.Context) {
+			return func(ctx context.Context) {
+				select {
+				case <-time.After(10 * time.Second):
+				case <-ctx.Done():
+				}
+			}
+		}},
+		{"after the round's decryption", func(state string) func(context.Context) {
+			return func(ctx context.Context) {
+				for ctx.Err() == nil && !roundDone(state, 1) {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startDPHE(t, 2)
+			f.o.RoundTimeout = 8 * time.Second
+			cs := map[string]*client.Client{}
+			for i, name := range secNames {
+				var tr client.Trainer = plainTrainer{vecTrainer{base: float32(i + 1)}}
+				if i == 3 {
+					tr = lateTrainer{plainTrainer: plainTrainer{vecTrainer{base: 4}}, wait: tc.wait(f.state)}
+				}
+				cs[name] = f.dpheClientWith(t, i, 1e300, false, tr)
+			}
+			checkLateClientGoesOn(t, f, cs)
+		})
 	}
+}
+
+// roundDone reports whether round n of the state file is done.
+func roundDone(state string, n int) bool {
+	db, err := coord.OpenStatus(state)
+	if err != nil {
+		return false
+	}
+	defer db.Close()
+	var st string
+	return db.QueryRow(`SELECT state FROM rounds WHERE round = ?`, n).Scan(&st) == nil && st == "done"
+}
+
+// checkLateClientGoesOn runs cs and checks round 1 done with three
+// contributions, round 2 with four, client-4 counted once.
+func checkLateClientGoesOn(t *testing.T, f *dpheFed, cs map[string]*client.Client) {
+	t.Helper()
 	errs := make(chan map[string]error, 1)
 	go func() { errs <- runClients(t, cs) }()
 	select {
