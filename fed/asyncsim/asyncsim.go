@@ -228,8 +228,11 @@ func (m mlp) zero() wire.Weights {
 	}
 }
 
-// forward returns the hidden activations and the logits of x.
-func (m mlp) forward(w wire.Weights, x []float32) (h, z []float64) {
+// forward returns the hidden activations and the logits of x. keep, if
+// not nil, is the thinned model's hidden units (Irene Section III.C): a
+// dropped unit is absent, its activation 0, so it neither contributes to
+// the logits nor receives a gradient.
+func (m mlp) forward(w wire.Weights, x []float32, keep []bool) (h, z []float64) {
 	h = make([]float64, m.hidden)
 	for j := range h {
 		h[j] = float64(w[1].Values[j])
@@ -238,6 +241,13 @@ func (m mlp) forward(w wire.Weights, x []float32) (h, z []float64) {
 		row := w[0].Values[i*m.hidden : (i+1)*m.hidden]
 		for j, a := range row {
 			h[j] += float64(v) * float64(a)
+		}
+	}
+	if keep != nil {
+		for j, k := range keep {
+			if !k {
+				h[j] = 0
+			}
 		}
 	}
 	z = make([]float64, m.classes)
@@ -259,7 +269,7 @@ func (m mlp) forward(w wire.Weights, x []float32) (h, z []float64) {
 
 // predict is argmax of the logits.
 func (m mlp) predict(w wire.Weights, x []float32) int {
-	_, z := m.forward(w, x)
+	_, z := m.forward(w, x, nil)
 	arg := 0
 	for c, v := range z {
 		if v > z[arg] {
@@ -270,14 +280,15 @@ func (m mlp) predict(w wire.Weights, x []float32) int {
 }
 
 // gradient is the mean softmax cross-entropy's gradient over the batch,
-// and the mean loss.
-func (m mlp) gradient(w wire.Weights, xs [][]float32, ys []int32) (wire.Weights, float64) {
+// and the mean loss, of the model thinned to keep (nil: the whole model;
+// a dropped unit's parameters get a zero gradient).
+func (m mlp) gradient(w wire.Weights, xs [][]float32, ys []int32, keep []bool) (wire.Weights, float64) {
 	g := m.zero()
 	var loss float64
 	inv := 1 / float64(len(xs))
 	dh := make([]float64, m.hidden)
 	for n, x := range xs {
-		h, z := m.forward(w, x)
+		h, z := m.forward(w, x, keep)
 		mx := z[0]
 		for _, v := range z {
 			mx = max(mx, v)
@@ -408,7 +419,10 @@ func nextClient(at []float64) int {
 // exchange (strategy.Thin): the client receives the kept units, computes
 // its elastic difference on them (its own values stand for the dropped
 // ones, so their difference is zero) and sends the difference of the kept
-// units, which the centre merges (Thinned.Merge) and applies.
+// units, which the centre merges (Thinned.Merge) and applies. Until its
+// next exchange the client trains only that thinned model (Irene
+// Algorithm 1 with Section III.C's thinned models): the dropped units are
+// absent from its forward pass and their parameters do not move.
 func (t *task) runEASGD(start wire.Weights, period int, drop float64, rng *rand.Rand) (*Run, error) {
 	o := t.o
 	run := &Run{Name: fmt.Sprintf("easgd_l%d", period), Strategy: "easgd", Period: period, Drop: drop, ModelBytes: int(wireBytes(start))}
@@ -429,6 +443,7 @@ func (t *task) runEASGD(start wire.Weights, period int, drop float64, rng *rand.
 	at := make([]float64, len(cl))
 	var kept float64
 	thin := strategy.ThinOptions{Drop: drop, Layers: thinLayers}
+	masks := make([][]bool, len(cl)) // each client's thinned model (nil: whole)
 	for {
 		k := nextClient(at)
 		now := at[k]
@@ -465,6 +480,9 @@ func (t *task) runEASGD(start wire.Weights, period int, drop float64, rng *rand.
 			if err := centre.Apply(full); err != nil {
 				return nil, err
 			}
+			if drop > 0 {
+				masks[k] = keptUnits(th.Kept[0], t.m.hidden)
+			}
 			rec.bytes += wireBytes(th.Model) + wireBytes(up.Model)
 			kept += th.KeptShare()
 			run.Exchanges++
@@ -473,7 +491,7 @@ func (t *task) runEASGD(start wire.Weights, period int, drop float64, rng *rand.
 			}
 		}
 		xs, ys := t.clients[k].batch(o.Batch)
-		g, _ := t.m.gradient(c.Params(), xs, ys)
+		g, _ := t.m.gradient(c.Params(), xs, ys, masks[k])
 		if err := c.Step(g); err != nil {
 			return nil, err
 		}
@@ -484,6 +502,15 @@ func (t *task) runEASGD(start wire.Weights, period int, drop float64, rng *rand.
 		run.KeptShare = kept / float64(run.Exchanges)
 	}
 	return run, nil
+}
+
+// keptUnits marks the kept units among n.
+func keptUnits(kept []int, n int) []bool {
+	out := make([]bool, n)
+	for _, u := range kept {
+		out[u] = true
+	}
+	return out
 }
 
 // overlay is own with the thinned model's kept values put in their places:
@@ -521,7 +548,7 @@ func (t *task) localTrain(k int, w wire.Weights, steps int) wire.Weights {
 	cur := w.Clone()
 	for range steps {
 		xs, ys := t.clients[k].batch(t.o.Batch)
-		g, _ := t.m.gradient(cur, xs, ys)
+		g, _ := t.m.gradient(cur, xs, ys, nil)
 		for i := range cur {
 			for j := range cur[i].Values {
 				cur[i].Values[j] -= float32(t.o.LearningRate * float64(g[i].Values[j]))

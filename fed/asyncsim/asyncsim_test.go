@@ -21,15 +21,15 @@ func TestMLPGradient(t *testing.T) {
 	}
 	xs := [][]float32{{1, -0.5, 0.3, 0.2, -1}, {0.1, 0.7, -0.2, 0.9, 0.4}}
 	ys := []int32{2, 0}
-	g, _ := m.gradient(w, xs, ys)
+	g, _ := m.gradient(w, xs, ys, nil)
 	for ti := range w {
 		for j := range w[ti].Values {
 			orig := w[ti].Values[j]
 			const h = 1e-3
 			w[ti].Values[j] = orig + h
-			_, lp := m.gradient(w, xs, ys)
+			_, lp := m.gradient(w, xs, ys, nil)
 			w[ti].Values[j] = orig - h
-			_, lm := m.gradient(w, xs, ys)
+			_, lm := m.gradient(w, xs, ys, nil)
 			w[ti].Values[j] = orig
 			num := (lp - lm) / (2 * h)
 			if math.Abs(num-float64(g[ti].Values[j])) > 2e-3 {
@@ -193,4 +193,54 @@ func synthSplit(seed uint64, people, faces, strangers int) *collab.Split {
 		}
 	}
 	return s
+}
+
+// TestThinnedGradientIsTheThinnedModels: the gradient a simulated client
+// trains with after a thinned exchange is the gradient of the thinned
+// model itself (the served tensors, a network of the kept units only),
+// laid out on the full model by Thinned.Merge: zero for every dropped
+// unit's parameters, so the client trains only the model it was served.
+func TestThinnedGradientIsTheThinnedModels(t *testing.T) {
+	m := mlp{in: 5, hidden: 8, classes: 3}
+	w := m.init(rand.New(rand.NewPCG(4, 5)))
+	for i := range w[1].Values {
+		w[1].Values[i] = 0.3
+	}
+	xs := [][]float32{{1, -0.5, 0.3, 0.2, -1}, {0.1, 0.7, -0.2, 0.9, 0.4}, {-0.3, 0.2, 0.8, -0.6, 0.5}}
+	ys := []int32{2, 0, 1}
+	th, err := strategy.Thin(w, strategy.ThinOptions{Drop: 0.5, Layers: thinLayers}, rand.New(rand.NewPCG(6, 7)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(th.Kept[0]); n == 0 || n == m.hidden {
+		t.Fatalf("the draw keeps %d of %d units; the test needs some dropped and some kept", n, m.hidden)
+	}
+	small := mlp{in: m.in, hidden: len(th.Kept[0]), classes: m.classes}
+	gs, ls := small.gradient(th.Model, xs, ys, nil)
+	want, err := th.Merge(gs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, lg := m.gradient(w, xs, ys, keptUnits(th.Kept[0], m.hidden))
+	if math.Abs(ls-lg) > 1e-9 {
+		t.Errorf("loss of the thinned model %g, of the masked full model %g", ls, lg)
+	}
+	for i := range want {
+		for j, v := range want[i].Values {
+			if math.Abs(float64(v-got[i].Values[j])) > 1e-6 {
+				t.Fatalf("%s[%d]: masked gradient %g, thinned model's %g", want[i].Name, j, got[i].Values[j], v)
+			}
+		}
+	}
+	// Without the mask (the old simulation) dropped units get gradient.
+	full, _ := m.gradient(w, xs, ys, nil)
+	moved := false
+	for i := range full {
+		for j, v := range full[i].Values {
+			moved = moved || math.Abs(float64(v-want[i].Values[j])) > 1e-6
+		}
+	}
+	if !moved {
+		t.Error("the whole model's gradient equals the thinned one's: the test cannot tell them apart")
+	}
 }
