@@ -264,32 +264,8 @@ func readAsyncPrivacy(ctx context.Context, db *sql.DB, out *PrivacyLog, units ma
 }
 
 // FCLayers returns the fully connected layers of model that thinning may
-// drop units of: each 2-D weight [in, units] but the last (the output
-// layer's units are the model's outputs), with the 1-D bias of its units
-// that follows it and the next 2-D weight that its units feed, when their
-// sizes match.
-func FCLayers(model wire.Weights) []strategy.FCLayer {
-	var mats []int
-	for i, t := range model {
-		if len(t.Shape) == 2 {
-			mats = append(mats, i)
-		}
-	}
-	var out []strategy.FCLayer
-	for k := 0; k+1 < len(mats); k++ {
-		w := model[mats[k]]
-		units := w.Shape[1]
-		l := strategy.FCLayer{Weight: w.Name}
-		if i := mats[k] + 1; i < len(model) && len(model[i].Shape) == 1 && model[i].Shape[0] == units {
-			l.Bias = model[i].Name
-		}
-		if next := model[mats[k+1]]; next.Shape[0] == units {
-			l.Next = next.Name
-		}
-		out = append(out, l)
-	}
-	return out
-}
+// drop units of (strategy.FCLayers).
+func FCLayers(model wire.Weights) []strategy.FCLayer { return strategy.FCLayers(model) }
 
 // issue offers client an exchange on the current model (nil when the run
 // is over), replacing its earlier ticket.

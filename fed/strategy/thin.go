@@ -13,9 +13,45 @@ import (
 // thinning drops, each unit with its connections (Irene Section III.C,
 // Fig. 6): a unit is a column of Weight ([in, units]), an entry of Bias
 // ([units], optional) and a row of Next ([units, out], the following
-// layer's weights fed by the units, optional).
+// layer's weights fed by the units, optional). Units are other tensors of
+// one value per unit (shape [units]), such as a PReLU activation's slopes,
+// thinned with the layer.
 type FCLayer struct {
 	Weight, Bias, Next string
+	Units              []string
+}
+
+// FCLayers returns the fully connected layers of model that thinning may
+// drop units of: each 2-D weight [in, units] but the last (the output
+// layer's units are the model's outputs), with the 1-D tensors of its
+// units that follow it before the next 2-D weight (the first is its bias,
+// the others per-unit parameters such as a PReLU's slopes) and the next
+// 2-D weight, which its units feed, when their sizes match.
+func FCLayers(model wire.Weights) []FCLayer {
+	var mats []int
+	for i, t := range model {
+		if len(t.Shape) == 2 {
+			mats = append(mats, i)
+		}
+	}
+	var out []FCLayer
+	for k := 0; k+1 < len(mats); k++ {
+		w := model[mats[k]]
+		units := w.Shape[1]
+		l := FCLayer{Weight: w.Name}
+		for i := mats[k] + 1; i < mats[k+1] && len(model[i].Shape) == 1 && model[i].Shape[0] == units; i++ {
+			if l.Bias == "" {
+				l.Bias = model[i].Name
+			} else {
+				l.Units = append(l.Units, model[i].Name)
+			}
+		}
+		if next := model[mats[k+1]]; next.Shape[0] == units {
+			l.Next = next.Name
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // ThinOptions configures dropout-thinned models.
@@ -107,6 +143,11 @@ func Thin(model wire.Weights, o ThinOptions, rng *rand.Rand) (*Thinned, error) {
 		}
 		if l.Next != "" {
 			if err := set(l.Next, 0, units, kept, "next layer"); err != nil {
+				return nil, err
+			}
+		}
+		for _, name := range l.Units {
+			if err := set(name, 0, units, kept, "per-unit parameter"); err != nil {
 				return nil, err
 			}
 		}
