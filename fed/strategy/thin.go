@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/veil-privacy/veil/fed/wire"
 )
@@ -92,6 +93,39 @@ func Thin(model wire.Weights, o ThinOptions, rng *rand.Rand) (*Thinned, error) {
 	if err := model.Validate(); err != nil {
 		return nil, fmt.Errorf("strategy: thinning: %w", err)
 	}
+	var kept [][]int
+	for _, l := range o.Layers {
+		i := slices.IndexFunc(model, func(t wire.Tensor) bool { return t.Name == l.Weight })
+		if i < 0 {
+			return nil, fmt.Errorf("strategy: thinning: no weight tensor %q", l.Weight)
+		}
+		if len(model[i].Shape) != 2 {
+			return nil, fmt.Errorf("strategy: thinning: weight %q has shape %v, want [in, units]", l.Weight, model[i].Shape)
+		}
+		units := model[i].Shape[1]
+		var k []int
+		for u := range units {
+			if rng.Float64() >= o.Drop {
+				k = append(k, u)
+			}
+		}
+		if len(k) == 0 {
+			k = []int{rng.IntN(units)}
+		}
+		kept = append(kept, k)
+	}
+	return ThinUnits(model, o.Layers, kept)
+}
+
+// ThinUnits is model thinned to the given units: kept[i] lists layer i's
+// kept units, at least one, in increasing order (Thin draws them).
+func ThinUnits(model wire.Weights, layers []FCLayer, kept [][]int) (*Thinned, error) {
+	if err := model.Validate(); err != nil {
+		return nil, fmt.Errorf("strategy: thinning: %w", err)
+	}
+	if len(kept) != len(layers) {
+		return nil, fmt.Errorf("strategy: thinning: %d lists of kept units for %d layers", len(kept), len(layers))
+	}
 	index := map[string]int{}
 	for i, t := range model {
 		index[t.Name] = i
@@ -115,7 +149,7 @@ func Thin(model wire.Weights, o ThinOptions, rng *rand.Rand) (*Thinned, error) {
 		th.keep[i][axis] = kept
 		return nil
 	}
-	for _, l := range o.Layers {
+	for li, l := range layers {
 		i, ok := index[l.Weight]
 		if !ok {
 			return nil, fmt.Errorf("strategy: thinning: no weight tensor %q", l.Weight)
@@ -124,34 +158,35 @@ func Thin(model wire.Weights, o ThinOptions, rng *rand.Rand) (*Thinned, error) {
 			return nil, fmt.Errorf("strategy: thinning: weight %q has shape %v, want [in, units]", l.Weight, model[i].Shape)
 		}
 		units := model[i].Shape[1]
-		var kept []int
-		for u := range units {
-			if rng.Float64() >= o.Drop {
-				kept = append(kept, u)
+		k := kept[li]
+		if len(k) == 0 {
+			return nil, fmt.Errorf("strategy: thinning: layer %q keeps no unit", l.Weight)
+		}
+		for j, u := range k {
+			if u < 0 || u >= units || (j > 0 && u <= k[j-1]) {
+				return nil, fmt.Errorf("strategy: thinning: layer %q's kept units must be increasing and in [0, %d)", l.Weight, units)
 			}
 		}
-		if len(kept) == 0 {
-			kept = []int{rng.IntN(units)}
-		}
-		if err := set(l.Weight, 1, units, kept, "weight"); err != nil {
+		k = slices.Clone(k)
+		if err := set(l.Weight, 1, units, k, "weight"); err != nil {
 			return nil, err
 		}
 		if l.Bias != "" {
-			if err := set(l.Bias, 0, units, kept, "bias"); err != nil {
+			if err := set(l.Bias, 0, units, k, "bias"); err != nil {
 				return nil, err
 			}
 		}
 		if l.Next != "" {
-			if err := set(l.Next, 0, units, kept, "next layer"); err != nil {
+			if err := set(l.Next, 0, units, k, "next layer"); err != nil {
 				return nil, err
 			}
 		}
 		for _, name := range l.Units {
-			if err := set(name, 0, units, kept, "per-unit parameter"); err != nil {
+			if err := set(name, 0, units, k, "per-unit parameter"); err != nil {
 				return nil, err
 			}
 		}
-		th.Kept = append(th.Kept, kept)
+		th.Kept = append(th.Kept, k)
 	}
 	th.Model = make(wire.Weights, len(model))
 	for i, t := range model {
