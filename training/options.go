@@ -25,6 +25,10 @@ type ModelOptions struct {
 	// Input and Width are LightFace's input side and width multiplier.
 	Input int
 	Width float64
+	// Hidden is the head's hidden width (0: the architecture's 256); a
+	// federated client builds a dropout-thinned head of the kept units
+	// with it (fed/local).
+	Hidden int
 	// Norm is LightFace's normalisation: "batch", "group" or "none"; ""
 	// picks group under DP and batch otherwise. The head has none.
 	Norm string
@@ -195,6 +199,9 @@ func (m *ModelOptions) validate(dp bool) error {
 		if m.Features != "" && m.Features != "descriptor" {
 			return errors.New("--features chooses the head's input; LightFace reads images")
 		}
+		if m.Hidden != 0 {
+			return errors.New("a hidden width applies to the head; LightFace has none")
+		}
 	case "head":
 		if m.Norm != "" && m.Norm != "none" {
 			return errors.New("--norm applies to LightFace; the head has no normalisation layers")
@@ -202,6 +209,9 @@ func (m *ModelOptions) validate(dp bool) error {
 		m.Norm = "none"
 		if m.Features == "" {
 			m.Features = "descriptor"
+		}
+		if m.Hidden < 0 {
+			return fmt.Errorf("the head's hidden width must be positive, got %d", m.Hidden)
 		}
 		if m.Features != "descriptor" && m.Features != arch.HeadAgeGender {
 			return fmt.Errorf("unknown features %q (want descriptor or %s)", m.Features, arch.HeadAgeGender)

@@ -104,7 +104,7 @@ func NewSession(m ModelOptions, o OptimOptions, dpo *DPOptions, epochs int, d *D
 	}
 	var mc arch.Config
 	if m.Kind == "head" {
-		mc = arch.Config{Kind: "head"}
+		mc = arch.Config{Kind: "head", Hidden: m.Hidden}
 		if m.Features != "descriptor" {
 			mc.Features = m.Features
 		}

@@ -82,8 +82,9 @@ type Options struct {
 // Trainer is a client.Trainer over one client's data. Its methods may be
 // called from several goroutines, but run one at a time.
 type Trainer struct {
-	o   Options
-	dim int
+	o      Options
+	dim    int
+	layout wire.Weights // the configured model's tensors (names and shapes)
 
 	mu       sync.Mutex
 	plan     *fedpb.DPParams // the mechanism, fixed by the first Plan
@@ -112,7 +113,7 @@ func New(o Options) (*Trainer, error) {
 	if n != s.Trainable() {
 		return nil, fmt.Errorf("local: the model has %d parameter values of which %d are trained; federating frozen or state parameters is not supported", n, s.Trainable())
 	}
-	return &Trainer{o: o, dim: n}, nil
+	return &Trainer{o: o, dim: n, layout: ToWire(w)}, nil
 }
 
 // Dimension is the number of values an update carries (every trainable
@@ -254,9 +255,10 @@ func samePlan(a, b *fedpb.DPParams) bool {
 		a.GetSteps() == b.GetSteps() && a.GetDelta() == b.GetDelta() && a.GetPrivacyUnit() == b.GetPrivacyUnit()
 }
 
-// session returns the training session for the round (built on first use
-// and rebuilt if the round's optimiser settings change).
-func (t *Trainer) session(task *fedpb.RoundConfig, plan *fedpb.DPParams) (*training.Session, error) {
+// session returns the training session for the round on a head of hidden
+// width hidden (0: the configured model), built on first use and rebuilt
+// if the round's optimiser settings or the width change.
+func (t *Trainer) session(task *fedpb.RoundConfig, plan *fedpb.DPParams, hidden int) (*training.Session, error) {
 	o := t.o.Optim
 	o.EMA = 0
 	o.LearningRate = task.GetLearningRate()
@@ -275,15 +277,17 @@ func (t *Trainer) session(task *fedpb.RoundConfig, plan *fedpb.DPParams) (*train
 		dpo = &training.DPOptions{Unit: train.Unit(plan.GetPrivacyUnit()), NoiseMultiplier: plan.GetNoiseMultiplier(), Clip: plan.GetClip(),
 			SamplingRate: plan.GetSamplingRate(), Delta: plan.GetDelta(), MaxPerIdentity: t.o.MaxPerIdentity}
 	}
-	key := fmt.Sprintf("%s/%g/%d/%v", task.GetStrategy(), o.LearningRate, o.Batch, plan)
+	key := fmt.Sprintf("%s/%g/%d/%v/%d", task.GetStrategy(), o.LearningRate, o.Batch, plan, hidden)
 	if t.sess != nil && key == t.sessKey {
 		return t.sess, nil
 	}
-	s, err := training.NewSession(t.o.Model, o, dpo, 0, t.o.Data)
+	m := t.o.Model
+	m.Hidden = hidden
+	s, err := training.NewSession(m, o, dpo, 0, t.o.Data)
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	if s.Trainable() != t.dim {
+	if hidden == 0 && s.Trainable() != t.dim {
 		return nil, fmt.Errorf("local: the session trains %d values, the model has %d", s.Trainable(), t.dim)
 	}
 	t.sess, t.sessKey = s, key
@@ -314,9 +318,21 @@ func (t *Trainer) Train(ctx context.Context, model wire.Weights, task *fedpb.Rou
 	if err != nil {
 		return client.Update{}, err
 	}
-	s, err := t.session(task, plan)
+	hidden, err := t.servedWidth(model)
 	if err != nil {
 		return client.Update{}, err
+	}
+	s, err := t.session(task, plan, hidden)
+	if err != nil {
+		return client.Update{}, err
+	}
+	// The mechanism runs on what is trained: the served model's values.
+	dim := t.dim
+	if hidden != 0 {
+		if err := model.SameLayout(ToWire(s.Weights())); err != nil {
+			return client.Update{}, fmt.Errorf("local: the served model is not this head thinned to %d hidden units: %w", hidden, err)
+		}
+		dim = s.Trainable()
 	}
 	start := FromWire(model)
 	var charge func(dp.Event) error
@@ -326,7 +342,7 @@ func (t *Trainer) Train(ctx context.Context, model wire.Weights, task *fedpb.Rou
 		}
 		one := clonePlan(plan)
 		one.Steps = uint64(perEpoch)
-		want, err := client.Event(one, t.dim)
+		want, err := client.Event(one, dim)
 		if err != nil {
 			return client.Update{}, fmt.Errorf("local: %w", err)
 		}
@@ -373,6 +389,34 @@ func (t *Trainer) Train(ctx context.Context, model wire.Weights, task *fedpb.Rou
 		out.Examples = uint64(t.o.Data.Train.Len())
 	}
 	return out, nil
+}
+
+// servedWidth is the hidden width of the head a served model is (0: the
+// configured model itself). A dropout-thinned model (fed/strategy.Thin,
+// served by an asynchronous coordinator with thinning) is the configured
+// head with only the kept hidden units: its first weight's columns are
+// the hidden width; Train builds that network, trains it and returns the
+// update of the kept units in the served shape.
+func (t *Trainer) servedWidth(model wire.Weights) (int, error) {
+	if t.layout.SameLayout(model) == nil {
+		return 0, nil
+	}
+	if t.o.Model.Kind != "head" {
+		return 0, fmt.Errorf("local: the served model's layout is not this %s network's (a thinned model can be trained only with the head)", t.o.Model.Kind)
+	}
+	first := func(w wire.Weights) (string, []int) {
+		for _, ts := range w {
+			if len(ts.Shape) == 2 {
+				return ts.Name, ts.Shape
+			}
+		}
+		return "", nil
+	}
+	name, full := first(t.layout)
+	if got, sh := first(model); name != "" && got == name && len(sh) == 2 && sh[0] == full[0] && sh[1] >= 1 && sh[1] < full[1] {
+		return sh[1], nil
+	}
+	return 0, fmt.Errorf("local: the served model's layout is neither this head's nor a thinning of its hidden layer %s %v", name, full)
 }
 
 // ToWire converts a session's weights to the protocol's tensors.
