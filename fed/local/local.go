@@ -16,6 +16,14 @@
 // there is no amplification by subsampling: the price of FedSGD's single
 // full-data gradient per round.
 //
+// Dropout-thinned models (an asynchronous coordinator's --thin-p, Irene
+// Section III.C): a served model that is the head with only some of its
+// hidden units (strategy.Thin: the first layer's columns, its bias and
+// PReLU slopes, the next layer's rows) is trained as the network of those
+// units, built at the served width, and its update returned in the served
+// shape, which the coordinator merges on the kept units. Its DP-SGD noises
+// the served values, and the client charges it on that dimension.
+//
 // Only trainable parameters travel, all of them: a model with frozen or
 // state parameters is refused, and so is a loss whose parameters depend on
 // the client's data (a softmax over the client's own identities would
@@ -42,6 +50,11 @@
 // the noise of the others. A calibrated σ is never below
 // Options.MinNoiseMultiplier, the owner's floor. What Train charges per
 // epoch is checked against the plan (client.Event) before each epoch runs.
+// The calibration is on the whole model's dimension; a thinned exchange
+// runs the same σ on fewer values, whose discretised cost differs from the
+// planned one by about 1e-7 relative (either way), and the client's ledger,
+// charged the exchange's cost on the values trained, refuses an exchange
+// past the budget.
 package local
 
 import (

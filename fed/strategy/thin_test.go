@@ -70,3 +70,29 @@ func TestFCLayersThinsPerUnitParameters(t *testing.T) {
 		}
 	}
 }
+
+// TestThinUnitsRefusesBadKeptLists: kept units out of range, repeated,
+// unordered, none, or lists for another number of layers are refused.
+func TestThinUnitsRefusesBadKeptLists(t *testing.T) {
+	model := headModel()
+	layers := FCLayers(model)
+	for _, c := range []struct {
+		name string
+		kept [][]int
+	}{
+		{"out of range", [][]int{{0, 8}}},
+		{"negative", [][]int{{-1, 2}}},
+		{"repeated", [][]int{{1, 1}}},
+		{"unordered", [][]int{{3, 1}}},
+		{"none kept", [][]int{{}}},
+		{"two lists for one layer", [][]int{{1}, {2}}},
+	} {
+		if _, err := ThinUnits(model, layers, c.kept); err == nil {
+			t.Errorf("%s: %v accepted", c.name, c.kept)
+		}
+	}
+	th, err := ThinUnits(model, layers, [][]int{{2, 5}})
+	if err != nil || !slices.Equal(th.Kept[0], []int{2, 5}) || th.Model[2].Shape[0] != 2 {
+		t.Fatalf("kept {2, 5}: %v", err)
+	}
+}

@@ -21,7 +21,7 @@ func (a *fedSimAsync) register(fl *pflag.FlagSet) {
 	fl.IntVar(&a.period, "easgd-period", 16, "--strategy easgd: the period λ, local steps between exchanges (run as whole local epochs)")
 	fl.IntVar(&a.bufferSize, "fedbuff-size", 4, "--strategy fedbuff: K, the updates buffered before the model moves")
 	fl.IntVar(&a.maxStale, "max-staleness", 16, "--strategy easgd or fedbuff: refuse an update based on a model more than this many versions old")
-	fl.Float64Var(&a.thinP, "thin-p", 0, "--strategy easgd or fedbuff: serve dropout-thinned models with unit dropout p in [0, 1) (needs a trainer that takes them: the head trainer does not yet)")
+	fl.Float64Var(&a.thinP, "thin-p", 0, "--strategy easgd or fedbuff: serve dropout-thinned models with unit dropout p in [0, 1); each client trains the thinned head it is served")
 }
 
 // apply sets so's asynchronous strategy for --strategy easgd or fedbuff.
