@@ -243,11 +243,9 @@ func (m mlp) forward(w wire.Weights, x []float32, keep []bool) (h, z []float64) 
 			h[j] += float64(v) * float64(a)
 		}
 	}
-	if keep != nil {
-		for j, k := range keep {
-			if !k {
-				h[j] = 0
-			}
+	for j, k := range keep {
+		if !k {
+			h[j] = 0
 		}
 	}
 	z = make([]float64, m.classes)
