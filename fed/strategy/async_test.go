@@ -159,17 +159,7 @@ func TestFedBuffStalenessWeightedBuffer(t *testing.T) {
 
 func fcModel() wire.Weights {
 	r := rand.New(rand.NewChaCha8([32]byte{7}))
-	t := func(name string, shape ...int) wire.Tensor {
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(r.NormFloat64())
-		}
-		return wire.Tensor{Name: name, Shape: shape, Values: v}
-	}
+	t := func(name string, shape ...int) wire.Tensor { return randTensor(r, name, shape...) }
 	return wire.Weights{t("fc1/w", 4, 6), t("fc1/b", 6), t("fc2/w", 6, 3), t("fc2/b", 3), t("other", 2)}
 }
 

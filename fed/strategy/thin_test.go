@@ -12,18 +12,22 @@ import (
 // its bias, a PReLU's per-unit slopes, the output layer and a loss
 // parameter.
 func headModel() wire.Weights {
-	t := func(name string, shape ...int) wire.Tensor {
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(i + 1)
-		}
-		return wire.Tensor{Name: name, Shape: shape, Values: v}
-	}
+	r := rand.New(rand.NewChaCha8([32]byte{9}))
+	t := func(name string, shape ...int) wire.Tensor { return randTensor(r, name, shape...) }
 	return wire.Weights{t("fc1/w", 5, 8), t("fc1/b", 8), t("act1/alpha", 8), t("fc2/w", 8, 4), t("fc2/b", 4), t("head/centre", 4)}
+}
+
+// randTensor is a tensor of the shape with standard normal values from r.
+func randTensor(r *rand.Rand, name string, shape ...int) wire.Tensor {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return wire.Tensor{Name: name, Shape: shape, Values: v}
 }
 
 // TestFCLayersThinsPerUnitParameters: the head's hidden layer is found
