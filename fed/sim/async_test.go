@@ -2,23 +2,27 @@ package sim_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/veil-privacy/veil/fed/coord"
 	"github.com/veil-privacy/veil/fed/sim"
+	"github.com/veil-privacy/veil/fed/strategy"
 )
 
 // TestAsyncSim runs three clients against an asynchronous coordinator
-// (FedBuff with K = 2, and EASGD), each client with the head trainer and
-// DP: the run makes its model versions, every exchange charged alike by
+// (FedBuff with K = 2, and EASGD, each also with dropout-thinned models,
+// p = 0.5), each client with the head trainer and DP: the run makes its model versions, every exchange charged alike by
 // the client's ledger and the coordinator's, within the budget.
 func TestAsyncSim(t *testing.T) {
 	for _, a := range []coord.AsyncOptions{
 		{Strategy: coord.AsyncFedBuff, BufferSize: 2, MaxStaleness: 8},
 		{Strategy: coord.AsyncEASGD, Beta: 0.5, Period: 2, MaxStaleness: 8},
+		{Strategy: coord.AsyncFedBuff, BufferSize: 2, MaxStaleness: 8, Thin: strategy.ThinOptions{Drop: 0.5}},
+		{Strategy: coord.AsyncEASGD, Beta: 0.5, Period: 2, MaxStaleness: 8, Thin: strategy.ThinOptions{Drop: 0.5}},
 	} {
-		t.Run(a.Strategy, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s p=%g", a.Strategy, a.Thin.Drop), func(t *testing.T) {
 			o := options(t, 6, 3)
 			o.Strategy, o.Async, o.Rounds = a.Strategy, &a, 3
 			rep, err := sim.Run(context.Background(), o)
