@@ -1,6 +1,6 @@
 // Package asyncsim is Irene's Fig. 10 experiment: asynchronous training
 // with package fed/strategy's algorithms — asynchronous EASGD with several
-// communication periods λ, EASGD with dropout-thinned exchanges, FedBuff
+// communication periods λ, EASGD with dropout-thinned models, FedBuff
 // and synchronous FedAvg — simulated in one process on a simulated clock,
 // with one client several times slower than the others. The clients are
 // users simulated from LFW by package collab (collab.NewTagTask), each

@@ -24,7 +24,7 @@ unit (--slowdown units for client 0), exchanges take none. For --duration
 units each, from the same initial model and batches: asynchronous EASGD
 (fed/strategy) with every period λ in --periods, EASGD at --drop-period with
 the centre thinned by dropout at every rate in --drops (only the kept hidden
-units are sent and merged), FedBuff (--buffer updates per version, staleness
+units are sent, trained until the client's next exchange and merged), FedBuff (--buffer updates per version, staleness
 limit --max-staleness) and synchronous FedAvg (every round waits for the slow
 client), FedBuff and FedAvg with --local-steps steps per update. Reported:
 the shared model's accuracy on the held-out faces (right when it predicts one
