@@ -139,6 +139,10 @@ type Settings struct {
 	// has used so far: Drive reads it at each submission phase's start
 	// and end (DriveReport.CoordinatorSubmitCPUSeconds). Drive only.
 	CoordinatorCPU func() time.Duration
+	// MemoryLimit is the coordinator child's soft memory limit in bytes
+	// (0: none of its own), which RunOptions.ChildCommand passes on and
+	// the child gives to runtime/debug.SetMemoryLimit. Child runs only.
+	MemoryLimit int64
 }
 
 func (s *Settings) validate() error {

@@ -59,6 +59,9 @@ type Result struct {
 	// the updates per second the coordinator could fold in with every
 	// core to itself (clients elsewhere).
 	DerivedCapacity float64 `json:"derived_coordinator_capacity_updates_per_s,omitempty"`
+	// MemoryLimitMiB is the coordinator child's soft memory limit
+	// (Settings.MemoryLimit; absent: none, the Go runtime's pacing).
+	MemoryLimitMiB float64 `json:"coordinator_memory_limit_mib,omitempty"`
 }
 
 // Report is veil bench fed's JSON: the last run's fields at the top level
@@ -103,6 +106,8 @@ type RunOptions struct {
 	// process) in CPUProfile-tls-clients or -plain-clients. Child runs
 	// only.
 	CPUProfile string
+	// MemoryLimit is the coordinator child's Settings.MemoryLimit.
+	MemoryLimit int64
 	// Progress, if set, receives each run's result as it ends.
 	Progress func(Result)
 }
@@ -113,6 +118,9 @@ func (o *RunOptions) validate() error {
 	}
 	if len(o.TLS) == 0 {
 		return errors.New("fedbench: no run asked for (RunOptions.TLS is empty)")
+	}
+	if o.InProcess && o.MemoryLimit != 0 {
+		return errors.New("fedbench: a memory limit is the coordinator child's: it does not go with InProcess")
 	}
 	if !o.InProcess && o.ChildCommand == nil {
 		return errors.New("fedbench: a coordinator child needs RunOptions.ChildCommand")
@@ -137,7 +145,7 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	}
 	rep := &Report{LoadAverage: load1()}
 	for _, tls := range o.TLS {
-		s := Settings{Clients: o.Clients, Params: o.Params, Rounds: o.Rounds, TLS: tls, Dir: pkiDir}
+		s := Settings{Clients: o.Clients, Params: o.Params, Rounds: o.Rounds, TLS: tls, Dir: pkiDir, MemoryLimit: o.MemoryLimit}
 		var r Result
 		if o.InProcess {
 			r, err = InProcess(ctx, s)
@@ -299,6 +307,7 @@ func childResult(s Settings, sr *ServeReport, dr *DriveReport, ps *os.ProcessSta
 		r.ClientCPUMsPerUpdate = 1000 * dr.ClientSubmitCPUSeconds / float64(dr.Updates)
 		r.DerivedCapacity = float64(runtime.NumCPU()) * 1000 / r.SubmitCPUMsPerUpdate
 	}
+	r.MemoryLimitMiB = float64(s.MemoryLimit) / (1 << 20)
 	if rss := childPeakRSS(ps); rss > 0 {
 		r.PeakRSSMB, r.PeakRSSOf = float64(rss)/(1<<20), "the coordinator process"
 	}

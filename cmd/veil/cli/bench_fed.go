@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/veil-privacy/veil/fed/fedbench"
+	"github.com/veil-privacy/veil/fed/ops"
 )
 
 // benchFedLong is veil bench fed's help text.
@@ -58,6 +59,7 @@ type benchFedFlags struct {
 	serve                   string // hidden: the coordinator child's folder
 	serveTLS                bool
 	cpuProfile              string
+	memoryLimit             string
 }
 
 func newBenchFedCmd(e *env) *cobra.Command {
@@ -69,6 +71,9 @@ func newBenchFedCmd(e *env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.serve != "" {
+				if err := applyMemoryLimit(f.memoryLimit); err != nil {
+					return err
+				}
 				s := fedbench.Settings{Clients: f.clients, Params: f.params, Rounds: f.rounds, TLS: f.serveTLS, Dir: f.serve}
 				return fedbench.ServeChild(cmd.Context(), s, f.cpuProfile, e.stdout)
 			}
@@ -83,6 +88,7 @@ func newBenchFedCmd(e *env) *cobra.Command {
 	fl.BoolVar(&f.inProcess, "in-process", false, "run the coordinator in this process (peak_rss_mb is then the whole process's, clients included)")
 	fl.BoolVar(&f.json, "json", false, "print JSON")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write the coordinator's CPU profile (pprof) of each run to FILE-tls and FILE-plain, and the clients' (this process) to FILE-tls-clients and FILE-plain-clients")
+	fl.StringVar(&f.memoryLimit, "memory-limit", "off", memoryLimitHelp)
 	fl.StringVar(&f.serve, "serve-coordinator", "", "run only the coordinator, with the certificates in this folder (used by the benchmark itself)")
 	fl.BoolVar(&f.serveTLS, "serve-tls", false, "with --serve-coordinator: mutual TLS")
 	for _, h := range []string{"serve-coordinator", "serve-tls"} {
@@ -105,6 +111,13 @@ func (f *benchFedFlags) runOptions() (fedbench.RunOptions, error) {
 	default:
 		return o, fmt.Errorf("--tls %q: want both, on or off", f.tls)
 	}
+	var err error
+	if o.MemoryLimit, err = ops.ParseMemoryLimit(f.memoryLimit); err != nil {
+		return o, fmt.Errorf("--memory-limit: %w", err)
+	}
+	if o.MemoryLimit != 0 && f.inProcess {
+		return o, fmt.Errorf("--memory-limit %s is the coordinator process's: it does not go with --in-process", f.memoryLimit)
+	}
 	if f.clients < 1 || f.params < 1 || f.rounds < 1 {
 		return o, fmt.Errorf("--clients, --params and --rounds must be at least 1, got %d, %d and %d", f.clients, f.params, f.rounds)
 	}
@@ -119,7 +132,16 @@ func benchFedChildCommand(s fedbench.Settings, cpuProfile string) ([]string, err
 		return nil, fmt.Errorf("finding the veil binary to start the coordinator: %w", err)
 	}
 	return []string{self, "bench", "fed", "--serve-coordinator", s.Dir, "--serve-tls=" + strconv.FormatBool(s.TLS),
-		"--clients", strconv.Itoa(s.Clients), "--params", strconv.Itoa(s.Params), "--rounds", strconv.Itoa(s.Rounds), "--cpuprofile", cpuProfile}, nil
+		"--clients", strconv.Itoa(s.Clients), "--params", strconv.Itoa(s.Params), "--rounds", strconv.Itoa(s.Rounds), "--cpuprofile", cpuProfile,
+		"--memory-limit", childMemoryLimit(s.MemoryLimit)}, nil
+}
+
+// childMemoryLimit is --memory-limit's value for a limit of n bytes.
+func childMemoryLimit(n int64) string {
+	if n == 0 {
+		return "off"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func runBenchFed(ctx context.Context, e *env, f *benchFedFlags) error {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,12 +49,39 @@ func TestBenchFedInProcess(t *testing.T) {
 }
 
 func TestBenchFedRefusesBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--tls", "maybe"}, {"--clients", "0"}, {"--params", "-1"}} {
+	for _, args := range [][]string{{"--tls", "maybe"}, {"--clients", "0"}, {"--params", "-1"},
+		{"--memory-limit", "lots"}, {"--memory-limit", "8MiB"}, {"--memory-limit", "64MiB", "--in-process"}} {
 		var out, errb bytes.Buffer
 		if code := Main(append([]string{"bench", "fed"}, args...), strings.NewReader(""), &out, &errb); code == 0 {
 			t.Errorf("%v: exit 0", args)
 		} else if !strings.Contains(errb.String(), args[0]) {
 			t.Errorf("%v: the error %q does not name the flag", args, errb.String())
+		}
+	}
+}
+
+// TestBenchFedChildGetsMemoryLimit checks that --memory-limit reaches the
+// coordinator child's command line, and off stays off.
+func TestBenchFedChildGetsMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		want int64
+		arg  string
+	}{{"128MiB", 128 << 20, "134217728"}, {"off", 0, "off"}} {
+		f := &benchFedFlags{clients: 2, params: 10, rounds: 1, tls: "on", memoryLimit: c.flag}
+		o, err := f.runOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.MemoryLimit != c.want {
+			t.Errorf("--memory-limit %s: RunOptions.MemoryLimit %d, want %d", c.flag, o.MemoryLimit, c.want)
+		}
+		argv, err := o.ChildCommand(fedbench.Settings{Clients: 2, Params: 10, Rounds: 1, Dir: t.TempDir(), MemoryLimit: o.MemoryLimit}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.Index(argv, "--memory-limit"); i < 0 || i+1 >= len(argv) || argv[i+1] != c.arg {
+			t.Errorf("--memory-limit %s: the child's command line %q lacks --memory-limit %s", c.flag, argv, c.arg)
 		}
 	}
 }

@@ -48,6 +48,7 @@ type coordinatorFlags struct {
 	config              string
 	logLevel, logFormat string
 	json                bool
+	memoryLimit         string
 	// describers, if set, replace the face networks of --eval-data (tests).
 	describers *training.Describers
 }
@@ -256,6 +257,7 @@ func coordinatorCmd(e *env) (*cobra.Command, *coordinatorFlags) {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.BoolVar(&f.json, "json", false, "print the run's summary as JSON")
+	fl.StringVar(&f.memoryLimit, "memory-limit", "off", memoryLimitHelp)
 	return cmd, f
 }
 
@@ -356,6 +358,9 @@ type coordinatorSummary struct {
 func runFedCoordinator(ctx context.Context, e *env, f *coordinatorFlags) error {
 	log, err := newLogger(e, f.logLevel, f.logFormat)
 	if err != nil {
+		return err
+	}
+	if err := applyMemoryLimit(f.memoryLimit); err != nil {
 		return err
 	}
 	o := ops.CoordinatorOptions{Config: f.cfg, Logger: log, Evaluation: func(features string) (training.Describers, *engine.Engine, error) {
