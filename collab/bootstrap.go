@@ -119,6 +119,8 @@ type BootstrapReport struct {
 	Examples int `json:"examples"`
 	Units    int `json:"units"`
 	Steps    int `json:"steps"`
+	// Epochs is the number of passes over the data.
+	Epochs int `json:"epochs"`
 	// Epsilon is ε per unit at Delta (0 without DP); NoiseMultiplier σ.
 	Epsilon         float64 `json:"epsilon"`
 	Delta           float64 `json:"delta"`
@@ -202,7 +204,7 @@ func bootstrap(ctx context.Context, ψ *Psi, data *Tagged, o BootstrapOptions) (
 		return nil, nil, err
 	}
 	topts := train.Options{Optimizer: "adam", LearningRate: o.LearningRate, MicroBatch: o.Batch, Seed: o.Seed, Engine: o.Engine}
-	rep := &BootstrapReport{Examples: data.Len(), Units: data.Units}
+	rep := &BootstrapReport{Examples: data.Len(), Units: data.Units, Epochs: o.Epochs}
 	if d := o.DP; d != nil {
 		if d.MaxPerUnit == 0 {
 			d2 := *d

@@ -165,6 +165,15 @@ type MethodReport struct {
 	// the method shares (0: nothing leaves the library; null: shared
 	// without a DP bound).
 	EpsilonPerUser *float64 `json:"epsilon_per_user"`
+	// BytesPerUser is what one user's device would send and receive if
+	// the method ran federated as built, in the federation's plaintext
+	// weights encoding (WireBytes; secure aggregation's masking adds
+	// about 3%): for ψ's bootstrapping one FedAvg round per epoch, each
+	// ψ's download and its update's upload (BootstrapBytes); for W₀ its
+	// private exchange's steps, each V₀'s gradient up and V₀ down
+	// (W0Bytes), on top of ψ's; 0 for methods that share nothing; null
+	// for shared_w0 without DP, whose MT-LMNN fit has no federated form.
+	BytesPerUser *int64 `json:"bytes_per_user"`
 	// LibraryGoal is the same at the setting chosen by LibraryGoal.
 	LibraryGoal Figures `json:"library_goal"`
 }
@@ -603,10 +612,12 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 	if err := addHeld("plain", plain, &zero); err != nil {
 		return nil, err
 	}
+	rep.Methods["plain"].BytesPerUser = new(int64)
 	t1 := time.Now()
 	if err := addOwn("local_lmnn", plain, &zero); err != nil {
 		return nil, err
 	}
+	rep.Methods["local_lmnn"].BytesPerUser = new(int64)
 	wall["local_lmnn"] = time.Since(t1).Seconds()
 
 	// Bootstrapping ψ on the pooled hashed-tag data.
@@ -644,6 +655,11 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 	if err := addHeld("shared_bootstrap", sb, eps); err != nil {
 		return nil, err
 	}
+	psiBytes, err := BootstrapBytes(ψ, br.Epochs)
+	if err != nil {
+		return nil, err
+	}
+	rep.Methods["shared_bootstrap"].BytesPerUser = &psiBytes
 
 	// Tuning: MT-LMNN over the training users on ψ's output, W₀ kept;
 	// under DP by the private exchange, charged to the same ledgers.
@@ -673,9 +689,18 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 	if err := addHeld("shared_w0", sw, w0eps); err != nil {
 		return nil, err
 	}
+	if rep.W0 != nil {
+		b, err := W0Bytes(ψ.Options().Out, rep.W0.Steps)
+		if err != nil {
+			return nil, err
+		}
+		b += psiBytes
+		rep.Methods["shared_w0"].BytesPerUser = &b
+	}
 	if err := addOwn("per_user_metric", sb, eps); err != nil {
 		return nil, err
 	}
+	rep.Methods["per_user_metric"].BytesPerUser = &psiBytes
 	if train.Public != nil && test.Public != nil {
 		if err := runPublic(ctx, rep, users, held, &o); err != nil {
 			return nil, err
@@ -806,6 +831,7 @@ func runPublic(ctx context.Context, rep *Report, users, held []*Library, o *Opti
 	if err := heldPub("public_plain", nil, &zero); err != nil {
 		return err
 	}
+	rep.Methods["public_plain"].BytesPerUser = new(int64)
 	ψ, err := NewPsi(PsiOptions{Dim: data.Dim, Out: o.PublicOut, Hidden: o.PublicHidden, Seed: o.Seed})
 	if err != nil {
 		return err
@@ -828,7 +854,15 @@ func runPublic(ctx context.Context, rep *Report, users, held []*Library, o *Opti
 		e := br.Epsilon
 		eps = &e
 	}
-	return heldPub("shared_bootstrap_public", ψ.Apply, eps)
+	if err := heldPub("shared_bootstrap_public", ψ.Apply, eps); err != nil {
+		return err
+	}
+	b, err := BootstrapBytes(ψ, br.Epochs)
+	if err != nil {
+		return err
+	}
+	rep.Methods["shared_bootstrap_public"].BytesPerUser = &b
+	return nil
 }
 
 func userID(u int) string { return "user-" + strconv.Itoa(u) }

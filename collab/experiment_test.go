@@ -122,6 +122,17 @@ func TestRunReportsEveryMethod(t *testing.T) {
 	if rep.Methods["shared_bootstrap"].EpsilonPerUser != nil {
 		t.Fatal("bootstrapping without DP reported an ε")
 	}
+	// Bytes per user (TestWireBytesHandComputed): ψ 128→128 is 66,124
+	// bytes a message, 2 epochs → 2 rounds of a download and an upload;
+	// W₀ without DP has no federated form (null).
+	for m, want := range map[string]int64{"plain": 0, "local_lmnn": 0, "shared_bootstrap": 4 * 66124, "per_user_metric": 4 * 66124} {
+		if b := rep.Methods[m].BytesPerUser; b == nil || *b != want {
+			t.Errorf("%s: bytes per user %v, want %d", m, b, want)
+		}
+	}
+	if b := rep.Methods["shared_w0"].BytesPerUser; b != nil {
+		t.Errorf("shared_w0 without DP: bytes per user %d, want null", *b)
+	}
 	if rep.Methods["local_lmnn"].Fitted[0] != 0 {
 		t.Fatal("a library with one name per person learned a metric")
 	}
@@ -220,6 +231,14 @@ func TestRunUnderDPChargesW0(t *testing.T) {
 	}
 	if e := rep.Methods["shared_bootstrap_public"].EpsilonPerUser; e == nil || *e > 4 {
 		t.Fatalf("ψ on public features: ε %v", e)
+	}
+	// ψ 128→128: 66,124 bytes a message; W₀'s 3 steps of 65,591 each
+	// way; ψ 24→8 on public features: 872 a message; 2 epochs each.
+	for m, want := range map[string]int64{"shared_bootstrap": 4 * 66124, "shared_w0": 4*66124 + 6*65591,
+		"per_user_metric": 4 * 66124, "public_plain": 0, "shared_bootstrap_public": 4 * 872} {
+		if b := rep.Methods[m].BytesPerUser; b == nil || *b != want {
+			t.Errorf("%s: bytes per user %v, want %d", m, b, want)
+		}
 	}
 	o.Budget = 4.5
 	if _, err := Run(context.Background(), train, test, o); err == nil || !strings.Contains(err.Error(), "W₀") {
