@@ -65,3 +65,31 @@ func TestWireBytesHandComputed(t *testing.T) {
 		t.Error("negative epochs accepted")
 	}
 }
+
+// TestDefaultExperimentBytesPerUser computes veil bench collab's default
+// experiment's bytes per user from its settings (ψ linear on the 128-d
+// descriptor and 20 epochs; W₀'s exchange 20 steps; ψ on public features
+// 2,048 → 256 → 128, 20 epochs): the figures docs/results.md quotes.
+func TestDefaultExperimentBytesPerUser(t *testing.T) {
+	o := W0DP{Epsilon: 8, Delta: 1e-5}
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	psi, _ := NewPsi(PsiOptions{})
+	pub, _ := NewPsi(PsiOptions{Dim: 2048, Hidden: 256, Out: 128})
+	boot, _ := BootstrapBytes(psi, 20)
+	w0, _ := W0Bytes(128, o.Steps)
+	bootPub, _ := BootstrapBytes(pub, 20)
+	for _, c := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"shared_bootstrap", boot, 2_644_960},
+		{"shared_w0", boot + w0, 5_268_600},
+		{"shared_bootstrap_public", bootPub, 89_194_920},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %d bytes per user, want %d", c.name, c.got, c.want)
+		}
+	}
+}
