@@ -64,4 +64,22 @@
 // development test identities, who never train, with the library's
 // suggestion rule (tagging/match) and thresholds chosen on the training
 // users only.
+//
+// # Bytes per user
+//
+// Each method's report gives, beside its ε per user, the bytes one user's
+// device would send and receive if the method ran federated as built
+// (MethodReport.BytesPerUser): ψ's bootstrapping as FedAvg rounds of one
+// local epoch (tagging/fedjoin trains whole epochs per round), each round
+// ψ's download and its update's upload; W₀'s private exchange as its
+// steps, each V₀'s clipped gradient up and the stepped V₀ down. Sizes are
+// those of the federation's weights encoding (WireBytes: package
+// fed/wire's header protobuf and 4 bytes per value, computed here since
+// collab imports nothing of the federation, and checked against fed/wire
+// in a test of cmd/veil/cli). They count the plaintext encoding: the chunk
+// and gRPC framing and TLS are left out, and secure aggregation's masking
+// adds to the uploads (docs/results.md measured 1.029× the plaintext for
+// a 557,824-value head, mostly secagg/quant's padding to a multiple of its
+// block; ψ's 16,512 values pad to 32,768, so its masked upload would be
+// about 2× the plaintext: computed, not measured).
 package collab

@@ -45,7 +45,18 @@ photos): the main figures at precision ≥ 99.5% with no more strangers
 suggested than plain descriptors at the library's thresholds (plain_defaults:
 today's suggestions); library_goal at veil bench tagging --tune's criterion
 (precision ≥ 98%, strangers < 5%). A user's own metric carries its base
-space's threshold over, as veil library learn does.`
+space's threshold over, as veil library learn does.
+
+Each method also reports epsilon_per_user (ε per person of a user's library,
+as the user's ledger holds it; null: shared without a DP bound) and
+bytes_per_user: what one user's device would send and receive if the method
+ran federated as built, in the federation's plaintext weights encoding
+(header and float32 payload; secure aggregation's masking adds to the
+uploads): ψ's bootstrapping as one round per epoch, each ψ's download and its
+update's upload; W₀'s private exchange as its --w0-steps, each V₀'s gradient
+up and V₀ down, on top of ψ's; 0 for methods that share nothing; null for W₀
+without DP, whose MT-LMNN fit has no federated form. wall_s gives each
+stage's time in seconds.`
 
 // benchCollabFlags are veil bench collab's flags besides the experiment's
 // options.
