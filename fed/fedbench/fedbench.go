@@ -135,6 +135,10 @@ type Settings struct {
 	TLS bool
 	// Dir holds the certificates (from Prepare) and the state file.
 	Dir string
+	// SecAgg is the rounds' secure aggregation: "off" (or "", each update
+	// in plaintext) or "masking" (the real clients' secure round; needs
+	// TLS and at least 3 clients; see driveSecure).
+	SecAgg string
 	// CoordinatorCPU, if set, returns the processor time the coordinator
 	// has used so far: Drive reads it at each submission phase's start
 	// and end (DriveReport.CoordinatorSubmitCPUSeconds). Drive only.
@@ -161,7 +165,7 @@ func (s *Settings) validate() error {
 	if s.Dir == "" {
 		return errors.New("fedbench: a working folder is required")
 	}
-	return nil
+	return s.validateSecAgg()
 }
 
 // The DP the simulated clients state (the coordinator charges their
@@ -255,11 +259,15 @@ func Serve(ctx context.Context, s Settings, listen string, ready func(addr strin
 	init := layout.Clone()
 	fill(init, 1, 0.01)
 	obs := &observer{}
+	sec, err := secAggOptions(s)
+	if err != nil {
+		return nil, err
+	}
 	state := filepath.Join(s.Dir, fmt.Sprintf("bench-%d.db", time.Now().UnixNano()))
 	co, err := coord.New(coord.Options{StatePath: state, Init: init, Strategy: strategy.Options{Name: "fedavg", DP: true},
 		Rounds: s.Rounds, Fraction: 1, MinAvailable: s.Clients, MinUpdates: s.Clients, RoundTimeout: 30 * time.Minute,
 		Task:          coord.Task{LocalEpochs: 1, LearningRate: 0.01, Batch: 32, DP: benchDP},
-		MaxUpdateNorm: 1e9, Available: 10 * time.Minute, Metrics: obs})
+		MaxUpdateNorm: 1e9, Available: 10 * time.Minute, Metrics: obs, SecAgg: sec})
 	if err != nil {
 		return nil, err
 	}
@@ -356,8 +364,16 @@ type DriveReport struct {
 	// during the submission phases, summed over rounds (0 without
 	// Settings.CoordinatorCPU).
 	CoordinatorSubmitCPUSeconds float64 `json:"coordinator_submit_cpu_s,omitempty"`
-	// Phases are each round's instants as the clients saw them.
+	// Phases are each round's instants as the clients saw them (none
+	// with masking).
 	Phases []DrivePhases `json:"phases"`
+	// SecAgg is "masking" for a run of masking rounds (driveSecure):
+	// there, ClientSubmitCPUSeconds, CoordinatorSubmitCPUSeconds and
+	// BytesPerUpdate cover the whole run (enrolment, downloads, every
+	// phase), and RunSeconds is its wall time.
+	SecAgg       string  `json:"secagg,omitempty"`
+	SparseGraphs bool    `json:"sparse_graphs,omitempty"`
+	RunSeconds   float64 `json:"run_s,omitempty"`
 }
 
 // DrivePhases are one round's instants at the clients, in Unix
@@ -459,6 +475,9 @@ func Drive(ctx context.Context, s Settings, addr string) (*DriveReport, error) {
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
 		return nil, err
+	}
+	if s.SecAgg == SecAggMasking {
+		return driveSecure(ctx, s, addr, layout, binary.LittleEndian.Uint64(seed[:]))
 	}
 	type update struct {
 		header *fedpb.WeightsHeader

@@ -62,6 +62,16 @@ type Result struct {
 	// MemoryLimitMiB is the coordinator child's soft memory limit
 	// (Settings.MemoryLimit; absent: none, the Go runtime's pacing).
 	MemoryLimitMiB float64 `json:"coordinator_memory_limit_mib,omitempty"`
+	// RoundUpdatesPerS is the updates over the rounds' summed wall time
+	// at the coordinator (start to close): the figure comparable between
+	// plaintext and masking rounds.
+	RoundUpdatesPerS float64 `json:"round_updates_per_s"`
+	// SecAgg is the rounds' secure aggregation (off or masking);
+	// SparseGraphs says the clients accepted a sparse masking graph
+	// (client.SecAggPolicy.SparseGraphs), which real clients refuse by
+	// default.
+	SecAgg       string `json:"secagg"`
+	SparseGraphs bool   `json:"sparse_graphs,omitempty"`
 }
 
 // Report is veil bench fed's JSON: the last run's fields at the top level
@@ -93,6 +103,9 @@ type RunOptions struct {
 	// TLS lists the runs, in order: false without TLS, true with mutual
 	// TLS. With {false, true} the report holds TLS's cost as ratios.
 	TLS []bool
+	// SecAgg is every run's Settings.SecAgg ("off", "" or "masking":
+	// masking needs every run with TLS and at least 3 clients).
+	SecAgg string
 	// InProcess runs the coordinator in this process (the peak resident
 	// set is then the whole process's, clients included); otherwise it
 	// runs in a child process started with ChildCommand.
@@ -122,6 +135,12 @@ func (o *RunOptions) validate() error {
 	if o.InProcess && o.MemoryLimit != 0 {
 		return errors.New("fedbench: a memory limit is the coordinator child's: it does not go with InProcess")
 	}
+	for _, tls := range o.TLS {
+		s := Settings{Clients: o.Clients, TLS: tls, SecAgg: o.SecAgg}
+		if err := s.validateSecAgg(); err != nil {
+			return err
+		}
+	}
 	if !o.InProcess && o.ChildCommand == nil {
 		return errors.New("fedbench: a coordinator child needs RunOptions.ChildCommand")
 	}
@@ -145,7 +164,7 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	}
 	rep := &Report{LoadAverage: load1()}
 	for _, tls := range o.TLS {
-		s := Settings{Clients: o.Clients, Params: o.Params, Rounds: o.Rounds, TLS: tls, Dir: pkiDir, MemoryLimit: o.MemoryLimit}
+		s := Settings{Clients: o.Clients, Params: o.Params, Rounds: o.Rounds, TLS: tls, Dir: pkiDir, MemoryLimit: o.MemoryLimit, SecAgg: o.SecAgg}
 		var r Result
 		if o.InProcess {
 			r, err = InProcess(ctx, s)
@@ -177,9 +196,16 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 
 // ResultOf combines what the two halves measured.
 func ResultOf(s Settings, sr *ServeReport, dr *DriveReport) Result {
-	return Result{Clients: s.Clients, Params: s.Params, UpdatesPerS: dr.UpdatesPerSecond, RoundS: mean(sr.RoundSeconds),
+	if dr.SecAgg == SecAggMasking {
+		return secureResultOf(s, sr, dr)
+	}
+	r := Result{Clients: s.Clients, Params: s.Params, UpdatesPerS: dr.UpdatesPerSecond, SecAgg: SecAggOff, RoundS: mean(sr.RoundSeconds),
 		BytesPerUpdate: dr.BytesPerUpdate, TLS: s.TLS, Rounds: s.Rounds, PayloadBytes: dr.PayloadBytes, SubmitS: mean(dr.SubmitSeconds),
 		DownloadS: mean(dr.DownloadSeconds), AggregateS: mean(sr.AggregateSeconds), Split: SplitOf(sr, dr)}
+	if total := r.RoundS * float64(len(sr.RoundSeconds)); total > 0 {
+		r.RoundUpdatesPerS = float64(dr.Updates) / total
+	}
+	return r
 }
 
 func mean(v []float64) float64 {
