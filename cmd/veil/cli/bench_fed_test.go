@@ -50,7 +50,8 @@ func TestBenchFedInProcess(t *testing.T) {
 
 func TestBenchFedRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--tls", "maybe"}, {"--clients", "0"}, {"--params", "-1"},
-		{"--memory-limit", "lots"}, {"--memory-limit", "8MiB"}, {"--memory-limit", "64MiB", "--in-process"}} {
+		{"--memory-limit", "lots"}, {"--memory-limit", "8MiB"}, {"--memory-limit", "64MiB", "--in-process"},
+		{"--secagg", "dphe", "--tls", "on"}, {"--secagg", "masking"}, {"--secagg", "masking", "--tls", "off"}} {
 		var out, errb bytes.Buffer
 		if code := Main(append([]string{"bench", "fed"}, args...), strings.NewReader(""), &out, &errb); code == 0 {
 			t.Errorf("%v: exit 0", args)
@@ -83,5 +84,22 @@ func TestBenchFedChildGetsMemoryLimit(t *testing.T) {
 		if i := slices.Index(argv, "--memory-limit"); i < 0 || i+1 >= len(argv) || argv[i+1] != c.arg {
 			t.Errorf("--memory-limit %s: the child's command line %q lacks --memory-limit %s", c.flag, argv, c.arg)
 		}
+	}
+}
+
+// --secagg masking, in a coordinator child, with the real clients'
+// secure round.
+func TestBenchFedMasking(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"bench", "fed", "--clients", "3", "--params", "1000", "--rounds", "2", "--tls", "on", "--secagg", "masking", "--json"}
+	if code := Main(args, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r fedbench.Result
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.SecAgg != "masking" || !r.TLS || r.Clients != 3 || r.Rounds != 2 || !(r.UpdatesPerS > 0) || !(r.RoundS > 0) || r.BytesPerUpdate < 4000 {
+		t.Errorf("%+v", r)
 	}
 }
