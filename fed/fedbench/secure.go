@@ -145,7 +145,7 @@ func driveSecure(ctx context.Context, s Settings, addr string, layout wire.Weigh
 		dir := filepath.Join(s.Dir, "clients", name)
 		c, err := client.New(client.Options{Addr: addr, ServerName: "localhost", Name: name, Identity: id, Policy: pol,
 			Creds: countingCreds{TransportCredentials: credentials.NewTLS(pki.ClientTLS(id, "localhost")), n: &written},
-			Dir: dir, LedgerDir: filepath.Join(dir, "ledgers"), DataSet: name, Trainer: fixedTrainer{update: updates[i%distinct]},
+			Dir:   dir, LedgerDir: filepath.Join(dir, "ledgers"), DataSet: name, Trainer: fixedTrainer{update: updates[i%distinct]},
 			MaxModelBytes: uint64(8*layout.Len() + 1<<20),
 			Progress: func(ev string) {
 				if isAccepted(ev) {

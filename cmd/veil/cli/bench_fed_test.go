@@ -87,11 +87,11 @@ func TestBenchFedChildGetsMemoryLimit(t *testing.T) {
 	}
 }
 
-// --secagg masking, in a coordinator child, with the real clients'
+// --secagg masking, in process, with the real clients'
 // secure round.
 func TestBenchFedMasking(t *testing.T) {
 	var out, errb bytes.Buffer
-	args := []string{"bench", "fed", "--clients", "3", "--params", "1000", "--rounds", "2", "--tls", "on", "--secagg", "masking", "--json"}
+	args := []string{"bench", "fed", "--clients", "3", "--params", "1000", "--rounds", "2", "--tls", "on", "--secagg", "masking", "--in-process", "--json"}
 	if code := Main(args, strings.NewReader(""), &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
