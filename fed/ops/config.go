@@ -56,6 +56,8 @@ type Config struct {
 	Momentum  float64  `json:"momentum"`
 	Rounds    int      `json:"rounds"`
 	Fraction  float64  `json:"fraction"`
+	// MinAvail is the clients a round waits for (0: 3 under --secagg
+	// masking, which needs rounds of at least 3 clients, else 2).
 	MinAvail  int      `json:"min-available"`
 	MinUpdate int      `json:"min-updates"`
 	Deadline  Duration `json:"deadline"`
@@ -84,7 +86,9 @@ type Config struct {
 	// SecAgg is the rounds' secure aggregation: "masking" (SecAgg+
 	// masking: the coordinator sees only the sum of at least
 	// SecAggThreshold clients' quantised updates), "off" (each update in
-	// plaintext) or "dphe"; "" is masking under DDP, else off. SecAggMinHonest is T, SecAggDegree k and SecAggThreshold
+	// plaintext) or "dphe"; "" is masking under DP with a strategy masking
+	// serves (fedavg, fedsgd, fedbuff), else off (see secAggDefault).
+	// SecAggMinHonest is T, SecAggDegree k and SecAggThreshold
 	// t (0: the defaults of coord.SecAggOptions), SecAggPhase the
 	// deadline of each key, share and unmasking phase (0: --deadline/6).
 	SecAgg          string   `json:"secagg"`
@@ -118,6 +122,10 @@ type Config struct {
 
 	// DDPConfig are the distributed DP-SGD settings (--ddp).
 	DDPConfig
+
+	// secAggDefaulted records that SecAgg was left to its default, so
+	// that an error about masking says how to ask for plaintext.
+	secAggDefaulted bool
 }
 
 // Duration is a time.Duration written in JSON as Go's duration text
@@ -144,7 +152,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // DefaultConfig returns the defaults of veil fed coordinator.
 func DefaultConfig() Config {
 	return Config{
-		Listen: "127.0.0.1:7443", Name: "coordinator", CentreCount: 512, Strategy: "fedavg", EASGDBeta: 0.5, EASGDPeriod: 16, FedBuffSize: 4, MaxStaleness: 16, Rounds: 10, Fraction: 1, MinAvail: 2, MinUpdate: 2,
+		Listen: "127.0.0.1:7443", Name: "coordinator", CentreCount: 512, Strategy: "fedavg", EASGDBeta: 0.5, EASGDPeriod: 16, FedBuffSize: 4, MaxStaleness: 16, Rounds: 10, Fraction: 1, MinUpdate: 2,
 		Deadline: Duration(10 * time.Minute), Available: Duration(30 * time.Second), Linger: Duration(10 * time.Second),
 		StreamIdle: Duration(coord.DefaultStreamIdle), ReceiveBudgetMiB: coord.DefaultReceiveBudget >> 20,
 		LocalEpochs: 1, LR: 0.01, Batch: 32, DP: true, Clip: 1, Delta: 1e-5, Unit: "identity", MaxUpdateNorm: 100,
@@ -300,7 +308,8 @@ func (c *Config) check() error {
 	case c.SecAgg == "dphe" && (c.DPHECount < 1 || !(c.DPHESelectionEpsilon > 0) || !(c.DPHEThreshold >= 0)):
 		return fmt.Errorf("--secagg dphe needs --dphe-count ≥ 1, --dphe-selection-epsilon > 0 and --dphe-threshold ≥ 0, got %d, %g and %g", c.DPHECount, c.DPHESelectionEpsilon, c.DPHEThreshold)
 	case c.SecAgg == "masking" && !c.asyncStrategy() && c.MinAvail < 3:
-		return fmt.Errorf("--secagg masking needs rounds of at least 3 clients: --min-available is %d", c.MinAvail)
+		return fmt.Errorf("--secagg masking%s needs rounds of at least 3 clients: --min-available is %d; pass --min-available 3 or more%s",
+			c.secAggDefaultNote(), c.MinAvail, c.secAggOffHint())
 	case c.SecAgg == "masking" && !(c.SecAggMinHonest >= 2 && (c.asyncStrategy() || c.SecAggMinHonest <= c.MinUpdate)):
 		return fmt.Errorf("--secagg-min-honest must be in [2, --min-updates = %d], got %d", c.MinUpdate, c.SecAggMinHonest)
 	case c.SecAggDegree < 0 || c.SecAggThreshold < 0 || c.SecAggPhase < 0:

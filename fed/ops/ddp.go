@@ -50,18 +50,6 @@ func DefaultDDPConfig() DDPConfig {
 	return DDPConfig{DDPMaxClients: 64, DDPOptimizer: "adam", DDPLR: 0.002, DDPWeightDecay: 5e-4, DDPEMA: 0.95}
 }
 
-// secAggDefault is --secagg's value when it is not given: masking under
-// distributed DP-SGD (which needs it), else off.
-func (c *Config) secAggDefault() {
-	if c.SecAgg != "" {
-		return
-	}
-	c.SecAgg = "off"
-	if c.DDP {
-		c.SecAgg = "masking"
-	}
-}
-
 // checkDDP checks the distributed DP-SGD settings in the words of the
 // flags.
 func (c *Config) checkDDP() error {

@@ -113,7 +113,8 @@ nothing for --stream-idle is ended; the buffers of updates being received
 take at most --receive-budget-mib over all streams (beyond it a stream
 waits, until its round's deadline).
 
-Secure aggregation: with --secagg masking (SecAgg+ masking) the
+Secure aggregation: with --secagg masking (SecAgg+ masking; the default
+under --dp, which is the default, with fedavg, fedsgd and fedbuff) the
 coordinator never sees an update in plaintext: it sees each client's
 signed key advert, its encrypted shares for its neighbours, a masked
 vector that alone is pseudorandom, and its unmasking shares, and it learns
@@ -122,7 +123,7 @@ surviving clients (at least --secagg-threshold of them; a round with
 fewer is abandoned without unmasking anything), which it decodes and
 averages. It cannot check an update's norm: each client clips it to
 --max-update-norm when it quantises. Rounds need at least 3 clients
-(--min-available); clients must hold their federation certificates'
+(--min-available, which defaults to 3 under masking); clients must hold their federation certificates'
 keys (they sign their adverts) and --secagg-min-honest is the T the
 clients' policies are checked against (a client refuses a threshold
 below its own T). Each phase (keys, shares, unmasking) has --secagg-phase
@@ -134,8 +135,9 @@ noise (--noise-multiplier, > 0) and a DP selection of at most --dphe-count
 blocks, charged to its own ledger, and encrypts it; the coordinator
 multiplies the ciphertexts and receives from the key generator only the
 sum of at least 3 clients (a round with fewer decrypts nothing). With
---secagg off (the default without --ddp) the coordinator receives each
-client's clipped, noised update in plaintext.
+--secagg off (the default only with --dp=false and with --strategy easgd,
+which cannot be masked; otherwise it must be asked for) the coordinator
+receives each client's clipped, noised update in plaintext.
 
 Asynchronous strategies: with --strategy easgd or fedbuff there are no
 rounds. Each client asks for an exchange when it is ready, trains on the
@@ -160,8 +162,10 @@ buffer as one masking round over --fedbuff-size K clients (K at least 3
 and at least the threshold t): the coordinator sees only the buffer's
 sum; buffers run one after another, so every update has staleness 0, and
 a buffer left with fewer than t survivors is abandoned, unrevealed.
-EASGD is refused with --secagg (each elastic exchange needs the client's
-own parameters in plaintext), as are --secagg dphe and --thin-p with it.
+EASGD is refused with --secagg masking (each elastic exchange needs the
+client's own parameters in plaintext), so --strategy easgd defaults to
+--secagg off; --secagg dphe is refused with both, and --thin-p with masking
+(pass --secagg off with it).
 
 Distributed DP-SGD (--ddp): each round is one step of central DP-SGD over
 the people of all the clients, instead of FedAvg of local training. Each
@@ -275,7 +279,7 @@ func registerRoundFlags(fl *pflag.FlagSet, c *ops.Config) {
 	fl.Float64Var(&c.Momentum, "momentum", 0, "FedSGD's server momentum in [0, 1)")
 	fl.IntVar(&c.Rounds, "rounds", c.Rounds, "rounds to run (done or failed)")
 	fl.Float64Var(&c.Fraction, "fraction", c.Fraction, "fraction of the available clients selected per round, in (0, 1]")
-	fl.IntVar(&c.MinAvail, "min-available", c.MinAvail, "clients that must be available before a round starts")
+	fl.IntVar(&c.MinAvail, "min-available", c.MinAvail, "clients that must be available before a round starts (0: 3 under --secagg masking, which needs rounds of at least 3, else 2)")
 	fl.IntVar(&c.MinUpdate, "min-updates", c.MinUpdate, "accepted updates a round needs by its deadline")
 	fl.DurationVar((*time.Duration)(&c.Deadline), "deadline", time.Duration(c.Deadline), "a round's deadline after its start")
 	fl.DurationVar((*time.Duration)(&c.Available), "available", time.Duration(c.Available), "a client counts as available if it polled this recently")
@@ -293,7 +297,7 @@ func registerRoundFlags(fl *pflag.FlagSet, c *ops.Config) {
 	fl.StringVar(&c.Unit, "privacy-unit", c.Unit, "privacy unit: identity (all of a person's images) or example (one image)")
 	fl.Float64Var(&c.NoiseMultiplier, "noise-multiplier", 0, "least DP-SGD noise multiplier σ (0: each client calibrates σ to its budget)")
 	fl.Float64Var(&c.MaxUpdateNorm, "max-update-norm", c.MaxUpdateNorm, "refuse updates whose L2 norm is above this (with --secagg masking: clients clip to it)")
-	fl.StringVar(&c.SecAgg, "secagg", c.SecAgg, "secure aggregation: masking (the coordinator sees only sums of at least t clients' updates), dphe (the key generator decrypts only sums of at least 3 clients' encrypted, noised, sparse updates) or off (each update in plaintext); default: masking with --ddp (which needs it), else off")
+	fl.StringVar(&c.SecAgg, "secagg", c.SecAgg, "secure aggregation: masking (the coordinator sees only sums of at least t clients' updates), dphe (the key generator decrypts only sums of at least 3 clients' encrypted, noised, sparse updates) or off (each update in plaintext); default: masking under --dp (the default) or --ddp with fedavg, fedsgd or fedbuff, so the coordinator sees only sums of at least t clients' updates; off with --dp=false, and with easgd, which cannot be masked")
 	fl.StringVar(&c.KeyGen, "keygen", "", "with --secagg dphe: the key generator's HOST:PORT (veil fed keygen)")
 	fl.StringVar(&c.KeyGenName, "keygen-name", c.KeyGenName, "with --secagg dphe: the name on the key generator's certificate (clients trust only the name their owner configured)")
 	fl.IntVar(&c.DPHECount, "dphe-count", c.DPHECount, "with --secagg dphe: the most blocks of coordinates each client's DP selection sends")
