@@ -28,11 +28,10 @@ func (c *Config) asyncOptions() (*coord.AsyncOptions, error) {
 	case c.SecAgg == "masking" && c.Strategy == coord.AsyncEASGD:
 		return nil, errors.New("--strategy easgd cannot run with --secagg masking: each elastic exchange moves the centre by β(x − x̃) with one client's own parameters x, so the coordinator must see every client's x in plaintext; use --strategy fedbuff with --secagg masking, or --secagg off")
 	case c.SecAgg == "masking" && c.FedBuffSize < 3:
-		return nil, fmt.Errorf("--secagg masking%s aggregates each FedBuff buffer as one masking round of --fedbuff-size clients, which must be at least 3 (and at least the threshold t): got %d%s",
-			c.secAggDefaultNote(), c.FedBuffSize, c.secAggOffHint())
+		return nil, fmt.Errorf("--secagg masking aggregates each FedBuff buffer as one masking round of --fedbuff-size clients, which must be at least 3 (and at least the threshold t): got %d%s",
+			c.FedBuffSize, secAggOffHint)
 	case c.SecAgg == "masking" && c.ThinP != 0:
-		return nil, fmt.Errorf("--thin-p is not supported with --secagg masking%s: each client would be served a different sub-model, which a buffer's masked sum cannot merge%s",
-			c.secAggDefaultNote(), c.secAggOffHint())
+		return nil, fmt.Errorf("--thin-p is not supported with --secagg masking: each client would be served a different sub-model, which a buffer's masked sum cannot merge%s", secAggOffHint)
 	case c.Momentum != 0:
 		return nil, fmt.Errorf("--momentum is for --strategy fedsgd, not %s", c.Strategy)
 	case c.MaxStaleness < 0:

@@ -50,12 +50,12 @@ type Config struct {
 	// Name is the coordinator certificate's name in PKI.
 	Name string `json:"name"`
 
-	Strategy  string   `json:"strategy"`
-	Weighting string   `json:"weighting"`
-	ServerLR  float64  `json:"server-lr"`
-	Momentum  float64  `json:"momentum"`
-	Rounds    int      `json:"rounds"`
-	Fraction  float64  `json:"fraction"`
+	Strategy  string  `json:"strategy"`
+	Weighting string  `json:"weighting"`
+	ServerLR  float64 `json:"server-lr"`
+	Momentum  float64 `json:"momentum"`
+	Rounds    int     `json:"rounds"`
+	Fraction  float64 `json:"fraction"`
 	// MinAvail is the clients a round waits for (0: 3 under --secagg
 	// masking, which needs rounds of at least 3 clients, else 2).
 	MinAvail  int      `json:"min-available"`
@@ -122,10 +122,6 @@ type Config struct {
 
 	// DDPConfig are the distributed DP-SGD settings (--ddp).
 	DDPConfig
-
-	// secAggDefaulted records that SecAgg was left to its default, so
-	// that an error about masking says how to ask for plaintext.
-	secAggDefaulted bool
 }
 
 // Duration is a time.Duration written in JSON as Go's duration text
@@ -308,8 +304,7 @@ func (c *Config) check() error {
 	case c.SecAgg == "dphe" && (c.DPHECount < 1 || !(c.DPHESelectionEpsilon > 0) || !(c.DPHEThreshold >= 0)):
 		return fmt.Errorf("--secagg dphe needs --dphe-count ≥ 1, --dphe-selection-epsilon > 0 and --dphe-threshold ≥ 0, got %d, %g and %g", c.DPHECount, c.DPHESelectionEpsilon, c.DPHEThreshold)
 	case c.SecAgg == "masking" && !c.asyncStrategy() && c.MinAvail < 3:
-		return fmt.Errorf("--secagg masking%s needs rounds of at least 3 clients: --min-available is %d; pass --min-available 3 or more%s",
-			c.secAggDefaultNote(), c.MinAvail, c.secAggOffHint())
+		return fmt.Errorf("--secagg masking needs rounds of at least 3 clients: --min-available is %d; pass --min-available 3 or more%s", c.MinAvail, secAggOffHint)
 	case c.SecAgg == "masking" && !(c.SecAggMinHonest >= 2 && (c.asyncStrategy() || c.SecAggMinHonest <= c.MinUpdate)):
 		return fmt.Errorf("--secagg-min-honest must be in [2, --min-updates = %d], got %d", c.MinUpdate, c.SecAggMinHonest)
 	case c.SecAggDegree < 0 || c.SecAggThreshold < 0 || c.SecAggPhase < 0:

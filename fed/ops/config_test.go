@@ -82,12 +82,13 @@ func TestConfigOptions(t *testing.T) {
 	if o.Task.DP == nil || o.Task.DP.GetClip() != 1 || o.Task.DP.GetPrivacyUnit() != "identity" || o.RoundTimeout != 10*time.Minute {
 		t.Fatalf("options %+v", o)
 	}
-	c.DP = false
-	if o, _ := c.Options(); o.Task.DP != nil {
-		t.Fatal("--dp=false still sets DP")
+	if o.SecAgg == nil || o.SecAgg.Mode != "masking" || o.MinAvailable != 3 {
+		t.Fatalf("by default (--dp) secure aggregation is %+v with --min-available %d, want masking over at least 3", o.SecAgg, o.MinAvailable)
 	}
-	if o.SecAgg != nil {
-		t.Fatal("secure aggregation is on by default")
+	c = ops.DefaultConfig()
+	c.State, c.DP = "s.db", false
+	if o, err := c.Options(); err != nil || o.Task.DP != nil || o.SecAgg != nil {
+		t.Fatalf("--dp=false: DP %v, secure aggregation %+v, %v; want neither", o.Task.DP, o.SecAgg, err)
 	}
 	c.SecAgg, c.MinAvail, c.SecAggPhase = "masking", 3, ops.Duration(time.Minute)
 	if o, err := c.Options(); err != nil || o.SecAgg == nil || o.SecAgg.Mode != "masking" || o.SecAgg.MinHonest != 2 || o.SecAgg.PhaseTimeout != time.Minute {
@@ -109,7 +110,9 @@ func TestConfigOptionsNameTheFlag(t *testing.T) {
 		{func(c *ops.Config) { c.Strategy = "fedprox" }, `--strategy "fedprox": want fedavg, fedsgd, easgd or fedbuff`},
 		{func(c *ops.Config) { c.Strategy, c.EASGDBeta = "easgd", 0 }, "--easgd-beta must be in (0, 1], got 0"},
 		{func(c *ops.Config) { c.Strategy, c.EASGDPeriod = "easgd", 0 }, "--easgd-period must be at least 1, got 0"},
-		{func(c *ops.Config) { c.Strategy, c.FedBuffSize = "fedbuff", 0 }, "--fedbuff-size must be at least 1, got 0"},
+		{func(c *ops.Config) { c.Strategy, c.SecAgg, c.FedBuffSize = "fedbuff", "off", 0 }, "--fedbuff-size must be at least 1, got 0"},
+		{func(c *ops.Config) { c.Strategy, c.FedBuffSize = "fedbuff", 2 }, "got 2; or pass --secagg off (masking is the default under --dp)"},
+		{func(c *ops.Config) { c.Strategy, c.ThinP = "fedbuff", 0.2 }, "cannot merge; or pass --secagg off (masking is the default under --dp)"},
 		{func(c *ops.Config) { c.Strategy, c.MaxStaleness = "fedbuff", -1 }, "--max-staleness must not be negative, got -1"},
 		{func(c *ops.Config) { c.Strategy, c.ThinP = "easgd", 1 }, "--thin-p must be in [0, 1), got 1"},
 		{func(c *ops.Config) { c.ThinP = 0.5 }, "--thin-p is for --strategy easgd or fedbuff, not fedavg"},
@@ -149,7 +152,8 @@ func TestConfigOptionsNameTheFlag(t *testing.T) {
 		{func(c *ops.Config) {
 			c.SecAgg, c.KeyGen, c.MinAvail, c.MinUpdate, c.NoiseMultiplier, c.DPHECount = "dphe", "127.0.0.1:7444", 3, 3, 1, 0
 		}, "--secagg dphe needs --dphe-count ≥ 1"},
-		{func(c *ops.Config) { c.SecAgg = "masking" }, "--secagg masking needs rounds of at least 3 clients: --min-available is 2"},
+		{func(c *ops.Config) { c.SecAgg, c.MinAvail = "masking", 2 }, "--secagg masking needs rounds of at least 3 clients: --min-available is 2"},
+		{func(c *ops.Config) { c.MinAvail = 2 }, "--min-available is 2; pass --min-available 3 or more; or pass --secagg off (masking is the default under --dp)"},
 		{func(c *ops.Config) { c.SecAgg, c.MinAvail, c.SecAggMinHonest = "masking", 3, 3 }, "--secagg-min-honest must be in [2, --min-updates = 2], got 3"},
 		{func(c *ops.Config) { c.SecAgg, c.MinAvail, c.SecAggDegree = "masking", 3, -1 }, "--secagg-degree, --secagg-threshold and --secagg-phase must not be negative"},
 	}

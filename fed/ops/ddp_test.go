@@ -54,8 +54,8 @@ func TestDDPConfigNamesTheFlag(t *testing.T) {
 		t.Errorf("--ddp: --secagg %q, secure aggregation %+v, task DP %v; want masking at T = 3 and no local DP-SGD", c.SecAgg, o.SecAgg, o.Task.DP)
 	}
 	plain := ops.DefaultConfig()
-	plain.State = "s.db"
+	plain.State, plain.DP = "s.db", false
 	if _, err := plain.Options(); err != nil || plain.SecAgg != "off" {
-		t.Errorf("without --ddp --secagg defaults to %q (%v), want off", plain.SecAgg, err)
+		t.Errorf("without --ddp and --dp --secagg defaults to %q (%v), want off", plain.SecAgg, err)
 	}
 }

@@ -17,7 +17,7 @@ const secAggMinClients = 3
 // given as 0 is 3 under masking (its least round) and 2 otherwise.
 func (c *Config) secAggDefault() {
 	if c.SecAgg == "" {
-		c.SecAgg, c.secAggDefaulted = "off", true
+		c.SecAgg = "off"
 		if c.DDP || c.DP && c.Strategy != coord.AsyncEASGD {
 			c.SecAgg = "masking"
 		}
@@ -30,21 +30,7 @@ func (c *Config) secAggDefault() {
 	}
 }
 
-// secAggDefaultNote names masking as the default in an error about it,
-// when it was not asked for.
-func (c *Config) secAggDefaultNote() string {
-	if c.secAggDefaulted {
-		return " (the default under --dp)"
-	}
-	return ""
-}
-
-// secAggOffHint tells how to send plaintext updates instead, when masking
-// was not asked for: --secagg off, which lets the coordinator see each
-// client's (locally noised) update.
-func (c *Config) secAggOffHint() string {
-	if c.secAggDefaulted {
-		return ", or --secagg off to send each client's update to the coordinator in plaintext"
-	}
-	return ""
-}
+// secAggOffHint ends an error about masking: masking is the default under
+// DP, so the user may not have asked for it, and --secagg off is how to ask
+// for plaintext updates instead.
+const secAggOffHint = "; or pass --secagg off (masking is the default under --dp) to send each client's update to the coordinator in plaintext"
