@@ -326,7 +326,9 @@ func TestCoordinatorSurvivesSIGKILL(t *testing.T) {
 	f := newCrashFed(ps)
 	names, initCk, state, outPath := f.names, f.initCk, f.state, f.outPath
 	const rounds = 3
-	coordArgs := f.coordArgs(rounds)
+	// Plaintext rounds (TestMaskingCoordinatorSurvivesSIGKILL is the
+	// masked variant).
+	coordArgs := f.coordArgs(rounds, "--secagg", "off")
 	co := ps.start("coordinator-1", coordArgs...)
 	// Each client trains for a different time, so a round stays open with
 	// some updates accepted and others still coming.

@@ -80,7 +80,7 @@ func TestFedCoordinatorCannotWeakenAClientsPolicy(t *testing.T) {
 		state, addr := filepath.Join(dir, name+".db"), freePort(t)
 		args := append([]string{"fed", "coordinator", "--state", state, "--pki", pkiDir, "--listen", addr, "--init", initPath,
 			"--rounds", "1", "--min-available", "1", "--min-updates", "1", "--deadline", "5s", "--local-steps", "5",
-			"--max-update-norm", "100", "--linger", "1s"}, extra...)
+			"--max-update-norm", "100", "--linger", "1s", "--secagg", "off"}, extra...) // one client: no masking
 		return ps.start(name, args...), state, addr
 	}
 	alice := func(name, addr string) (*proc, error) {

@@ -205,7 +205,7 @@ func TestFedClientStopsAtItsBudget(t *testing.T) {
 	cmd, f := coordinatorCmd(ce)
 	if err := cmd.ParseFlags([]string{"--state", state, "--pki", pkiDir, "--listen", addr, "--init", filepath.Join(dir, "init.ckpt"),
 		"--rounds", "3", "--min-available", "1", "--min-updates", "1", "--deadline", "2m", "--local-steps", "5", "--noise-multiplier", "1",
-		"--log-level", "error"}); err != nil {
+		"--log-level", "error", "--secagg", "off"}); err != nil {
 		t.Fatal(err)
 	}
 	// The deadlines here (the round's too) are safety nets, not part of
@@ -336,7 +336,7 @@ func TestFedClientTrainsOnItsPartition(t *testing.T) {
 	if err := ccmd.ParseFlags([]string{"--state", state, "--pki", pkiDir, "--listen", addr, "--init", initPath, "--out", outPath,
 		"--rounds", "2", "--min-available", "1", "--min-updates", "1", "--deadline", "5m", "--local-epochs", "1", "--batch", "2",
 		"--lr", "0.01", "--log-level", "error", "--linger", "5s", "--json", "--eval-data", lfw,
-		"--centre-images", filepath.Join(lfw, "centre"), "--centre-count", "2"}); err != nil {
+		"--centre-images", filepath.Join(lfw, "centre"), "--centre-count", "2", "--secagg", "off"}); err != nil {
 		t.Fatal(err)
 	}
 	cf.describers = &o.Describers
