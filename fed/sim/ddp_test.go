@@ -34,6 +34,9 @@ func TestDistributedSim(t *testing.T) {
 	if len(st.Rounds) != 2 || st.Rounds[0].State != "done" || st.Rounds[1].State != "done" || st.Rounds[1].Updates != 3 {
 		t.Fatalf("rounds %v", st.Rounds)
 	}
+	if rep.Strategy != sim.DistributedStrategy {
+		t.Errorf("the report's strategy %q, want %q: the rounds are DP-SGD steps, not %s", rep.Strategy, sim.DistributedStrategy, rep.Strategy)
+	}
 	m := rep.Mechanism
 	if m == nil || m.Steps != 2 || !strings.Contains(m.Mechanism, "distributed DP-SGD") || !strings.Contains(m.Mechanism, "at least 3 honest clients") {
 		t.Fatalf("the model's privacy record %+v", m)

@@ -311,11 +311,17 @@ func (o *Options) Check() error {
 	return nil
 }
 
+// DistributedStrategy is Report.Strategy under distributed DP-SGD.
+const DistributedStrategy = "distributed-dp-sgd"
+
 // Report is what a simulation measured.
 type Report struct {
+	// Strategy is the rounds' strategy, or DistributedStrategy under
+	// distributed DP-SGD (Options.DDP), whose rounds are DP-SGD steps.
 	Strategy string `json:"strategy"`
 	// ServerLR is the coordinator's learning rate: a number, or the rule
-	// of FedAvg's default under DP (strategy.DefaultServerLR).
+	// of FedAvg's default under DP (strategy.DefaultServerLR); empty under
+	// distributed DP-SGD, whose server takes veil train's optimiser step.
 	ServerLR string `json:"server_lr"`
 	Clients  int    `json:"clients"`
 	Rounds   int    `json:"rounds"`
@@ -539,6 +545,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep := &Report{Strategy: o.Strategy, ServerLR: o.StrategyOptions().ServerLRText(), Clients: len(parts), Rounds: o.Rounds, Parameters: initial.Len(),
 		IdentitiesPerClient: map[string]int{}, ImagesPerClient: map[string]int{}}
+	if o.DDP != nil {
+		rep.Strategy, rep.ServerLR = DistributedStrategy, ""
+	}
 	if rep.InitAccuracy, _, err = eval.Accuracy(initial); err != nil {
 		return nil, err
 	}

@@ -242,8 +242,12 @@ func (f *fedSimFlags) options(changed func(string) bool) (sim.Options, sim.DataO
 
 // printFedSim prints the readable summary of a simulation.
 func printFedSim(w io.Writer, r *sim.Report) {
-	fmt.Fprintf(w, "%s (server learning rate %s), %d clients, %d rounds (%d failed): %d updates accepted, %d refused, %d drop-outs\n",
-		r.Strategy, r.ServerLR, r.Clients, r.Rounds, r.FailedRounds, r.Updates, r.Refused, r.DropOuts)
+	strategy := r.Strategy
+	if r.ServerLR != "" {
+		strategy += " (server learning rate " + r.ServerLR + ")"
+	}
+	fmt.Fprintf(w, "%s, %d clients, %d rounds (%d failed): %d updates accepted, %d refused, %d drop-outs\n",
+		strategy, r.Clients, r.Rounds, r.FailedRounds, r.Updates, r.Refused, r.DropOuts)
 	fmt.Fprintf(w, "LFW development pairs: accuracy %.4f (threshold %.3f); as initialised %.4f\n", r.DevAccuracy, r.Threshold, r.InitAccuracy)
 	if r.EMA > 0 {
 		fmt.Fprintf(w, "  (the moving average of the rounds' models, decay %g; the last model alone: %.4f)\n", r.EMA, r.LastAccuracy)
