@@ -49,7 +49,12 @@
 // extractor is trained from public features rather than refined from a
 // face descriptor. Run trains it when the splits carry public features
 // (LoadSplitPublic), with the same hashed tags and its own ledgers (a
-// deployment would share one of the two ψ).
+// deployment would share one of the two ψ), in both of Irene's stages:
+// bootstrapping (shared_bootstrap_public), then W₀ tuned on ψ's PublicOut
+// outputs by the same exchange as on the descriptors (shared_w0_public:
+// SharedMetricDP under DP, charged to the public ledgers after
+// bootstrapping, so its ε per user is the two composed; its bytes per
+// user W0Bytes on top of ψ's).
 //
 // # Asynchronous training (Irene's Fig. 10)
 //

@@ -205,6 +205,9 @@ type Report struct {
 	Bootstrap     *BootstrapReport `json:"bootstrap"`
 	// W0 is W₀'s private exchange (absent without DP).
 	W0 *W0Report `json:"w0_exchange,omitempty"`
+	// W0Public is W₀'s private exchange on ψ's output on public features
+	// (absent without DP or without them).
+	W0Public *W0Report `json:"w0_exchange_public,omitempty"`
 	// BootstrapPublic is ψ's bootstrapping on public features (absent
 	// without them).
 	BootstrapPublic *BootstrapReport   `json:"bootstrap_public,omitempty"`
@@ -216,9 +219,10 @@ var Methods = []string{"plain", "local_lmnn", "shared_bootstrap", "shared_w0", "
 
 // PublicMethods are the methods on public features, reported when the
 // splits carry them: plain public features (a random projection's
-// starting point is not a method: public_plain is the raw 2,048 values)
-// and ψ bootstrapped on them.
-var PublicMethods = []string{"public_plain", "shared_bootstrap_public"}
+// starting point is not a method: public_plain is the raw 2,048 values),
+// ψ bootstrapped on them, and W₀ tuned on ψ's output (Irene's two
+// stages, as shared_bootstrap and shared_w0 on the descriptors).
+var PublicMethods = []string{"public_plain", "shared_bootstrap_public", "shared_w0_public"}
 
 // simulate lays the split's people out as libraries. Training users: each
 // named person in 1…maxUsers random users' libraries, each holding an
@@ -664,39 +668,16 @@ func Run(ctx context.Context, train, test *Split, o Options) (*Report, error) {
 
 	// Tuning: MT-LMNN over the training users on ψ's output, W₀ kept;
 	// under DP by the private exchange, charged to the same ledgers.
-	t1 = time.Now()
-	var w0 *metric.Metric
-	var w0eps *float64
-	if o.Epsilon > 0 {
-		d := o.W0
-		d.Epsilon, d.Delta = o.EpsilonW0, o.Delta
-		if w0, rep.W0, err = SharedMetricDP(ctx, users, psiSpace, &o, d, charge); err != nil {
-			return nil, err
-		}
-		sp, err := led.Spent(userID(0))
-		if err != nil {
-			return nil, err
-		}
-		w0eps = &sp.Epsilon
-		say("W₀ exchanged under DP: ε %.2f alone, %.2f with bootstrapping (σ %.2f, %d steps)", rep.W0.Epsilon, sp.Epsilon, rep.W0.NoiseMultiplier, rep.W0.Steps)
-	} else if w0, err = SharedMetric(ctx, users, ψ, &o); err != nil {
+	st := w0Stage{name: "shared_w0", wall: "mt_lmnn", users: users, ψ: ψ, psiBytes: psiBytes, led: led, charge: charge,
+		report: func(name string, sp space, eps *float64) error {
+			ts, err := tune(users, sp, plainMedian, &o, goals)
+			if err != nil {
+				return err
+			}
+			return addHeld(name, ts, eps)
+		}}
+	if rep.W0, err = st.run(ctx, &o, rep, say); err != nil {
 		return nil, err
-	}
-	wall["mt_lmnn"] = time.Since(t1).Seconds()
-	sw, err := tune(users, metricSpace(w0, psiSpace), plainMedian, &o, goals)
-	if err != nil {
-		return nil, err
-	}
-	if err := addHeld("shared_w0", sw, w0eps); err != nil {
-		return nil, err
-	}
-	if rep.W0 != nil {
-		b, err := W0Bytes(ψ.Options().Out, rep.W0.Steps)
-		if err != nil {
-			return nil, err
-		}
-		b += psiBytes
-		rep.Methods["shared_w0"].BytesPerUser = &b
 	}
 	if err := addOwn("per_user_metric", sb, eps); err != nil {
 		return nil, err
@@ -837,7 +818,7 @@ func runPublic(ctx context.Context, rep *Report, users, held []*Library, o *Opti
 	if err != nil {
 		return err
 	}
-	_, charge, err := userLedgers(len(users), o)
+	led, charge, err := userLedgers(len(users), o)
 	if err != nil {
 		return err
 	}
@@ -863,7 +844,69 @@ func runPublic(ctx context.Context, rep *Report, users, held []*Library, o *Opti
 		return err
 	}
 	rep.Methods["shared_bootstrap_public"].BytesPerUser = &b
-	return nil
+	// Tuning as on the descriptors: W₀ on ψ's output, charged to the
+	// same (public) ledgers as ψ's bootstrapping.
+	st := w0Stage{name: "shared_w0_public", wall: "mt_lmnn_public", users: pu, ψ: ψ, psiBytes: b, led: led, charge: charge, report: heldPub}
+	rep.W0Public, err = st.run(ctx, o, rep, say)
+	return err
+}
+
+// w0Stage is Irene's second stage on ψ's output: MT-LMNN over the
+// training users, W₀ kept, reported as method name.
+type w0Stage struct {
+	name, wall string // the method's name; its wall-clock entry
+	users      []*Library
+	ψ          *Psi
+	psiBytes   int64 // ψ's bootstrapping's bytes per user
+	led        *dp.Ledger
+	charge     func(dp.Event) error
+	// report tunes a space on the training users and reports it for the
+	// held-out users.
+	report func(name string, sp space, eps *float64) error
+}
+
+// run fits W₀: under DP (o.Epsilon > 0) by the private exchange
+// (SharedMetricDP, target o.EpsilonW0) charged to the users' ledgers
+// through s.charge, so the method's ε per user is the ledger's
+// composition with bootstrapping's and its bytes per user W0Bytes on top
+// of ψ's; without DP by SharedMetric, with no bound (ε and bytes null).
+// It reports the method in V₀·ψ(x) and returns the exchange's report
+// (nil without DP).
+func (s w0Stage) run(ctx context.Context, o *Options, rep *Report, say func(string, ...any)) (*W0Report, error) {
+	psiSpace := space(s.ψ.Apply)
+	t1 := time.Now()
+	var w0 *metric.Metric
+	var wr *W0Report
+	var eps *float64
+	var err error
+	if o.Epsilon > 0 {
+		d := o.W0
+		d.Epsilon, d.Delta = o.EpsilonW0, o.Delta
+		if w0, wr, err = SharedMetricDP(ctx, s.users, psiSpace, o, d, s.charge); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		sp, err := s.led.Spent(userID(0))
+		if err != nil {
+			return nil, err
+		}
+		eps = &sp.Epsilon
+		say("%s: W₀ exchanged under DP: ε %.2f alone, %.2f with bootstrapping (σ %.2f, %d steps)", s.name, wr.Epsilon, sp.Epsilon, wr.NoiseMultiplier, wr.Steps)
+	} else if w0, err = SharedMetric(ctx, s.users, s.ψ, o); err != nil {
+		return nil, fmt.Errorf("%s: %w", s.name, err)
+	}
+	rep.WallS[s.wall] = time.Since(t1).Seconds()
+	if err := s.report(s.name, metricSpace(w0, psiSpace), eps); err != nil {
+		return nil, err
+	}
+	if wr != nil {
+		b, err := W0Bytes(s.ψ.Options().Out, wr.Steps)
+		if err != nil {
+			return nil, err
+		}
+		b += s.psiBytes
+		rep.Methods[s.name].BytesPerUser = &b
+	}
+	return wr, nil
 }
 
 func userID(u int) string { return "user-" + strconv.Itoa(u) }

@@ -2,6 +2,7 @@ package collab
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -90,14 +91,15 @@ func TestSimulateSpreadsPeopleAsAsked(t *testing.T) {
 // named photos, rates in [0, 1], the ε of each method, and plain's figures
 // equal to the library's rule scored directly.
 func TestRunReportsEveryMethod(t *testing.T) {
-	train := synthSplit(5, 40, 8, 40)
-	test := synthSplit(6, 16, 8, 20)
-	o := Options{Users: 4, HeldOut: 2, MaxUsersPerPerson: 2, Trials: 1, Classes: 64, Epochs: 2, Batch: 16, Iterations: 5, Workers: 1, Seed: 7}
+	train := withPublic(synthSplit(5, 40, 8, 40), 1)
+	test := withPublic(synthSplit(6, 16, 8, 20), 2)
+	o := Options{Users: 4, HeldOut: 2, MaxUsersPerPerson: 2, Trials: 1, Classes: 64, Epochs: 2, Batch: 16, Iterations: 5, Workers: 1, Seed: 7,
+		PublicOut: 8, PublicHidden: -1}
 	rep, err := Run(context.Background(), train, test, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range Methods {
+	for _, m := range append(append([]string{}, Methods...), PublicMethods...) {
 		r, ok := rep.Methods[m]
 		if !ok {
 			t.Fatalf("method %s missing", m)
@@ -116,8 +118,16 @@ func TestRunReportsEveryMethod(t *testing.T) {
 	if e := rep.Methods["plain"].EpsilonPerUser; e == nil || *e != 0 {
 		t.Fatal("plain shares nothing: its ε must be 0")
 	}
-	if rep.Methods["shared_w0"].EpsilonPerUser != nil {
-		t.Fatal("W₀ is shared without DP: its ε must be reported as unbounded (null)")
+	for _, m := range []string{"shared_w0", "shared_w0_public"} {
+		if rep.Methods[m].EpsilonPerUser != nil {
+			t.Fatalf("%s: W₀ is shared without DP: its ε must be reported as unbounded (null)", m)
+		}
+		if b := rep.Methods[m].BytesPerUser; b != nil {
+			t.Errorf("%s without DP: bytes per user %d, want null", m, *b)
+		}
+	}
+	if rep.W0 != nil || rep.W0Public != nil {
+		t.Fatalf("W₀ exchange reported without DP: %+v, %+v", rep.W0, rep.W0Public)
 	}
 	if rep.Methods["shared_bootstrap"].EpsilonPerUser != nil {
 		t.Fatal("bootstrapping without DP reported an ε")
@@ -129,9 +139,6 @@ func TestRunReportsEveryMethod(t *testing.T) {
 		if b := rep.Methods[m].BytesPerUser; b == nil || *b != want {
 			t.Errorf("%s: bytes per user %v, want %d", m, b, want)
 		}
-	}
-	if b := rep.Methods["shared_w0"].BytesPerUser; b != nil {
-		t.Errorf("shared_w0 without DP: bytes per user %d, want null", *b)
 	}
 	if rep.Methods["local_lmnn"].Fitted[0] != 0 {
 		t.Fatal("a library with one name per person learned a metric")
@@ -229,13 +236,27 @@ func TestRunUnderDPChargesW0(t *testing.T) {
 			t.Fatalf("public method %s missing or empty", m)
 		}
 	}
-	if e := rep.Methods["shared_bootstrap_public"].EpsilonPerUser; e == nil || *e > 4 {
-		t.Fatalf("ψ on public features: ε %v", e)
+	ebp, ewp := rep.Methods["shared_bootstrap_public"].EpsilonPerUser, rep.Methods["shared_w0_public"].EpsilonPerUser
+	if ebp == nil || *ebp > 4 {
+		t.Fatalf("ψ on public features: ε %v", deref(ebp))
+	}
+	// W₀ on public features is charged to the public ledgers after ψ's
+	// bootstrapping: ε composed from both stages, above bootstrapping's
+	// alone, within the budget; the same mechanisms on the same units
+	// (person-libraries, epochs, batch, steps) as the descriptor design,
+	// so the same composition as shared_w0's (to 10⁻³: bootstrapping's σ
+	// comes from a numerical search).
+	if ewp == nil || !(*ewp > *ebp) || *ewp > 6 || math.Abs(*ewp-*ew) > 1e-3 {
+		t.Fatalf("ε per user on public features: bootstrapping %v, with W₀ %v (shared_w0 %g)", deref(ebp), deref(ewp), *ew)
+	}
+	if w := rep.W0Public; w == nil || w.Epsilon > 2 || w.Steps != 3 || w.Libraries != 4 || *ewp < w.Epsilon {
+		t.Fatalf("W₀ exchange on public features %+v", w)
 	}
 	// ψ 128→128: 66,124 bytes a message; W₀'s 3 steps of 65,591 each
-	// way; ψ 24→8 on public features: 872 a message; 2 epochs each.
+	// way; ψ 24→8 on public features: 872 a message; 2 epochs each; its
+	// 8×8 V₀: 308 bytes a message (a 52-byte header and 256 of values).
 	for m, want := range map[string]int64{"shared_bootstrap": 4 * 66124, "shared_w0": 4*66124 + 6*65591,
-		"per_user_metric": 4 * 66124, "public_plain": 0, "shared_bootstrap_public": 4 * 872} {
+		"per_user_metric": 4 * 66124, "public_plain": 0, "shared_bootstrap_public": 4 * 872, "shared_w0_public": 4*872 + 6*308} {
 		if b := rep.Methods[m].BytesPerUser; b == nil || *b != want {
 			t.Errorf("%s: bytes per user %v, want %d", m, b, want)
 		}
@@ -244,4 +265,12 @@ func TestRunUnderDPChargesW0(t *testing.T) {
 	if _, err := Run(context.Background(), train, test, o); err == nil || !strings.Contains(err.Error(), "W₀") {
 		t.Fatalf("a budget below bootstrapping and W₀ together: %v", err)
 	}
+}
+
+// deref prints an optional ε: its value, or null.
+func deref(e *float64) any {
+	if e == nil {
+		return "null"
+	}
+	return *e
 }

@@ -32,8 +32,10 @@ shared_w0's epsilon_per_user is the two composed).
 With --public (the default), ψ is also trained as a head on public features
 (the age/gender network's 2048 region features of LFW's fixed face box, as
 the federation's head: the papers' setting), from a random map, with the same
-hashed tags and its own ledgers: shared_bootstrap_public, and public_plain for
-the raw public features.
+hashed tags and its own ledgers: shared_bootstrap_public; then W₀ tuned on its
+--public-out outputs by the same exchange as shared_w0, charged to those
+ledgers (epsilon_per_user the two composed): shared_w0_public; and public_plain
+for the raw public features.
 
 For held-out users who name 1 or 3 photos per person, reported under methods:
 plain (descriptors at the library's thresholds), local_lmnn (each user's own
@@ -104,7 +106,7 @@ func newBenchCollabCmd(e *env) *cobra.Command {
 	fl.Float64Var(&o.W0.LearningRate, "w0-lr", 0.01, "learning rate of W₀'s private exchanges")
 	fl.Float64Var(&o.W0.Clip, "w0-clip", 1, "clip of each library's V₀ gradient (Frobenius norm)")
 	fl.Float64Var(&o.Budget, "budget", 0, "each training user's ledger budget ε (default: --epsilon + --epsilon-w0)")
-	fl.BoolVar(&f.public, "public", true, "also train ψ as a head on public features (the age/gender network's 2048 region features of LFW's face box): public_plain and shared_bootstrap_public")
+	fl.BoolVar(&f.public, "public", true, "also train ψ as a head on public features (the age/gender network's 2048 region features of LFW's face box): public_plain, shared_bootstrap_public and shared_w0_public")
 	fl.IntVar(&o.PublicOut, "public-out", 128, "output size of ψ on public features")
 	fl.IntVar(&o.PublicHidden, "public-hidden", 256, "hidden width of ψ on public features (-1: linear)")
 	fl.IntVar(&o.PublicEpochs, "public-epochs", 0, "bootstrapping epochs of ψ on public features (default: --epochs)")
